@@ -1,0 +1,107 @@
+// The component interfaces: inputs, transforms, outputs, and the card each
+// one reports on. A component is a declaration (a property table and a
+// factory, see src/components.cc); the engine owns the threads.
+//
+// Threading: an input and its pipeline's transforms are called only from that
+// pipeline's thread. An output is called only from its own output thread.
+// ComponentStats is written by the owning thread and read by the API thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "kayak/message.h"
+#include "kayak/status.h"
+
+namespace kayak {
+
+class Clock;
+class BucketRegistry;
+
+enum class ComponentState { kStarting, kRunning, kRetrying, kFailed, kStopped, kFinished };
+const char* ComponentStateName(ComponentState s);
+
+// The numbers on a component's card.
+class ComponentStats {
+ public:
+  ComponentStats(std::string name, std::string kind, std::string type)
+      : name_(std::move(name)), kind_(std::move(kind)), type_(std::move(type)) {}
+
+  const std::string& name() const { return name_; }  // "input", "transforms[0]", ...
+  const std::string& kind() const { return kind_; }  // input | transform | output
+  const std::string& type() const { return type_; }  // file, filter, ...
+
+  void AddIn(uint64_t n) { in_.fetch_add(n, std::memory_order_relaxed); }
+  void AddOut(uint64_t n) { out_.fetch_add(n, std::memory_order_relaxed); }
+  void RecordError(const std::string& message);
+  void SetState(ComponentState s) { state_.store(static_cast<int>(s)); }
+
+  uint64_t in() const { return in_.load(std::memory_order_relaxed); }
+  uint64_t out() const { return out_.load(std::memory_order_relaxed); }
+  uint64_t errors() const { return errors_.load(std::memory_order_relaxed); }
+  ComponentState state() const { return static_cast<ComponentState>(state_.load()); }
+  std::string last_error() const;
+
+ private:
+  const std::string name_, kind_, type_;
+  std::atomic<uint64_t> in_{0}, out_{0}, errors_{0};
+  std::atomic<int> state_{static_cast<int>(ComponentState::kStarting)};
+  mutable std::mutex mu_;
+  std::string last_error_;  // guarded by mu_
+};
+
+// What a component is given when it is built.
+struct ComponentContext {
+  const Clock* clock = nullptr;
+  std::string pipeline_id;
+  BucketRegistry* buckets = nullptr;  // shared keyed state
+  ComponentStats* stats = nullptr;    // the component's own card (count skipped input)
+  bool checkpointing = false;         // the server runs with --state-dir
+};
+
+class Input {
+ public:
+  virtual ~Input() = default;
+  // Opens files or connections. Called on the pipeline thread before Read.
+  virtual Status Open() { return Status::Ok(); }
+  // Appends up to one batch of messages to `out`, waiting at most `wait_ms`
+  // for the first one. Sets `*finished` when a finite input has nothing more
+  // to give. A retryable error is retried with backoff by the pipeline.
+  virtual Status Read(Batch* out, int64_t wait_ms, bool* finished) = 0;
+  // A human-readable position for the card ("offset 1234 of a.ndjson").
+  virtual std::string Position() const { return ""; }
+};
+
+class Transform {
+ public:
+  virtual ~Transform() = default;
+  // Transforms `batch` in place. It may remove messages (filter) or take them
+  // into its own state and release them later (buffer). An error drops the
+  // batch.
+  virtual Status Process(Batch* batch) = 0;
+  // Called about every 100 ms with the wall-clock time: release what is due
+  // into `out`, expire idle state.
+  virtual void Tick(int64_t now_ms, Batch* out) {
+    (void)now_ms;
+    (void)out;
+  }
+  // Releases everything held, into `out`. Called once when the pipeline stops
+  // without a state directory, so nothing accepted is lost.
+  virtual void Drain(Batch* out) { (void)out; }
+};
+
+class Output {
+ public:
+  virtual ~Output() = default;
+  virtual Status Open() { return Status::Ok(); }
+  // Writes a whole batch. A retryable error is retried by the output runner.
+  virtual Status Write(const Batch& batch) = 0;
+  // Called about twice a second when idle (for example, to roll a part by age).
+  virtual void Tick(int64_t now_ms) { (void)now_ms; }
+  virtual Status Close() { return Status::Ok(); }
+};
+
+}  // namespace kayak

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# install-deps.sh: install what kayak needs to build and test, from Debian's apt only.
+# Idempotent and fast when everything is present (no apt-get update then).
+# Run as root (or with sudo) on Debian 12.
+set -euo pipefail
+
+# Why each package is here: docs/dependencies.md
+PACKAGES=(
+  g++ cmake ninja-build pkg-config make
+  libyaml-cpp-dev        # config parsing with line/column marks
+  nlohmann-json3-dev     # JSON values for messages and the API
+  libboost-dev           # Boost.Asio + Boost.Beast: the HTTP listener
+  libspdlog-dev libfmt-dev
+  liblua5.4-dev          # the lua transform
+  libgtest-dev libgmock-dev
+  python3 curl procps    # end-to-end tests drive the real binary
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO=sudo
+else
+  SUDO=
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -o DPkg::Lock::Timeout=600 -qq
+$SUDO apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 "${missing[@]}" >/dev/null

@@ -1,0 +1,251 @@
+// kayak: the command line (SPEC section 1).
+//
+//   kayak --config FILE [--state-dir DIR] [--server-config FILE]
+//   kayak check FILE
+//   kayak --version
+//
+// Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad command line or
+// config, 3 state directory locked by another server.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include "cli/state_dir.h"
+#include "common/log.h"
+#include "components.h"
+#include "config/server_config.h"
+#include "core/engine.h"
+#include "http/api.h"
+#include "kayak/version.h"
+
+namespace kayak {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitRuntime = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitLocked = 3;
+
+const char* kUsage =
+    "usage:\n"
+    "  kayak --config FILE [--state-dir DIR] [--server-config FILE]\n"
+    "  kayak check FILE\n"
+    "  kayak --version\n";
+
+int Usage(const std::string& problem) {
+  std::fprintf(stderr, "kayak: %s\n%s", problem.c_str(), kUsage);
+  return kExitUsage;
+}
+
+struct Args {
+  std::string config, state_dir, server_config, check_file;
+  bool check = false, version = false, help = false;
+};
+
+// Parses argv; returns false (with `problem`) on a bad command line.
+bool ParseArgs(int argc, char** argv, Args* a, std::string* problem) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    bool has_value = false;
+    if (arg.rfind("--", 0) == 0) {
+      const size_t eq = arg.find('=');
+      if (eq != std::string::npos) {
+        value = arg.substr(eq + 1);
+        arg = arg.substr(0, eq);
+        has_value = true;
+      }
+    }
+    auto take = [&](std::string* slot) {
+      if (!slot->empty()) {
+        *problem = arg + " given twice";
+        return false;
+      }
+      if (!has_value) {
+        if (i + 1 >= argc) {
+          *problem = arg + " needs a value";
+          return false;
+        }
+        value = argv[++i];
+      }
+      if (value.empty()) {
+        *problem = arg + " needs a non-empty value";
+        return false;
+      }
+      *slot = value;
+      return true;
+    };
+    if (arg == "--config" || arg == "-c") {
+      if (!take(&a->config)) return false;
+    } else if (arg == "--state-dir") {
+      if (!take(&a->state_dir)) return false;
+    } else if (arg == "--server-config") {
+      if (!take(&a->server_config)) return false;
+    } else if (arg == "--version" && !has_value) {
+      a->version = true;
+    } else if ((arg == "--help" || arg == "-h") && !has_value) {
+      a->help = true;
+    } else if (arg == "check" && i == 1) {
+      a->check = true;
+    } else if (a->check && a->check_file.empty() && arg.rfind("-", 0) != 0) {
+      a->check_file = arg;
+    } else {
+      *problem = "unknown argument '" + std::string(argv[i]) + "'";
+      return false;
+    }
+  }
+  if (a->version || a->help) return true;
+  if (a->check) {
+    if (a->check_file.empty()) a->check_file = a->config;
+    if (a->check_file.empty()) {
+      *problem = "check needs a config file";
+      return false;
+    }
+    return true;
+  }
+  if (a->config.empty()) {
+    *problem = "--config is required";
+    return false;
+  }
+  return true;
+}
+
+// Loads and validates the pipelines file; prints every error and returns
+// false on any.
+bool LoadConfig(const std::string& path, GraphSpec* spec) {
+  ErrorList errors;
+  LoadGraphFile(path, BuiltinComponents(), spec, &errors);
+  ValidateComponents(*spec, &errors);
+  if (!errors.empty()) {
+    std::fputs(errors.ToString().c_str(), stderr);
+    std::fprintf(stderr, "kayak: %zu error%s in %s\n", errors.size(),
+                 errors.size() == 1 ? "" : "s", path.c_str());
+    return false;
+  }
+  return true;
+}
+
+int Check(const std::string& path) {
+  GraphSpec spec;
+  if (!LoadConfig(path, &spec)) return kExitUsage;
+  std::printf("%s: ok (%zu pipelines, %zu buckets)\n", path.c_str(), spec.pipelines.size(),
+              spec.buckets.size());
+  return kExitOk;
+}
+
+int Serve(const Args& args) {
+  ServerConfig server;
+  if (!args.server_config.empty()) {
+    ErrorList errors;
+    if (!LoadServerConfigFile(args.server_config, &server, &errors)) {
+      std::fputs(errors.ToString().c_str(), stderr);
+      return kExitUsage;
+    }
+  }
+  if (Status st = SetLogLevel(server.log_level); !st.ok()) {
+    std::fprintf(stderr, "kayak: %s\n", st.message().c_str());
+    return kExitUsage;
+  }
+  GraphSpec spec;
+  if (!LoadConfig(args.config, &spec)) return kExitUsage;
+
+  StateDirLock lock;
+  if (!args.state_dir.empty()) {
+    long holder = 0;
+    std::string error;
+    switch (lock.Acquire(args.state_dir, &holder, &error)) {
+      case StateDirLock::Outcome::kLocked:
+        break;
+      case StateDirLock::Outcome::kHeldByOther:
+        std::fprintf(stderr,
+                     "kayak: state directory %s is locked by another kayak server (pid %ld); "
+                     "one server per state directory\n",
+                     args.state_dir.c_str(), holder);
+        return kExitLocked;
+      case StateDirLock::Outcome::kError:
+        std::fprintf(stderr, "kayak: %s\n", error.c_str());
+        return kExitUsage;
+    }
+  }
+
+  // Signals are taken by one thread with sigwait; every thread started
+  // below inherits the blocked mask.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  EngineOptions eopts;
+  eopts.checkpointing = !args.state_dir.empty();
+  ErrorList errors;
+  auto engine = Engine::Build(spec, BuiltinComponents(), eopts, &errors);
+  if (engine == nullptr) {
+    std::fputs(errors.ToString().c_str(), stderr);
+    return kExitUsage;
+  }
+  http::Api api(engine.get());
+  http::ServerLimits limits;
+  limits.max_body_bytes = static_cast<uint64_t>(server.max_body_bytes);
+  http::Server listener(server.listen_host, server.listen_port, limits,
+                        [&api](const http::Request& req, http::Response* res) {
+                          api.Handle(req, res);
+                        });
+  if (Status st = listener.Start(); !st.ok()) {
+    KLOG_ERROR("{}", st.message());
+    return kExitRuntime;
+  }
+  const std::string host = server.listen_host.find(':') != std::string::npos
+                               ? "[" + server.listen_host + "]"
+                               : server.listen_host;
+  KLOG_INFO("kayak {} API listening on http://{}:{}", KAYAK_VERSION, host, listener.port());
+  if (!args.state_dir.empty()) KLOG_INFO("state directory {} (locked)", args.state_dir);
+  engine->Start();
+
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  KLOG_INFO("received {}, stopping gracefully (send it again to exit at once)",
+            sig == SIGINT ? "SIGINT" : "SIGTERM");
+  std::thread second([sigs] {
+    int again = 0;
+    sigset_t s = sigs;
+    if (sigwait(&s, &again) == 0) {
+      std::fprintf(stderr, "kayak: second signal, exiting at once\n");
+      std::_Exit(kExitRuntime);
+    }
+  });
+  second.detach();
+  engine->Stop();
+  listener.Stop();
+  KLOG_INFO("stopped cleanly");
+  return kExitOk;
+}
+
+int Main(int argc, char** argv) {
+  Args args;
+  std::string problem;
+  if (!ParseArgs(argc, argv, &args, &problem)) return Usage(problem);
+  if (args.help) {
+    std::fputs(kUsage, stdout);
+    return kExitOk;
+  }
+  if (args.version) {
+    std::printf("kayak %s\n", KAYAK_VERSION);
+    return kExitOk;
+  }
+  if (args.check) return Check(args.check_file);
+  return Serve(args);
+}
+
+}  // namespace
+}  // namespace kayak
+
+int main(int argc, char** argv) { return kayak::Main(argc, argv); }

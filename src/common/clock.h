@@ -1,0 +1,38 @@
+// Time goes through Clock so tests can move it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace kayak {
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  // Wall-clock time in milliseconds since the Unix epoch. Thread-safe.
+  virtual int64_t NowMs() const = 0;
+};
+
+// The real wall clock.
+class SystemClock final : public Clock {
+ public:
+  int64_t NowMs() const override;
+  static SystemClock* Get();
+};
+
+// A clock that moves only when told to. Thread-safe.
+class FakeClock final : public Clock {
+ public:
+  explicit FakeClock(int64_t now_ms = 1'700'000'000'000) : now_ms_(now_ms) {}
+  int64_t NowMs() const override { return now_ms_.load(); }
+  void AdvanceMs(int64_t ms) { now_ms_ += ms; }
+  void SetMs(int64_t ms) { now_ms_ = ms; }
+
+ private:
+  std::atomic<int64_t> now_ms_;
+};
+
+// Monotonic milliseconds, for deadlines and timeouts.
+int64_t MonotonicMs();
+
+}  // namespace kayak

@@ -1,0 +1,385 @@
+#include "config/loader.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace kayak {
+
+bool IsValidId(const std::string& id) {
+  if (id.empty() || id.size() > 64) return false;
+  for (char c : id) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return false;
+  }
+  return true;
+}
+
+namespace {
+
+bool Interpolate(const std::string& in, std::string* out, std::string* missing) {
+  out->clear();
+  size_t i = 0;
+  while (i < in.size()) {
+    if (in[i] == '$' && i + 1 < in.size() && in[i + 1] == '{') {
+      const size_t close = in.find('}', i + 2);
+      if (close != std::string::npos) {
+        const std::string name = in.substr(i + 2, close - i - 2);
+        bool valid = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
+        for (char c : name) valid = valid && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+        if (valid) {
+          const char* v = std::getenv(name.c_str());
+          if (v == nullptr) {
+            *missing = name;
+            return false;
+          }
+          *out += v;
+          i = close + 1;
+          continue;
+        }
+      }
+    }
+    *out += in[i++];
+  }
+  return true;
+}
+
+// A stable text form of a node for fingerprints: keys in document order,
+// scalars quoted, so reformatting the file does not change it.
+void Canonical(const YAML::Node& n, std::string* out) {
+  switch (n.Type()) {
+    case YAML::NodeType::Scalar:
+      *out += "\"" + n.Scalar() + "\"";
+      return;
+    case YAML::NodeType::Sequence:
+      *out += "[";
+      for (const auto& e : n) {
+        Canonical(e, out);
+        *out += ",";
+      }
+      *out += "]";
+      return;
+    case YAML::NodeType::Map:
+      *out += "{";
+      for (const auto& kv : n) {
+        *out += "\"" + kv.first.Scalar() + "\":";
+        Canonical(kv.second, out);
+        *out += ",";
+      }
+      *out += "}";
+      return;
+    default:
+      *out += "null";
+  }
+}
+
+class GraphLoader {
+ public:
+  GraphLoader(const std::string& file, const ComponentRegistry& registry, ErrorList* errors)
+      : file_(file), registry_(registry), errors_(errors) {}
+
+  void Load(const YAML::Node& root, GraphSpec* out) {
+    out->file = file_;
+    if (!root.IsDefined() || root.IsNull()) {
+      Err(root, "the file is empty: expected a map with 'pipelines' (and optionally 'buckets')");
+      return;
+    }
+    if (!root.IsMap()) {
+      Err(root, "expected a map with 'pipelines' (and optionally 'buckets')");
+      return;
+    }
+    for (const auto& kv : root) {
+      const std::string k = kv.first.Scalar();
+      if (k != "pipelines" && k != "buckets") {
+        Err(kv.first, "unknown top-level key '" + k + "' (known: buckets, pipelines)");
+      }
+    }
+    LoadBuckets(root["buckets"], out);
+    const YAML::Node pipelines = root["pipelines"];
+    if (!pipelines.IsDefined() || pipelines.IsNull()) {
+      Err(root, "missing 'pipelines': declare at least one pipeline");
+      return;
+    }
+    if (!pipelines.IsMap()) {
+      Err(pipelines, "'pipelines' must be a map of pipeline id to pipeline");
+      return;
+    }
+    std::vector<PipelineSpec> specs;
+    for (const auto& kv : pipelines) {
+      PipelineSpec p;
+      // Kept even when invalid, so components that are fine still get their
+      // semantic checks and every error is reported in one run.
+      LoadPipeline(kv.first, kv.second, &p);
+      specs.push_back(std::move(p));
+    }
+    CheckGraph(&specs, out);
+  }
+
+ private:
+  void Err(const YAML::Node& n, std::string msg) { errors_->Add(MarkOf(file_, n), std::move(msg)); }
+
+  void LoadBuckets(const YAML::Node& buckets, GraphSpec* out) {
+    if (!buckets.IsDefined() || buckets.IsNull()) return;
+    if (!buckets.IsMap()) {
+      Err(buckets, "'buckets' must be a map of bucket name to its declaration");
+      return;
+    }
+    for (const auto& kv : buckets) {
+      BucketSpec b;
+      b.name = kv.first.Scalar();
+      b.mark = MarkOf(file_, kv.first);
+      if (!IsValidId(b.name)) {
+        Err(kv.first, "bad bucket name '" + b.name + "': use 1-64 of a-z 0-9 _ -");
+        continue;
+      }
+      const YAML::Node& decl = kv.second;
+      if (decl.IsMap()) {
+        for (const auto& o : decl) {
+          const std::string k = o.first.Scalar();
+          if (k == "idle_timeout_secs") {
+            char* end = nullptr;
+            const std::string s = o.second.IsScalar() ? o.second.Scalar() : "";
+            const long long v = std::strtoll(s.c_str(), &end, 10);
+            if (s.empty() || *end != '\0' || v < 0) {
+              Err(o.second, "bucket '" + b.name +
+                                "': idle_timeout_secs must be a whole number of seconds >= 0");
+            } else {
+              b.idle_timeout_secs = v;
+            }
+          } else {
+            Err(o.first, "unknown option '" + k + "' for bucket '" + b.name +
+                             "' (known: idle_timeout_secs)");
+          }
+        }
+      } else if (!decl.IsNull()) {
+        Err(decl, "bucket '" + b.name + "' must be a map of options (or empty)");
+      }
+      Canonical(decl, &b.fingerprint);
+      bucket_names_.insert(b.name);
+      out->buckets.push_back(std::move(b));
+    }
+  }
+
+  bool LoadComponent(const std::string& kind, const YAML::Node& node, ComponentSpec* c) {
+    c->mark = MarkOf(file_, node);
+    if (!node.IsMap() || node.size() != 1) {
+      Err(node, "a" + std::string(kind == "input" ? "n " : " ") + kind +
+                    " is a one-key map {type: options}");
+      return false;
+    }
+    auto kv = *node.begin();
+    const std::string type = kv.first.Scalar();
+    c->def = registry_.Find(kind, type);
+    if (c->def == nullptr) {
+      std::string known;
+      for (const auto* d : registry_.All()) {
+        if (d->kind == kind) known += (known.empty() ? "" : ", ") + d->type;
+      }
+      Err(kv.first, "unknown " + kind + " type '" + type + "' (known: " + known + ")");
+      return false;
+    }
+    c->mark = MarkOf(file_, kv.first);
+    c->value = kv.second;
+    c->fingerprint = type + ":";
+    Canonical(kv.second, &c->fingerprint);
+    return ValidateShape(*c->def, kv.second, c->mark, errors_);
+  }
+
+  bool LoadPipeline(const YAML::Node& key, const YAML::Node& body, PipelineSpec* p) {
+    p->id = key.Scalar();
+    p->mark = MarkOf(file_, key);
+    bool ok = true;
+    if (!IsValidId(p->id)) {
+      Err(key, "bad pipeline id '" + p->id + "': use 1-64 of a-z 0-9 _ -");
+      ok = false;
+    }
+    if (!body.IsMap()) {
+      Err(body.IsNull() ? key : body,
+          "pipeline '" + p->id + "' must be a map with input, transforms and outputs");
+      return false;
+    }
+    for (const auto& kv : body) {
+      const std::string k = kv.first.Scalar();
+      if (k != "input" && k != "transforms" && k != "outputs") {
+        Err(kv.first, "unknown key '" + k + "' in pipeline '" + p->id +
+                          "' (known: input, transforms, outputs)");
+        ok = false;
+      }
+    }
+    const YAML::Node input = body["input"];
+    if (!input.IsDefined()) {
+      Err(key, "pipeline '" + p->id + "' is missing its input");
+      ok = false;
+    } else if (ComponentSpec c; LoadComponent("input", input, &c)) {
+      p->input = std::move(c);
+      if (p->input.def->type == "pipeline") {
+        const YAML::Node& v = p->input.value;
+        if (v.IsScalar()) {
+          p->upstreams.push_back(v.Scalar());
+        } else {
+          for (const auto& e : v) p->upstreams.push_back(e.Scalar());
+        }
+      }
+    } else {
+      ok = false;
+    }
+    ok = LoadList("transform", body["transforms"], &p->transforms) && ok;
+    ok = LoadList("output", body["outputs"], &p->outputs) && ok;
+    return ok;
+  }
+
+  bool LoadList(const std::string& kind, const YAML::Node& list, std::vector<ComponentSpec>* out) {
+    if (!list.IsDefined() || list.IsNull()) return true;
+    if (!list.IsSequence()) {
+      Err(list, "'" + kind + "s' must be a list of components");
+      return false;
+    }
+    bool ok = true;
+    for (const auto& item : list) {
+      ComponentSpec c;
+      if (LoadComponent(kind, item, &c)) {
+        out->push_back(std::move(c));
+      } else {
+        ok = false;
+      }
+    }
+    return ok;
+  }
+
+  // Upstreams exist, buckets exist (for bucket/lookup transforms), no
+  // cycles; orders pipelines so that upstreams come first.
+  void CheckGraph(std::vector<PipelineSpec>* specs, GraphSpec* out) {
+    std::map<std::string, size_t> index;
+    for (size_t i = 0; i < specs->size(); ++i) index[(*specs)[i].id] = i;
+    bool ok = true;
+    for (auto& p : *specs) {
+      std::set<std::string> seen;
+      for (const auto& up : p.upstreams) {
+        if (!index.count(up)) {
+          errors_->Add(p.input.mark, "pipeline '" + p.id + "' reads from unknown pipeline '" +
+                                         up + "'");
+          ok = false;
+        } else if (up == p.id) {
+          errors_->Add(p.input.mark, "pipeline '" + p.id + "' reads from itself");
+          ok = false;
+        } else if (!seen.insert(up).second) {
+          errors_->Add(p.input.mark,
+                       "pipeline '" + p.id + "' lists upstream '" + up + "' twice");
+          ok = false;
+        }
+      }
+      for (const auto& t : p.transforms) {
+        if (t.def->type != "bucket" && t.def->type != "lookup") continue;
+        const char* opt = t.def->type == "bucket" ? "name" : "bucket";
+        const YAML::Node n = t.value[opt];
+        if (n.IsDefined() && n.IsScalar() && !bucket_names_.count(n.Scalar())) {
+          Err(n, t.def->type + " transform: unknown bucket '" + n.Scalar() +
+                     "' (declare it under 'buckets')");
+        }
+      }
+    }
+    if (!ok) {
+      for (auto& p : *specs) out->pipelines.push_back(std::move(p));
+      return;
+    }
+    // Depth-first search for cycles, emitting a topological order.
+    std::vector<int> color(specs->size(), 0);  // 0 new, 1 on stack, 2 done
+    std::vector<size_t> order;
+    std::vector<size_t> stack;
+    bool cyclic = false;
+    std::function<void(size_t)> visit = [&](size_t i) {
+      color[i] = 1;
+      stack.push_back(i);
+      for (const auto& up : (*specs)[i].upstreams) {
+        const size_t j = index[up];
+        if (color[j] == 1) {
+          std::string path;
+          bool on = false;
+          for (size_t s : stack) {
+            if (s == j) on = true;
+            if (on) path += (*specs)[s].id + " <- ";
+          }
+          path += (*specs)[j].id;
+          errors_->Add((*specs)[i].input.mark, "cycle between pipelines: " + path);
+          cyclic = true;
+        } else if (color[j] == 0) {
+          visit(j);
+        }
+      }
+      stack.pop_back();
+      color[i] = 2;
+      order.push_back(i);
+    };
+    for (size_t i = 0; i < specs->size(); ++i) {
+      if (color[i] == 0) visit(i);
+    }
+    if (cyclic) {
+      for (auto& p : *specs) out->pipelines.push_back(std::move(p));
+      return;
+    }
+    for (size_t i : order) out->pipelines.push_back(std::move((*specs)[i]));
+  }
+
+  const std::string file_;
+  const ComponentRegistry& registry_;
+  ErrorList* errors_;
+  std::set<std::string> bucket_names_;
+};
+
+}  // namespace
+
+void InterpolateEnv(YAML::Node node, const std::string& file, ErrorList* errors) {
+  switch (node.Type()) {
+    case YAML::NodeType::Scalar: {
+      const std::string& s = node.Scalar();
+      if (s.find("${") == std::string::npos) return;
+      std::string out, missing;
+      if (!Interpolate(s, &out, &missing)) {
+        errors->Add(MarkOf(file, node), "environment variable '" + missing + "' is not set");
+        return;
+      }
+      node = out;
+      return;
+    }
+    case YAML::NodeType::Sequence:
+      for (auto e : node) InterpolateEnv(e, file, errors);
+      return;
+    case YAML::NodeType::Map:
+      for (auto kv : node) InterpolateEnv(kv.second, file, errors);
+      return;
+    default:
+      return;
+  }
+}
+
+bool LoadGraphText(const std::string& text, const std::string& file,
+                   const ComponentRegistry& registry, GraphSpec* out, ErrorList* errors) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    SourceMark m{file, e.mark.line + 1, e.mark.column + 1};
+    errors->Add(m, "YAML syntax error: " + e.msg);
+    return false;
+  }
+  InterpolateEnv(root, file, errors);
+  out->root = root;
+  GraphLoader(file, registry, errors).Load(root, out);
+  return errors->empty();
+}
+
+bool LoadGraphFile(const std::string& path, const ComponentRegistry& registry, GraphSpec* out,
+                   ErrorList* errors) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    errors->Add(SourceMark{path, 0, 0}, "cannot read the config file");
+    return false;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return LoadGraphText(ss.str(), path, registry, out, errors);
+}
+
+}  // namespace kayak

@@ -1,0 +1,68 @@
+// The pipelines file (SPEC section 2): YAML -> a validated GraphSpec.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+#include <vector>
+
+#include "config/options.h"
+
+namespace kayak {
+
+// The one list of every component, looked up by kind and type.
+class ComponentRegistry {
+ public:
+  virtual ~ComponentRegistry() = default;
+  virtual const ComponentDef* Find(const std::string& kind, const std::string& type) const = 0;
+  virtual std::vector<const ComponentDef*> All() const = 0;
+};
+
+struct ComponentSpec {
+  const ComponentDef* def = nullptr;
+  YAML::Node value;         // options or shorthand value
+  SourceMark mark;          // of the one-key map
+  std::string fingerprint;  // canonical text of type + options: "same config" for restore
+};
+
+struct PipelineSpec {
+  std::string id;
+  SourceMark mark;
+  ComponentSpec input;
+  std::vector<ComponentSpec> transforms;
+  std::vector<ComponentSpec> outputs;
+  std::vector<std::string> upstreams;  // ids, for a `pipeline` input
+};
+
+struct BucketSpec {
+  std::string name;
+  int64_t idle_timeout_secs = 0;  // 0 = entries never expire
+  SourceMark mark;
+  std::string fingerprint;
+};
+
+struct GraphSpec {
+  std::string file;
+  std::vector<BucketSpec> buckets;
+  std::vector<PipelineSpec> pipelines;  // upstreams before downstreams
+  YAML::Node root;                      // keeps the nodes above alive
+};
+
+// Replaces ${NAME} in every string scalar with the environment variable NAME;
+// a missing variable is an error at its scalar.
+void InterpolateEnv(YAML::Node node, const std::string& file, ErrorList* errors);
+
+// Parses and validates the structure, component types, option shapes and the
+// graph (ids, upstreams, buckets, cycles). Semantic checks that need the
+// component itself happen in ValidateComponents (src/core/engine.h). Returns
+// false and fills `errors` on any error; `out` then still holds what was valid
+// (components with errors left out), for those semantic checks.
+bool LoadGraphText(const std::string& text, const std::string& file,
+                   const ComponentRegistry& registry, GraphSpec* out, ErrorList* errors);
+bool LoadGraphFile(const std::string& path, const ComponentRegistry& registry, GraphSpec* out,
+                   ErrorList* errors);
+
+// True for a valid pipeline id or bucket name: [a-z0-9_-]{1,64}.
+bool IsValidId(const std::string& id);
+
+}  // namespace kayak

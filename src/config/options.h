@@ -1,0 +1,142 @@
+// Property tables and validated options. A component declares its options
+// once (name, type, default, help); the same table drives validation,
+// `kayak check`, and the docs.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "expr/expr.h"
+#include "kayak/component.h"
+
+namespace kayak {
+
+// A place in a config file, 1-based.
+struct SourceMark {
+  std::string file;
+  int line = 0;
+  int column = 0;
+};
+SourceMark MarkOf(const std::string& file, const YAML::Node& node);
+
+struct ConfigError {
+  SourceMark mark;
+  std::string message;
+  std::string ToString() const;  // "file:line:column: message"
+};
+
+// Collects every config error so all are reported at once.
+class ErrorList {
+ public:
+  void Add(const SourceMark& mark, std::string message);
+  bool empty() const { return errors_.empty(); }
+  size_t size() const { return errors_.size(); }
+  const std::vector<ConfigError>& errors() const { return errors_; }
+  std::string ToString() const;  // one error per line, in file order
+
+ private:
+  std::vector<ConfigError> errors_;
+};
+
+enum class PropType {
+  kString,
+  kInt,         // a whole number
+  kNumber,      // any number
+  kBool,
+  kStringList,  // a list of strings (a single string is taken as a list of one)
+  kStringMap,   // string -> string
+  kExpr,        // an expression (SPEC section 4)
+  kAny,
+};
+const char* PropTypeName(PropType t);
+
+struct PropDef {
+  std::string name;
+  PropType type;
+  bool required = false;
+  std::string default_text;  // shown in docs; "" = no default
+  std::string help;
+};
+
+// The shape of a component's value in YAML.
+enum class Shape {
+  kOptions,       // a map of options from the property table
+  kExpr,          // filter: 'expr'
+  kExprMap,       // map: {field: expr}
+  kStringList,    // remove: [a, b]
+  kStringMap,     // rename: {from: to}
+  kStringOrList,  // pipeline: a | [a, b]
+};
+
+class Options;
+using InputFactory =
+    std::function<std::unique_ptr<Input>(const Options&, const ComponentContext&)>;
+using TransformFactory =
+    std::function<std::unique_ptr<Transform>(const Options&, const ComponentContext&)>;
+using OutputFactory =
+    std::function<std::unique_ptr<Output>(const Options&, const ComponentContext&)>;
+
+struct ComponentDef {
+  std::string kind;  // input | transform | output
+  std::string type;
+  Shape shape = Shape::kOptions;
+  std::vector<PropDef> props;
+  std::string help;
+  std::string checkpoint;  // what it keeps in a checkpoint (docs)
+  InputFactory make_input;
+  TransformFactory make_transform;
+  OutputFactory make_output;
+};
+
+// A component's validated options. Getters return the value or the declared
+// default. Factories report semantic errors with Error(), which records them
+// at the option's place in the file; a factory that reported an error
+// returns nullptr.
+class Options {
+ public:
+  Options(const ComponentDef* def, YAML::Node value, SourceMark mark, ErrorList* errors)
+      : def_(def), value_(std::move(value)), mark_(std::move(mark)), errors_(errors) {}
+
+  bool Has(const std::string& name) const;
+  std::string String(const std::string& name) const;
+  int64_t Int(const std::string& name) const;
+  double Number(const std::string& name) const;
+  bool Bool(const std::string& name) const;
+  std::vector<std::string> Strings(const std::string& name) const;
+  std::vector<std::pair<std::string, std::string>> StringMap(const std::string& name) const;
+  // Compiles an expression option; on a syntax error records it at the exact
+  // column and returns nullptr.
+  std::shared_ptr<const expr::Expr> Expr(const std::string& name) const;
+  // Compiles `node` (a scalar somewhere in this component) as an expression.
+  std::shared_ptr<const expr::Expr> ExprAt(const YAML::Node& node) const;
+
+  // The raw value, for shorthand shapes (filter, map, remove, rename).
+  const YAML::Node& value() const { return value_; }
+  const SourceMark& mark() const { return mark_; }
+  SourceMark MarkOfOption(const std::string& name) const;
+
+  void Error(const std::string& name, const std::string& message) const;  // at the option
+  void ErrorAt(const YAML::Node& node, const std::string& message) const;
+  bool failed() const { return failed_; }
+
+ private:
+  const PropDef* Find(const std::string& name) const;
+  YAML::Node Get(const std::string& name) const;
+
+  const ComponentDef* def_;
+  YAML::Node value_;
+  SourceMark mark_;
+  ErrorList* errors_;
+  mutable bool failed_ = false;
+};
+
+// Checks the shape and option types of `value` against `def`, recording
+// errors. Returns true when the options can be handed to the factory.
+bool ValidateShape(const ComponentDef& def, const YAML::Node& value, const SourceMark& mark,
+                   ErrorList* errors);
+
+}  // namespace kayak

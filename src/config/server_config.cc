@@ -1,0 +1,128 @@
+#include "config/server_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "config/loader.h"
+
+namespace kayak {
+
+bool ParseListen(const std::string& text, std::string* host, uint16_t* port) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  std::string h = text.substr(0, colon);
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  const std::string p = text.substr(colon + 1);
+  char* end = nullptr;
+  const long v = std::strtol(p.c_str(), &end, 10);
+  if (p.empty() || *end != '\0' || v < 0 || v > 65535) return false;
+  *host = h;
+  *port = static_cast<uint16_t>(v);
+  return true;
+}
+
+namespace {
+
+bool IntOf(const YAML::Node& n, int64_t min, int64_t* out) {
+  if (!n.IsScalar()) return false;
+  char* end = nullptr;
+  const long long v = std::strtoll(n.Scalar().c_str(), &end, 10);
+  if (n.Scalar().empty() || *end != '\0' || v < min) return false;
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+bool LoadServerConfigText(const std::string& text, const std::string& file, ServerConfig* out,
+                          ErrorList* errors) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    errors->Add(SourceMark{file, e.mark.line + 1, e.mark.column + 1},
+                "YAML syntax error: " + e.msg);
+    return false;
+  }
+  InterpolateEnv(root, file, errors);
+  if (root.IsNull() || !root.IsDefined()) return errors->empty();
+  if (!root.IsMap()) {
+    errors->Add(MarkOf(file, root), "the server config must be a map");
+    return false;
+  }
+  auto err = [&](const YAML::Node& n, const std::string& msg) {
+    errors->Add(MarkOf(file, n), msg);
+  };
+  auto check_keys = [&](const YAML::Node& map, const std::string& where,
+                        std::initializer_list<const char*> known) {
+    if (!map.IsMap()) {
+      err(map, "'" + where + "' must be a map");
+      return false;
+    }
+    std::string list;
+    for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+    for (const auto& kv : map) {
+      bool found = false;
+      for (const char* k : known) found = found || kv.first.Scalar() == k;
+      if (!found) {
+        err(kv.first, "unknown key '" + kv.first.Scalar() + "' in " + where + " (known: " + list +
+                          ")");
+      }
+    }
+    return true;
+  };
+  check_keys(root, "the server config", {"listen", "log_level", "auth", "checkpoint", "limits"});
+  if (auto n = root["listen"]; n.IsDefined()) {
+    if (!n.IsScalar() || !ParseListen(n.Scalar(), &out->listen_host, &out->listen_port)) {
+      err(n, "listen must be host:port, for example 127.0.0.1:7070");
+    }
+  }
+  if (auto n = root["log_level"]; n.IsDefined()) {
+    const std::string v = n.IsScalar() ? n.Scalar() : "";
+    if (v != "trace" && v != "debug" && v != "info" && v != "warn" && v != "error") {
+      err(n, "log_level must be one of trace, debug, info, warn, error");
+    } else {
+      out->log_level = v;
+    }
+  }
+  if (auto n = root["auth"]; n.IsDefined() && check_keys(n, "auth", {"token_file"})) {
+    if (auto t = n["token_file"]; t.IsDefined()) {
+      if (!t.IsScalar() || t.Scalar().empty()) {
+        err(t, "auth.token_file must be a path");
+      } else {
+        out->auth_token_file = t.Scalar();
+      }
+    }
+  }
+  if (auto n = root["checkpoint"];
+      n.IsDefined() && check_keys(n, "checkpoint", {"interval_secs", "timeout_secs"})) {
+    if (auto v = n["interval_secs"]; v.IsDefined() && !IntOf(v, 1, &out->checkpoint_interval_secs)) {
+      err(v, "checkpoint.interval_secs must be a whole number of seconds >= 1");
+    }
+    if (auto v = n["timeout_secs"]; v.IsDefined() && !IntOf(v, 1, &out->checkpoint_timeout_secs)) {
+      err(v, "checkpoint.timeout_secs must be a whole number of seconds >= 1");
+    }
+  }
+  if (auto n = root["limits"]; n.IsDefined() && check_keys(n, "limits", {"max_body_bytes"})) {
+    if (auto v = n["max_body_bytes"]; v.IsDefined() && !IntOf(v, 1, &out->max_body_bytes)) {
+      err(v, "limits.max_body_bytes must be a whole number of bytes >= 1");
+    }
+  }
+  return errors->empty();
+}
+
+bool LoadServerConfigFile(const std::string& path, ServerConfig* out, ErrorList* errors) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    errors->Add(SourceMark{path, 0, 0}, "cannot read the server config file");
+    return false;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return LoadServerConfigText(ss.str(), path, out, errors);
+}
+
+}  // namespace kayak

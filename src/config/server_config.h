@@ -1,0 +1,28 @@
+// The server config (--server-config, SPEC section 1). Every key is optional.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "config/options.h"
+
+namespace kayak {
+
+struct ServerConfig {
+  std::string listen_host = "127.0.0.1";
+  uint16_t listen_port = 7070;  // 0 = any free port (the log says which)
+  std::string log_level = "info";
+  std::string auth_token_file;  // "" = no authentication
+  int64_t checkpoint_interval_secs = 10;
+  int64_t checkpoint_timeout_secs = 60;
+  int64_t max_body_bytes = 10 * 1024 * 1024;
+};
+
+// Reads and validates `path`; every error is added to `errors`.
+bool LoadServerConfigFile(const std::string& path, ServerConfig* out, ErrorList* errors);
+bool LoadServerConfigText(const std::string& text, const std::string& file, ServerConfig* out,
+                          ErrorList* errors);
+// Parses "host:port" ("[::1]:port" for IPv6).
+bool ParseListen(const std::string& text, std::string* host, uint16_t* port);
+
+}  // namespace kayak

@@ -1,0 +1,80 @@
+// Buckets: named keyed state shared by pipelines (SPEC section 2).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/json_util.h"
+#include "kayak/status.h"
+
+namespace kayak {
+
+// One bucket: key -> (JSON value, last write time). Entries not written for
+// idle_timeout_ms are dropped. Thread-safe: every method takes the bucket's
+// mutex, so pipelines bound to the same bucket may call it concurrently.
+class Bucket {
+ public:
+  struct Entry {
+    Json value;
+    int64_t last_write_ms = 0;
+  };
+
+  Bucket(std::string name, int64_t idle_timeout_ms)
+      : name_(std::move(name)), idle_timeout_ms_(idle_timeout_ms) {}
+
+  const std::string& name() const { return name_; }
+  int64_t idle_timeout_ms() const { return idle_timeout_ms_; }
+
+  // Applies `update` to the entry for `key` (a null value when the key is new
+  // or expired) and stamps it with `now_ms`. If `update` fails the entry is
+  // left as it was. On success `*result` (if given) receives the new value.
+  Status Update(const std::string& key, int64_t now_ms,
+                const std::function<Status(Json& value, bool existed)>& update,
+                Json* result = nullptr);
+  // The live entry for `key`, if any.
+  std::optional<Entry> Get(const std::string& key, int64_t now_ms);
+  // Drops entries idle past the timeout. Cheap when nothing is due.
+  void Expire(int64_t now_ms);
+  size_t Size() const;
+  // A page of entries in key order, starting after `after` (exclusive).
+  std::vector<std::pair<std::string, Entry>> Page(const std::string& after, size_t limit,
+                                                  int64_t now_ms);
+
+ private:
+  struct Slot {
+    Entry entry;
+    std::list<const std::string*>::iterator order;  // position in write_order_
+  };
+  bool ExpiredLocked(const Entry& e, int64_t now_ms) const {
+    return idle_timeout_ms_ > 0 && now_ms - e.last_write_ms >= idle_timeout_ms_;
+  }
+  void EraseLocked(std::unordered_map<std::string, Slot>::iterator it);
+
+  const std::string name_;
+  const int64_t idle_timeout_ms_;
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, Slot> entries_;  // guarded by mu_
+  // Keys from least to most recently written; the front expires first.
+  std::list<const std::string*> write_order_;  // guarded by mu_
+};
+
+// The buckets of a graph, by name. Built once at start; lookups are lock-free.
+class BucketRegistry {
+ public:
+  Bucket* Add(const std::string& name, int64_t idle_timeout_ms);
+  Bucket* Find(const std::string& name) const;
+  std::vector<Bucket*> All() const;
+
+ private:
+  std::map<std::string, std::unique_ptr<Bucket>> buckets_;
+};
+
+}  // namespace kayak

@@ -1,0 +1,60 @@
+// Bounded channels between threads. Every edge of the graph and the queue in
+// front of every output is an Inbox; a full lane blocks its producer
+// (backpressure), so memory is bounded by lanes x capacity x batch size.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <vector>
+
+#include "kayak/message.h"
+
+namespace kayak {
+
+// What travels on a lane: a batch, a checkpoint barrier behind the data sent
+// before it, or the end of the stream.
+struct Item {
+  enum class Kind { kBatch, kBarrier, kEnd };
+  Kind kind = Kind::kBatch;
+  BatchPtr batch;
+  uint64_t barrier_id = 0;
+};
+
+// A multi-producer queue with one FIFO lane per producer and one consumer.
+// The consumer can hold a lane (barrier alignment): a held lane is not read
+// from, and its producer blocks once the lane is full.
+class Inbox {
+ public:
+  Inbox(size_t lanes, size_t capacity_per_lane);
+
+  // Appends to `lane`, blocking while it is full. Returns false once the inbox
+  // is closed (the consumer is gone); the item is dropped then.
+  bool Push(size_t lane, Item item);
+  // Pops the oldest item of the next non-held, non-empty lane (round-robin
+  // across lanes for fairness). Waits up to `wait_ms`; false on timeout.
+  bool Pop(Item* out, size_t* lane, int64_t wait_ms);
+  void SetHeld(size_t lane, bool held);
+  // Wakes and releases every producer; later pushes fail.
+  void Close();
+  size_t Depth(size_t lane) const;
+  size_t TotalDepth() const;
+  size_t lanes() const { return lanes_.size(); }
+  size_t capacity() const { return capacity_; }
+
+ private:
+  struct Lane {
+    std::deque<Item> items;
+    bool held = false;
+  };
+  const size_t capacity_;
+  mutable std::mutex mu_;
+  std::condition_variable not_empty_;
+  std::condition_variable not_full_;
+  std::vector<Lane> lanes_;  // guarded by mu_
+  size_t next_lane_ = 0;     // guarded by mu_
+  bool closed_ = false;      // guarded by mu_
+};
+
+}  // namespace kayak

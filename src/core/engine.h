@@ -1,0 +1,175 @@
+// The engine: builds the graph of pipelines from a GraphSpec and runs it.
+//
+// Threads: one per pipeline (input -> transforms -> fan-out) and one per
+// output. Every edge is a lane of the downstream pipeline's Inbox and every
+// output has its own one-lane Inbox in front of it, all bounded: a slow
+// output blocks its pipeline, which stops reading its input (backpressure).
+// See docs/architecture.md.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "config/loader.h"
+#include "core/bucket.h"
+#include "core/channel.h"
+#include "kayak/component.h"
+
+namespace kayak {
+
+// Retry policy of an output (its `retry` option).
+struct RetryPolicy {
+  int64_t base_ms = 100;
+  int64_t max_ms = 5000;
+  int64_t max_attempts = 5;  // without a state dir, then the batch is dropped and counted
+};
+
+// Runs one output on its own thread behind a bounded queue.
+class OutputRunner {
+ public:
+  OutputRunner(std::unique_ptr<Output> output, ComponentStats* stats, RetryPolicy retry,
+               size_t queue_batches, const Clock* clock);
+  ~OutputRunner();
+  void Start();
+  // Blocks while the queue is full.
+  void Push(Item item) { queue_.Push(0, std::move(item)); }
+  // Waits for the thread; call after pushing kEnd.
+  void Join();
+  // Makes a blocked Push return and the thread stop without draining.
+  void Abort();
+  const Inbox& queue() const { return queue_; }
+  ComponentStats* stats() const { return stats_; }
+
+ private:
+  void Run();
+  bool WriteWithRetry(const Batch& batch);
+
+  std::unique_ptr<Output> output_;
+  ComponentStats* stats_;
+  const RetryPolicy retry_;
+  const Clock* clock_;
+  Inbox queue_;
+  std::atomic<bool> aborted_{false};
+  std::thread thread_;
+};
+
+enum class PipelineStatus { kStarting, kRunning, kFinished, kFailed, kStopped };
+const char* PipelineStatusName(PipelineStatus s);
+
+// One pipeline: its input (or its upstream lanes), transforms, and outputs.
+class PipelineRunner {
+ public:
+  PipelineRunner(const PipelineSpec& spec, const Clock* clock);
+  ~PipelineRunner();
+
+  const std::string& id() const { return id_; }
+  const PipelineSpec& spec() const { return spec_; }
+  PipelineStatus status() const { return status_.load(); }
+  std::vector<const ComponentStats*> cards() const;
+  // Queue depths for metrics: ("edge:<upstream>" | "output[i]", depth).
+  std::vector<std::pair<std::string, size_t>> QueueDepths() const;
+  std::string InputPosition() const;
+
+  // ---- wiring, before Start ----
+  void SetInput(std::unique_ptr<Input> input, std::unique_ptr<ComponentStats> card);
+  void SetUpstreamInbox(std::unique_ptr<Inbox> inbox, std::unique_ptr<ComponentStats> card);
+  void AddTransform(std::unique_ptr<Transform> t, std::unique_ptr<ComponentStats> card);
+  void AddOutput(std::unique_ptr<OutputRunner> out, std::unique_ptr<ComponentStats> card);
+  // Batches this pipeline emits go also to `lane` of `inbox`.
+  void AddDownstream(Inbox* inbox, size_t lane) { downstream_.push_back({inbox, lane}); }
+  Inbox* upstream_inbox() { return inbox_.get(); }
+  bool is_source() const { return inbox_ == nullptr; }
+
+  void Start();
+  // Graceful stop of a source pipeline: stop reading, drain what transforms
+  // hold, send kEnd downstream and to the outputs. Downstream pipelines stop
+  // when every upstream lane has ended.
+  void RequestStop();
+  void Join();
+  // Releases threads blocked on full queues; used when a graceful stop is
+  // abandoned.
+  void Abort();
+
+ private:
+  void Run();
+  void RunChain(Batch batch, size_t first);
+  void Emit(Batch batch);
+  void TickTransforms(int64_t now_ms);
+  bool ReadSource(Batch* batch);
+  bool ReadUpstream(Batch* batch, bool* all_ended);
+  void SleepUnlessStopped(int64_t ms);
+
+  const std::string id_;
+  const PipelineSpec spec_;
+  const Clock* clock_;
+  std::unique_ptr<Input> input_;
+  std::unique_ptr<Inbox> inbox_;
+  std::vector<bool> lane_ended_;
+  std::vector<std::unique_ptr<Transform>> transforms_;
+  std::vector<std::unique_ptr<OutputRunner>> outputs_;
+  std::vector<std::unique_ptr<ComponentStats>> cards_;  // input, transforms..., outputs...
+  ComponentStats* input_card_ = nullptr;
+  std::vector<ComponentStats*> transform_cards_;
+  struct Edge {
+    Inbox* inbox;
+    size_t lane;
+  };
+  std::vector<Edge> downstream_;
+
+  std::atomic<PipelineStatus> status_{PipelineStatus::kStarting};
+  std::atomic<bool> stop_{false};
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool input_done_ = false;       // pipeline thread only
+  int64_t backoff_ms_ = 0;        // pipeline thread only
+  int64_t last_tick_ms_ = 0;      // pipeline thread only
+  std::thread thread_;
+};
+
+struct EngineOptions {
+  const Clock* clock = SystemClock::Get();
+  bool checkpointing = false;
+  size_t edge_queue_batches = 8;    // per edge lane
+  size_t output_queue_batches = 8;  // in front of each output
+};
+
+// Builds every component of `spec` once, without starting anything, and
+// records their semantic errors (bad expressions, bad option values). Used by
+// `kayak check` and before a server starts. Safe on a spec with load errors.
+void ValidateComponents(const GraphSpec& spec, ErrorList* errors);
+
+class Engine {
+ public:
+  // Builds every component. Component errors (a bad expression, a bad option
+  // value) are added to `errors` with their place in the file; then nullptr.
+  static std::unique_ptr<Engine> Build(const GraphSpec& spec, const ComponentRegistry& registry,
+                                       const EngineOptions& options, ErrorList* errors);
+  ~Engine();
+
+  void Start();
+  // Graceful stop: sources stop reading, in-flight batches drain to the
+  // outputs, every thread is joined.
+  void Stop();
+
+  const std::vector<std::unique_ptr<PipelineRunner>>& pipelines() const { return pipelines_; }
+  PipelineRunner* Find(const std::string& id) const;
+  BucketRegistry& buckets() { return buckets_; }
+  const Clock* clock() const { return options_.clock; }
+
+ private:
+  explicit Engine(EngineOptions options) : options_(options) {}
+
+  EngineOptions options_;
+  BucketRegistry buckets_;
+  std::vector<std::unique_ptr<PipelineRunner>> pipelines_;  // upstreams first
+  bool started_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace kayak

@@ -1,0 +1,366 @@
+#include <algorithm>
+
+#include "common/log.h"
+#include "core/engine.h"
+
+namespace kayak {
+
+namespace {
+constexpr int64_t kReadWaitMs = 100;   // longest a pipeline waits for input before ticking
+constexpr int64_t kTickEveryMs = 100;  // transform ticks (buffer release, idle expiry)
+constexpr int64_t kBackoffMaxMs = 5000;
+}  // namespace
+
+const char* ComponentStateName(ComponentState s) {
+  switch (s) {
+    case ComponentState::kStarting: return "starting";
+    case ComponentState::kRunning: return "running";
+    case ComponentState::kRetrying: return "retrying";
+    case ComponentState::kFailed: return "failed";
+    case ComponentState::kStopped: return "stopped";
+    case ComponentState::kFinished: return "finished";
+  }
+  return "unknown";
+}
+
+const char* PipelineStatusName(PipelineStatus s) {
+  switch (s) {
+    case PipelineStatus::kStarting: return "starting";
+    case PipelineStatus::kRunning: return "running";
+    case PipelineStatus::kFinished: return "finished";
+    case PipelineStatus::kFailed: return "failed";
+    case PipelineStatus::kStopped: return "stopped";
+  }
+  return "unknown";
+}
+
+void ComponentStats::RecordError(const std::string& message) {
+  errors_.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard lock(mu_);
+  last_error_ = message;
+}
+
+std::string ComponentStats::last_error() const {
+  std::lock_guard lock(mu_);
+  return last_error_;
+}
+
+// ---------------- OutputRunner ----------------
+
+OutputRunner::OutputRunner(std::unique_ptr<Output> output, ComponentStats* stats,
+                           RetryPolicy retry, size_t queue_batches, const Clock* clock)
+    : output_(std::move(output)),
+      stats_(stats),
+      retry_(retry),
+      clock_(clock),
+      queue_(1, queue_batches) {}
+
+OutputRunner::~OutputRunner() {
+  Abort();
+  Join();
+}
+
+void OutputRunner::Start() { thread_ = std::thread([this] { Run(); }); }
+
+void OutputRunner::Join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void OutputRunner::Abort() {
+  aborted_ = true;
+  queue_.Close();
+}
+
+bool OutputRunner::WriteWithRetry(const Batch& batch) {
+  int64_t backoff = retry_.base_ms;
+  for (int64_t attempt = 1;; ++attempt) {
+    Status st = output_->Write(batch);
+    if (st.ok()) {
+      stats_->SetState(ComponentState::kRunning);
+      return true;
+    }
+    stats_->RecordError(st.message());
+    KLOG_WARN("output {} ({}): write failed (attempt {}): {}", stats_->name(), stats_->type(),
+              attempt, st.message());
+    if (!st.retryable() || attempt >= retry_.max_attempts || aborted_) {
+      KLOG_ERROR("output {} ({}): dropped a batch of {} messages: {}", stats_->name(),
+                 stats_->type(), batch.size(), st.message());
+      stats_->SetState(st.retryable() ? ComponentState::kRunning : ComponentState::kFailed);
+      return false;
+    }
+    stats_->SetState(ComponentState::kRetrying);
+    const int64_t until = MonotonicMs() + backoff;
+    while (MonotonicMs() < until && !aborted_) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(50, backoff)));
+    }
+    backoff = std::min(retry_.max_ms, backoff * 2);
+  }
+}
+
+void OutputRunner::Run() {
+  Status st = output_->Open();
+  if (!st.ok()) {
+    stats_->RecordError(st.message());
+    KLOG_ERROR("output {} ({}) cannot start: {}", stats_->name(), stats_->type(), st.message());
+    stats_->SetState(ComponentState::kFailed);
+  } else {
+    stats_->SetState(ComponentState::kRunning);
+  }
+  const bool opened = st.ok();
+  while (!aborted_) {
+    Item item;
+    size_t lane = 0;
+    if (!queue_.Pop(&item, &lane, 500)) {
+      if (opened) output_->Tick(clock_->NowMs());
+      continue;
+    }
+    if (item.kind == Item::Kind::kEnd) break;
+    if (item.kind != Item::Kind::kBatch) continue;
+    const size_t n = item.batch->size();
+    stats_->AddIn(n);
+    if (!opened) {
+      stats_->RecordError("output is not open: " + st.message() + "; dropped " +
+                          std::to_string(n) + " messages");
+      continue;
+    }
+    if (WriteWithRetry(*item.batch)) stats_->AddOut(n);
+  }
+  if (opened) {
+    Status c = output_->Close();
+    if (!c.ok()) stats_->RecordError(c.message());
+  }
+  stats_->SetState(ComponentState::kStopped);
+}
+
+// ---------------- PipelineRunner ----------------
+
+PipelineRunner::PipelineRunner(const PipelineSpec& spec, const Clock* clock)
+    : id_(spec.id), spec_(spec), clock_(clock) {}
+
+PipelineRunner::~PipelineRunner() {
+  Abort();
+  Join();
+}
+
+std::vector<const ComponentStats*> PipelineRunner::cards() const {
+  std::vector<const ComponentStats*> out;
+  for (const auto& c : cards_) out.push_back(c.get());
+  return out;
+}
+
+std::vector<std::pair<std::string, size_t>> PipelineRunner::QueueDepths() const {
+  std::vector<std::pair<std::string, size_t>> out;
+  if (inbox_) {
+    for (size_t i = 0; i < inbox_->lanes() && i < spec_.upstreams.size(); ++i) {
+      out.emplace_back("edge:" + spec_.upstreams[i], inbox_->Depth(i));
+    }
+  }
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    out.emplace_back("outputs[" + std::to_string(i) + "]", outputs_[i]->queue().TotalDepth());
+  }
+  return out;
+}
+
+std::string PipelineRunner::InputPosition() const { return input_ ? input_->Position() : ""; }
+
+void PipelineRunner::SetInput(std::unique_ptr<Input> input, std::unique_ptr<ComponentStats> card) {
+  input_ = std::move(input);
+  input_card_ = card.get();
+  cards_.insert(cards_.begin(), std::move(card));
+}
+
+void PipelineRunner::SetUpstreamInbox(std::unique_ptr<Inbox> inbox,
+                                      std::unique_ptr<ComponentStats> card) {
+  inbox_ = std::move(inbox);
+  lane_ended_.assign(inbox_->lanes(), false);
+  input_card_ = card.get();
+  cards_.insert(cards_.begin(), std::move(card));
+}
+
+void PipelineRunner::AddTransform(std::unique_ptr<Transform> t,
+                                  std::unique_ptr<ComponentStats> card) {
+  transforms_.push_back(std::move(t));
+  transform_cards_.push_back(card.get());
+  cards_.push_back(std::move(card));
+}
+
+void PipelineRunner::AddOutput(std::unique_ptr<OutputRunner> out,
+                               std::unique_ptr<ComponentStats> card) {
+  outputs_.push_back(std::move(out));
+  cards_.push_back(std::move(card));
+}
+
+void PipelineRunner::Start() {
+  for (auto& o : outputs_) o->Start();
+  thread_ = std::thread([this] { Run(); });
+}
+
+void PipelineRunner::RequestStop() {
+  {
+    std::lock_guard lock(stop_mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+}
+
+void PipelineRunner::Join() {
+  if (thread_.joinable()) thread_.join();
+  for (auto& o : outputs_) o->Join();
+}
+
+void PipelineRunner::Abort() {
+  RequestStop();
+  if (inbox_) inbox_->Close();
+  for (auto& o : outputs_) o->Abort();
+  for (auto& e : downstream_) e.inbox->Close();
+}
+
+void PipelineRunner::SleepUnlessStopped(int64_t ms) {
+  std::unique_lock lock(stop_mu_);
+  stop_cv_.wait_for(lock, std::chrono::milliseconds(ms), [&] { return stop_.load(); });
+}
+
+bool PipelineRunner::ReadSource(Batch* batch) {
+  if (input_done_) {
+    SleepUnlessStopped(kReadWaitMs);
+    return false;
+  }
+  bool finished = false;
+  Status st = input_->Read(batch, kReadWaitMs, &finished);
+  if (!st.ok()) {
+    input_card_->RecordError(st.message());
+    if (st.retryable()) {
+      input_card_->SetState(ComponentState::kRetrying);
+      backoff_ms_ = backoff_ms_ == 0 ? 100 : std::min(kBackoffMaxMs, backoff_ms_ * 2);
+      KLOG_WARN("pipeline {}: input {} failed, retrying in {} ms: {}", id_,
+                input_card_->type(), backoff_ms_, st.message());
+      SleepUnlessStopped(backoff_ms_);
+    } else {
+      KLOG_ERROR("pipeline {}: input {} failed: {}", id_, input_card_->type(), st.message());
+      input_card_->SetState(ComponentState::kFailed);
+      status_ = PipelineStatus::kFailed;
+      input_done_ = true;
+    }
+  } else {
+    backoff_ms_ = 0;
+    if (input_card_->state() == ComponentState::kRetrying) {
+      input_card_->SetState(ComponentState::kRunning);
+    }
+  }
+  if (finished && !input_done_) {
+    input_done_ = true;
+    input_card_->SetState(ComponentState::kFinished);
+    status_ = PipelineStatus::kFinished;
+    KLOG_INFO("pipeline {}: input {} finished", id_, input_card_->type());
+  }
+  if (!batch->empty()) {
+    input_card_->AddIn(batch->size());
+    input_card_->AddOut(batch->size());
+  }
+  return !batch->empty();
+}
+
+bool PipelineRunner::ReadUpstream(Batch* batch, bool* all_ended) {
+  Item item;
+  size_t lane = 0;
+  if (!inbox_->Pop(&item, &lane, kReadWaitMs)) return false;
+  if (item.kind == Item::Kind::kEnd) {
+    lane_ended_[lane] = true;
+    *all_ended = std::all_of(lane_ended_.begin(), lane_ended_.end(), [](bool b) { return b; });
+    return false;
+  }
+  if (item.kind != Item::Kind::kBatch || item.batch->empty()) return false;
+  // Batches are shared with siblings; this pipeline transforms its own copy.
+  batch->messages = item.batch->messages;
+  input_card_->AddIn(batch->size());
+  input_card_->AddOut(batch->size());
+  return true;
+}
+
+void PipelineRunner::Run() {
+  status_ = PipelineStatus::kRunning;
+  for (auto* c : transform_cards_) c->SetState(ComponentState::kRunning);
+  if (input_) {
+    Status st = input_->Open();
+    if (!st.ok()) {
+      input_card_->RecordError(st.message());
+      input_card_->SetState(ComponentState::kFailed);
+      KLOG_ERROR("pipeline {}: input {} cannot start: {}", id_, input_card_->type(),
+                 st.message());
+      status_ = PipelineStatus::kFailed;
+      input_done_ = true;
+    } else {
+      input_card_->SetState(ComponentState::kRunning);
+    }
+  } else {
+    input_card_->SetState(ComponentState::kRunning);
+  }
+  last_tick_ms_ = MonotonicMs();
+  while (true) {
+    Batch batch;
+    if (input_) {
+      if (stop_) break;
+      if (ReadSource(&batch)) RunChain(std::move(batch), 0);
+    } else {
+      bool all_ended = false;
+      if (ReadUpstream(&batch, &all_ended)) RunChain(std::move(batch), 0);
+      if (all_ended) break;
+    }
+    const int64_t mono = MonotonicMs();
+    if (mono - last_tick_ms_ >= kTickEveryMs) {
+      last_tick_ms_ = mono;
+      TickTransforms(clock_->NowMs());
+    }
+  }
+  // Graceful stop: release what transforms hold so nothing accepted is lost.
+  for (size_t i = 0; i < transforms_.size(); ++i) {
+    Batch held;
+    transforms_[i]->Drain(&held);
+    if (!held.empty()) RunChain(std::move(held), i + 1);
+  }
+  for (auto& o : outputs_) o->Push(Item{Item::Kind::kEnd, nullptr, 0});
+  for (auto& e : downstream_) e.inbox->Push(e.lane, Item{Item::Kind::kEnd, nullptr, 0});
+  if (input_card_->state() != ComponentState::kFailed) {
+    input_card_->SetState(ComponentState::kStopped);
+  }
+  for (auto* c : transform_cards_) c->SetState(ComponentState::kStopped);
+  if (status_ != PipelineStatus::kFailed) status_ = PipelineStatus::kStopped;
+}
+
+void PipelineRunner::TickTransforms(int64_t now_ms) {
+  for (size_t i = 0; i < transforms_.size(); ++i) {
+    Batch due;
+    transforms_[i]->Tick(now_ms, &due);
+    if (!due.empty()) {
+      transform_cards_[i]->AddOut(due.size());
+      RunChain(std::move(due), i + 1);
+    }
+  }
+}
+
+void PipelineRunner::RunChain(Batch batch, size_t first) {
+  for (size_t i = first; i < transforms_.size(); ++i) {
+    ComponentStats* card = transform_cards_[i];
+    card->AddIn(batch.size());
+    Status st = transforms_[i]->Process(&batch);
+    if (!st.ok()) {
+      card->RecordError(st.message());
+      KLOG_WARN("pipeline {}: transform {} ({}) dropped a batch of {} messages: {}", id_,
+                card->name(), card->type(), batch.size(), st.message());
+      return;
+    }
+    card->AddOut(batch.size());
+    if (batch.empty()) return;
+  }
+  Emit(std::move(batch));
+}
+
+void PipelineRunner::Emit(Batch batch) {
+  if (batch.empty()) return;
+  for (auto& m : batch.messages) m.Seal();
+  auto shared = std::make_shared<const Batch>(std::move(batch));
+  for (auto& o : outputs_) o->Push(Item{Item::Kind::kBatch, shared, 0});
+  for (auto& e : downstream_) e.inbox->Push(e.lane, Item{Item::Kind::kBatch, shared, 0});
+}
+
+}  // namespace kayak

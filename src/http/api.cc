@@ -1,0 +1,292 @@
+#include "http/api.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+
+#include "common/clock.h"
+
+namespace kayak::http {
+
+namespace bhttp = boost::beast::http;
+using Json = nlohmann::ordered_json;
+
+std::string UrlDecode(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '+') {
+      out += ' ';
+    } else if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+               std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      out += static_cast<char>(std::strtol(s.substr(i + 1, 2).c_str(), nullptr, 16));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+bool QueryParam(const std::string& query, const std::string& key, std::string* value) {
+  size_t pos = 0;
+  while (pos <= query.size()) {
+    size_t amp = query.find('&', pos);
+    if (amp == std::string::npos) amp = query.size();
+    const std::string part = query.substr(pos, amp - pos);
+    const size_t eq = part.find('=');
+    if (UrlDecode(part.substr(0, eq)) == key) {
+      *value = eq == std::string::npos ? "" : UrlDecode(part.substr(eq + 1));
+      return true;
+    }
+    pos = amp + 1;
+  }
+  return false;
+}
+
+namespace {
+
+void SendJson(Response* res, unsigned status, const Json& body) {
+  res->result(status);
+  res->set(bhttp::field::content_type, "application/json");
+  res->body() = body.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+void MethodNotAllowed(Response* res, const char* allow) {
+  res->set(bhttp::field::allow, allow);
+  JsonError(res, 405, std::string("method not allowed; allowed: ") + allow);
+}
+
+// YAML -> JSON for showing a pipeline's config; scalars that read as
+// numbers or bools become those.
+Json YamlToJson(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Scalar: {
+      const std::string& s = n.Scalar();
+      if (n.Tag() == "?") {
+        if (s == "true") return true;
+        if (s == "false") return false;
+        char* end = nullptr;
+        const long long i = std::strtoll(s.c_str(), &end, 10);
+        if (!s.empty() && *end == '\0') return static_cast<int64_t>(i);
+        const double d = std::strtod(s.c_str(), &end);
+        if (!s.empty() && *end == '\0') return d;
+      }
+      return s;
+    }
+    case YAML::NodeType::Sequence: {
+      Json a = Json::array();
+      for (const auto& e : n) a.push_back(YamlToJson(e));
+      return a;
+    }
+    case YAML::NodeType::Map: {
+      Json o = Json::object();
+      for (const auto& kv : n) o[kv.first.Scalar()] = YamlToJson(kv.second);
+      return o;
+    }
+    default:
+      return nullptr;
+  }
+}
+
+Json ComponentConfig(const ComponentSpec& c) {
+  return Json{{c.def->type, YamlToJson(c.value)}};
+}
+
+Json PipelineJson(const PipelineRunner& p, bool with_config) {
+  Json j;
+  j["id"] = p.id();
+  j["status"] = PipelineStatusName(p.status());
+  j["version"] = 1;
+  j["upstreams"] = p.spec().upstreams;
+  Json cards = Json::array();
+  for (const auto* c : p.cards()) {
+    Json card{{"name", c->name()},
+              {"kind", c->kind()},
+              {"type", c->type()},
+              {"state", ComponentStateName(c->state())},
+              {"messages_in", c->in()},
+              {"messages_out", c->out()},
+              {"errors", c->errors()},
+              {"last_error", c->last_error()}};
+    if (c->kind() == "input") card["position"] = p.InputPosition();
+    cards.push_back(std::move(card));
+  }
+  j["components"] = std::move(cards);
+  Json queues = Json::array();
+  for (const auto& [name, depth] : p.QueueDepths()) {
+    queues.push_back(Json{{"name", name}, {"depth", depth}});
+  }
+  j["queues"] = std::move(queues);
+  if (with_config) {
+    const PipelineSpec& s = p.spec();
+    Json cfg;
+    cfg["input"] = ComponentConfig(s.input);
+    cfg["transforms"] = Json::array();
+    for (const auto& t : s.transforms) cfg["transforms"].push_back(ComponentConfig(t));
+    cfg["outputs"] = Json::array();
+    for (const auto& o : s.outputs) cfg["outputs"].push_back(ComponentConfig(o));
+    j["config"] = std::move(cfg);
+  }
+  return j;
+}
+
+}  // namespace
+
+void Api::Handle(const Request& req, Response* res) {
+  const std::string target(req.target());
+  const size_t q = target.find('?');
+  const std::string path = target.substr(0, q);
+  const std::string query = q == std::string::npos ? "" : target.substr(q + 1);
+  const bool get = req.method() == bhttp::verb::get || req.method() == bhttp::verb::head;
+
+  if (path == "/health") {
+    if (!get) return MethodNotAllowed(res, "GET");
+    return Health(res);
+  }
+  if (path == "/metrics") {
+    if (!get) return MethodNotAllowed(res, "GET");
+    return Metrics(res);
+  }
+  if (path == "/" || path == "/index.html") {
+    if (!get) return MethodNotAllowed(res, "GET");
+    return Dashboard(res);
+  }
+  static const std::string kPipelines = "/api/v1/pipelines";
+  static const std::string kBuckets = "/api/v1/buckets/";
+  if (path == kPipelines || path == kPipelines + "/") {
+    if (!get) return MethodNotAllowed(res, "GET");
+    return ListPipelines(res);
+  }
+  if (path.rfind(kPipelines + "/", 0) == 0) {
+    const std::string rest = path.substr(kPipelines.size() + 1);
+    if (rest.find('/') == std::string::npos) {
+      if (!get) return MethodNotAllowed(res, "GET");
+      return GetPipeline(UrlDecode(rest), res);
+    }
+  }
+  if (path.rfind(kBuckets, 0) == 0 && path.size() > kBuckets.size()) {
+    const std::string name = path.substr(kBuckets.size());
+    if (name.find('/') == std::string::npos) {
+      if (!get) return MethodNotAllowed(res, "GET");
+      return GetBucket(UrlDecode(name), query, res);
+    }
+  }
+  JsonError(res, 404, "no route for " + std::string(req.method_string()) + " " + path);
+}
+
+void Api::Health(Response* res) { SendJson(res, 200, Json{{"status", "ok"}}); }
+
+void Api::ListPipelines(Response* res) {
+  Json list = Json::array();
+  for (const auto& p : engine_->pipelines()) list.push_back(PipelineJson(*p, false));
+  SendJson(res, 200, Json{{"pipelines", std::move(list)}});
+}
+
+void Api::GetPipeline(const std::string& id, Response* res) {
+  PipelineRunner* p = engine_->Find(id);
+  if (p == nullptr) return JsonError(res, 404, "no pipeline '" + id + "'");
+  SendJson(res, 200, PipelineJson(*p, true));
+}
+
+void Api::GetBucket(const std::string& name, const std::string& query, Response* res) {
+  Bucket* b = engine_->buckets().Find(name);
+  if (b == nullptr) return JsonError(res, 404, "no bucket '" + name + "'");
+  const int64_t now = engine_->clock()->NowMs();
+  std::string key;
+  if (QueryParam(query, "key", &key)) {
+    auto e = b->Get(key, now);
+    if (!e) return JsonError(res, 404, "bucket '" + name + "' has no entry for key '" + key + "'");
+    return SendJson(res, 200, Json{{"key", key}, {"value", e->value}, {"last_write_ms", e->last_write_ms}});
+  }
+  std::string after, limit_text;
+  QueryParam(query, "after", &after);
+  size_t limit = 100;
+  if (QueryParam(query, "limit", &limit_text)) {
+    char* end = nullptr;
+    const long v = std::strtol(limit_text.c_str(), &end, 10);
+    if (limit_text.empty() || *end != '\0' || v < 1 || v > 1000) {
+      return JsonError(res, 400, "limit must be a whole number from 1 to 1000");
+    }
+    limit = static_cast<size_t>(v);
+  }
+  Json entries = Json::array();
+  auto page = b->Page(after, limit, now);
+  for (auto& [k, e] : page) {
+    entries.push_back(Json{{"key", k}, {"value", e.value}, {"last_write_ms", e.last_write_ms}});
+  }
+  Json body{{"bucket", name}, {"size", b->Size()}, {"entries", std::move(entries)}};
+  if (page.size() == limit) body["next_after"] = page.back().first;
+  SendJson(res, 200, body);
+}
+
+void Api::Metrics(Response* res) {
+  std::string out;
+  auto family = [&](const char* name, const char* type, const char* help) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  };
+  auto sample = [&](const char* name, const std::string& labels, uint64_t v) {
+    out += std::string(name) + "{" + labels + "} " + std::to_string(v) + "\n";
+  };
+  const auto& pipelines = engine_->pipelines();
+  auto labels = [](const PipelineRunner& p, const ComponentStats& c) {
+    return "pipeline=\"" + p.id() + "\",component=\"" + c.name() + "\",type=\"" + c.type() + "\"";
+  };
+  family("kayak_messages_in_total", "counter", "Messages a component received.");
+  for (const auto& p : pipelines) {
+    for (const auto* c : p->cards()) sample("kayak_messages_in_total", labels(*p, *c), c->in());
+  }
+  family("kayak_messages_out_total", "counter", "Messages a component passed on or wrote.");
+  for (const auto& p : pipelines) {
+    for (const auto* c : p->cards()) sample("kayak_messages_out_total", labels(*p, *c), c->out());
+  }
+  family("kayak_errors_total", "counter", "Errors a component had.");
+  for (const auto& p : pipelines) {
+    for (const auto* c : p->cards()) sample("kayak_errors_total", labels(*p, *c), c->errors());
+  }
+  family("kayak_queue_depth", "gauge", "Batches waiting in a bounded queue.");
+  for (const auto& p : pipelines) {
+    for (const auto& [name, depth] : p->QueueDepths()) {
+      sample("kayak_queue_depth", "pipeline=\"" + p->id() + "\",queue=\"" + name + "\"", depth);
+    }
+  }
+  family("kayak_bucket_entries", "gauge", "Live entries in a bucket.");
+  for (const auto* b : engine_->buckets().All()) {
+    sample("kayak_bucket_entries", "bucket=\"" + b->name() + "\"", b->Size());
+  }
+  res->result(200);
+  res->set(bhttp::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+  res->body() = std::move(out);
+}
+
+void Api::Dashboard(Response* res) {
+  res->result(200);
+  res->set(bhttp::field::content_type, "text/html; charset=utf-8");
+  res->body() = R"(<!doctype html>
+<html><head><meta charset="utf-8"><title>kayak</title>
+<style>
+body{font-family:system-ui,sans-serif;margin:2em;background:#fafafa}
+.p{background:#fff;border:1px solid #ddd;border-radius:6px;padding:1em;margin-bottom:1em}
+.cards{display:flex;gap:.5em;flex-wrap:wrap}
+.c{border:1px solid #ccc;border-radius:4px;padding:.5em;min-width:11em;font-size:.9em}
+.failed,.retrying{border-color:#c00;background:#fee}
+.err{color:#c00;font-size:.8em}
+</style></head><body><h1>kayak</h1><div id="g">loading…</div>
+<script>
+function esc(s){return String(s).replace(/[&<>"]/g,c=>({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;'}[c]))}
+async function load(){
+  const r=await fetch('/api/v1/pipelines');const d=await r.json();
+  document.getElementById('g').innerHTML=d.pipelines.map(p=>
+    '<div class="p"><b>'+esc(p.id)+'</b> '+esc(p.status)+
+    (p.upstreams.length?' ← '+p.upstreams.map(esc).join(', '):'')+
+    '<div class="cards">'+p.components.map(c=>'<div class="c '+esc(c.state)+'"><b>'+esc(c.type)+
+    '</b> '+esc(c.name)+'<br>'+esc(c.state)+'<br>in '+c.messages_in+' / out '+c.messages_out+
+    '<br>errors '+c.errors+(c.last_error?'<div class="err">'+esc(c.last_error)+'</div>':'')+
+    '</div>').join('')+'</div></div>').join('');
+}
+load();setInterval(load,2000);
+</script></body></html>
+)";
+}
+
+}  // namespace kayak::http

@@ -1,0 +1,33 @@
+// The admin API v1 (SPEC section 6) over an Engine.
+#pragma once
+
+#include <string>
+
+#include "core/engine.h"
+#include "http/server.h"
+
+namespace kayak::http {
+
+class Api {
+ public:
+  // `engine` must outlive the Api. Called on the HTTP thread only.
+  explicit Api(Engine* engine) : engine_(engine) {}
+  void Handle(const Request& req, Response* res);
+
+ private:
+  void Health(Response* res);
+  void Metrics(Response* res);
+  void ListPipelines(Response* res);
+  void GetPipeline(const std::string& id, Response* res);
+  void GetBucket(const std::string& name, const std::string& query, Response* res);
+  void Dashboard(Response* res);
+
+  Engine* engine_;
+};
+
+// Decodes %XX and '+' in a query component.
+std::string UrlDecode(const std::string& s);
+// The value of `key` in a query string ("a=1&b=2"), or "" when absent.
+bool QueryParam(const std::string& query, const std::string& key, std::string* value);
+
+}  // namespace kayak::http

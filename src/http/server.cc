@@ -1,0 +1,180 @@
+#include "http/server.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/version.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+
+namespace kayak::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+
+void JsonError(Response* res, unsigned status, const std::string& message) {
+  res->result(status);
+  res->set(bhttp::field::content_type, "application/json");
+  res->body() = nlohmann::json{{"error", message}}.dump();
+}
+
+namespace {
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, const ServerLimits& limits, const Handler& handler,
+          std::atomic<size_t>* live)
+      : stream_(std::move(socket)), limits_(limits), handler_(handler), live_(live) {}
+  ~Session() { live_->fetch_sub(1); }
+
+  void Start() { Read(); }
+
+ private:
+  void Read() {
+    parser_.emplace();
+    parser_->body_limit(limits_.max_body_bytes);
+    parser_->header_limit(limits_.max_header_bytes);
+    // The first byte of a request may take the idle time; the rest must
+    // arrive within the read timeout. Beast has one timer per operation, so
+    // the shorter bound applies to the whole request.
+    stream_.expires_after(std::chrono::milliseconds(
+        first_request_ ? limits_.read_timeout_ms
+                       : std::min(limits_.idle_timeout_ms, limits_.read_timeout_ms)));
+    bhttp::async_read(stream_, buffer_, *parser_,
+                      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+  }
+
+  void OnRead(beast::error_code ec) {
+    if (ec == bhttp::error::end_of_stream || ec == asio::error::connection_reset ||
+        ec == beast::error::timeout || ec == asio::error::operation_aborted) {
+      Close();
+      return;
+    }
+    first_request_ = false;
+    res_ = {};
+    res_.version(11);
+    res_.set(bhttp::field::server, "kayak");
+    if (ec == bhttp::error::body_limit) {
+      JsonError(&res_, 413, "the body is larger than limits.max_body_bytes (" +
+                                std::to_string(limits_.max_body_bytes) + " bytes)");
+      keep_alive_ = false;
+    } else if (ec == bhttp::error::header_limit) {
+      JsonError(&res_, 431, "the request headers are too large");
+      keep_alive_ = false;
+    } else if (ec) {
+      JsonError(&res_, 400, "bad request: " + ec.message());
+      keep_alive_ = false;
+    } else {
+      const Request& req = parser_->get();
+      keep_alive_ = req.keep_alive();
+      res_.version(req.version());
+      try {
+        handler_(req, &res_);
+      } catch (const std::exception& e) {
+        KLOG_ERROR("http: handler failed on {}: {}", std::string(req.target()), e.what());
+        res_ = {};
+        res_.version(req.version());
+        JsonError(&res_, 500, "internal error");
+      }
+    }
+    res_.keep_alive(keep_alive_);
+    res_.prepare_payload();
+    stream_.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
+    bhttp::async_write(stream_, res_,
+                       [self = shared_from_this()](beast::error_code wec, size_t) {
+                         if (wec || !self->keep_alive_) {
+                           self->Close();
+                           return;
+                         }
+                         self->Read();
+                       });
+  }
+
+  void Close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.socket().close(ec);
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_{8192};
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  Response res_;
+  const ServerLimits& limits_;
+  const Handler& handler_;
+  std::atomic<size_t>* live_;
+  bool keep_alive_ = false;
+  bool first_request_ = true;
+};
+
+}  // namespace
+
+struct Server::Impl {
+  // Sessions left in `io` refer to the members above it; it must go first.
+  ServerLimits limits;
+  Handler handler;
+  std::atomic<size_t> live{0};
+  asio::io_context io{1};
+  tcp::acceptor acceptor{io};
+  std::thread thread;
+
+  void Accept() {
+    acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
+      if (ec == asio::error::operation_aborted) return;
+      if (!ec) {
+        if (live.load() >= limits.max_connections) {
+          KLOG_WARN("http: {} connections open, refusing another", live.load());
+          beast::error_code ignored;
+          socket.close(ignored);
+        } else {
+          live.fetch_add(1);
+          std::make_shared<Session>(std::move(socket), limits, handler, &live)->Start();
+        }
+      }
+      Accept();
+    });
+  }
+};
+
+Server::Server(std::string host, uint16_t port, ServerLimits limits, Handler handler)
+    : impl_(std::make_unique<Impl>()), host_(std::move(host)), port_(port) {
+  impl_->limits = limits;
+  impl_->handler = std::move(handler);
+}
+
+Server::~Server() { Stop(); }
+
+Status Server::Start() {
+  beast::error_code ec;
+  const auto addr = asio::ip::make_address(host_, ec);
+  if (ec) return Status::Invalid("listen: '" + host_ + "' is not an IP address");
+  const tcp::endpoint ep(addr, port_);
+  auto& acc = impl_->acceptor;
+  acc.open(ep.protocol(), ec);
+  if (!ec) acc.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acc.bind(ep, ec);
+  if (!ec) acc.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Status::Io("cannot listen on " + host_ + ":" + std::to_string(port_) + ": " +
+                      ec.message());
+  }
+  bound_port_ = acc.local_endpoint().port();
+  impl_->Accept();
+  impl_->thread = std::thread([this] { impl_->io.run(); });
+  return Status::Ok();
+}
+
+void Server::Stop() {
+  if (!impl_ || !impl_->thread.joinable()) return;
+  asio::post(impl_->io, [this] {
+    beast::error_code ec;
+    impl_->acceptor.close(ec);
+  });
+  impl_->io.stop();
+  impl_->thread.join();
+}
+
+}  // namespace kayak::http

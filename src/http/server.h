@@ -1,0 +1,51 @@
+// The HTTP listener (Boost.Beast): admin API, and later the http input.
+// One I/O thread; handlers run on it and must not block.
+#pragma once
+
+#include <boost/beast/http.hpp>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "kayak/status.h"
+
+namespace kayak::http {
+
+using Request = boost::beast::http::request<boost::beast::http::string_body>;
+using Response = boost::beast::http::response<boost::beast::http::string_body>;
+using Handler = std::function<void(const Request&, Response*)>;
+
+struct ServerLimits {
+  uint64_t max_body_bytes = 10 * 1024 * 1024;  // larger bodies get 413
+  uint32_t max_header_bytes = 16 * 1024;       // larger headers get 431
+  int read_timeout_ms = 30000;                 // a request must arrive whole within this
+  int idle_timeout_ms = 60000;                 // a keep-alive connection idle this long is closed
+  size_t max_connections = 512;                // further connections are closed at once
+};
+
+class Server {
+ public:
+  Server(std::string host, uint16_t port, ServerLimits limits, Handler handler);
+  ~Server();
+  // Binds and starts the I/O thread. An error if the address cannot be bound.
+  Status Start();
+  void Stop();
+  // The bound port (useful when configured as 0).
+  uint16_t port() const { return bound_port_; }
+  const std::string& host() const { return host_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string host_;
+  uint16_t port_;
+  uint16_t bound_port_ = 0;
+};
+
+// A JSON error body: {"error": message}.
+void JsonError(Response* res, unsigned status, const std::string& message);
+
+}  // namespace kayak::http

@@ -1,0 +1,112 @@
+// dummy: a generator of messages from a template with a sequence number.
+#include <algorithm>
+#include <thread>
+
+#include "common/clock.h"
+#include "components.h"
+
+namespace kayak {
+
+namespace {
+
+class DummyInput final : public Input {
+ public:
+  DummyInput(double rate_per_sec, int64_t count, std::string tmpl, int64_t batch_size,
+             const Clock* clock)
+      : rate_(rate_per_sec), count_(count), batch_size_(batch_size), clock_(clock) {
+    // Split the template once so each message is built by appends only.
+    size_t pos = 0;
+    while (true) {
+      const size_t seq = tmpl.find("{{seq}}", pos);
+      const size_t now = tmpl.find("{{now_ms}}", pos);
+      const size_t next = std::min(seq, now);
+      if (next == std::string::npos) break;
+      parts_.push_back({tmpl.substr(pos, next - pos), next == seq ? kSeq : kNow});
+      pos = next + (next == seq ? 7 : 10);
+    }
+    parts_.push_back({tmpl.substr(pos), kNone});
+  }
+
+  Status Open() override {
+    start_mono_ms_ = MonotonicMs();
+    return Status::Ok();
+  }
+
+  Status Read(Batch* out, int64_t wait_ms, bool* finished) override {
+    int64_t n = batch_size_;
+    if (count_ > 0) n = std::min(n, count_ - produced_);
+    if (rate_ > 0) {
+      const int64_t elapsed = MonotonicMs() - start_mono_ms_;
+      const int64_t allowed = static_cast<int64_t>(static_cast<double>(elapsed) * rate_ / 1000.0) + 1;
+      if (allowed <= produced_) {
+        const int64_t due_ms =
+            static_cast<int64_t>(static_cast<double>(produced_) * 1000.0 / rate_) - elapsed;
+        std::this_thread::sleep_for(
+            std::chrono::milliseconds(std::clamp<int64_t>(due_ms, 1, wait_ms)));
+        return Status::Ok();
+      }
+      n = std::min(n, allowed - produced_);
+    }
+    const int64_t now = clock_->NowMs();
+    out->messages.reserve(out->messages.size() + static_cast<size_t>(std::max<int64_t>(n, 0)));
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t seq = ++produced_;
+      std::string payload;
+      payload.reserve(parts_[0].text.size() + 32);
+      for (const auto& p : parts_) {
+        payload += p.text;
+        if (p.after == kSeq) payload += std::to_string(seq);
+        if (p.after == kNow) payload += std::to_string(now);
+      }
+      out->messages.emplace_back(std::move(payload), now);
+    }
+    if (count_ > 0 && produced_ >= count_) *finished = true;
+    return Status::Ok();
+  }
+
+  std::string Position() const override { return "generated " + std::to_string(produced_); }
+
+ private:
+  enum Placeholder { kNone, kSeq, kNow };
+  struct Part {
+    std::string text;
+    Placeholder after;
+  };
+  const double rate_;
+  const int64_t count_;
+  const int64_t batch_size_;
+  const Clock* clock_;
+  std::vector<Part> parts_;
+  int64_t produced_ = 0;
+  int64_t start_mono_ms_ = 0;
+};
+
+}  // namespace
+
+ComponentDef DummyInputDef() {
+  ComponentDef d;
+  d.kind = "input";
+  d.type = "dummy";
+  d.help = "Generates messages from a template; `{{seq}}` is the sequence number (1, 2, ...) "
+           "and `{{now_ms}}` the generation time.";
+  d.checkpoint = "nothing: not rewindable; messages in flight at a crash are lost";
+  d.props = {
+      {"rate_per_sec", PropType::kNumber, false, "0", "messages per second; 0 = as fast as it can"},
+      {"count", PropType::kInt, false, "0", "messages to generate, then finish; 0 = no end"},
+      {"template", PropType::kString, false, R"({"seq":{{seq}}})", "the payload of each message"},
+      {"batch_size", PropType::kInt, false, "100", "most messages per batch"},
+  };
+  d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
+    if (o.Number("rate_per_sec") < 0) o.Error("rate_per_sec", "must be >= 0");
+    if (o.Int("count") < 0) o.Error("count", "must be >= 0");
+    if (o.Int("batch_size") < 1 || o.Int("batch_size") > 100000) {
+      o.Error("batch_size", "must be between 1 and 100000");
+    }
+    if (o.failed()) return nullptr;
+    return std::make_unique<DummyInput>(o.Number("rate_per_sec"), o.Int("count"),
+                                        o.String("template"), o.Int("batch_size"), ctx.clock);
+  };
+  return d;
+}
+
+}  // namespace kayak

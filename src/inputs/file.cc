@@ -1,0 +1,269 @@
+// file: NDJSON from a file or a glob of files, read in name order; `follow`
+// tails the last file and picks up new files that match.
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "components.h"
+
+namespace kayak {
+
+namespace {
+
+constexpr size_t kReadChunk = 1 << 20;
+constexpr size_t kMaxLineBytes = 16 << 20;  // a longer line is skipped and counted
+
+class FileInput final : public Input {
+ public:
+  FileInput(std::string pattern, bool follow, int64_t batch_size, int64_t poll_ms,
+            const ComponentContext& ctx)
+      : pattern_(std::move(pattern)),
+        follow_(follow),
+        batch_size_(static_cast<size_t>(batch_size)),
+        poll_ms_(poll_ms),
+        clock_(ctx.clock),
+        stats_(ctx.stats) {}
+
+  ~FileInput() override { CloseFile(); }
+
+  Status Open() override {
+    std::vector<std::string> files;
+    KAYAK_RETURN_IF_ERROR(Glob(&files));
+    if (files.empty() && !follow_) {
+      return Status::Invalid("no file matches '" + pattern_ + "'");
+    }
+    return Status::Ok();
+  }
+
+  Status Read(Batch* out, int64_t wait_ms, bool* finished) override {
+    const int64_t deadline = MonotonicMs() + wait_ms;
+    while (out->messages.size() < batch_size_) {
+      if (fd_ < 0) {
+        bool none = false;
+        KAYAK_RETURN_IF_ERROR(OpenNext(&none));
+        if (none) {
+          if (!follow_) {
+            *finished = true;
+            return Status::Ok();
+          }
+          if (!out->empty() || MonotonicMs() >= deadline) return Status::Ok();
+          Sleep(deadline);
+          continue;
+        }
+      }
+      // Hand over complete lines already in the buffer.
+      if (TakeLines(out)) continue;
+      ssize_t n = ReadMore();
+      if (n < 0) return Status::FromErrno("read " + current_, errno);
+      if (n > 0) continue;
+      // End of this file.
+      std::vector<std::string> files;
+      KAYAK_RETURN_IF_ERROR(Glob(&files));
+      const bool has_next = std::any_of(files.begin(), files.end(),
+                                        [&](const std::string& f) { return f > current_; });
+      if (has_next || !follow_) {
+        // A last line without a newline is a message once the file is done.
+        if (!buf_.empty() && !follow_) {
+          Emit(std::string_view(buf_), out);
+          offset_ += buf_.size();
+          buf_.clear();
+        }
+        if (has_next) {
+          CloseFile();
+          continue;
+        }
+        CloseFile();
+        done_with_all_ = true;
+        continue;
+      }
+      // Following: was the file truncated or replaced?
+      struct stat st{};
+      if (::stat(current_.c_str(), &st) == 0 &&
+          (st.st_ino != inode_ || static_cast<uint64_t>(st.st_size) < read_pos_)) {
+        KLOG_INFO("file input: {} was truncated or replaced; reading it from the start", current_);
+        const std::string path = current_;
+        CloseFile();
+        reopen_ = path;
+        continue;
+      }
+      if (!out->empty() || MonotonicMs() >= deadline) return Status::Ok();
+      Sleep(deadline);
+    }
+    return Status::Ok();
+  }
+
+  std::string Position() const override {
+    if (current_.empty()) return "";
+    return current_ + " at byte " + std::to_string(offset_);
+  }
+
+ private:
+  void Sleep(int64_t deadline) {
+    const int64_t left = deadline - MonotonicMs();
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::clamp<int64_t>(left, 1, poll_ms_)));
+  }
+
+  Status Glob(std::vector<std::string>* files) {
+    glob_t g{};
+    const int rc = ::glob(pattern_.c_str(), GLOB_NOSORT, nullptr, &g);
+    if (rc == 0) {
+      for (size_t i = 0; i < g.gl_pathc; ++i) files->emplace_back(g.gl_pathv[i]);
+    }
+    globfree(&g);
+    if (rc != 0 && rc != GLOB_NOMATCH) return Status::Io("cannot list files matching " + pattern_);
+    std::sort(files->begin(), files->end());
+    return Status::Ok();
+  }
+
+  // Opens the first file after the current one; `*none` when there is none.
+  Status OpenNext(bool* none) {
+    *none = false;
+    std::string next;
+    if (!reopen_.empty()) {
+      next = reopen_;
+      reopen_.clear();
+    } else {
+      if (done_with_all_ && !follow_) {
+        *none = true;
+        return Status::Ok();
+      }
+      std::vector<std::string> files;
+      KAYAK_RETURN_IF_ERROR(Glob(&files));
+      for (const auto& f : files) {
+        if (f > last_done_) {
+          next = f;
+          break;
+        }
+      }
+      if (next.empty()) {
+        *none = true;
+        return Status::Ok();
+      }
+    }
+    const int fd = ::open(next.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Status::FromErrno("open " + next, errno);
+    struct stat st{};
+    ::fstat(fd, &st);
+    fd_ = fd;
+    current_ = next;
+    inode_ = st.st_ino;
+    offset_ = 0;
+    read_pos_ = 0;
+    buf_.clear();
+    done_with_all_ = false;
+    return Status::Ok();
+  }
+
+  void CloseFile() {
+    if (fd_ >= 0) {
+      ::close(fd_);
+      fd_ = -1;
+      last_done_ = current_;
+    }
+  }
+
+  ssize_t ReadMore() {
+    const size_t old = buf_.size();
+    buf_.resize(old + kReadChunk);
+    ssize_t n;
+    do {
+      n = ::read(fd_, buf_.data() + old, kReadChunk);
+    } while (n < 0 && errno == EINTR);
+    buf_.resize(old + static_cast<size_t>(std::max<ssize_t>(n, 0)));
+    if (n > 0) read_pos_ += static_cast<uint64_t>(n);
+    if (buf_.size() > kMaxLineBytes && buf_.find('\n') == std::string::npos) {
+      stats_->RecordError(current_ + ": a line longer than 16 MiB was skipped");
+      offset_ += buf_.size();
+      buf_.clear();
+    }
+    return n;
+  }
+
+  // Moves complete lines from the buffer into `out`; true if any was taken.
+  bool TakeLines(Batch* out) {
+    size_t start = 0;
+    bool took = false;
+    while (out->messages.size() < batch_size_) {
+      const size_t nl = buf_.find('\n', start);
+      if (nl == std::string::npos) break;
+      Emit(std::string_view(buf_).substr(start, nl - start), out);
+      start = nl + 1;
+      took = true;
+    }
+    if (start > 0) {
+      offset_ += start;
+      buf_.erase(0, start);
+    }
+    return took;
+  }
+
+  void Emit(std::string_view line, Batch* out) {
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.find_first_not_of(" \t") == std::string_view::npos) return;
+    if (!nlohmann::json::accept(line)) {
+      stats_->RecordError(current_ + " at byte " + std::to_string(offset_) +
+                          ": skipped a line that is not JSON");
+      return;
+    }
+    out->messages.emplace_back(std::string(line), clock_->NowMs());
+  }
+
+  const std::string pattern_;
+  const bool follow_;
+  const size_t batch_size_;
+  const int64_t poll_ms_;
+  const Clock* clock_;
+  ComponentStats* stats_;
+
+  int fd_ = -1;
+  std::string current_;    // the open file
+  std::string last_done_;  // the last file read to its end
+  std::string reopen_;     // a truncated file to read again from the start
+  bool done_with_all_ = false;
+  ino_t inode_ = 0;
+  uint64_t offset_ = 0;    // bytes of current_ handed over (whole lines)
+  uint64_t read_pos_ = 0;  // bytes of current_ read into buf_
+  std::string buf_;
+};
+
+}  // namespace
+
+ComponentDef FileInputDef() {
+  ComponentDef d;
+  d.kind = "input";
+  d.type = "file";
+  d.help = "Reads NDJSON (one JSON value per line) from a file or every file matching a glob, "
+           "in name order. Lines that are not JSON are skipped and counted as errors.";
+  d.checkpoint = "the file being read and the byte offset of the next line";
+  d.props = {
+      {"path", PropType::kString, true, "", "a file or a glob such as data/*.ndjson"},
+      {"follow", PropType::kBool, false, "false",
+       "keep reading: tail the last file and pick up new matching files"},
+      {"batch_size", PropType::kInt, false, "1000", "most messages per batch"},
+      {"poll_ms", PropType::kInt, false, "200", "how often a followed file is checked for growth"},
+  };
+  d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
+    if (o.String("path").empty()) o.Error("path", "must not be empty");
+    if (o.Int("batch_size") < 1 || o.Int("batch_size") > 100000) {
+      o.Error("batch_size", "must be between 1 and 100000");
+    }
+    if (o.Int("poll_ms") < 1 || o.Int("poll_ms") > 60000) {
+      o.Error("poll_ms", "must be between 1 and 60000");
+    }
+    if (o.failed()) return nullptr;
+    return std::make_unique<FileInput>(o.String("path"), o.Bool("follow"), o.Int("batch_size"),
+                                       o.Int("poll_ms"), ctx);
+  };
+  return d;
+}
+
+}  // namespace kayak

@@ -1,0 +1,156 @@
+// file: NDJSON parts in a directory, named part-NNNNNNNNNN.ndjson so that
+// name order is write order; a part is rolled by size or age.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+
+#include "common/clock.h"
+#include "components.h"
+
+namespace kayak {
+
+namespace {
+
+Status WriteAll(int fd, const char* data, size_t n, const std::string& path) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, data, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno("write " + path, errno);
+    }
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+  return Status::Ok();
+}
+
+// The sequence number in "part-0000000042.ndjson", or -1.
+int64_t PartSeq(const std::string& name) {
+  unsigned long long seq = 0;
+  char tail[16] = {0};
+  if (name.size() != 22 || std::sscanf(name.c_str(), "part-%10llu.%6s", &seq, tail) != 2 ||
+      std::string(tail) != "ndjson") {
+    return -1;
+  }
+  return static_cast<int64_t>(seq);
+}
+
+class FileOutput final : public Output {
+ public:
+  FileOutput(std::string dir, int64_t max_part_bytes, int64_t max_part_secs, const Clock* clock)
+      : dir_(std::move(dir)),
+        max_part_bytes_(max_part_bytes),
+        max_part_ms_(max_part_secs * 1000),
+        clock_(clock) {}
+
+  ~FileOutput() override { (void)ClosePart(); }
+
+  Status Open() override {
+    std::error_code ec;
+    std::filesystem::create_directories(dir_, ec);
+    if (ec) return Status::Io("cannot create directory " + dir_ + ": " + ec.message());
+    // Continue numbering after the parts already there.
+    DIR* d = ::opendir(dir_.c_str());
+    if (d == nullptr) return Status::FromErrno("open directory " + dir_, errno);
+    while (dirent* e = ::readdir(d)) next_seq_ = std::max(next_seq_, PartSeq(e->d_name) + 1);
+    ::closedir(d);
+    if (next_seq_ < 1) next_seq_ = 1;
+    return Status::Ok();
+  }
+
+  Status Write(const Batch& batch) override {
+    buf_.clear();
+    for (const auto& m : batch.messages) {
+      buf_ += m.payload();
+      buf_ += '\n';
+    }
+    const int64_t now = clock_->NowMs();
+    if (fd_ >= 0 && ((part_bytes_ > 0 && part_bytes_ + buf_.size() > static_cast<size_t>(max_part_bytes_)) ||
+                     (max_part_ms_ > 0 && now - part_opened_ms_ >= max_part_ms_))) {
+      KAYAK_RETURN_IF_ERROR(ClosePart());
+    }
+    if (fd_ < 0) KAYAK_RETURN_IF_ERROR(OpenPart(now));
+    KAYAK_RETURN_IF_ERROR(WriteAll(fd_, buf_.data(), buf_.size(), part_path_));
+    part_bytes_ += buf_.size();
+    return Status::Ok();
+  }
+
+  void Tick(int64_t now_ms) override {
+    if (fd_ >= 0 && max_part_ms_ > 0 && now_ms - part_opened_ms_ >= max_part_ms_) {
+      (void)ClosePart();
+    }
+  }
+
+  Status Close() override { return ClosePart(); }
+
+ private:
+  Status OpenPart(int64_t now) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "part-%010lld.ndjson", static_cast<long long>(next_seq_));
+    part_path_ = dir_ + "/" + name;
+    const int fd = ::open(part_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) return Status::FromErrno("open " + part_path_, errno);
+    fd_ = fd;
+    ++next_seq_;
+    part_bytes_ = 0;
+    part_opened_ms_ = now;
+    return Status::Ok();
+  }
+
+  Status ClosePart() {
+    if (fd_ < 0) return Status::Ok();
+    // A finished part is made durable before the next one starts, so a
+    // reader that sees part N+1 can trust part N.
+    const int rc = ::fdatasync(fd_);
+    const int err = errno;
+    ::close(fd_);
+    fd_ = -1;
+    if (rc != 0) return Status::FromErrno("fdatasync " + part_path_, err);
+    return Status::Ok();
+  }
+
+  const std::string dir_;
+  const int64_t max_part_bytes_;
+  const int64_t max_part_ms_;
+  const Clock* clock_;
+  int fd_ = -1;
+  std::string part_path_;
+  int64_t next_seq_ = 1;
+  size_t part_bytes_ = 0;
+  int64_t part_opened_ms_ = 0;
+  std::string buf_;  // reused for every batch
+};
+
+}  // namespace
+
+ComponentDef FileOutputDef() {
+  ComponentDef d;
+  d.kind = "output";
+  d.type = "file";
+  d.help = "Writes each message as one NDJSON line into parts `part-0000000001.ndjson`, ... in "
+           "the directory `path`; names sort in write order. A part is closed (and fsynced) "
+           "when the next batch would take it past `max_part_bytes`, or `max_part_secs` after "
+           "it was opened. A restart continues after the highest part number present.";
+  d.checkpoint = "the open part's name and its fsynced length";
+  d.props = {
+      {"path", PropType::kString, true, "", "the directory of parts (created if missing)"},
+      {"max_part_bytes", PropType::kInt, false, "67108864", "roll a part at this size"},
+      {"max_part_secs", PropType::kInt, false, "3600", "roll a part at this age; 0 = never"},
+  };
+  d.make_output = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Output> {
+    if (o.String("path").empty()) o.Error("path", "must not be empty");
+    if (o.Int("max_part_bytes") < 1) o.Error("max_part_bytes", "must be >= 1");
+    if (o.Int("max_part_secs") < 0) o.Error("max_part_secs", "must be >= 0");
+    if (o.failed()) return nullptr;
+    return std::make_unique<FileOutput>(o.String("path"), o.Int("max_part_bytes"),
+                                        o.Int("max_part_secs"), ctx.clock);
+  };
+  return d;
+}
+
+}  // namespace kayak

@@ -1,0 +1,219 @@
+// filter, map, remove, rename: stateless transforms on message fields.
+#include "common/clock.h"
+#include "components.h"
+#include "transforms/field_access.h"
+
+namespace kayak {
+
+namespace {
+
+std::string AtMessage(size_t i, const std::string& what) {
+  return "message " + std::to_string(i + 1) + " of the batch: " + what;
+}
+
+class FilterTransform final : public Transform {
+ public:
+  FilterTransform(std::shared_ptr<const expr::Expr> e, const Clock* clock)
+      : expr_(std::move(e)), clock_(clock) {}
+
+  Status Process(Batch* batch) override {
+    auto& msgs = batch->messages;
+    size_t keep = 0;
+    for (size_t i = 0; i < msgs.size(); ++i) {
+      auto f = msgs[i].Fields();
+      if (!f.ok()) return Status::Invalid(AtMessage(i, f.status().message()));
+      auto v = expr_->Eval(**f, *clock_);
+      if (!v.ok()) return Status::Invalid(AtMessage(i, v.status().message()));
+      if (!v->is_boolean()) {
+        return Status::Invalid(AtMessage(i, std::string("filter expression gave ") +
+                                                (v->is_discarded() ? "a missing field"
+                                                                   : JsonTypeName(*v)) +
+                                                ", not a bool"));
+      }
+      if (v->get<bool>()) {
+        if (keep != i) msgs[keep] = std::move(msgs[i]);
+        ++keep;
+      }
+    }
+    msgs.resize(keep);
+    return Status::Ok();
+  }
+
+ private:
+  std::shared_ptr<const expr::Expr> expr_;
+  const Clock* clock_;
+};
+
+class MapTransform final : public Transform {
+ public:
+  struct Assignment {
+    FieldPath path;
+    std::string name;
+    std::shared_ptr<const expr::Expr> expr;
+  };
+  MapTransform(std::vector<Assignment> a, const Clock* clock)
+      : assignments_(std::move(a)), clock_(clock) {}
+
+  Status Process(Batch* batch) override {
+    for (size_t i = 0; i < batch->messages.size(); ++i) {
+      auto f = ObjectFields(batch->messages[i]);
+      if (!f.ok()) return Status::Invalid(AtMessage(i, f.status().message()));
+      Json& fields = **f;
+      // Assignments apply in order; a later one sees the earlier ones.
+      for (const auto& a : assignments_) {
+        auto v = a.expr->Eval(fields, *clock_);
+        if (!v.ok()) return Status::Invalid(AtMessage(i, "'" + a.name + "': " + v.status().message()));
+        if (v->is_discarded()) {
+          return Status::Invalid(AtMessage(i, "'" + a.name + "': the expression '" +
+                                                  a.expr->text() + "' names a missing field"));
+        }
+        Json* slot = MutablePath(fields, a.path);
+        if (slot == nullptr) {
+          return Status::Invalid(AtMessage(i, "cannot set '" + a.name +
+                                                  "': a parent is not an object"));
+        }
+        *slot = std::move(v.value());
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  std::vector<Assignment> assignments_;
+  const Clock* clock_;
+};
+
+class RemoveTransform final : public Transform {
+ public:
+  explicit RemoveTransform(std::vector<FieldPath> paths) : paths_(std::move(paths)) {}
+  Status Process(Batch* batch) override {
+    for (size_t i = 0; i < batch->messages.size(); ++i) {
+      auto f = ObjectFields(batch->messages[i]);
+      if (!f.ok()) return Status::Invalid(AtMessage(i, f.status().message()));
+      for (const auto& p : paths_) ErasePath(**f, p);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  std::vector<FieldPath> paths_;
+};
+
+class RenameTransform final : public Transform {
+ public:
+  explicit RenameTransform(std::vector<std::pair<FieldPath, FieldPath>> moves)
+      : moves_(std::move(moves)) {}
+  Status Process(Batch* batch) override {
+    for (size_t i = 0; i < batch->messages.size(); ++i) {
+      auto f = ObjectFields(batch->messages[i]);
+      if (!f.ok()) return Status::Invalid(AtMessage(i, f.status().message()));
+      Json& fields = **f;
+      for (const auto& [from, to] : moves_) {
+        const Json* v = LookupPath(fields, from);
+        if (v == nullptr) continue;  // nothing to rename
+        Json moved = *v;
+        ErasePath(fields, from);
+        Json* slot = MutablePath(fields, to);
+        if (slot == nullptr) {
+          return Status::Invalid(AtMessage(i, "cannot rename to '" + FieldPathToString(to) +
+                                                  "': a parent is not an object"));
+        }
+        *slot = std::move(moved);
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  std::vector<std::pair<FieldPath, FieldPath>> moves_;
+};
+
+FieldPath PathAt(const Options& o, const YAML::Node& node, bool* ok) {
+  FieldPath p;
+  if (!ParseFieldPath(node.Scalar(), &p)) {
+    o.ErrorAt(node, "'" + node.Scalar() + "' is not a field path (like a.b[0])");
+    *ok = false;
+  }
+  return p;
+}
+
+}  // namespace
+
+ComponentDef FilterDef() {
+  ComponentDef d;
+  d.kind = "transform";
+  d.type = "filter";
+  d.shape = Shape::kExpr;
+  d.help = "`filter: EXPR` keeps the messages for which the expression is true. An expression "
+           "that is not a bool, or fails, is a transform error.";
+  d.checkpoint = "nothing";
+  d.make_transform = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Transform> {
+    auto e = o.ExprAt(o.value());
+    if (e == nullptr) return nullptr;
+    return std::make_unique<FilterTransform>(e, ctx.clock);
+  };
+  return d;
+}
+
+ComponentDef MapDef() {
+  ComponentDef d;
+  d.kind = "transform";
+  d.type = "map";
+  d.shape = Shape::kExprMap;
+  d.help = "`map: {field: EXPR, ...}` sets fields (a dotted name sets a nested field), in the "
+           "order written; later expressions see earlier results.";
+  d.checkpoint = "nothing";
+  d.make_transform = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Transform> {
+    std::vector<MapTransform::Assignment> as;
+    bool ok = true;
+    for (const auto& kv : o.value()) {
+      MapTransform::Assignment a;
+      a.name = kv.first.Scalar();
+      a.path = PathAt(o, kv.first, &ok);
+      a.expr = o.ExprAt(kv.second);
+      ok = ok && a.expr != nullptr;
+      as.push_back(std::move(a));
+    }
+    if (!ok) return nullptr;
+    return std::make_unique<MapTransform>(std::move(as), ctx.clock);
+  };
+  return d;
+}
+
+ComponentDef RemoveDef() {
+  ComponentDef d;
+  d.kind = "transform";
+  d.type = "remove";
+  d.shape = Shape::kStringList;
+  d.help = "`remove: [field, ...]` deletes fields; a field that is not there is ignored.";
+  d.checkpoint = "nothing";
+  d.make_transform = [](const Options& o, const ComponentContext&) -> std::unique_ptr<Transform> {
+    std::vector<FieldPath> paths;
+    bool ok = true;
+    for (const auto& e : o.value()) paths.push_back(PathAt(o, e, &ok));
+    if (!ok) return nullptr;
+    return std::make_unique<RemoveTransform>(std::move(paths));
+  };
+  return d;
+}
+
+ComponentDef RenameDef() {
+  ComponentDef d;
+  d.kind = "transform";
+  d.type = "rename";
+  d.shape = Shape::kStringMap;
+  d.help = "`rename: {from: to, ...}` moves fields; a missing `from` is ignored.";
+  d.checkpoint = "nothing";
+  d.make_transform = [](const Options& o, const ComponentContext&) -> std::unique_ptr<Transform> {
+    std::vector<std::pair<FieldPath, FieldPath>> moves;
+    bool ok = true;
+    for (const auto& kv : o.value()) {
+      moves.emplace_back(PathAt(o, kv.first, &ok), PathAt(o, kv.second, &ok));
+    }
+    if (!ok) return nullptr;
+    return std::make_unique<RenameTransform>(std::move(moves));
+  };
+  return d;
+}
+
+}  // namespace kayak

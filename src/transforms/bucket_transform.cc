@@ -1,0 +1,198 @@
+// bucket: writes a per-key value into a named bucket (set, add, min, max,
+// count, append) or reads one into the message (lookup). Also the `lookup`
+// transform, the same read under its own name.
+#include "common/clock.h"
+#include "components.h"
+#include "core/bucket.h"
+#include "transforms/field_access.h"
+
+namespace kayak {
+
+namespace {
+
+enum class Op { kSet, kAdd, kMin, kMax, kCount, kAppend, kLookup };
+
+bool ParseOp(const std::string& s, Op* op) {
+  static const std::pair<const char*, Op> kOps[] = {
+      {"set", Op::kSet},     {"add", Op::kAdd},     {"min", Op::kMin},       {"max", Op::kMax},
+      {"count", Op::kCount}, {"append", Op::kAppend}, {"lookup", Op::kLookup}};
+  for (const auto& [name, o] : kOps) {
+    if (s == name) {
+      *op = o;
+      return true;
+    }
+  }
+  return false;
+}
+
+Json AddNumbers(const Json& a, const Json& b) {
+  if (a.is_number_integer() && b.is_number_integer()) {
+    int64_t r;
+    if (!__builtin_add_overflow(a.get<int64_t>(), b.get<int64_t>(), &r)) return Json(r);
+  }
+  return Json(a.get<double>() + b.get<double>());
+}
+
+class BucketTransform final : public Transform {
+ public:
+  struct Config {
+    Bucket* bucket = nullptr;
+    FieldPath key;
+    Op op = Op::kSet;
+    FieldPath field;
+    FieldPath as;  // empty: do not put the value into the message
+    size_t max_items = 1000;
+  };
+  BucketTransform(Config c, const Clock* clock) : c_(std::move(c)), clock_(clock) {}
+
+  Status Process(Batch* batch) override {
+    const int64_t now = clock_->NowMs();
+    for (size_t i = 0; i < batch->messages.size(); ++i) {
+      Status st = One(batch->messages[i], now);
+      if (!st.ok()) {
+        return Status::Invalid("message " + std::to_string(i + 1) + " of the batch: " +
+                               st.message());
+      }
+    }
+    return Status::Ok();
+  }
+
+  void Tick(int64_t now_ms, Batch*) override { c_.bucket->Expire(now_ms); }
+
+ private:
+  Status One(Message& m, int64_t now) {
+    auto f = ObjectFields(m);
+    if (!f.ok()) return f.status();
+    Json& fields = **f;
+    auto key = KeyOf(fields, c_.key);
+    if (!key.ok()) return key.status();
+    Json result;
+    if (c_.op == Op::kLookup) {
+      auto e = c_.bucket->Get(*key, now);
+      result = e ? e->value : Json(nullptr);
+    } else {
+      const Json* v = nullptr;
+      if (c_.op != Op::kCount) {
+        v = LookupPath(fields, c_.field);
+        if (v == nullptr) {
+          return Status::Invalid("field '" + FieldPathToString(c_.field) + "' is missing");
+        }
+        if ((c_.op == Op::kAdd || c_.op == Op::kMin || c_.op == Op::kMax) && !v->is_number()) {
+          return Status::Invalid("field '" + FieldPathToString(c_.field) + "' is " +
+                                 JsonTypeName(*v) + ", not a number");
+        }
+      }
+      KAYAK_RETURN_IF_ERROR(c_.bucket->Update(
+          *key, now,
+          [&](Json& value, bool existed) -> Status {
+            if (existed && c_.op != Op::kSet && c_.op != Op::kAppend && !value.is_number()) {
+              return Status::Invalid("bucket '" + c_.bucket->name() + "' holds a " +
+                                     JsonTypeName(value) + " at key '" + *key +
+                                     "', not a number");
+            }
+            switch (c_.op) {
+              case Op::kSet: value = *v; break;
+              case Op::kAdd: value = existed ? AddNumbers(value, *v) : *v; break;
+              case Op::kMin: if (!existed || v->get<double>() < value.get<double>()) value = *v; break;
+              case Op::kMax: if (!existed || v->get<double>() > value.get<double>()) value = *v; break;
+              case Op::kCount: value = existed ? AddNumbers(value, Json(1)) : Json(1); break;
+              case Op::kAppend:
+                if (!value.is_array()) value = Json::array();
+                value.push_back(*v);
+                if (value.size() > c_.max_items) {
+                  value.erase(value.begin(),
+                              value.begin() + static_cast<ptrdiff_t>(value.size() - c_.max_items));
+                }
+                break;
+              case Op::kLookup: break;
+            }
+            return Status::Ok();
+          },
+          c_.as.empty() ? nullptr : &result));
+    }
+    if (!c_.as.empty()) {
+      Json* slot = MutablePath(fields, c_.as);
+      if (slot == nullptr) {
+        return Status::Invalid("cannot set '" + FieldPathToString(c_.as) +
+                               "': a parent is not an object");
+      }
+      *slot = std::move(result);
+    }
+    return Status::Ok();
+  }
+
+  Config c_;
+  const Clock* clock_;
+};
+
+std::unique_ptr<Transform> Make(const Options& o, const ComponentContext& ctx,
+                                const std::string& bucket_opt, Op op) {
+  BucketTransform::Config c;
+  c.op = op;
+  c.bucket = ctx.buckets->Find(o.String(bucket_opt));
+  PathOption(o, "key", &c.key);
+  if (op != Op::kCount && op != Op::kLookup) {
+    if (!o.Has("field")) {
+      o.Error("op", "op '" + o.String("op") + "' needs the option 'field'");
+    } else {
+      PathOption(o, "field", &c.field);
+    }
+  }
+  if (o.Has("as")) PathOption(o, "as", &c.as);
+  if (op == Op::kLookup && c.as.empty()) o.Error(bucket_opt, "a lookup needs the option 'as'");
+  if (o.failed() || c.bucket == nullptr) return nullptr;  // an unknown bucket: reported by the loader
+  return std::make_unique<BucketTransform>(std::move(c), ctx.clock);
+}
+
+}  // namespace
+
+ComponentDef BucketTransformDef() {
+  ComponentDef d;
+  d.kind = "transform";
+  d.type = "bucket";
+  d.help =
+      "Writes into the named bucket, per key: `set` stores the field's value, `add` sums, "
+      "`min`/`max` keep the extreme, `count` counts messages, `append` keeps the last "
+      "`max_items` values in a list. `lookup` reads the key's entry (null if none) into `as`. "
+      "With `as`, a write also puts the entry's new value into the message.";
+  d.checkpoint = "nothing itself; the bucket is checkpointed once per checkpoint, after every "
+                 "pipeline bound to it reached the barrier";
+  d.props = {
+      {"name", PropType::kString, true, "", "the bucket, declared under top-level `buckets`"},
+      {"key", PropType::kString, true, "", "field path of the key"},
+      {"op", PropType::kString, true, "", "set | add | min | max | count | append | lookup"},
+      {"field", PropType::kString, false, "", "field path of the value (not for count, lookup)"},
+      {"as", PropType::kString, false, "", "field to put the entry's value into"},
+      {"max_items", PropType::kInt, false, "1000", "append: most values kept per key"},
+  };
+  d.make_transform = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Transform> {
+    Op op;
+    if (!ParseOp(o.String("op"), &op)) {
+      o.Error("op", "unknown op '" + o.String("op") +
+                        "' (known: set, add, min, max, count, append, lookup)");
+      return nullptr;
+    }
+    if (o.Int("max_items") < 1) o.Error("max_items", "must be >= 1");
+    return Make(o, ctx, "name", op);
+  };
+  return d;
+}
+
+ComponentDef LookupDef() {
+  ComponentDef d;
+  d.kind = "transform";
+  d.type = "lookup";
+  d.help = "Enriches each message with a bucket's entry for its key (null when there is none).";
+  d.checkpoint = "nothing";
+  d.props = {
+      {"bucket", PropType::kString, true, "", "the bucket to read"},
+      {"key", PropType::kString, true, "", "field path of the key"},
+      {"as", PropType::kString, true, "", "field to put the entry's value into"},
+  };
+  d.make_transform = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Transform> {
+    return Make(o, ctx, "bucket", Op::kLookup);
+  };
+  return d;
+}
+
+}  // namespace kayak

@@ -1,0 +1,94 @@
+// buffer: holds messages until max_messages, max_bytes or max_secs, then
+// releases them as one batch.
+#include "common/clock.h"
+#include "components.h"
+
+namespace kayak {
+
+namespace {
+
+class BufferTransform final : public Transform {
+ public:
+  BufferTransform(size_t max_messages, size_t max_bytes, int64_t max_ms, const Clock* clock)
+      : max_messages_(max_messages), max_bytes_(max_bytes), max_ms_(max_ms), clock_(clock) {}
+
+  Status Process(Batch* batch) override {
+    if (held_.empty() && !batch->empty()) first_ms_ = clock_->NowMs();
+    for (auto& m : batch->messages) {
+      held_bytes_ += m.ByteSize();
+      held_.push_back(std::move(m));
+    }
+    batch->messages.clear();
+    if (Full()) Release(batch);
+    return Status::Ok();
+  }
+
+  void Tick(int64_t now_ms, Batch* out) override {
+    if (!held_.empty() && max_ms_ > 0 && now_ms - first_ms_ >= max_ms_) Release(out);
+  }
+
+  void Drain(Batch* out) override { Release(out); }
+
+ private:
+  bool Full() const {
+    return (max_messages_ > 0 && held_.size() >= max_messages_) ||
+           (max_bytes_ > 0 && held_bytes_ >= max_bytes_);
+  }
+
+  void Release(Batch* out) {
+    if (out->messages.empty()) {
+      out->messages.swap(held_);
+    } else {
+      for (auto& m : held_) out->messages.push_back(std::move(m));
+      held_.clear();
+    }
+    held_bytes_ = 0;
+    held_.reserve(max_messages_ > 0 ? std::min<size_t>(max_messages_, 65536) : 0);
+  }
+
+  const size_t max_messages_;
+  const size_t max_bytes_;
+  const int64_t max_ms_;
+  const Clock* clock_;
+  std::vector<Message> held_;
+  size_t held_bytes_ = 0;
+  int64_t first_ms_ = 0;  // when the oldest held message arrived
+};
+
+}  // namespace
+
+ComponentDef BufferDef() {
+  ComponentDef d;
+  d.kind = "transform";
+  d.type = "buffer";
+  d.help = "Holds messages and releases everything held as one batch once `max_messages` or "
+           "`max_bytes` is reached, or `max_secs` after the oldest held message arrived. Give "
+           "at least one. On a graceful stop without a state dir it releases what it holds.";
+  d.checkpoint = "the held messages";
+  d.props = {
+      {"max_messages", PropType::kInt, false, "", "release at this many messages"},
+      {"max_bytes", PropType::kInt, false, "", "release at this many payload bytes"},
+      {"max_secs", PropType::kNumber, false, "", "release this long after the oldest arrived"},
+  };
+  d.make_transform = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Transform> {
+    if (!o.Has("max_messages") && !o.Has("max_bytes") && !o.Has("max_secs")) {
+      o.Error("max_messages", "give at least one of max_messages, max_bytes, max_secs");
+      return nullptr;
+    }
+    if (o.Has("max_messages") && (o.Int("max_messages") < 1 || o.Int("max_messages") > 1000000)) {
+      o.Error("max_messages", "must be between 1 and 1000000");
+    }
+    if (o.Has("max_bytes") && (o.Int("max_bytes") < 1 || o.Int("max_bytes") > (1LL << 30))) {
+      o.Error("max_bytes", "must be between 1 and 1073741824");
+    }
+    if (o.Has("max_secs") && o.Number("max_secs") <= 0) o.Error("max_secs", "must be > 0");
+    if (o.failed()) return nullptr;
+    return std::make_unique<BufferTransform>(
+        static_cast<size_t>(o.Has("max_messages") ? o.Int("max_messages") : 0),
+        static_cast<size_t>(o.Has("max_bytes") ? o.Int("max_bytes") : 0),
+        o.Has("max_secs") ? static_cast<int64_t>(o.Number("max_secs") * 1000) : 0, ctx.clock);
+  };
+  return d;
+}
+
+}  // namespace kayak

@@ -1,0 +1,257 @@
+// rolling_window: per key, count/sum/avg/min/max of a numeric field over the
+// last window_secs of event time or the last window_messages messages.
+#include <algorithm>
+#include <deque>
+#include <limits>
+#include <list>
+#include <unordered_map>
+
+#include "common/clock.h"
+#include "components.h"
+#include "transforms/field_access.h"
+
+namespace kayak {
+
+namespace {
+
+enum Agg : unsigned { kCount = 1, kSum = 2, kAvg = 4, kMin = 8, kMax = 16 };
+
+class RollingWindow final : public Transform {
+ public:
+  struct Config {
+    FieldPath key;  // empty: one window for every message
+    FieldPath field;
+    std::string out_prefix;
+    int64_t window_ms = 0;       // event-time window, or
+    int64_t window_messages = 0; // count window
+    FieldPath time_field;        // empty: the message timestamp (arrival time)
+    unsigned aggs = 0;
+    int64_t idle_timeout_ms = 0;
+    size_t max_keys = 0;
+    size_t max_points_per_key = 0;
+  };
+
+  RollingWindow(Config c, const Clock* clock) : c_(std::move(c)), clock_(clock) {}
+
+  Status Process(Batch* batch) override {
+    const int64_t now = clock_->NowMs();
+    for (size_t i = 0; i < batch->messages.size(); ++i) {
+      Status st = One(batch->messages[i], now);
+      if (!st.ok()) {
+        return Status::Invalid("message " + std::to_string(i + 1) + " of the batch: " +
+                               st.message());
+      }
+    }
+    return Status::Ok();
+  }
+
+  void Tick(int64_t now_ms, Batch*) override { ExpireIdle(now_ms); }
+
+  size_t keys() const { return keys_.size(); }
+  uint64_t late() const { return late_; }
+
+ private:
+  struct Point {
+    int64_t t;
+    double v;
+  };
+  struct KeyState {
+    std::deque<Point> points;  // ordered by t
+    double sum = 0;
+    int64_t end_ms = std::numeric_limits<int64_t>::min();  // newest event time seen
+    int64_t last_write_ms = 0;                              // wall clock
+    std::list<const std::string*>::iterator order;
+  };
+
+  Status One(Message& m, int64_t now) {
+    auto f = ObjectFields(m);
+    if (!f.ok()) return f.status();
+    Json& fields = **f;
+    std::string key;
+    if (!c_.key.empty()) {
+      auto k = KeyOf(fields, c_.key);
+      if (!k.ok()) return k.status();
+      key = std::move(k.value());
+    }
+    const Json* v = LookupPath(fields, c_.field);
+    if (v == nullptr) return Status::Invalid("field '" + FieldPathToString(c_.field) + "' is missing");
+    if (!v->is_number()) {
+      return Status::Invalid("field '" + FieldPathToString(c_.field) + "' is " + JsonTypeName(*v) +
+                             ", not a number");
+    }
+    const double value = v->get<double>();
+    int64_t t = m.ts_ms();
+    if (!c_.time_field.empty()) {
+      const Json* tv = LookupPath(fields, c_.time_field);
+      if (tv == nullptr) {
+        return Status::Invalid("time field '" + FieldPathToString(c_.time_field) + "' is missing");
+      }
+      if (!ParseEventTimeMs(*tv, &t)) {
+        return Status::Invalid("time field '" + FieldPathToString(c_.time_field) +
+                               "' is not epoch seconds, epoch milliseconds or RFC 3339");
+      }
+    }
+    KeyState& ks = Touch(key, now);
+    if (c_.window_ms > 0) {
+      const bool late = !ks.points.empty() && t <= ks.end_ms - c_.window_ms;
+      if (late) {
+        ++late_;  // older than the window: reported with the window, not added to it
+      } else {
+        ks.end_ms = std::max(ks.end_ms, t);
+        auto pos = std::upper_bound(ks.points.begin(), ks.points.end(), t,
+                                    [](int64_t x, const Point& p) { return x < p.t; });
+        ks.points.insert(pos, Point{t, value});
+        ks.sum += value;
+        const int64_t cutoff = ks.end_ms - c_.window_ms;
+        while (!ks.points.empty() && ks.points.front().t <= cutoff) PopFront(ks);
+      }
+    } else {
+      ks.points.push_back(Point{t, value});
+      ks.sum += value;
+      while (static_cast<int64_t>(ks.points.size()) > c_.window_messages) PopFront(ks);
+    }
+    while (ks.points.size() > c_.max_points_per_key) PopFront(ks);
+    Emit(ks, fields);
+    return Status::Ok();
+  }
+
+  void PopFront(KeyState& ks) {
+    ks.sum -= ks.points.front().v;
+    ks.points.pop_front();
+    if (ks.points.empty()) ks.sum = 0;  // no drift carried into the next series
+  }
+
+  void Emit(const KeyState& ks, Json& fields) const {
+    const size_t n = ks.points.size();
+    if (c_.aggs & kCount) fields[c_.out_prefix + "_count"] = static_cast<int64_t>(n);
+    if (c_.aggs & kSum) fields[c_.out_prefix + "_sum"] = ks.sum;
+    if (c_.aggs & kAvg) fields[c_.out_prefix + "_avg"] = n ? ks.sum / static_cast<double>(n) : 0.0;
+    if (c_.aggs & (kMin | kMax)) {
+      double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+      for (const auto& p : ks.points) {
+        lo = std::min(lo, p.v);
+        hi = std::max(hi, p.v);
+      }
+      if (c_.aggs & kMin) fields[c_.out_prefix + "_min"] = n ? Json(lo) : Json(nullptr);
+      if (c_.aggs & kMax) fields[c_.out_prefix + "_max"] = n ? Json(hi) : Json(nullptr);
+    }
+  }
+
+  KeyState& Touch(const std::string& key, int64_t now) {
+    auto it = keys_.find(key);
+    if (it != keys_.end() && c_.idle_timeout_ms > 0 &&
+        now - it->second.last_write_ms >= c_.idle_timeout_ms) {
+      order_.erase(it->second.order);
+      keys_.erase(it);
+      it = keys_.end();
+    }
+    if (it == keys_.end()) {
+      if (keys_.size() >= c_.max_keys) {
+        keys_.erase(*order_.front());  // the least recently written key makes room
+        order_.pop_front();
+      }
+      it = keys_.emplace(key, KeyState{}).first;
+      order_.push_back(&it->first);
+      it->second.order = std::prev(order_.end());
+    } else {
+      order_.splice(order_.end(), order_, it->second.order);
+    }
+    it->second.last_write_ms = now;
+    return it->second;
+  }
+
+  void ExpireIdle(int64_t now) {
+    if (c_.idle_timeout_ms <= 0) return;
+    while (!order_.empty()) {
+      auto it = keys_.find(*order_.front());
+      if (now - it->second.last_write_ms < c_.idle_timeout_ms) break;
+      order_.pop_front();
+      keys_.erase(it);
+    }
+  }
+
+  const Config c_;
+  const Clock* clock_;
+  std::unordered_map<std::string, KeyState> keys_;
+  std::list<const std::string*> order_;  // least recently written first
+  uint64_t late_ = 0;
+};
+
+}  // namespace
+
+ComponentDef RollingWindowDef() {
+  ComponentDef d;
+  d.kind = "transform";
+  d.type = "rolling_window";
+  d.help =
+      "Per key, aggregates a numeric field over the last `window_secs` of event time (from "
+      "`time_field`, else the message's arrival time) or over the last `window_messages` "
+      "messages, and adds `<field>_<aggregate>` to each message. Event time: the window of a key "
+      "ends at the newest time seen for it; a message older than the window's start is late: it "
+      "is emitted with the window's aggregates but not added to them.";
+  d.checkpoint = "every key's points in the window, running sum, newest event time and last "
+                 "write time";
+  d.props = {
+      {"key", PropType::kString, false, "", "field path of the key; absent = one window for all"},
+      {"field", PropType::kString, true, "", "field path of the numeric value"},
+      {"window_secs", PropType::kNumber, false, "", "window length in seconds of event time"},
+      {"window_messages", PropType::kInt, false, "", "window length in messages"},
+      {"time_field", PropType::kString, false, "",
+       "field holding the event time (epoch s, epoch ms, or RFC 3339); default arrival time"},
+      {"aggregates", PropType::kStringList, false, "[count, sum, avg, min, max]",
+       "which aggregates to add"},
+      {"idle_timeout_secs", PropType::kNumber, false, "0",
+       "drop a key not written for this long (wall clock); 0 = never"},
+      {"max_keys", PropType::kInt, false, "2000000",
+       "most keys held; a new key past it evicts the least recently written"},
+      {"max_points_per_key", PropType::kInt, false, "100000",
+       "most points in one key's window; the oldest go first"},
+  };
+  d.make_transform = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Transform> {
+    RollingWindow::Config c;
+    if (o.Has("key")) PathOption(o, "key", &c.key);
+    PathOption(o, "field", &c.field);
+    c.out_prefix = o.String("field");
+    std::replace(c.out_prefix.begin(), c.out_prefix.end(), '.', '_');
+    const bool by_time = o.Has("window_secs"), by_count = o.Has("window_messages");
+    if (by_time == by_count) {
+      o.Error(by_time ? "window_messages" : "field",
+              "give exactly one of window_secs and window_messages");
+    }
+    if (by_time) {
+      c.window_ms = static_cast<int64_t>(o.Number("window_secs") * 1000);
+      if (c.window_ms <= 0) o.Error("window_secs", "must be > 0");
+    }
+    if (by_count) {
+      c.window_messages = o.Int("window_messages");
+      if (c.window_messages <= 0) o.Error("window_messages", "must be > 0");
+    }
+    if (o.Has("time_field")) {
+      PathOption(o, "time_field", &c.time_field);
+      if (by_count) o.Error("time_field", "only applies with window_secs");
+    }
+    if (o.Has("aggregates")) {
+      for (const auto& a : o.Strings("aggregates")) {
+        if (a == "count") c.aggs |= kCount;
+        else if (a == "sum") c.aggs |= kSum;
+        else if (a == "avg") c.aggs |= kAvg;
+        else if (a == "min") c.aggs |= kMin;
+        else if (a == "max") c.aggs |= kMax;
+        else o.Error("aggregates", "unknown aggregate '" + a + "' (known: count, sum, avg, min, max)");
+      }
+    } else {
+      c.aggs = kCount | kSum | kAvg | kMin | kMax;
+    }
+    c.idle_timeout_ms = static_cast<int64_t>(o.Number("idle_timeout_secs") * 1000);
+    if (c.idle_timeout_ms < 0) o.Error("idle_timeout_secs", "must be >= 0");
+    if (o.Int("max_keys") < 1) o.Error("max_keys", "must be >= 1");
+    if (o.Int("max_points_per_key") < 1) o.Error("max_points_per_key", "must be >= 1");
+    c.max_keys = static_cast<size_t>(o.Int("max_keys"));
+    c.max_points_per_key = static_cast<size_t>(o.Int("max_points_per_key"));
+    if (o.failed()) return nullptr;
+    return std::make_unique<RollingWindow>(std::move(c), ctx.clock);
+  };
+  return d;
+}
+
+}  // namespace kayak
