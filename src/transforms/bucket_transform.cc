@@ -126,9 +126,10 @@ class BucketTransform final : public Transform {
 };
 
 std::unique_ptr<Transform> Make(const Options& o, const ComponentContext& ctx,
-                                const std::string& bucket_opt, Op op) {
+                                const std::string& bucket_opt, Op op, size_t max_items) {
   BucketTransform::Config c;
   c.op = op;
+  c.max_items = max_items;
   c.bucket = ctx.buckets->Find(o.String(bucket_opt));
   PathOption(o, "key", &c.key);
   if (op != Op::kCount && op != Op::kLookup) {
@@ -173,7 +174,7 @@ ComponentDef BucketTransformDef() {
       return nullptr;
     }
     if (o.Int("max_items") < 1) o.Error("max_items", "must be >= 1");
-    return Make(o, ctx, "name", op);
+    return Make(o, ctx, "name", op, static_cast<size_t>(o.Int("max_items")));
   };
   return d;
 }
@@ -190,7 +191,7 @@ ComponentDef LookupDef() {
       {"as", PropType::kString, true, "", "field to put the entry's value into"},
   };
   d.make_transform = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Transform> {
-    return Make(o, ctx, "bucket", Op::kLookup);
+    return Make(o, ctx, "bucket", Op::kLookup, 0);
   };
   return d;
 }

@@ -1,0 +1,156 @@
+// Config errors: every mistake reported at once, each at its line and column.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <sstream>
+
+#include "components.h"
+#include "config/loader.h"
+#include "config/server_config.h"
+#include "core/engine.h"
+
+namespace kayak {
+namespace {
+
+// "line:column" of the first `token` on 1-based `line` of `text`.
+std::string Pos(const std::string& text, int line, const std::string& token) {
+  std::istringstream in(text);
+  std::string l;
+  for (int i = 1; i <= line; ++i) std::getline(in, l);
+  const size_t col = l.find(token);
+  EXPECT_NE(col, std::string::npos) << "token '" << token << "' not on line " << line;
+  return std::to_string(line) + ":" + std::to_string(col + 1);
+}
+
+std::string CheckText(const std::string& text, size_t* count = nullptr) {
+  GraphSpec spec;
+  ErrorList errors;
+  LoadGraphText(text, "p.yaml", BuiltinComponents(), &spec, &errors);
+  ValidateComponents(spec, &errors);
+  if (count != nullptr) *count = errors.size();
+  return errors.ToString();
+}
+
+void ExpectError(const std::string& out, const std::string& pos, const std::string& fragment) {
+  const std::string needle = "p.yaml:" + pos + ": ";
+  const size_t at = out.find(needle);
+  ASSERT_NE(at, std::string::npos) << "no error at " << pos << " in:\n" << out;
+  const std::string line = out.substr(at, out.find('\n', at) - at);
+  EXPECT_NE(line.find(fragment), std::string::npos) << line;
+}
+
+TEST(Config, ManyMistakesReportedAtOnceWithLineAndColumn) {
+  const std::string text =
+      "buckets:\n"                                                         // 1
+      "  totals: {idle_timeout_secs: -5}\n"                                // 2
+      "pipelines:\n"                                                       // 3
+      "  Bad_Id:\n"                                                        // 4
+      "    input:\n"                                                       // 5
+      "      file: {path: a.ndjson, bogus: 1}\n"                           // 6
+      "    transforms:\n"                                                  // 7
+      "      - filtr: 'x > 1'\n"                                           // 8
+      "      - filter: 'x >'\n"                                            // 9
+      "      - rolling_window: {field: v, window_secs: ten}\n"             // 10
+      "  a:\n"                                                             // 11
+      "    input:\n"                                                       // 12
+      "      pipeline: [b]\n"                                              // 13
+      "  b:\n"                                                             // 14
+      "    input:\n"                                                       // 15
+      "      pipeline: a\n"                                                // 16
+      "    transforms:\n"                                                  // 17
+      "      - bucket: {name: nosuch, key: k, op: add, field: v}\n"        // 18
+      "      - map: {x: 'len(1, 2)'}\n"                                    // 19
+      "    outputs:\n"                                                     // 20
+      "      - file: {}\n"                                                 // 21
+      "      - stdout: {retry: {base_ms: 0}}\n";                           // 22
+  size_t count = 0;
+  const std::string out = CheckText(text, &count);
+  ExpectError(out, Pos(text, 2, "-5"), "idle_timeout_secs must be");
+  ExpectError(out, Pos(text, 4, "Bad_Id"), "bad pipeline id 'Bad_Id'");
+  ExpectError(out, Pos(text, 6, "bogus"), "unknown option 'bogus' for file input");
+  ExpectError(out, Pos(text, 8, "filtr"), "unknown transform type 'filtr'");
+  // the column of the end of the expression inside the quotes
+  ExpectError(out, "9:" + std::to_string(text.find("'x >'") - text.find("      - filter") + 1 + 4),
+              "expression error: unexpected end");
+  ExpectError(out, Pos(text, 10, "ten"), "option 'window_secs' of rolling_window transform must be a number");
+  ExpectError(out, Pos(text, 16, "pipeline"), "cycle between pipelines");
+  ExpectError(out, Pos(text, 18, "nosuch"), "unknown bucket 'nosuch'");
+  ExpectError(out, Pos(text, 19, "len") , "takes 1 argument");
+  ExpectError(out, Pos(text, 21, "file"), "missing required option 'path'");
+  ExpectError(out, Pos(text, 22, "0}"), "retry.base_ms must be");
+  EXPECT_EQ(count, 11u) << out;
+}
+
+TEST(Config, StructureErrors) {
+  ExpectError(CheckText("pipelines: []\n"), "1:12", "'pipelines' must be a map");
+  ExpectError(CheckText("pipes: {}\n"), "1:1", "unknown top-level key 'pipes'");
+  ExpectError(CheckText("pipelines:\n  p:\n    input: {file: {path: x}, dummy: {}}\n"), "3:12",
+              "one-key map");
+  ExpectError(CheckText("pipelines:\n  p:\n    transforms: []\n"), "2:3", "missing its input");
+  ExpectError(CheckText("pipelines:\n  p:\n    input: {pipeline: q}\n"), "3:13",
+              "unknown pipeline 'q'");
+  ExpectError(CheckText("pipelines:\n  p:\n    input: {dummy: {}}\n    outputs: {file: {}}\n"),
+              "4:14", "'outputs' must be a list");
+  ExpectError(CheckText("pipelines:\n  p:\n    input: {dummy: {}}\n    extra: 1\n"), "4:5",
+              "unknown key 'extra'");
+  ExpectError(CheckText("pipelines:\n  p: [\n"), "3:1", "YAML syntax error");
+  ExpectError(CheckText("pipelines:\n  p:\n    input: {dummy: {count: many}}\n"), "3:28",
+              "must be a whole number");
+  ExpectError(CheckText("pipelines:\n  p:\n    input: {dummy: {}}\n    transforms: [{filter: {a: 1}}]\n"),
+              "4:27", "takes an expression string");
+}
+
+TEST(Config, EnvironmentInterpolation) {
+  ::setenv("KAYAK_TEST_DIR", "/tmp/in", 1);
+  ::unsetenv("KAYAK_TEST_UNSET");
+  GraphSpec spec;
+  ErrorList errors;
+  ASSERT_TRUE(LoadGraphText("pipelines:\n  p:\n    input: {file: {path: '${KAYAK_TEST_DIR}/x.ndjson'}}\n",
+                            "p.yaml", BuiltinComponents(), &spec, &errors))
+      << errors.ToString();
+  EXPECT_EQ(spec.pipelines[0].input.value["path"].Scalar(), "/tmp/in/x.ndjson");
+  ExpectError(CheckText("pipelines:\n  p:\n    input: {file: {path: '${KAYAK_TEST_UNSET}'}}\n"),
+              "3:26", "environment variable 'KAYAK_TEST_UNSET' is not set");
+}
+
+TEST(Config, ValidGraphIsOrderedUpstreamFirst) {
+  GraphSpec spec;
+  ErrorList errors;
+  ASSERT_TRUE(LoadGraphText(
+      "pipelines:\n"
+      "  c: {input: {pipeline: [a, b]}}\n"
+      "  a: {input: {dummy: {}}}\n"
+      "  b: {input: {pipeline: a}}\n",
+      "p.yaml", BuiltinComponents(), &spec, &errors))
+      << errors.ToString();
+  ASSERT_EQ(spec.pipelines.size(), 3u);
+  EXPECT_EQ(spec.pipelines[0].id, "a");
+  EXPECT_EQ(spec.pipelines[1].id, "b");
+  EXPECT_EQ(spec.pipelines[2].id, "c");
+  EXPECT_EQ(spec.pipelines[2].upstreams, (std::vector<std::string>{"a", "b"}));
+}
+
+TEST(Config, ServerConfig) {
+  ServerConfig c;
+  ErrorList errors;
+  ASSERT_TRUE(LoadServerConfigText(
+      "listen: 127.0.0.1:0\nlog_level: warn\ncheckpoint: {interval_secs: 2}\n"
+      "limits: {max_body_bytes: 100}\n",
+      "s.yaml", &c, &errors));
+  EXPECT_EQ(c.listen_port, 0);
+  EXPECT_EQ(c.log_level, "warn");
+  EXPECT_EQ(c.checkpoint_interval_secs, 2);
+  EXPECT_EQ(c.checkpoint_timeout_secs, 60);
+  EXPECT_EQ(c.max_body_bytes, 100);
+  ServerConfig d;
+  ErrorList e2;
+  EXPECT_FALSE(LoadServerConfigText(
+      "listen: nowhere\nlog_level: loud\ncheckpoint: {interval_secs: 0, every: 1}\nextra: 1\n",
+      "s.yaml", &d, &e2));
+  EXPECT_EQ(e2.size(), 5u) << e2.ToString();
+  EXPECT_NE(e2.ToString().find("s.yaml:1:9: listen must be host:port"), std::string::npos);
+  EXPECT_NE(e2.ToString().find("s.yaml:4:1: unknown key 'extra'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kayak

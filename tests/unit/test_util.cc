@@ -1,0 +1,51 @@
+#include "test_util.h"
+
+#include <yaml-cpp/yaml.h>
+
+namespace kayak::testing {
+
+std::unique_ptr<Transform> MakeTransform(const std::string& yaml, const Clock* clock,
+                                         BucketRegistry* buckets, std::string* errors_out) {
+  YAML::Node node = YAML::Load(yaml);
+  const std::string type = node.begin()->first.Scalar();
+  const ComponentDef* def = BuiltinComponents().Find("transform", type);
+  ErrorList errors;
+  std::unique_ptr<Transform> t;
+  if (def == nullptr) {
+    errors.Add(SourceMark{"test", 1, 1}, "unknown transform " + type);
+  } else {
+    YAML::Node value = node.begin()->second;
+    SourceMark mark{"test.yaml", 1, 1};
+    if (ValidateShape(*def, value, mark, &errors)) {
+      Options opts(def, value, mark, &errors);
+      ComponentContext ctx;
+      ctx.clock = clock;
+      ctx.buckets = buckets;
+      ComponentStats card("t", "transform", type);
+      ctx.stats = &card;
+      t = def->make_transform(opts, ctx);
+    }
+  }
+  if (!errors.empty()) t.reset();
+  if (errors_out != nullptr) *errors_out = errors.ToString();
+  return t;
+}
+
+Batch MakeBatch(const std::vector<std::string>& payloads, int64_t ts_ms) {
+  Batch b;
+  for (const auto& p : payloads) b.messages.emplace_back(p, ts_ms);
+  return b;
+}
+
+std::vector<std::string> Payloads(Batch& b) {
+  std::vector<std::string> out;
+  for (auto& m : b.messages) {
+    m.Seal();
+    out.push_back(m.payload());
+  }
+  return out;
+}
+
+Json FieldsOf(Message& m) { return *m.Fields().value(); }
+
+}  // namespace kayak::testing

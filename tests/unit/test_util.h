@@ -1,0 +1,29 @@
+// Helpers for unit tests: build one component from a YAML snippet.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "components.h"
+#include "core/bucket.h"
+
+namespace kayak::testing {
+
+// Builds the transform described by `yaml` ("filter: 'x > 1'"). On a config
+// error returns nullptr and, if given, fills `errors`.
+std::unique_ptr<Transform> MakeTransform(const std::string& yaml, const Clock* clock,
+                                         BucketRegistry* buckets = nullptr,
+                                         std::string* errors = nullptr);
+
+// A batch of messages from JSON texts, stamped with `ts_ms`.
+Batch MakeBatch(const std::vector<std::string>& payloads, int64_t ts_ms = 0);
+
+// Payloads of a batch (sealed first).
+std::vector<std::string> Payloads(Batch& b);
+
+// Parsed payload of a message.
+Json FieldsOf(Message& m);
+
+}  // namespace kayak::testing

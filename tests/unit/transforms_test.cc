@@ -1,0 +1,283 @@
+// Each transform against hand-computed expectations.
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+
+namespace kayak::testing {
+namespace {
+
+class TransformTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Transform> Make(const std::string& yaml) {
+    std::string errors;
+    auto t = MakeTransform(yaml, &clock_, &buckets_, &errors);
+    EXPECT_NE(t, nullptr) << errors;
+    return t;
+  }
+  std::string MakeError(const std::string& yaml) {
+    std::string errors;
+    auto t = MakeTransform(yaml, &clock_, &buckets_, &errors);
+    EXPECT_EQ(t, nullptr);
+    return errors;
+  }
+  // Runs one message through `t`; returns its fields (or null if dropped/held).
+  Json One(Transform& t, const std::string& payload, int64_t ts_ms = 0) {
+    Batch b = MakeBatch({payload}, ts_ms);
+    Status st = t.Process(&b);
+    EXPECT_TRUE(st.ok()) << st.message();
+    if (b.empty()) return Json();
+    return FieldsOf(b.messages[0]);
+  }
+
+  FakeClock clock_{1'000'000'000'000};
+  BucketRegistry buckets_;
+};
+
+TEST_F(TransformTest, FilterKeepsTrue) {
+  auto t = Make("filter: 'v > 1 && k != \"x\"'");
+  Batch b = MakeBatch({R"({"v":1,"k":"a"})", R"({"v":2,"k":"a"})", R"({"v":3,"k":"x"})",
+                       R"({"v":4,"k":"b"})"});
+  ASSERT_TRUE(t->Process(&b).ok());
+  EXPECT_EQ(Payloads(b), (std::vector<std::string>{R"({"v":2,"k":"a"})", R"({"v":4,"k":"b"})"}));
+}
+
+TEST_F(TransformTest, FilterErrorsDropTheBatch) {
+  auto t = Make("filter: 'v + 1'");
+  Batch b = MakeBatch({R"({"v":1})"});
+  Status st = t->Process(&b);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("not a bool"), std::string::npos) << st.message();
+  Batch bad = MakeBatch({"not json"});
+  auto f = Make("filter: 'true'");
+  EXPECT_FALSE(f->Process(&bad).ok());
+}
+
+TEST_F(TransformTest, MapSetsFieldsInOrder) {
+  auto t = Make("map: {c: '(f - 32) * 5 / 9', d: 'c * 2', n.deep: 'len(s)'}");
+  Json j = One(*t, R"({"f":212,"s":"abc"})");
+  EXPECT_EQ(j["c"], Json(100.0));
+  EXPECT_EQ(j["d"], Json(200.0));
+  EXPECT_EQ(j["n"]["deep"], Json(3));
+  Batch b = MakeBatch({R"({"s":"x"})"});
+  Status st = t->Process(&b);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("'f' is missing"), std::string::npos) << st.message();
+}
+
+TEST_F(TransformTest, RemoveAndRename) {
+  auto r = Make("remove: [a, b.c, nope]");
+  EXPECT_EQ(One(*r, R"({"a":1,"b":{"c":2,"d":3},"e":4})"), Json::parse(R"({"b":{"d":3},"e":4})"));
+  auto n = Make("rename: {a: z, b.c: top}");
+  EXPECT_EQ(One(*n, R"({"a":1,"b":{"c":2}})"), Json::parse(R"({"b":{},"z":1,"top":2})"));
+  EXPECT_EQ(One(*n, R"({"q":1})"), Json::parse(R"({"q":1})"));
+}
+
+struct Aggs {
+  int64_t count;
+  double sum, avg, min, max;
+};
+
+void ExpectAggs(const Json& j, const Aggs& a, const std::string& where) {
+  EXPECT_EQ(j["value_count"], Json(a.count)) << where;
+  EXPECT_DOUBLE_EQ(j["value_sum"].get<double>(), a.sum) << where;
+  EXPECT_DOUBLE_EQ(j["value_avg"].get<double>(), a.avg) << where;
+  EXPECT_DOUBLE_EQ(j["value_min"].get<double>(), a.min) << where;
+  EXPECT_DOUBLE_EQ(j["value_max"].get<double>(), a.max) << where;
+}
+
+TEST_F(TransformTest, RollingWindowEventTimeOutOfOrder) {
+  auto t = Make("rolling_window: {key: k, field: value, window_secs: 10, time_field: ts}");
+  // ts in epoch seconds; the window of a key ends at the newest ts it saw.
+  ExpectAggs(One(*t, R"({"k":"A","ts":100,"value":1})"), {1, 1, 1, 1, 1}, "m1");
+  ExpectAggs(One(*t, R"({"k":"A","ts":105,"value":2})"), {2, 3, 1.5, 1, 2}, "m2");
+  ExpectAggs(One(*t, R"({"k":"A","ts":103,"value":3})"), {3, 6, 2, 1, 3}, "m3 out of order");
+  // end 112: everything at or before 102 leaves (ts 100)
+  ExpectAggs(One(*t, R"({"k":"A","ts":112,"value":4})"), {3, 9, 3, 2, 4}, "m4 evicts");
+  // 101 is older than the window start: reported, not added
+  ExpectAggs(One(*t, R"({"k":"A","ts":101,"value":50})"), {3, 9, 3, 2, 4}, "m5 late");
+  ExpectAggs(One(*t, R"({"k":"B","ts":50,"value":10})"), {1, 10, 10, 10, 10}, "other key");
+  ExpectAggs(One(*t, R"({"k":"A","ts":113,"value":6})"), {3, 12, 4, 2, 6}, "m7 evicts 103");
+}
+
+TEST_F(TransformTest, RollingWindowTimeFormats) {
+  auto t = Make("rolling_window: {field: value, window_secs: 1, time_field: ts, aggregates: [count]}");
+  EXPECT_EQ(One(*t, R"({"ts":"2024-01-01T00:00:00.000Z","value":1})")["value_count"], Json(1));
+  EXPECT_EQ(One(*t, R"({"ts":"2024-01-01T01:00:00.500+01:00","value":1})")["value_count"], Json(2));
+  EXPECT_EQ(One(*t, R"({"ts":1704067201000,"value":1})")["value_count"], Json(2));  // ms, +1 s
+  Batch b = MakeBatch({R"({"ts":"yesterday","value":1})"});
+  EXPECT_FALSE(t->Process(&b).ok());
+  EXPECT_TRUE(One(*t, R"({"ts":1704067201001,"value":1})").contains("value_count"));
+  EXPECT_FALSE(One(*t, R"({"ts":1704067201001,"value":1})").contains("value_sum"));
+}
+
+TEST_F(TransformTest, RollingWindowArrivalTimeAndCount) {
+  auto t = Make("rolling_window: {key: k, field: value, window_secs: 2}");
+  ExpectAggs(One(*t, R"({"k":"A","value":1})", 10'000), {1, 1, 1, 1, 1}, "a1");
+  ExpectAggs(One(*t, R"({"k":"A","value":3})", 11'000), {2, 4, 2, 1, 3}, "a2");
+  ExpectAggs(One(*t, R"({"k":"A","value":5})", 12'500), {2, 8, 4, 3, 5}, "a3");
+  auto c = Make("rolling_window: {key: k, field: value, window_messages: 3}");
+  const double sums[] = {1, 3, 6, 9, 12};
+  for (int i = 1; i <= 5; ++i) {
+    Json j = One(*c, R"({"k":"A","value":)" + std::to_string(i) + "}");
+    EXPECT_DOUBLE_EQ(j["value_sum"].get<double>(), sums[i - 1]) << i;
+    EXPECT_EQ(j["value_count"], Json(std::min(i, 3)));
+  }
+}
+
+TEST_F(TransformTest, RollingWindowIdleTimeoutExpires) {
+  auto t = Make("rolling_window: {key: k, field: value, window_messages: 100, idle_timeout_secs: 10}");
+  EXPECT_EQ(One(*t, R"({"k":"A","value":1})")["value_count"], Json(1));
+  clock_.AdvanceMs(9'000);
+  EXPECT_EQ(One(*t, R"({"k":"A","value":1})")["value_count"], Json(2));  // written 9 s ago: alive
+  clock_.AdvanceMs(10'000);
+  Batch none;
+  t->Tick(clock_.NowMs(), &none);  // expiry by the periodic tick
+  EXPECT_TRUE(none.empty());
+  EXPECT_EQ(One(*t, R"({"k":"A","value":1})")["value_count"], Json(1));  // started fresh
+}
+
+TEST_F(TransformTest, RollingWindowBadConfig) {
+  EXPECT_NE(MakeError("rolling_window: {field: v}").find("exactly one of"), std::string::npos);
+  EXPECT_NE(MakeError("rolling_window: {field: v, window_secs: 1, aggregates: [median]}")
+                .find("unknown aggregate 'median'"),
+            std::string::npos);
+  auto t = Make("rolling_window: {key: k, field: value, window_messages: 3}");
+  Batch b = MakeBatch({R"({"k":"A","value":"high"})"});
+  EXPECT_NE(t->Process(&b).message().find("not a number"), std::string::npos);
+}
+
+TEST_F(TransformTest, BucketOps) {
+  buckets_.Add("b", 0);
+  auto add = Make("bucket: {name: b, key: k, op: add, field: v, as: total}");
+  EXPECT_EQ(One(*add, R"({"k":"x","v":2})")["total"], Json(2));
+  EXPECT_EQ(One(*add, R"({"k":"x","v":3})")["total"], Json(5));
+  EXPECT_EQ(One(*add, R"({"k":"y","v":1.5})")["total"], Json(1.5));
+  auto mn = Make("bucket: {name: b, key: k, op: min, field: v, as: m}");
+  EXPECT_EQ(One(*mn, R"({"k":"lo","v":4})")["m"], Json(4));
+  EXPECT_EQ(One(*mn, R"({"k":"lo","v":9})")["m"], Json(4));
+  EXPECT_EQ(One(*mn, R"({"k":"lo","v":-1})")["m"], Json(-1));
+  auto mx = Make("bucket: {name: b, key: k, op: max, field: v, as: m}");
+  EXPECT_EQ(One(*mx, R"({"k":"hi","v":4})")["m"], Json(4));
+  EXPECT_EQ(One(*mx, R"({"k":"hi","v":2})")["m"], Json(4));
+  auto cnt = Make("bucket: {name: b, key: k, op: count, as: n}");
+  EXPECT_EQ(One(*cnt, R"({"k":"c"})")["n"], Json(1));
+  EXPECT_EQ(One(*cnt, R"({"k":"c"})")["n"], Json(2));
+  auto set = Make("bucket: {name: b, key: k, op: set, field: v}");
+  One(*set, R"({"k":"s","v":{"any":"json"}})");
+  auto app = Make("bucket: {name: b, key: k, op: append, field: v, as: l, max_items: 2}");
+  EXPECT_EQ(One(*app, R"({"k":"a","v":1})")["l"], Json::parse("[1]"));
+  EXPECT_EQ(One(*app, R"({"k":"a","v":2})")["l"], Json::parse("[1,2]"));
+  EXPECT_EQ(One(*app, R"({"k":"a","v":3})")["l"], Json::parse("[2,3]"));
+  // lookup, as a bucket op and as its own transform
+  auto look = Make("bucket: {name: b, key: k, op: lookup, as: found}");
+  EXPECT_EQ(One(*look, R"({"k":"s"})")["found"], Json::parse(R"({"any":"json"})"));
+  EXPECT_EQ(One(*look, R"({"k":"none"})")["found"], Json(nullptr));
+  auto look2 = Make("lookup: {bucket: b, key: k, as: t}");
+  EXPECT_EQ(One(*look2, R"({"k":"x"})")["t"], Json(5));
+  Bucket* b = buckets_.Find("b");
+  EXPECT_EQ(b->Get("x", clock_.NowMs())->value, Json(5));
+  EXPECT_EQ(b->Get("c", clock_.NowMs())->last_write_ms, clock_.NowMs());
+  // add onto a non-number is an error and leaves the entry alone
+  Batch bad = MakeBatch({R"({"k":"s","v":1})"});
+  EXPECT_FALSE(add->Process(&bad).ok());
+  EXPECT_EQ(b->Get("s", clock_.NowMs())->value, Json::parse(R"({"any":"json"})"));
+  Batch nokey = MakeBatch({R"({"v":1})"});
+  EXPECT_NE(add->Process(&nokey).message().find("key field 'k' is missing"), std::string::npos);
+}
+
+TEST_F(TransformTest, BucketIdleTimeout) {
+  buckets_.Add("t", 60'000);
+  auto cnt = Make("bucket: {name: t, key: k, op: count, as: n}");
+  EXPECT_EQ(One(*cnt, R"({"k":"a"})")["n"], Json(1));
+  clock_.AdvanceMs(59'000);
+  EXPECT_EQ(One(*cnt, R"({"k":"a"})")["n"], Json(2));
+  clock_.AdvanceMs(60'000);
+  Batch none;
+  cnt->Tick(clock_.NowMs(), &none);
+  EXPECT_EQ(buckets_.Find("t")->Size(), 0u);
+  EXPECT_EQ(One(*cnt, R"({"k":"a"})")["n"], Json(1));
+}
+
+TEST_F(TransformTest, BufferReleasesByCount) {
+  auto t = Make("buffer: {max_messages: 3}");
+  for (int i = 0; i < 2; ++i) {
+    Batch b = MakeBatch({R"({"i":1})"});
+    ASSERT_TRUE(t->Process(&b).ok());
+    EXPECT_TRUE(b.empty());
+  }
+  Batch b = MakeBatch({R"({"i":3})"});
+  ASSERT_TRUE(t->Process(&b).ok());
+  EXPECT_EQ(b.size(), 3u);
+  Batch again = MakeBatch({R"({"i":4})"});
+  ASSERT_TRUE(t->Process(&again).ok());
+  EXPECT_TRUE(again.empty());
+  Batch drained;
+  t->Drain(&drained);
+  EXPECT_EQ(drained.size(), 1u);
+}
+
+TEST_F(TransformTest, BufferReleasesByBytes) {
+  auto t = Make("buffer: {max_bytes: 20}");
+  Batch a = MakeBatch({R"({"x":"1234"})"});  // 12 bytes
+  ASSERT_TRUE(t->Process(&a).ok());
+  EXPECT_TRUE(a.empty());
+  Batch b = MakeBatch({R"({"x":"5678"})"});
+  ASSERT_TRUE(t->Process(&b).ok());
+  EXPECT_EQ(b.size(), 2u);
+}
+
+TEST_F(TransformTest, BufferReleasesByTime) {
+  auto t = Make("buffer: {max_secs: 5, max_messages: 1000}");
+  Batch a = MakeBatch({R"({"x":1})", R"({"x":2})"});
+  ASSERT_TRUE(t->Process(&a).ok());
+  EXPECT_TRUE(a.empty());
+  clock_.AdvanceMs(4'999);
+  Batch out;
+  t->Tick(clock_.NowMs(), &out);
+  EXPECT_TRUE(out.empty());
+  clock_.AdvanceMs(1);
+  t->Tick(clock_.NowMs(), &out);
+  EXPECT_EQ(Payloads(out), (std::vector<std::string>{R"({"x":1})", R"({"x":2})"}));
+  EXPECT_NE(MakeError("buffer: {}").find("at least one"), std::string::npos);
+}
+
+TEST_F(TransformTest, LuaTransformsAndDrops) {
+  auto t = Make(R"(lua:
+  script: |
+    function process(m)
+      if m.drop then return nil end
+      m.double = m.v * 2
+      m.tags = {"a", "b"}
+      return m
+    end
+)");
+  Json j = One(*t, R"({"v":21,"s":"x"})");
+  EXPECT_EQ(j["double"], Json(42));
+  EXPECT_EQ(j["tags"], Json::parse(R"(["a","b"])"));
+  EXPECT_EQ(j["s"], Json("x"));
+  EXPECT_TRUE(One(*t, R"({"v":1,"drop":true})").is_null());
+}
+
+TEST_F(TransformTest, LuaIsSandboxed) {
+  for (const char* body : {R"(return io.open("/etc/passwd"))", R"(return os.execute("true"))",
+                           R"(return require("os"))", R"(return dofile("/etc/passwd"))",
+                           R"(return load("\27Lua")())", R"(return string.dump(process))"}) {
+    auto t = Make(std::string("lua: {script: 'function process(m) ") + body + " end'}");
+    Batch b = MakeBatch({R"({"v":1})"});
+    Status st = t->Process(&b);
+    EXPECT_FALSE(st.ok()) << body;
+  }
+  auto binary = Make(R"(lua: {script: 'function process(m) local f, err = load("\27Lua") m.err = err return m end'})");
+  EXPECT_NE(One(*binary, R"({"v":1})")["err"].get<std::string>().find("binary chunk"),
+            std::string::npos);
+  auto loop = Make(R"(lua: {script: "function process(m) while true do end end", max_instructions: 100000})");
+  Batch b = MakeBatch({R"({"v":1})"});
+  Status st = loop->Process(&b);
+  EXPECT_NE(st.message().find("instruction limit"), std::string::npos) << st.message();
+  EXPECT_NE(MakeError("lua: {script: 'function process(m'}").find("lua transform"), std::string::npos);
+  EXPECT_NE(MakeError("lua: {script: 'x = 1'}").find("must define a function process"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace kayak::testing
