@@ -1,0 +1,158 @@
+"""Drives the real kayak binary for end-to-end tests.
+
+Every server binds 127.0.0.1 on a port the kernel picks; every wait polls a
+condition with a deadline.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+KAYAK = os.environ.get("KAYAK_BIN", os.path.join(os.path.dirname(__file__), "../../build/kayak"))
+EXAMPLES = os.environ.get("KAYAK_EXAMPLES", os.path.join(os.path.dirname(__file__), "../../examples"))
+
+
+def wait_for(cond, timeout=20.0, interval=0.05, what="condition"):
+    """Polls cond() until it returns a truthy value; fails after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def run(args, **kw):
+    return subprocess.run([KAYAK] + args, capture_output=True, text=True, timeout=60, **kw)
+
+
+def http(method, url, body=None, headers=None):
+    """Returns (status, headers, body text)."""
+    req = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, dict(r.headers), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read().decode()
+
+
+class Server:
+    """A kayak server on a config; stderr is collected in the background."""
+
+    def __init__(self, workdir, config, server_config="listen: 127.0.0.1:0\n", state_dir=None,
+                 stdout=subprocess.DEVNULL, extra_args=None, wait=True):
+        self.workdir = workdir
+        self.config_path = os.path.join(workdir, "pipelines.yaml")
+        with open(self.config_path, "w") as f:
+            f.write(config)
+        self.server_config_path = os.path.join(workdir, "server.yaml")
+        with open(self.server_config_path, "w") as f:
+            f.write(server_config)
+        args = [KAYAK, "--config", self.config_path, "--server-config", self.server_config_path]
+        if state_dir:
+            args += ["--state-dir", state_dir]
+        args += extra_args or []
+        self.stderr_lines = []
+        self.proc = subprocess.Popen(args, cwd=workdir, stdout=stdout, stderr=subprocess.PIPE,
+                                     text=True)
+        self._reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._reader.start()
+        self.url = None
+        if wait:
+            self.url = wait_for(self._find_url, what="the API address in the log")
+
+    def _read_stderr(self):
+        for line in self.proc.stderr:
+            self.stderr_lines.append(line)
+
+    def stderr(self):
+        return "".join(self.stderr_lines)
+
+    def _find_url(self):
+        m = re.search(r"API listening on (http://127\.0\.0\.1:\d+)", self.stderr())
+        if m:
+            return m.group(1)
+        if self.proc.poll() is not None:
+            raise AssertionError(f"kayak exited with {self.proc.returncode}:\n{self.stderr()}")
+        return None
+
+    def get(self, path):
+        status, _, body = http("GET", self.url + path)
+        return status, body
+
+    def get_json(self, path):
+        status, body = self.get(path)
+        assert status == 200, f"GET {path} -> {status}: {body}"
+        return json.loads(body)
+
+    def card(self, pipeline, name):
+        p = self.get_json(f"/api/v1/pipelines/{pipeline}")
+        for c in p["components"]:
+            if c["name"] == name:
+                return c
+        raise AssertionError(f"no card {name} in {p}")
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        """Sends sig once and returns the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        code = self.proc.wait(timeout=timeout)
+        self._reader.join(timeout=5)
+        return code
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self._reader.join(timeout=5)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+class KayakTest(unittest.TestCase):
+    """A test with its own work directory and server cleanup."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="kayak-e2e-")
+        self.servers = []
+
+    def tearDown(self):
+        for s in self.servers:
+            s.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def start(self, config, **kw):
+        s = Server(self.dir, config, **kw)
+        self.servers.append(s)
+        return s
+
+    def path(self, *parts):
+        return os.path.join(self.dir, *parts)
+
+    def write_ndjson(self, name, rows):
+        with open(self.path(name), "w") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+        return self.path(name)
+
+    def read_output(self, dirname):
+        """Every line of every part in an output directory, in part order."""
+        d = self.path(dirname)
+        if not os.path.isdir(d):
+            return []
+        lines = []
+        for name in sorted(os.listdir(d)):
+            with open(os.path.join(d, name)) as f:
+                lines.extend(l for l in f.read().split("\n") if l)
+        return lines

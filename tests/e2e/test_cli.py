@@ -1,0 +1,159 @@
+"""The command line: flags, check, exit codes, the state directory lock."""
+import os
+import re
+import signal
+
+from harness import EXAMPLES, KayakTest, Server, run, wait_for
+
+BAD = """\
+buckets:
+  totals: {idle_timeout_secs: soon}
+pipelines:
+  UPPER:
+    input:
+      file: {path: x.ndjson, speed: 3}
+    transforms:
+      - filter: 'value >'
+      - frobnicate: {}
+  down:
+    input:
+      pipeline: [nowhere]
+    transforms:
+      - bucket: {name: missing, key: k, op: add, field: v}
+    outputs:
+      - file: {max_part_bytes: lots}
+"""
+
+
+
+def pos(line, token, offset=0):
+    """'line:column' (1-based) of token on a line of BAD, plus offset."""
+    return f"{line}:{BAD.split(chr(10))[line - 1].index(token) + 1 + offset}"
+
+
+EXPECTED = [
+    (pos(2, "soon"), "idle_timeout_secs must be"),
+    (pos(4, "UPPER"), "bad pipeline id 'UPPER'"),
+    (pos(6, "speed"), "unknown option 'speed'"),
+    (pos(8, "'value >'", 1 + len("value >")), "expression error: unexpected end"),
+    (pos(9, "frobnicate"), "unknown transform type 'frobnicate'"),
+    (pos(12, "pipeline"), "unknown pipeline 'nowhere'"),
+    (pos(14, "missing"), "unknown bucket 'missing'"),
+    (pos(16, "file"), "missing required option 'path'"),
+    (pos(16, "lots"), "must be a whole number"),
+]
+
+
+class CliTest(KayakTest):
+    def test_version(self):
+        r = run(["--version"])
+        self.assertEqual(r.returncode, 0)
+        self.assertRegex(r.stdout, r"^kayak \d+\.\d+\.\d+")
+
+    def test_bad_command_lines_exit_2(self):
+        for args in ([], ["--bogus"], ["--config"], ["check"], ["--state-dir", "/tmp/x"]):
+            r = run(args)
+            self.assertEqual(r.returncode, 2, f"{args}: {r.stderr}")
+            self.assertIn("usage:", r.stderr)
+
+    def test_check_accepts_the_quickstart(self):
+        r = run(["check", os.path.join(EXAMPLES, "quickstart.yaml")])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("ok", r.stdout)
+
+    def test_check_reports_every_error_with_line_and_column(self):
+        path = self.path("bad.yaml")
+        with open(path, "w") as f:
+            f.write(BAD)
+        r = run(["check", path])
+        self.assertEqual(r.returncode, 2)
+        for pos, text in EXPECTED:
+            self.assertRegex(r.stderr, re.escape(f"{path}:{pos}: ") + ".*" + re.escape(text),
+                             r.stderr)
+        self.assertIn(f"{len(EXPECTED)} errors", r.stderr)
+
+    def test_server_refuses_a_bad_config_with_the_same_errors(self):
+        path = self.path("bad.yaml")
+        with open(path, "w") as f:
+            f.write(BAD)
+        check = run(["check", path])
+        serve = run(["--config", path])
+        self.assertEqual(serve.returncode, 2)
+        self.assertEqual(serve.stderr, check.stderr)
+
+    def test_missing_env_var_is_a_config_error(self):
+        path = self.path("env.yaml")
+        with open(path, "w") as f:
+            f.write("pipelines:\n  p:\n    input: {file: {path: '${KAYAK_NOT_SET_ANYWHERE}'}}\n")
+        env = dict(os.environ)
+        env.pop("KAYAK_NOT_SET_ANYWHERE", None)
+        r = run(["check", path], env=env)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(":3:26: environment variable 'KAYAK_NOT_SET_ANYWHERE' is not set", r.stderr)
+        env["KAYAK_NOT_SET_ANYWHERE"] = "in.ndjson"
+        self.assertEqual(run(["check", path], env=env).returncode, 0)
+
+    def test_bad_server_config_exits_2(self):
+        cfg = self.path("p.yaml")
+        with open(cfg, "w") as f:
+            f.write("pipelines:\n  p:\n    input: {dummy: {count: 1}}\n")
+        srv = self.path("s.yaml")
+        with open(srv, "w") as f:
+            f.write("listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 0}\nbogus: 1\n")
+        r = run(["--config", cfg, "--server-config", srv])
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("s.yaml:2:29: checkpoint.interval_secs must be", r.stderr)
+        self.assertIn("s.yaml:3:1: unknown key 'bogus'", r.stderr)
+
+    def test_state_dir_is_locked_for_a_second_server(self):
+        config = "pipelines:\n  p:\n    input: {dummy: {rate_per_sec: 10}}\n"
+        state = self.path("state")
+        first = self.start(config, state_dir=state)
+        self.assertTrue(os.path.isdir(state))
+        second = Server(self.dir, config, state_dir=state, wait=False)
+        self.servers.append(second)
+        code = second.proc.wait(timeout=30)
+        second._reader.join(timeout=5)
+        self.assertEqual(code, 3)
+        self.assertIn(f"pid {first.proc.pid}", second.stderr())
+        self.assertEqual(first.stop(), 0)
+        # Once the first is gone, the directory is free again.
+        third = self.start(config, state_dir=state)
+        self.assertEqual(third.stop(), 0)
+
+    def test_state_dir_that_is_a_file_is_refused(self):
+        with open(self.path("afile"), "w") as f:
+            f.write("x")
+        cfg = self.path("p.yaml")
+        with open(cfg, "w") as f:
+            f.write("pipelines:\n  p:\n    input: {dummy: {count: 1}}\n")
+        r = run(["--config", cfg, "--state-dir", self.path("afile")])
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("state directory", r.stderr)
+
+    def test_busy_listen_address_is_a_runtime_failure(self):
+        config = "pipelines:\n  p:\n    input: {dummy: {rate_per_sec: 1}}\n"
+        first = self.start(config)
+        port = first.url.rsplit(":", 1)[1]
+        second = Server(self.dir, config, server_config=f"listen: 127.0.0.1:{port}\n", wait=False)
+        self.servers.append(second)
+        self.assertEqual(second.proc.wait(timeout=30), 1)
+        second._reader.join(timeout=5)
+        self.assertIn("cannot listen", second.stderr())
+
+    def test_second_signal_exits_at_once(self):
+        # An output that can never drain (stdout to a pipe nobody reads) holds a
+        # graceful stop; a second signal ends the process anyway.
+        import subprocess
+        s = self.start("pipelines:\n  p:\n    input: {dummy: {}}\n    outputs: [{stdout: {}}]\n",
+                       stdout=subprocess.PIPE)
+        wait_for(lambda: s.card("p", "input")["messages_out"] > 1000, what="input running")
+        s.proc.send_signal(signal.SIGTERM)
+        wait_for(lambda: "stopping gracefully" in s.stderr(), what="graceful stop begins")
+        s.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(s.proc.wait(timeout=10), 1)
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main()

@@ -1,0 +1,211 @@
+"""A running server: data through transforms to outputs, the status API, graceful stop."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+from harness import EXAMPLES, KayakTest, Server, http, wait_for
+
+
+class ServerTest(KayakTest):
+    def test_file_through_transforms_to_file(self):
+        rows = [{"id": i, "sensor": f"s{i % 3}", "value": i * 10} for i in range(1, 101)]
+        src = self.write_ndjson("in.ndjson", rows)
+        s = self.start(f"""
+pipelines:
+  p:
+    input:
+      file: {{path: {src}}}
+    transforms:
+      - filter: 'value >= 500 && sensor != "s0"'
+      - map: {{celsius: '(value - 32) * 5 / 9', tag: 'upper(sensor)'}}
+      - remove: [value]
+      - rename: {{id: n}}
+    outputs:
+      - file: {{path: out}}
+""")
+        expected = []
+        for r in rows:
+            if r["value"] >= 500 and r["sensor"] != "s0":
+                expected.append({"n": r["id"], "sensor": r["sensor"],
+                                 "celsius": (r["value"] - 32) * 5 / 9,
+                                 "tag": r["sensor"].upper()})
+        wait_for(lambda: len(self.read_output("out")) == len(expected), what="all output")
+        got = [json.loads(l) for l in self.read_output("out")]
+        # field order: the input's, new fields in the order set, a renamed field last
+        self.assertEqual([list(g.keys()) for g in got[:1]], [["sensor", "celsius", "tag", "n"]])
+        self.assertEqual(got, expected)
+        card = s.card("p", "transforms[0]")
+        self.assertEqual(card["messages_in"], 100)
+        self.assertEqual(card["messages_out"], len(expected))
+        self.assertEqual(s.card("p", "input")["state"], "finished")
+        self.assertEqual(s.stop(), 0)
+
+    def test_status_api(self):
+        src = self.write_ndjson("in.ndjson", [{"k": "a", "v": 1}, {"k": "b", "v": 2}, {"k": "a", "v": 3}])
+        s = self.start(f"""
+buckets:
+  sums: {{}}
+pipelines:
+  p:
+    input: {{file: {{path: {src}}}}}
+    transforms:
+      - bucket: {{name: sums, key: k, op: add, field: v}}
+    outputs: [{{file: {{path: out}}}}]
+  q:
+    input: {{pipeline: p}}
+""")
+        wait_for(lambda: s.card("p", "outputs[0]")["messages_out"] == 3, what="output")
+        status, headers, body = http("GET", s.url + "/health")
+        self.assertEqual((status, json.loads(body)), (200, {"status": "ok"}))
+        listing = s.get_json("/api/v1/pipelines")
+        self.assertEqual(sorted(p["id"] for p in listing["pipelines"]), ["p", "q"])
+        p = s.get_json("/api/v1/pipelines/p")
+        self.assertEqual(p["id"], "p")
+        self.assertEqual([c["type"] for c in p["components"]], ["file", "bucket", "file"])
+        for c in p["components"]:
+            for field in ("name", "type", "state", "messages_in", "messages_out", "errors", "last_error"):
+                self.assertIn(field, c)
+        self.assertEqual(p["config"]["transforms"][0]["bucket"]["op"], "add")
+        self.assertEqual(s.get_json("/api/v1/pipelines/q")["upstreams"], ["p"])
+        # buckets: one entry, and the paged listing
+        entry = s.get_json("/api/v1/buckets/sums?key=a")
+        self.assertEqual((entry["key"], entry["value"]), ("a", 4))
+        self.assertGreater(entry["last_write_ms"], 0)
+        self.assertEqual(s.get("/api/v1/buckets/sums?key=zzz")[0], 404)
+        page = s.get_json("/api/v1/buckets/sums")
+        self.assertEqual([(e["key"], e["value"]) for e in page["entries"]], [("a", 4), ("b", 2)])
+        # errors: JSON bodies, 404 and 405
+        status, body = s.get("/api/v1/pipelines/nope")
+        self.assertEqual(status, 404)
+        self.assertIn("error", json.loads(body))
+        status, body = s.get("/no/such/route")
+        self.assertEqual(status, 404)
+        self.assertIn("error", json.loads(body))
+        status, headers, body = http("POST", s.url + "/health", body=b"{}")
+        self.assertEqual(status, 405)
+        self.assertIn("GET", headers.get("Allow", ""))
+        self.assertIn("error", json.loads(body))
+        status, headers, body = http("DELETE", s.url + "/api/v1/pipelines")
+        self.assertEqual(status, 405)
+        # metrics
+        status, metrics = s.get("/metrics")
+        self.assertEqual(status, 200)
+        self.assertIn('kayak_messages_in_total{pipeline="p",component="transforms[0]",type="bucket"} 3', metrics)
+        self.assertIn('kayak_messages_out_total{pipeline="p",component="outputs[0]",type="file"} 3', metrics)
+        self.assertIn('kayak_errors_total{pipeline="p",component="input",type="file"} 0', metrics)
+        self.assertIn('kayak_queue_depth{pipeline="p",queue="outputs[0]"} 0', metrics)
+        self.assertIn('kayak_queue_depth{pipeline="q",queue="edge:p"}', metrics)
+        self.assertIn('kayak_bucket_entries{bucket="sums"} 2', metrics)
+        status, html = s.get("/")
+        self.assertEqual(status, 200)
+        self.assertIn("<html", html)
+        self.assertEqual(s.stop(), 0)
+
+    def test_transform_error_drops_the_batch_and_shows_on_the_card(self):
+        src = self.write_ndjson("in.ndjson", [{"v": 1}])
+        s = self.start(f"""
+pipelines:
+  p:
+    input: {{file: {{path: {src}, follow: true, poll_ms: 20}}}}
+    transforms:
+      - map: {{w: 'v * 2'}}
+    outputs: [{{file: {{path: out}}}}]
+""")
+        wait_for(lambda: len(self.read_output("out")) == 1, what="first message")
+        with open(src, "a") as f:
+            f.write(json.dumps({"v": "text"}) + "\n")
+        card = wait_for(lambda: (c := s.card("p", "transforms[0]"))["errors"] == 1 and c,
+                        what="error on the card")
+        self.assertIn("type error", card["last_error"])
+        self.assertIn("type error", s.stderr())
+        with open(src, "a") as f:
+            f.write(json.dumps({"v": 5}) + "\n")
+        wait_for(lambda: len(self.read_output("out")) == 2, what="later messages pass")
+        self.assertEqual(json.loads(self.read_output("out")[1]), {"v": 5, "w": 10})
+        # a line that is not JSON is skipped and counted on the input's card
+        with open(src, "a") as f:
+            f.write("{not json\n")
+        wait_for(lambda: s.card("p", "input")["errors"] == 1, what="input error")
+        self.assertEqual(s.stop(), 0)
+
+    def test_follow_reads_appended_lines_and_new_files(self):
+        os.makedirs(self.path("in"))
+        self.write_ndjson("in/a.ndjson", [{"n": 1}])
+        s = self.start(f"""
+pipelines:
+  p:
+    input: {{file: {{path: '{self.path("in")}/*.ndjson', follow: true, poll_ms: 20}}}}
+    outputs: [{{file: {{path: out}}}}]
+""")
+        wait_for(lambda: len(self.read_output("out")) == 1, what="first file")
+        with open(self.path("in/a.ndjson"), "a") as f:
+            f.write('{"n": 2}\n{"n": 3')  # the last line is not complete yet
+        wait_for(lambda: len(self.read_output("out")) == 2, what="appended line")
+        with open(self.path("in/a.ndjson"), "a") as f:
+            f.write('}\n')
+        self.write_ndjson("in/b.ndjson", [{"n": 4}])
+        wait_for(lambda: len(self.read_output("out")) == 4, what="completed line and new file")
+        self.assertEqual([json.loads(l)["n"] for l in self.read_output("out")], [1, 2, 3, 4])
+        self.assertEqual(s.stop(), 0)
+
+    def test_sigterm_drains_in_flight_batches(self):
+        rows = [{"i": i} for i in range(5000)]
+        src = self.write_ndjson("in.ndjson", rows)
+        s = self.start(f"""
+pipelines:
+  p:
+    input: {{file: {{path: {src}}}}}
+    transforms:
+      - buffer: {{max_messages: 100000, max_secs: 3600}}
+    outputs: [{{file: {{path: out}}}}]
+  copy:
+    input: {{pipeline: p}}
+    outputs: [{{file: {{path: copy}}}}]
+""")
+        wait_for(lambda: s.card("p", "transforms[0]")["messages_in"] == 5000, what="all read")
+        self.assertEqual(self.read_output("out"), [])
+        self.assertEqual(s.stop(signal.SIGTERM), 0)
+        self.assertEqual(len(self.read_output("out")), 5000)
+        self.assertEqual(len(self.read_output("copy")), 5000)
+        self.assertIn("stopped cleanly", s.stderr())
+
+    def test_sigint_stops_cleanly(self):
+        s = self.start("pipelines:\n  p:\n    input: {dummy: {rate_per_sec: 100}}\n"
+                       "    outputs: [{file: {path: out}}]\n")
+        wait_for(lambda: s.card("p", "outputs[0]")["messages_out"] > 0, what="output")
+        self.assertEqual(s.stop(signal.SIGINT), 0)
+        seqs = [json.loads(l)["seq"] for l in self.read_output("out")]
+        self.assertEqual(seqs, list(range(1, len(seqs) + 1)))
+
+    def test_dummy_count_and_file_parts_roll_by_size(self):
+        s = self.start("""
+pipelines:
+  p:
+    input: {dummy: {count: 1000, template: '{"seq":{{seq}},"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}'}}
+    outputs: [{file: {path: out, max_part_bytes: 10000}}]
+""")
+        wait_for(lambda: s.card("p", "outputs[0]")["messages_out"] == 1000, what="1000 written")
+        self.assertEqual(s.card("p", "input")["state"], "finished")
+        self.assertEqual(s.stop(), 0)
+        parts = sorted(os.listdir(self.path("out")))
+        self.assertGreater(len(parts), 3)
+        for p in parts:
+            self.assertRegex(p, r"^part-\d{10}\.ndjson$")
+            self.assertLessEqual(os.path.getsize(self.path("out", p)), 10000)
+        seqs = [json.loads(l)["seq"] for l in self.read_output("out")]
+        self.assertEqual(seqs, list(range(1, 1001)))
+
+    def test_quickstart_runs_and_answers(self):
+        with open(os.path.join(EXAMPLES, "quickstart.yaml")) as f:
+            config = f.read()
+        s = self.start(config, stdout=subprocess.DEVNULL)
+        wait_for(lambda: s.card("readings", "outputs[0]")["messages_out"] > 5, what="quickstart output")
+        self.assertEqual(s.get("/health")[0], 200)
+        self.assertEqual(s.stop(), 0)
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main()
