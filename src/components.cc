@@ -51,6 +51,54 @@ ComponentDef PipelineInputDef() {
   return d;
 }
 
+namespace {
+
+const char* ShapeText(Shape s) {
+  switch (s) {
+    case Shape::kExpr: return "an expression string: `filter: 'value > 0'`";
+    case Shape::kExprMap: return "a map of field to expression: `map: {c: '(f - 32) * 5 / 9'}`";
+    case Shape::kStringList: return "a list of field paths: `remove: [a, b.c]`";
+    case Shape::kStringMap: return "a map of field path to field path: `rename: {from: to}`";
+    case Shape::kStringOrList: return "a pipeline id or a list of them: `pipeline: [a, b]`";
+    case Shape::kOptions: return "a map of the options below";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string ComponentReferenceMarkdown() {
+  std::string out =
+      "# Component reference\n\n"
+      "Generated from the property tables in `src/` (`ComponentReferenceMarkdown()`); the unit "
+      "test `Docs.ComponentReferenceIsCurrent` fails when this file and the code disagree.\n"
+      "Every option is checked when the config is loaded: an unknown option, a missing required "
+      "one or a value of the wrong type is reported as `file:line:column: message`.\n"
+      "The 'In a checkpoint' line says what the component hands over at a checkpoint barrier "
+      "when the server runs with `--state-dir` (see `durability.md` for what is built so far).\n";
+  for (const char* kind : {"input", "transform", "output"}) {
+    out += std::string("\n## ") + (std::string(kind) == "input" ? "Inputs" :
+                                   std::string(kind) == "transform" ? "Transforms" : "Outputs") +
+           "\n";
+    for (const auto* d : BuiltinComponents().All()) {
+      if (d->kind != kind) continue;
+      out += "\n### `" + d->type + "`\n\n" + d->help + "\n\n";
+      out += "- Takes: " + std::string(ShapeText(d->shape)) + ".\n";
+      out += "- In a checkpoint: " + d->checkpoint + ".\n";
+      if (!d->props.empty()) {
+        out += "\n| option | type | required | default | meaning |\n|---|---|---|---|---|\n";
+        for (const auto& p : d->props) {
+          out += "| `" + p.name + "` | " + PropTypeName(p.type) + " | " +
+                 (p.required ? "yes" : "no") + " | " +
+                 (p.default_text.empty() ? "" : "`" + p.default_text + "`") + " | " + p.help +
+                 " |\n";
+        }
+      }
+    }
+  }
+  return out;
+}
+
 const ComponentRegistry& BuiltinComponents() {
   static const Builtins registry;
   return registry;

@@ -28,3 +28,9 @@ ComponentDef StdoutOutputDef();
 PropDef RetryPropDef();
 
 }  // namespace kayak
+
+namespace kayak {
+// Markdown reference of every component, generated from the property tables
+// (docs/components.md is this text; a unit test keeps them equal).
+std::string ComponentReferenceMarkdown();
+}  // namespace kayak

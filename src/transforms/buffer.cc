@@ -7,6 +7,11 @@ namespace kayak {
 
 namespace {
 
+// When a limit is not given the buffer still releases at these, so it never
+// grows without bound.
+constexpr int64_t kDefaultMaxMessages = 100000;
+constexpr int64_t kDefaultMaxBytes = 64 << 20;
+
 class BufferTransform final : public Transform {
  public:
   BufferTransform(size_t max_messages, size_t max_bytes, int64_t max_ms, const Clock* clock)
@@ -43,7 +48,6 @@ class BufferTransform final : public Transform {
       held_.clear();
     }
     held_bytes_ = 0;
-    held_.reserve(max_messages_ > 0 ? std::min<size_t>(max_messages_, 65536) : 0);
   }
 
   const size_t max_messages_;
@@ -63,11 +67,13 @@ ComponentDef BufferDef() {
   d.type = "buffer";
   d.help = "Holds messages and releases everything held as one batch once `max_messages` or "
            "`max_bytes` is reached, or `max_secs` after the oldest held message arrived. Give "
-           "at least one. On a graceful stop without a state dir it releases what it holds.";
+           "at least one; a limit not given is 100000 messages or 64 MiB, so a buffer never "
+           "grows without bound. On a graceful stop without a state dir it releases what it "
+           "holds.";
   d.checkpoint = "the held messages";
   d.props = {
-      {"max_messages", PropType::kInt, false, "", "release at this many messages"},
-      {"max_bytes", PropType::kInt, false, "", "release at this many payload bytes"},
+      {"max_messages", PropType::kInt, false, "100000", "release at this many messages"},
+      {"max_bytes", PropType::kInt, false, "67108864", "release at this many payload bytes"},
       {"max_secs", PropType::kNumber, false, "", "release this long after the oldest arrived"},
   };
   d.make_transform = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Transform> {
@@ -84,8 +90,8 @@ ComponentDef BufferDef() {
     if (o.Has("max_secs") && o.Number("max_secs") <= 0) o.Error("max_secs", "must be > 0");
     if (o.failed()) return nullptr;
     return std::make_unique<BufferTransform>(
-        static_cast<size_t>(o.Has("max_messages") ? o.Int("max_messages") : 0),
-        static_cast<size_t>(o.Has("max_bytes") ? o.Int("max_bytes") : 0),
+        static_cast<size_t>(o.Has("max_messages") ? o.Int("max_messages") : kDefaultMaxMessages),
+        static_cast<size_t>(o.Has("max_bytes") ? o.Int("max_bytes") : kDefaultMaxBytes),
         o.Has("max_secs") ? static_cast<int64_t>(o.Number("max_secs") * 1000) : 0, ctx.clock);
   };
   return d;

@@ -1,0 +1,31 @@
+// docs/components.md is generated from the property tables; keep it current.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "components.h"
+
+#ifndef KAYAK_SOURCE_DIR
+#error "KAYAK_SOURCE_DIR must be defined"
+#endif
+
+namespace kayak {
+namespace {
+
+TEST(Docs, ComponentReferenceIsCurrent) {
+  const std::string path = std::string(KAYAK_SOURCE_DIR) + "/docs/components.md";
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string want = ComponentReferenceMarkdown();
+  if (ss.str() != want) {
+    const std::string fresh = "components.md.new";
+    std::ofstream(fresh) << want;
+    FAIL() << path << " is out of date; the generated text is in " << fresh
+           << " (in the test's working directory): copy it over the doc.";
+  }
+}
+
+}  // namespace
+}  // namespace kayak
