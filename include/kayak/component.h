@@ -44,6 +44,9 @@ class ComponentStats {
   uint64_t errors() const { return errors_.load(std::memory_order_relaxed); }
   ComponentState state() const { return static_cast<ComponentState>(state_.load()); }
   std::string last_error() const;
+  // An input's position, published by its pipeline thread for the card.
+  void SetPosition(std::string position);
+  std::string position() const;
 
  private:
   const std::string name_, kind_, type_;
@@ -51,6 +54,7 @@ class ComponentStats {
   std::atomic<int> state_{static_cast<int>(ComponentState::kStarting)};
   mutable std::mutex mu_;
   std::string last_error_;  // guarded by mu_
+  std::string position_;    // guarded by mu_
 };
 
 // What a component is given when it is built.

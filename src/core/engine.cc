@@ -139,6 +139,8 @@ Engine::~Engine() {
     for (auto& p : pipelines_) p->Abort();
   }
   for (auto& p : pipelines_) p->Join();
+  // Upstreams first: a pipeline's edges point into its downstreams' inboxes.
+  for (auto& p : pipelines_) p.reset();
 }
 
 PipelineRunner* Engine::Find(const std::string& id) const {

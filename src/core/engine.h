@@ -74,7 +74,6 @@ class PipelineRunner {
   std::vector<const ComponentStats*> cards() const;
   // Queue depths for metrics: ("edge:<upstream>" | "output[i]", depth).
   std::vector<std::pair<std::string, size_t>> QueueDepths() const;
-  std::string InputPosition() const;
 
   // ---- wiring, before Start ----
   void SetInput(std::unique_ptr<Input> input, std::unique_ptr<ComponentStats> card);

@@ -45,6 +45,16 @@ std::string ComponentStats::last_error() const {
   return last_error_;
 }
 
+void ComponentStats::SetPosition(std::string position) {
+  std::lock_guard lock(mu_);
+  position_ = std::move(position);
+}
+
+std::string ComponentStats::position() const {
+  std::lock_guard lock(mu_);
+  return position_;
+}
+
 // ---------------- OutputRunner ----------------
 
 OutputRunner::OutputRunner(std::unique_ptr<Output> output, ComponentStats* stats,
@@ -56,8 +66,10 @@ OutputRunner::OutputRunner(std::unique_ptr<Output> output, ComponentStats* stats
       queue_(1, queue_batches) {}
 
 OutputRunner::~OutputRunner() {
-  Abort();
-  Join();
+  if (thread_.joinable()) {
+    Abort();
+    Join();
+  }
 }
 
 void OutputRunner::Start() { thread_ = std::thread([this] { Run(); }); }
@@ -138,8 +150,10 @@ PipelineRunner::PipelineRunner(const PipelineSpec& spec, const Clock* clock)
     : id_(spec.id), spec_(spec), clock_(clock) {}
 
 PipelineRunner::~PipelineRunner() {
-  Abort();
-  Join();
+  if (thread_.joinable()) {
+    Abort();
+    Join();
+  }
 }
 
 std::vector<const ComponentStats*> PipelineRunner::cards() const {
@@ -161,7 +175,6 @@ std::vector<std::pair<std::string, size_t>> PipelineRunner::QueueDepths() const 
   return out;
 }
 
-std::string PipelineRunner::InputPosition() const { return input_ ? input_->Position() : ""; }
 
 void PipelineRunner::SetInput(std::unique_ptr<Input> input, std::unique_ptr<ComponentStats> card) {
   input_ = std::move(input);
@@ -310,6 +323,7 @@ void PipelineRunner::Run() {
     if (mono - last_tick_ms_ >= kTickEveryMs) {
       last_tick_ms_ = mono;
       TickTransforms(clock_->NowMs());
+      if (input_) input_card_->SetPosition(input_->Position());
     }
   }
   // Graceful stop: release what transforms hold so nothing accepted is lost.

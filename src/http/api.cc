@@ -109,7 +109,7 @@ Json PipelineJson(const PipelineRunner& p, bool with_config) {
               {"messages_out", c->out()},
               {"errors", c->errors()},
               {"last_error", c->last_error()}};
-    if (c->kind() == "input") card["position"] = p.InputPosition();
+    if (c->kind() == "input") card["position"] = c->position();
     cards.push_back(std::move(card));
   }
   j["components"] = std::move(cards);

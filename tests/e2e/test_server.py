@@ -197,6 +197,19 @@ pipelines:
         seqs = [json.loads(l)["seq"] for l in self.read_output("out")]
         self.assertEqual(seqs, list(range(1, 1001)))
 
+    def test_file_parts_roll_by_time(self):
+        s = self.start("""
+pipelines:
+  p:
+    input: {dummy: {rate_per_sec: 50}}
+    outputs: [{file: {path: out, max_part_secs: 1}}]
+""")
+        wait_for(lambda: len(os.listdir(self.path("out"))) >= 3 if os.path.isdir(self.path("out")) else False,
+                 timeout=20, what="three parts rolled by age")
+        self.assertEqual(s.stop(), 0)
+        seqs = [json.loads(l)["seq"] for l in self.read_output("out")]
+        self.assertEqual(seqs, list(range(1, len(seqs) + 1)))  # name order is write order
+
     def test_quickstart_runs_and_answers(self):
         with open(os.path.join(EXAMPLES, "quickstart.yaml")) as f:
             config = f.read()
