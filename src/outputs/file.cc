@@ -10,24 +10,12 @@
 #include <filesystem>
 
 #include "common/clock.h"
+#include "common/io.h"
 #include "components.h"
 
 namespace kayak {
 
 namespace {
-
-Status WriteAll(int fd, const char* data, size_t n, const std::string& path) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, data, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return Status::FromErrno("write " + path, errno);
-    }
-    data += w;
-    n -= static_cast<size_t>(w);
-  }
-  return Status::Ok();
-}
 
 // The sequence number in "part-0000000042.ndjson", or -1.
 int64_t PartSeq(const std::string& name) {

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <mutex>
 
+#include "common/io.h"
 #include "components.h"
 
 namespace kayak {
@@ -21,18 +22,7 @@ class StdoutOutput final : public Output {
     // Several outputs may share stdout; a batch's lines stay together.
     static std::mutex stdout_mu;
     std::lock_guard lock(stdout_mu);
-    const char* p = buf_.data();
-    size_t n = buf_.size();
-    while (n > 0) {
-      const ssize_t w = ::write(STDOUT_FILENO, p, n);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        return Status::FromErrno("write to stdout", errno);
-      }
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-    return Status::Ok();
+    return WriteAll(STDOUT_FILENO, buf_.data(), buf_.size(), "stdout");
   }
 
  private:

@@ -7,36 +7,25 @@ namespace kayak {
 
 namespace {
 
-std::string AtMessage(size_t i, const std::string& what) {
-  return "message " + std::to_string(i + 1) + " of the batch: " + what;
-}
-
 class FilterTransform final : public Transform {
  public:
   FilterTransform(std::shared_ptr<const expr::Expr> e, const Clock* clock)
       : expr_(std::move(e)), clock_(clock) {}
 
   Status Process(Batch* batch) override {
-    auto& msgs = batch->messages;
-    size_t keep = 0;
-    for (size_t i = 0; i < msgs.size(); ++i) {
-      auto f = msgs[i].Fields();
-      if (!f.ok()) return Status::Invalid(AtMessage(i, f.status().message()));
+    return KeepMessages(batch, [&](Message& m, bool* keep) -> Status {
+      auto f = m.Fields();
+      if (!f.ok()) return f.status();
       auto v = expr_->Eval(**f, *clock_);
-      if (!v.ok()) return Status::Invalid(AtMessage(i, v.status().message()));
+      if (!v.ok()) return v.status();
       if (!v->is_boolean()) {
-        return Status::Invalid(AtMessage(i, std::string("filter expression gave ") +
-                                                (v->is_discarded() ? "a missing field"
-                                                                   : JsonTypeName(*v)) +
-                                                ", not a bool"));
+        return Status::Invalid(std::string("filter expression gave ") +
+                               (v->is_discarded() ? "a missing field" : JsonTypeName(*v)) +
+                               ", not a bool");
       }
-      if (v->get<bool>()) {
-        if (keep != i) msgs[keep] = std::move(msgs[i]);
-        ++keep;
-      }
-    }
-    msgs.resize(keep);
-    return Status::Ok();
+      *keep = v->get<bool>();
+      return Status::Ok();
+    });
   }
 
  private:
@@ -55,27 +44,26 @@ class MapTransform final : public Transform {
       : assignments_(std::move(a)), clock_(clock) {}
 
   Status Process(Batch* batch) override {
-    for (size_t i = 0; i < batch->messages.size(); ++i) {
-      auto f = ObjectFields(batch->messages[i]);
-      if (!f.ok()) return Status::Invalid(AtMessage(i, f.status().message()));
+    return ForEachMessage(batch, [&](Message& m) -> Status {
+      auto f = ObjectFields(m);
+      if (!f.ok()) return f.status();
       Json& fields = **f;
       // Assignments apply in order; a later one sees the earlier ones.
       for (const auto& a : assignments_) {
         auto v = a.expr->Eval(fields, *clock_);
-        if (!v.ok()) return Status::Invalid(AtMessage(i, "'" + a.name + "': " + v.status().message()));
+        if (!v.ok()) return Status::Invalid("'" + a.name + "': " + v.status().message());
         if (v->is_discarded()) {
-          return Status::Invalid(AtMessage(i, "'" + a.name + "': the expression '" +
-                                                  a.expr->text() + "' names a missing field"));
+          return Status::Invalid("'" + a.name + "': the expression '" + a.expr->text() +
+                                 "' names a missing field");
         }
         Json* slot = MutablePath(fields, a.path);
         if (slot == nullptr) {
-          return Status::Invalid(AtMessage(i, "cannot set '" + a.name +
-                                                  "': a parent is not an object"));
+          return Status::Invalid("cannot set '" + a.name + "': a parent is not an object");
         }
         *slot = std::move(v.value());
       }
-    }
-    return Status::Ok();
+      return Status::Ok();
+    });
   }
 
  private:
@@ -87,12 +75,12 @@ class RemoveTransform final : public Transform {
  public:
   explicit RemoveTransform(std::vector<FieldPath> paths) : paths_(std::move(paths)) {}
   Status Process(Batch* batch) override {
-    for (size_t i = 0; i < batch->messages.size(); ++i) {
-      auto f = ObjectFields(batch->messages[i]);
-      if (!f.ok()) return Status::Invalid(AtMessage(i, f.status().message()));
+    return ForEachMessage(batch, [&](Message& m) -> Status {
+      auto f = ObjectFields(m);
+      if (!f.ok()) return f.status();
       for (const auto& p : paths_) ErasePath(**f, p);
-    }
-    return Status::Ok();
+      return Status::Ok();
+    });
   }
 
  private:
@@ -104,9 +92,9 @@ class RenameTransform final : public Transform {
   explicit RenameTransform(std::vector<std::pair<FieldPath, FieldPath>> moves)
       : moves_(std::move(moves)) {}
   Status Process(Batch* batch) override {
-    for (size_t i = 0; i < batch->messages.size(); ++i) {
-      auto f = ObjectFields(batch->messages[i]);
-      if (!f.ok()) return Status::Invalid(AtMessage(i, f.status().message()));
+    return ForEachMessage(batch, [&](Message& m) -> Status {
+      auto f = ObjectFields(m);
+      if (!f.ok()) return f.status();
       Json& fields = **f;
       for (const auto& [from, to] : moves_) {
         const Json* v = LookupPath(fields, from);
@@ -115,13 +103,13 @@ class RenameTransform final : public Transform {
         ErasePath(fields, from);
         Json* slot = MutablePath(fields, to);
         if (slot == nullptr) {
-          return Status::Invalid(AtMessage(i, "cannot rename to '" + FieldPathToString(to) +
-                                                  "': a parent is not an object"));
+          return Status::Invalid("cannot rename to '" + FieldPathToString(to) +
+                                 "': a parent is not an object");
         }
         *slot = std::move(moved);
       }
-    }
-    return Status::Ok();
+      return Status::Ok();
+    });
   }
 
  private:

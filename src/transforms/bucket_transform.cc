@@ -47,14 +47,7 @@ class BucketTransform final : public Transform {
 
   Status Process(Batch* batch) override {
     const int64_t now = clock_->NowMs();
-    for (size_t i = 0; i < batch->messages.size(); ++i) {
-      Status st = One(batch->messages[i], now);
-      if (!st.ok()) {
-        return Status::Invalid("message " + std::to_string(i + 1) + " of the batch: " +
-                               st.message());
-      }
-    }
-    return Status::Ok();
+    return ForEachMessage(batch, [&](Message& m) { return One(m, now); });
   }
 
   void Tick(int64_t now_ms, Batch*) override { c_.bucket->Expire(now_ms); }

@@ -40,3 +40,42 @@ inline Result<std::string> KeyOf(const Json& fields, const FieldPath& path) {
 }
 
 }  // namespace kayak
+
+namespace kayak {
+
+// "message 3 of the batch: <what>", for transform errors.
+inline std::string AtMessage(size_t i, const std::string& what) {
+  return "message " + std::to_string(i + 1) + " of the batch: " + what;
+}
+
+// Calls fn(message) for each message; the first error, with the message's
+// place in the batch, fails the whole batch.
+template <typename F>
+Status ForEachMessage(Batch* batch, F&& fn) {
+  for (size_t i = 0; i < batch->messages.size(); ++i) {
+    Status st = fn(batch->messages[i]);
+    if (!st.ok()) return Status::Invalid(AtMessage(i, st.message()));
+  }
+  return Status::Ok();
+}
+
+// Keeps the messages for which fn(message, &keep) sets keep, in order; the
+// first error fails the whole batch.
+template <typename F>
+Status KeepMessages(Batch* batch, F&& fn) {
+  auto& msgs = batch->messages;
+  size_t kept = 0;
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    bool keep = false;
+    Status st = fn(msgs[i], &keep);
+    if (!st.ok()) return Status::Invalid(AtMessage(i, st.message()));
+    if (keep) {
+      if (kept != i) msgs[kept] = std::move(msgs[i]);
+      ++kept;
+    }
+  }
+  msgs.resize(kept);
+  return Status::Ok();
+}
+
+}  // namespace kayak

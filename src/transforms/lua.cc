@@ -222,22 +222,12 @@ class LuaTransform final : public Transform {
   }
 
   Status Process(Batch* batch) override {
-    auto& msgs = batch->messages;
-    size_t keep = 0;
-    for (size_t i = 0; i < msgs.size(); ++i) {
+    return KeepMessages(batch, [&](Message& m, bool* keep) -> Status {
       bool dropped = false;
-      Status st = One(msgs[i], &dropped);
-      if (!st.ok()) {
-        return Status::Invalid("message " + std::to_string(i + 1) + " of the batch: " +
-                               st.message());
-      }
-      if (!dropped) {
-        if (keep != i) msgs[keep] = std::move(msgs[i]);
-        ++keep;
-      }
-    }
-    msgs.resize(keep);
-    return Status::Ok();
+      KAYAK_RETURN_IF_ERROR(One(m, &dropped));
+      *keep = !dropped;
+      return Status::Ok();
+    });
   }
 
  private:

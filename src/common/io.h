@@ -1,0 +1,15 @@
+// Small file helpers shared by inputs and outputs.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "kayak/status.h"
+
+namespace kayak {
+
+// Writes all `n` bytes to `fd`, retrying short writes and EINTR. `what`
+// names the destination in the error.
+Status WriteAll(int fd, const char* data, size_t n, const std::string& what);
+
+}  // namespace kayak
