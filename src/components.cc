@@ -48,6 +48,8 @@ ComponentDef PipelineInputDef() {
   d.shape = Shape::kStringOrList;
   d.help = "Reads what other pipelines emit: `pipeline: upstream` or `pipeline: [a, b]` (merged).";
   d.checkpoint = "nothing: covered by the upstream pipelines' checkpoints";
+  d.bad_input =
+      "nothing of its own: it passes on what its upstreams emit";
   return d;
 }
 
@@ -84,6 +86,7 @@ std::string ComponentReferenceMarkdown() {
       if (d->kind != kind) continue;
       out += "\n### `" + d->type + "`\n\n" + d->help + "\n\n";
       out += "- Takes: " + std::string(ShapeText(d->shape)) + ".\n";
+      out += "- On bad input: " + d->bad_input + ".\n";
       out += "- In a checkpoint: " + d->checkpoint + ".\n";
       if (!d->props.empty()) {
         out += "\n| option | type | required | default | meaning |\n|---|---|---|---|---|\n";

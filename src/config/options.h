@@ -87,6 +87,7 @@ struct ComponentDef {
   std::vector<PropDef> props;
   std::string help;
   std::string checkpoint;  // what it keeps in a checkpoint (docs)
+  std::string bad_input;   // what it does on bad input (docs)
   InputFactory make_input;
   TransformFactory make_transform;
   OutputFactory make_output;

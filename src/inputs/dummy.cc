@@ -90,6 +90,8 @@ ComponentDef DummyInputDef() {
   d.help = "Generates messages from a template; `{{seq}}` is the sequence number (1, 2, ...) "
            "and `{{now_ms}}` the generation time.";
   d.checkpoint = "nothing: not rewindable; messages in flight at a crash are lost";
+  d.bad_input =
+      "nothing to read; it cannot get bad input";
   d.props = {
       {"rate_per_sec", PropType::kNumber, false, "0", "messages per second; 0 = as fast as it can"},
       {"count", PropType::kInt, false, "0", "messages to generate, then finish; 0 = no end"},

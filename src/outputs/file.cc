@@ -125,6 +125,8 @@ ComponentDef FileOutputDef() {
            "when the next batch would take it past `max_part_bytes`, or `max_part_secs` after "
            "it was opened. A restart continues after the highest part number present.";
   d.checkpoint = "the open part's name and its fsynced length";
+  d.bad_input =
+      "a failed write is retried by `retry` and, without a state dir, then dropped and counted; a directory that cannot be created fails the output at start (its card shows it and batches sent to it are counted as errors)";
   d.props = {
       {"path", PropType::kString, true, "", "the directory of parts (created if missing)"},
       {"max_part_bytes", PropType::kInt, false, "67108864", "roll a part at this size"},

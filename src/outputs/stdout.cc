@@ -37,6 +37,8 @@ ComponentDef StdoutOutputDef() {
   d.type = "stdout";
   d.help = "Writes each message's payload as one line on standard output.";
   d.checkpoint = "nothing";
+  d.bad_input =
+      "a failed write (a closed pipe) is retried by `retry` and, without a state dir, then dropped and counted";
   d.make_output = [](const Options&, const ComponentContext&) -> std::unique_ptr<Output> {
     return std::make_unique<StdoutOutput>();
   };

@@ -135,6 +135,8 @@ ComponentDef FilterDef() {
   d.help = "`filter: EXPR` keeps the messages for which the expression is true. An expression "
            "that is not a bool, or fails, is a transform error.";
   d.checkpoint = "nothing";
+  d.bad_input =
+      "a payload that is not JSON, an expression that fails (a missing field in arithmetic, a type error) or gives something other than a bool is a transform error: the batch is dropped and counted";
   d.make_transform = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Transform> {
     auto e = o.ExprAt(o.value());
     if (e == nullptr) return nullptr;
@@ -151,6 +153,8 @@ ComponentDef MapDef() {
   d.help = "`map: {field: EXPR, ...}` sets fields (a dotted name sets a nested field), in the "
            "order written; later expressions see earlier results.";
   d.checkpoint = "nothing";
+  d.bad_input =
+      "a payload that is not a JSON object, an expression that fails or names a missing field, or a path through a non-object is a transform error: the batch is dropped and counted";
   d.make_transform = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Transform> {
     std::vector<MapTransform::Assignment> as;
     bool ok = true;
@@ -175,6 +179,8 @@ ComponentDef RemoveDef() {
   d.shape = Shape::kStringList;
   d.help = "`remove: [field, ...]` deletes fields; a field that is not there is ignored.";
   d.checkpoint = "nothing";
+  d.bad_input =
+      "a payload that is not a JSON object is a transform error; fields that are not there are ignored";
   d.make_transform = [](const Options& o, const ComponentContext&) -> std::unique_ptr<Transform> {
     std::vector<FieldPath> paths;
     bool ok = true;
@@ -192,6 +198,8 @@ ComponentDef RenameDef() {
   d.shape = Shape::kStringMap;
   d.help = "`rename: {from: to, ...}` moves fields; a missing `from` is ignored.";
   d.checkpoint = "nothing";
+  d.bad_input =
+      "a payload that is not a JSON object is a transform error; a `from` that is not there is ignored";
   d.make_transform = [](const Options& o, const ComponentContext&) -> std::unique_ptr<Transform> {
     std::vector<std::pair<FieldPath, FieldPath>> moves;
     bool ok = true;

@@ -151,6 +151,8 @@ ComponentDef BucketTransformDef() {
       "With `as`, a write also puts the entry's new value into the message.";
   d.checkpoint = "nothing itself; the bucket is checkpointed once per checkpoint, after every "
                  "pipeline bound to it reached the barrier";
+  d.bad_input =
+      "a missing key or value field, a value that is not a number for add/min/max, or an entry that holds a non-number for add/min/max/count is a transform error; the entry is left as it was";
   d.props = {
       {"name", PropType::kString, true, "", "the bucket, declared under top-level `buckets`"},
       {"key", PropType::kString, true, "", "field path of the key"},
@@ -178,6 +180,8 @@ ComponentDef LookupDef() {
   d.type = "lookup";
   d.help = "Enriches each message with a bucket's entry for its key (null when there is none).";
   d.checkpoint = "nothing";
+  d.bad_input =
+      "a missing key field or a payload that is not a JSON object is a transform error";
   d.props = {
       {"bucket", PropType::kString, true, "", "the bucket to read"},
       {"key", PropType::kString, true, "", "field path of the key"},

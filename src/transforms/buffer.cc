@@ -71,6 +71,8 @@ ComponentDef BufferDef() {
            "grows without bound. On a graceful stop without a state dir it releases what it "
            "holds.";
   d.checkpoint = "the held messages";
+  d.bad_input =
+      "none: it holds any payload";
   d.props = {
       {"max_messages", PropType::kInt, false, "100000", "release at this many messages"},
       {"max_bytes", PropType::kInt, false, "67108864", "release at this many payload bytes"},

@@ -272,6 +272,8 @@ ComponentDef LuaDef() {
       "Sandboxed: only the base, string, table, math and utf8 libraries; no io, os, require, "
       "print or bytecode. JSON nulls inside objects arrive as absent keys.";
   d.checkpoint = "nothing (globals the script keeps are not checkpointed)";
+  d.bad_input =
+      "a payload that is not JSON, a Lua error, the instruction or memory limit, or a returned value with no JSON form (a function, a table with mixed keys) is a transform error; a script that does not compile or define process is a config error";
   d.props = {
       {"script", PropType::kString, true, "", "Lua source defining process(msg)"},
       {"max_instructions", PropType::kInt, false, "1000000", "per message"},

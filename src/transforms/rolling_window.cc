@@ -184,6 +184,8 @@ ComponentDef RollingWindowDef() {
       "is emitted with the window's aggregates but not added to them.";
   d.checkpoint = "every key's points in the window, running sum, newest event time and last "
                  "write time";
+  d.bad_input =
+      "a missing key, value or time field, a value that is not a number, or a time it cannot read is a transform error: the batch is dropped and counted";
   d.props = {
       {"key", PropType::kString, false, "", "field path of the key; absent = one window for all"},
       {"field", PropType::kString, true, "", "field path of the numeric value"},

@@ -29,3 +29,18 @@ TEST(Docs, ComponentReferenceIsCurrent) {
 
 }  // namespace
 }  // namespace kayak
+
+namespace kayak {
+namespace {
+
+TEST(Docs, EveryComponentSaysWhatItDoesAndKeeps) {
+  for (const auto* d : BuiltinComponents().All()) {
+    EXPECT_FALSE(d->help.empty()) << d->type;
+    EXPECT_FALSE(d->checkpoint.empty()) << d->type;
+    EXPECT_FALSE(d->bad_input.empty()) << d->type;
+    for (const auto& p : d->props) EXPECT_FALSE(p.help.empty()) << d->type << "." << p.name;
+  }
+}
+
+}  // namespace
+}  // namespace kayak
