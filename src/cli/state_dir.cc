@@ -18,7 +18,9 @@ StateDirLock::~StateDirLock() {
 StateDirLock::Outcome StateDirLock::Acquire(const std::string& dir, long* holder_pid,
                                             std::string* error) {
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
+  if (std::filesystem::create_directories(dir, ec)) {
+    ::chmod(dir.c_str(), 0700);  // state is private to the server
+  }
   if (ec) {
     *error = "cannot create state directory " + dir + ": " + ec.message();
     return Outcome::kError;
@@ -28,12 +30,17 @@ StateDirLock::Outcome StateDirLock::Acquire(const std::string& dir, long* holder
     *error = "state directory " + dir + " is not a directory";
     return Outcome::kError;
   }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    *error = "state directory " + dir +
+             " is writable by group or others; make it private (chmod 700)";
+    return Outcome::kError;
+  }
   if (::access(dir.c_str(), W_OK | X_OK) != 0) {
     *error = "state directory " + dir + " is not writable: " + std::strerror(errno);
     return Outcome::kError;
   }
   const std::string path = dir + "/LOCK";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
     *error = "cannot open " + path + ": " + std::strerror(errno);
     return Outcome::kError;

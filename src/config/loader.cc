@@ -328,6 +328,26 @@ class GraphLoader {
   std::set<std::string> bucket_names_;
 };
 
+// YAML allows a parser to keep either of two equal keys; kayak refuses them.
+void CheckDuplicateKeys(const YAML::Node& node, const std::string& file, ErrorList* errors,
+                        int depth = 0) {
+  if (depth > 64) {
+    errors->Add(MarkOf(file, node), "the config is nested more than 64 levels deep");
+    return;
+  }
+  if (node.IsSequence()) {
+    for (const auto& e : node) CheckDuplicateKeys(e, file, errors, depth + 1);
+  } else if (node.IsMap()) {
+    std::set<std::string> seen;
+    for (const auto& kv : node) {
+      if (kv.first.IsScalar() && !seen.insert(kv.first.Scalar()).second) {
+        errors->Add(MarkOf(file, kv.first), "duplicate key '" + kv.first.Scalar() + "'");
+      }
+      CheckDuplicateKeys(kv.second, file, errors, depth + 1);
+    }
+  }
+}
+
 }  // namespace
 
 void InterpolateEnv(YAML::Node node, const std::string& file, ErrorList* errors) {
@@ -364,6 +384,7 @@ bool LoadGraphText(const std::string& text, const std::string& file,
     errors->Add(m, "YAML syntax error: " + e.msg);
     return false;
   }
+  CheckDuplicateKeys(root, file, errors);
   InterpolateEnv(root, file, errors);
   out->root = root;
   GraphLoader(file, registry, errors).Load(root, out);

@@ -81,6 +81,9 @@ class Session : public std::enable_shared_from_this<Session> {
       }
     }
     res_.keep_alive(keep_alive_);
+    res_.set("X-Content-Type-Options", "nosniff");
+    res_.set("Content-Security-Policy", "default-src 'self'; script-src 'self' 'unsafe-inline'; "
+                                        "style-src 'self' 'unsafe-inline'; frame-ancestors 'none'");
     res_.prepare_payload();
     stream_.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
     bhttp::async_write(stream_, res_,

@@ -131,6 +131,33 @@ class CliTest(KayakTest):
         self.assertEqual(r.returncode, 2)
         self.assertIn("state directory", r.stderr)
 
+    def test_unsafe_state_dirs_are_refused(self):
+        cfg = self.path("p.yaml")
+        with open(cfg, "w") as f:
+            f.write("pipelines:\n  p:\n    input: {dummy: {count: 1}}\n")
+        open_dir = self.path("open")
+        os.makedirs(open_dir)
+        os.chmod(open_dir, 0o777)
+        r = run(["--config", cfg, "--state-dir", open_dir])
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("writable by group or others", r.stderr)
+        # LOCK must not be a symlink to somewhere else
+        linked = self.path("linked")
+        os.makedirs(linked, mode=0o700)
+        sentinel = self.path("sentinel")
+        with open(sentinel, "w") as f:
+            f.write("keep")
+        os.symlink(sentinel, os.path.join(linked, "LOCK"))
+        r = run(["--config", cfg, "--state-dir", linked])
+        self.assertEqual(r.returncode, 2)
+        with open(sentinel) as f:
+            self.assertEqual(f.read(), "keep")
+        # a new one is created private
+        fresh = self.path("fresh", "state")
+        s = self.start("pipelines:\n  p:\n    input: {dummy: {rate_per_sec: 1}}\n", state_dir=fresh)
+        self.assertEqual(os.stat(fresh).st_mode & 0o777, 0o700)
+        self.assertEqual(s.stop(), 0)
+
     def test_busy_listen_address_is_a_runtime_failure(self):
         config = "pipelines:\n  p:\n    input: {dummy: {rate_per_sec: 1}}\n"
         first = self.start(config)

@@ -98,8 +98,10 @@ pipelines:
         self.assertIn('kayak_queue_depth{pipeline="p",queue="outputs[0]"} 0', metrics)
         self.assertIn('kayak_queue_depth{pipeline="q",queue="edge:p"}', metrics)
         self.assertIn('kayak_bucket_entries{bucket="sums"} 2', metrics)
-        status, html = s.get("/")
+        status, headers, html = http("GET", s.url + "/")
         self.assertEqual(status, 200)
+        self.assertEqual(headers.get("X-Content-Type-Options"), "nosniff")
+        self.assertIn("frame-ancestors 'none'", headers.get("Content-Security-Policy", ""))
         self.assertIn("<html", html)
         self.assertEqual(s.stop(), 0)
 

@@ -98,6 +98,8 @@ TEST(Config, StructureErrors) {
               "must be a whole number");
   ExpectError(CheckText("pipelines:\n  p:\n    input: {dummy: {}}\n    transforms: [{filter: {a: 1}}]\n"),
               "4:27", "takes an expression string");
+  ExpectError(CheckText("pipelines:\n  p:\n    input: {dummy: {}}\n  p:\n    input: {dummy: {}}\n"),
+              "4:3", "duplicate key 'p'");
 }
 
 TEST(Config, EnvironmentInterpolation) {
