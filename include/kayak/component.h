@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "kayak/message.h"
 #include "kayak/status.h"
@@ -77,6 +78,17 @@ class Input {
   virtual Status Read(Batch* out, int64_t wait_ms, bool* finished) = 0;
   // A human-readable position for the card ("offset 1234 of a.ndjson").
   virtual std::string Position() const { return ""; }
+
+  // ---- checkpointing (with --state-dir) ----
+  // Whether a restart can rewind this input to a checkpointed position.
+  virtual bool Rewindable() const { return false; }
+  // The position just after the last message handed over.
+  virtual std::string SavePosition() const { return ""; }
+  // Seeks to a position SavePosition() produced. Called before Open().
+  virtual Status RestorePosition(std::string_view position) {
+    (void)position;
+    return Status::Ok();
+  }
 };
 
 class Transform {
@@ -95,6 +107,21 @@ class Transform {
   // Releases everything held, into `out`. Called once when the pipeline stops
   // without a state directory, so nothing accepted is lost.
   virtual void Drain(Batch* out) { (void)out; }
+
+  // ---- checkpointing (with --state-dir) ----
+  // True if the transform holds state that belongs in a checkpoint.
+  virtual bool Stateful() const { return false; }
+  // True if the state changed since the last SaveState(); an unchanged
+  // state is not copied again, the checkpoint refers to the earlier copy.
+  virtual bool StateChanged() const { return false; }
+  // Appends a copy of the state to `out` and clears StateChanged().
+  virtual void SaveState(std::string* out) { (void)out; }
+  // Replaces the state with one SaveState() wrote. Wall-clock times in it
+  // (last writes) are kept, so idle timeouts count the downtime.
+  virtual Status RestoreState(std::string_view data) {
+    (void)data;
+    return Status::Ok();
+  }
 };
 
 class Output {
@@ -106,6 +133,21 @@ class Output {
   // Called about twice a second when idle (for example, to roll a part by age).
   virtual void Tick(int64_t now_ms) { (void)now_ms; }
   virtual Status Close() { return Status::Ok(); }
+
+  // ---- checkpointing (with --state-dir) ----
+  // At a barrier: makes everything written so far durable and describes it
+  // in `state` for a restore. Outputs whose writes are synchronous have
+  // nothing to do.
+  virtual Status Checkpoint(std::string* state) {
+    (void)state;
+    return Status::Ok();
+  }
+  // Before Open(): goes back to what Checkpoint() described (the file output
+  // truncates its part), so a replay rewrites the same bytes.
+  virtual Status RestoreState(std::string_view state) {
+    (void)state;
+    return Status::Ok();
+  }
 };
 
 }  // namespace kayak

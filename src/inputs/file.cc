@@ -101,6 +101,28 @@ class FileInput final : public Input {
     return Status::Ok();
   }
 
+  bool Rewindable() const override { return true; }
+
+  std::string SavePosition() const override {
+    nlohmann::json j;
+    j["done"] = last_done_;
+    j["file"] = fd_ >= 0 ? current_ : "";
+    j["offset"] = fd_ >= 0 ? offset_ : 0;
+    return j.dump();
+  }
+
+  Status RestorePosition(std::string_view position) override {
+    nlohmann::json j = nlohmann::json::parse(position, nullptr, false);
+    if (!j.is_object() || !j["done"].is_string() || !j["file"].is_string() ||
+        !j["offset"].is_number_unsigned()) {
+      return Status::Corruption("file input: unreadable checkpointed position");
+    }
+    last_done_ = j["done"].get<std::string>();
+    reopen_ = j["file"].get<std::string>();
+    reopen_offset_ = j["offset"].get<uint64_t>();
+    return Status::Ok();
+  }
+
   std::string Position() const override {
     if (current_.empty()) return "";
     return current_ + " at byte " + std::to_string(offset_);
@@ -159,6 +181,18 @@ class FileInput final : public Input {
     offset_ = 0;
     read_pos_ = 0;
     buf_.clear();
+    if (reopen_offset_ > 0) {
+      // Resuming at a checkpointed offset. A file now shorter than that was
+      // truncated or replaced since: read it from the start.
+      if (static_cast<uint64_t>(st.st_size) >= reopen_offset_ &&
+          ::lseek(fd_, static_cast<off_t>(reopen_offset_), SEEK_SET) >= 0) {
+        offset_ = read_pos_ = reopen_offset_;
+      } else {
+        KLOG_WARN("file input: {} is shorter than its checkpointed offset {}; reading it from "
+                  "the start", next, reopen_offset_);
+      }
+      reopen_offset_ = 0;
+    }
     done_with_all_ = false;
     return Status::Ok();
   }
@@ -227,7 +261,8 @@ class FileInput final : public Input {
   int fd_ = -1;
   std::string current_;    // the open file
   std::string last_done_;  // the last file read to its end
-  std::string reopen_;     // a truncated file to read again from the start
+  std::string reopen_;     // a file to open next (truncated, or restored)
+  uint64_t reopen_offset_ = 0;  // where to start in reopen_
   bool done_with_all_ = false;
   ino_t inode_ = 0;
   uint64_t offset_ = 0;    // bytes of current_ handed over (whole lines)

@@ -8,6 +8,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "common/clock.h"
 #include "common/io.h"
@@ -42,12 +45,41 @@ class FileOutput final : public Output {
     std::error_code ec;
     std::filesystem::create_directories(dir_, ec);
     if (ec) return Status::Io("cannot create directory " + dir_ + ": " + ec.message());
-    // Continue numbering after the parts already there.
+    std::vector<std::pair<int64_t, std::string>> parts;
     DIR* d = ::opendir(dir_.c_str());
     if (d == nullptr) return Status::FromErrno("open directory " + dir_, errno);
-    while (dirent* e = ::readdir(d)) next_seq_ = std::max(next_seq_, PartSeq(e->d_name) + 1);
+    while (dirent* e = ::readdir(d)) {
+      const int64_t seq = PartSeq(e->d_name);
+      if (seq >= 0) parts.emplace_back(seq, e->d_name);
+    }
     ::closedir(d);
+    if (restored_) return ResumeFromCheckpoint(parts);
+    // Continue numbering after the parts already there.
+    for (const auto& p : parts) next_seq_ = std::max(next_seq_, p.first + 1);
     if (next_seq_ < 1) next_seq_ = 1;
+    return Status::Ok();
+  }
+
+  Status Checkpoint(std::string* state) override {
+    if (fd_ >= 0 && ::fdatasync(fd_) != 0) return Status::FromErrno("fdatasync " + part_path_, errno);
+    nlohmann::json j;
+    j["part"] = fd_ >= 0 ? part_path_.substr(dir_.size() + 1) : "";
+    j["length"] = fd_ >= 0 ? part_bytes_ : 0;
+    j["next_seq"] = next_seq_;
+    *state = j.dump();
+    return Status::Ok();
+  }
+
+  Status RestoreState(std::string_view state) override {
+    nlohmann::json j = nlohmann::json::parse(state, nullptr, false);
+    if (!j.is_object() || !j["part"].is_string() || !j["length"].is_number_unsigned() ||
+        !j["next_seq"].is_number_integer()) {
+      return Status::Corruption("file output: unreadable checkpointed state");
+    }
+    restored_ = true;
+    restore_part_ = j["part"].get<std::string>();
+    restore_length_ = j["length"].get<uint64_t>();
+    next_seq_ = j["next_seq"].get<int64_t>();
     return Status::Ok();
   }
 
@@ -77,6 +109,31 @@ class FileOutput final : public Output {
   Status Close() override { return ClosePart(); }
 
  private:
+  // Back to the checkpoint: parts begun after it are removed, the part open
+  // at it is cut to its checkpointed length and appended to again, so the
+  // replay writes the same bytes in the same places.
+  Status ResumeFromCheckpoint(const std::vector<std::pair<int64_t, std::string>>& parts) {
+    for (const auto& [seq, name] : parts) {
+      if (seq >= next_seq_) {
+        const std::string path = dir_ + "/" + name;
+        if (::unlink(path.c_str()) != 0) return Status::FromErrno("remove " + path, errno);
+      }
+    }
+    if (restore_part_.empty()) return Status::Ok();
+    part_path_ = dir_ + "/" + restore_part_;
+    const int fd = ::open(part_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) return Status::FromErrno("open " + part_path_, errno);
+    if (::ftruncate(fd, static_cast<off_t>(restore_length_)) != 0) {
+      const int err = errno;
+      ::close(fd);
+      return Status::FromErrno("truncate " + part_path_, err);
+    }
+    fd_ = fd;
+    part_bytes_ = restore_length_;
+    part_opened_ms_ = clock_->NowMs();
+    return Status::Ok();
+  }
+
   Status OpenPart(int64_t now) {
     char name[32];
     std::snprintf(name, sizeof(name), "part-%010lld.ndjson", static_cast<long long>(next_seq_));
@@ -112,6 +169,9 @@ class FileOutput final : public Output {
   size_t part_bytes_ = 0;
   int64_t part_opened_ms_ = 0;
   std::string buf_;  // reused for every batch
+  bool restored_ = false;
+  std::string restore_part_;
+  uint64_t restore_length_ = 0;
 };
 
 }  // namespace

@@ -1,0 +1,78 @@
+// On-disk framing of every checkpoint file (docs/state_format.md).
+//
+// A framed file is a 32-byte header followed by the payload:
+//
+//   offset size field
+//   0      4    magic "KYAK"
+//   4      4    kind: "CHNK" (a component's state) or "MNFT" (a manifest)
+//   8      4    format version, little-endian u32 (1)
+//   12     8    payload length in bytes, little-endian u64
+//   20     4    CRC-32C of the payload, little-endian u32
+//   24     4    reserved, zero
+//   28     4    CRC-32C of bytes 0..27, little-endian u32
+//   32     ...  payload
+//
+// A file whose header or payload checksum does not match, or whose length is
+// not exactly 32 + payload length, is corrupt.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "kayak/status.h"
+
+namespace kayak::checkpoint {
+
+constexpr uint32_t kFormatVersion = 1;
+constexpr size_t kHeaderBytes = 32;
+
+enum class FileKind { kChunk, kManifest };
+
+// CRC-32C (Castagnoli), as used by iSCSI, ext4 and LevelDB.
+uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0);
+
+// The header followed by the payload.
+std::string Frame(FileKind kind, std::string_view payload);
+// Checks a whole file's bytes and returns its payload.
+Result<std::string_view> Unframe(FileKind kind, std::string_view file);
+
+// Writes `bytes` to `path` (created or truncated, mode 0600) and fsyncs it.
+Status WriteFileSynced(const std::string& path, std::string_view bytes);
+// Renames `from` over `to` and fsyncs the directory that holds them.
+Status RenameSynced(const std::string& from, const std::string& to, const std::string& dir);
+Status SyncDir(const std::string& dir);
+Result<std::string> ReadWholeFile(const std::string& path);
+
+// A little-endian binary encoder for component state.
+class Encoder {
+ public:
+  void U8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  void U64(uint64_t v);
+  void I64(int64_t v) { U64(static_cast<uint64_t>(v)); }
+  void F64(double v);
+  void Str(std::string_view s);
+  std::string& out() { return out_; }
+
+ private:
+  std::string out_;
+};
+
+// Reads what Encoder wrote; every read checks bounds, so a short or
+// garbled payload is a Corruption status, never a crash.
+class Decoder {
+ public:
+  explicit Decoder(std::string_view in) : in_(in) {}
+  bool U8(uint8_t* v);
+  bool U64(uint64_t* v);
+  bool I64(int64_t* v);
+  bool F64(double* v);
+  bool Str(std::string* s);
+  bool done() const { return pos_ == in_.size(); }
+
+ private:
+  std::string_view in_;
+  size_t pos_ = 0;
+};
+
+}  // namespace kayak::checkpoint
