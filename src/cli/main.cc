@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <map>
+#include <memory>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -186,6 +188,21 @@ int Serve(const Args& args) {
 
   EngineOptions eopts;
   eopts.checkpointing = !args.state_dir.empty();
+  std::unique_ptr<checkpoint::Store> store;
+  std::map<std::string, checkpoint::RestoredUnit> restored;
+  if (eopts.checkpointing) {
+    store = std::make_unique<checkpoint::Store>(args.state_dir);
+    uint64_t max_id = 0;
+    if (Status st = store->Recover(&restored, &max_id); !st.ok()) {
+      KLOG_ERROR("cannot read the state directory: {}", st.message());
+      return kExitRuntime;
+    }
+    eopts.store = store.get();
+    eopts.restored = &restored;
+    eopts.first_checkpoint_id = max_id + 1;
+    eopts.checkpoint_interval_ms = server.checkpoint_interval_secs * 1000;
+    eopts.checkpoint_timeout_ms = server.checkpoint_timeout_secs * 1000;
+  }
   ErrorList errors;
   auto engine = Engine::Build(spec, BuiltinComponents(), eopts, &errors);
   if (engine == nullptr) {

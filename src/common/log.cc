@@ -4,7 +4,7 @@
 
 namespace kayak {
 
-Status SetLogLevel(const std::string& level) {
+void InitLogging() {
   static const bool init = [] {
     auto logger = spdlog::stderr_logger_mt("kayak");
     logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
@@ -12,6 +12,10 @@ Status SetLogLevel(const std::string& level) {
     return true;
   }();
   (void)init;
+}
+
+Status SetLogLevel(const std::string& level) {
+  InitLogging();
   spdlog::level::level_enum lvl;
   if (level == "trace") {
     lvl = spdlog::level::trace;

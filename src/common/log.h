@@ -9,6 +9,10 @@
 
 namespace kayak {
 
+// Installs kayak's stderr logger once. Call before starting threads that
+// log (the engine does); later calls do nothing.
+void InitLogging();
+
 // Sets the global log level from "trace|debug|info|warn|error".
 Status SetLogLevel(const std::string& level);
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "checkpoint/format.h"
+
 namespace kayak {
 
 Status Bucket::Update(const std::string& key, int64_t now_ms,
@@ -23,6 +25,7 @@ Status Bucket::Update(const std::string& key, int64_t now_ms,
     write_order_.push_back(&ins->first);
     ins->second.order = std::prev(write_order_.end());
     if (result != nullptr) *result = ins->second.entry.value;
+    changed_ = true;
     return Status::Ok();
   }
   Json value = it->second.entry.value;
@@ -31,6 +34,7 @@ Status Bucket::Update(const std::string& key, int64_t now_ms,
   it->second.entry.last_write_ms = now_ms;
   write_order_.splice(write_order_.end(), write_order_, it->second.order);
   if (result != nullptr) *result = it->second.entry.value;
+  changed_ = true;
   return Status::Ok();
 }
 
@@ -48,6 +52,53 @@ std::optional<Bucket::Entry> Bucket::Get(const std::string& key, int64_t now_ms)
 void Bucket::EraseLocked(std::unordered_map<std::string, Slot>::iterator it) {
   write_order_.erase(it->second.order);
   entries_.erase(it);
+  changed_ = true;
+}
+
+bool Bucket::StateChanged() const {
+  std::lock_guard lock(mu_);
+  return changed_;
+}
+
+void Bucket::SaveState(std::string* out) {
+  std::lock_guard lock(mu_);
+  checkpoint::Encoder e;
+  e.U64(entries_.size());
+  for (const std::string* key : write_order_) {
+    const Entry& entry = entries_.at(*key).entry;
+    e.Str(*key);
+    e.I64(entry.last_write_ms);
+    e.Str(entry.value.dump());
+  }
+  out->append(e.out());
+  changed_ = false;
+}
+
+Status Bucket::RestoreState(std::string_view data) {
+  std::lock_guard lock(mu_);
+  entries_.clear();
+  write_order_.clear();
+  checkpoint::Decoder d(data);
+  uint64_t n = 0;
+  if (!d.U64(&n)) return Status::Corruption("bucket '" + name_ + "' state is short");
+  for (uint64_t i = 0; i < n; ++i) {
+    std::string key, value;
+    int64_t last_write = 0;
+    if (!d.Str(&key) || !d.I64(&last_write) || !d.Str(&value)) {
+      return Status::Corruption("bucket '" + name_ + "' state is short");
+    }
+    Json v = Json::parse(value, nullptr, false);
+    if (v.is_discarded()) return Status::Corruption("bucket '" + name_ + "' holds bad JSON");
+    auto [it, fresh] = entries_.emplace(std::move(key), Slot{});
+    if (!fresh) return Status::Corruption("bucket '" + name_ + "' state repeats a key");
+    it->second.entry.value = std::move(v);
+    it->second.entry.last_write_ms = last_write;
+    write_order_.push_back(&it->first);
+    it->second.order = std::prev(write_order_.end());
+  }
+  if (!d.done()) return Status::Corruption("bucket '" + name_ + "' state has trailing bytes");
+  changed_ = false;
+  return Status::Ok();
 }
 
 void Bucket::Expire(int64_t now_ms) {

@@ -44,6 +44,14 @@ class Bucket {
   // Drops entries idle past the timeout. Cheap when nothing is due.
   void Expire(int64_t now_ms);
   size_t Size() const;
+
+  // ---- checkpointing ----
+  // True if an entry was written or dropped since the last SaveState.
+  bool StateChanged() const;
+  // Appends a copy of every entry (oldest write first) and clears the flag.
+  void SaveState(std::string* out);
+  // Replaces every entry with what SaveState wrote.
+  Status RestoreState(std::string_view data);
   // A page of entries in key order, starting after `after` (exclusive).
   std::vector<std::pair<std::string, Entry>> Page(const std::string& after, size_t limit,
                                                   int64_t now_ms);
@@ -64,6 +72,7 @@ class Bucket {
   std::unordered_map<std::string, Slot> entries_;  // guarded by mu_
   // Keys from least to most recently written; the front expires first.
   std::list<const std::string*> write_order_;  // guarded by mu_
+  bool changed_ = false;                       // guarded by mu_
 };
 
 // The buckets of a graph, by name. Built once at start; lookups are lock-free.

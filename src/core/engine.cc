@@ -1,6 +1,8 @@
 #include "core/engine.h"
 
+#include <functional>
 #include <map>
+#include <set>
 
 #include "common/log.h"
 
@@ -40,6 +42,41 @@ bool ParseRetry(const YAML::Node& value, const std::string& file, RetryPolicy* o
   return ok;
 }
 
+// Buckets that a pipeline's transforms write (bucket transforms other than
+// lookups), and every bucket it reads or writes.
+void BucketsOf(const PipelineSpec& p, std::set<std::string>* written, std::set<std::string>* used) {
+  for (const auto& t : p.transforms) {
+    const bool bucket = t.def->type == "bucket";
+    if (!bucket && t.def->type != "lookup") continue;
+    const YAML::Node name = t.value[bucket ? "name" : "bucket"];
+    if (!name.IsScalar()) continue;
+    used->insert(name.Scalar());
+    const YAML::Node op = t.value["op"];
+    if (bucket && !(op.IsScalar() && op.Scalar() == "lookup")) written->insert(name.Scalar());
+  }
+}
+
+// Applies a recovered unit when the component's config is unchanged.
+template <typename F>
+void RestoreUnit(const EngineOptions& o, const std::string& unit, const std::string& fingerprint,
+                 const char* what, F&& restore) {
+  if (o.restored == nullptr) return;
+  auto it = o.restored->find(unit);
+  if (it == o.restored->end()) return;
+  if (it->second.fingerprint != fingerprint) {
+    KLOG_INFO("{} ({}): its config changed since checkpoint {}; it starts empty", what, unit,
+              it->second.checkpoint_id);
+    return;
+  }
+  Status st = restore(it->second.data);
+  if (!st.ok()) {
+    KLOG_ERROR("{} ({}): cannot restore from checkpoint {}: {}; it starts empty", what, unit,
+               it->second.checkpoint_id, st.message());
+    return;
+  }
+  KLOG_INFO("{} ({}) restored from checkpoint {}", what, unit, it->second.checkpoint_id);
+}
+
 }  // namespace
 
 void ValidateComponents(const GraphSpec& spec, ErrorList* errors) {
@@ -72,6 +109,7 @@ void ValidateComponents(const GraphSpec& spec, ErrorList* errors) {
 std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegistry& registry,
                                       const EngineOptions& options, ErrorList* errors) {
   (void)registry;
+  InitLogging();  // before any pipeline thread logs
   std::unique_ptr<Engine> engine(new Engine(options));
   for (const auto& b : spec.buckets) engine->buckets_.Add(b.name, b.idle_timeout_secs * 1000);
 
@@ -131,10 +169,103 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
     engine->pipelines_.push_back(std::move(runner));
   }
   if (!errors->empty()) return nullptr;
+  if (options.checkpointing && options.store != nullptr) engine->SetUpCheckpointing(spec);
   return engine;
 }
 
+void Engine::SetUpCheckpointing(const GraphSpec& spec) {
+  const EngineOptions& o = options_;
+  checkpointer_ = std::make_unique<Checkpointer>(o.store, o.checkpoint_interval_ms,
+                                                 o.checkpoint_timeout_ms, o.clock);
+  checkpointer_->SetNextId(o.first_checkpoint_id);
+  // Regions: pipelines joined by an edge or by a bucket they share.
+  const size_t n = spec.pipelines.size();
+  std::vector<size_t> parent(n);
+  for (size_t i = 0; i < n; ++i) parent[i] = i;
+  std::function<size_t(size_t)> find = [&](size_t i) {
+    return parent[i] == i ? i : parent[i] = find(parent[i]);
+  };
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < n; ++i) index[spec.pipelines[i].id] = i;
+  std::map<std::string, size_t> bucket_owner;
+  std::vector<std::set<std::string>> written(n), used(n);
+  for (size_t i = 0; i < n; ++i) {
+    const PipelineSpec& p = spec.pipelines[i];
+    for (const auto& up : p.upstreams) parent[find(i)] = find(index[up]);
+    BucketsOf(p, &written[i], &used[i]);
+    for (const auto& b : used[i]) {
+      auto [it, fresh] = bucket_owner.emplace(b, i);
+      if (!fresh) parent[find(i)] = find(it->second);
+    }
+  }
+  std::map<size_t, size_t> region_of_root;
+  std::vector<Checkpointer::Region> regions;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t root = find(i);
+    auto [it, fresh] = region_of_root.emplace(root, regions.size());
+    if (fresh) {
+      regions.emplace_back();
+      regions.back().name = spec.pipelines[root].id;
+    }
+    Checkpointer::Region& r = regions[it->second];
+    PipelineRunner* p = pipelines_[i].get();
+    r.pipelines.push_back(p);
+    if (p->is_source()) r.sources.push_back(p);
+    r.outputs += spec.pipelines[i].outputs.size();
+    for (const auto& b : written[i]) {
+      Bucket* bucket = buckets_.Find(b);
+      if (r.writers[bucket]++ == 0) r.buckets.push_back(bucket);
+    }
+  }
+  for (const auto& b : spec.buckets) {
+    for (auto& r : regions) {
+      Bucket* bucket = buckets_.Find(b.name);
+      if (r.writers.count(bucket)) r.bucket_fingerprints[bucket] = b.fingerprint;
+    }
+  }
+  // Region names are their smallest pipeline id, so a restart with the same
+  // graph finds its manifests.
+  for (auto& r : regions) {
+    for (auto* p : r.pipelines) r.name = std::min(r.name, p->id());
+  }
+  std::vector<size_t> region_index(n);
+  for (size_t i = 0; i < n; ++i) region_index[i] = region_of_root[find(i)];
+  std::vector<size_t> ids;
+  for (auto& r : regions) ids.push_back(checkpointer_->AddRegion(r));
+  for (size_t i = 0; i < n; ++i) {
+    const PipelineSpec& ps = spec.pipelines[i];
+    PipelineRunner* p = pipelines_[i].get();
+    const size_t region = ids[region_index[i]];
+    std::vector<Bucket*> wb;
+    for (const auto& b : written[i]) wb.push_back(buckets_.Find(b));
+    p->SetCheckpointing(checkpointer_.get(), region, wb);
+    if (p->input() != nullptr) {
+      RestoreUnit(o, "p." + ps.id + ".input", ps.input.fingerprint,
+                  ("pipeline " + ps.id + " input").c_str(),
+                  [&](const std::string& d) { return p->input()->RestorePosition(d); });
+    }
+    for (size_t t = 0; t < ps.transforms.size(); ++t) {
+      RestoreUnit(o, "p." + ps.id + ".t" + std::to_string(t), ps.transforms[t].fingerprint,
+                  ("pipeline " + ps.id + " transforms[" + std::to_string(t) + "]").c_str(),
+                  [&](const std::string& d) { return p->transform(t)->RestoreState(d); });
+    }
+    for (size_t k = 0; k < ps.outputs.size(); ++k) {
+      const std::string unit = "p." + ps.id + ".o" + std::to_string(k);
+      p->output(k)->SetCheckpointing(checkpointer_.get(), region, unit, ps.outputs[k].fingerprint);
+      RestoreUnit(o, unit, ps.outputs[k].fingerprint,
+                  ("pipeline " + ps.id + " outputs[" + std::to_string(k) + "]").c_str(),
+                  [&](const std::string& d) { return p->output(k)->output()->RestoreState(d); });
+    }
+  }
+  for (const auto& b : spec.buckets) {
+    Bucket* bucket = buckets_.Find(b.name);
+    RestoreUnit(o, "b." + b.name, b.fingerprint, ("bucket " + b.name).c_str(),
+                [&](const std::string& d) { return bucket->RestoreState(d); });
+  }
+}
+
 Engine::~Engine() {
+  if (checkpointer_) checkpointer_->Stop();  // releases pipelines waiting at a bucket
   if (started_ && !stopped_) {
     for (auto& p : pipelines_) p->Abort();
   }
@@ -154,6 +285,7 @@ void Engine::Start() {
   started_ = true;
   // Downstream first, so every inbox has its consumer before data arrives.
   for (auto it = pipelines_.rbegin(); it != pipelines_.rend(); ++it) (*it)->Start();
+  if (checkpointer_) checkpointer_->Start();
   KLOG_INFO("engine started: {} pipelines, {} buckets", pipelines_.size(),
             buckets_.All().size());
 }
@@ -161,11 +293,22 @@ void Engine::Start() {
 void Engine::Stop() {
   if (!started_ || stopped_) return;
   stopped_ = true;
+  if (checkpointer_) {
+    // A savepoint first: sources stop right after its barrier, so the next
+    // start replays nothing.
+    if (checkpointer_->Savepoint()) {
+      KLOG_INFO("savepoint committed; a restart will replay nothing");
+    } else {
+      KLOG_WARN("the savepoint did not complete in every region; a restart replays from the "
+                "last committed checkpoint");
+    }
+  }
   for (auto& p : pipelines_) {
     if (p->is_source()) p->RequestStop();
   }
   // Upstreams first: each pipeline ends once all of its upstreams have.
   for (auto& p : pipelines_) p->Join();
+  if (checkpointer_) checkpointer_->Stop();
   KLOG_INFO("engine stopped");
 }
 

@@ -15,10 +15,12 @@
 #include <thread>
 #include <vector>
 
+#include "checkpoint/store.h"
 #include "common/clock.h"
 #include "config/loader.h"
 #include "core/bucket.h"
 #include "core/channel.h"
+#include "core/checkpointer.h"
 #include "kayak/component.h"
 
 namespace kayak {
@@ -45,6 +47,16 @@ class OutputRunner {
   void Abort();
   const Inbox& queue() const { return queue_; }
   ComponentStats* stats() const { return stats_; }
+  // Under checkpointing: barriers make the output durable and report to
+  // `cp`; failed writes are retried until they succeed.
+  void SetCheckpointing(Checkpointer* cp, size_t region, std::string unit,
+                        std::string fingerprint) {
+    checkpointer_ = cp;
+    region_ = region;
+    unit_ = std::move(unit);
+    fingerprint_ = std::move(fingerprint);
+  }
+  Output* output() { return output_.get(); }
 
  private:
   void Run();
@@ -56,6 +68,9 @@ class OutputRunner {
   const Clock* clock_;
   Inbox queue_;
   std::atomic<bool> aborted_{false};
+  Checkpointer* checkpointer_ = nullptr;
+  size_t region_ = 0;
+  std::string unit_, fingerprint_;
   std::thread thread_;
 };
 
@@ -84,6 +99,16 @@ class PipelineRunner {
   void AddDownstream(Inbox* inbox, size_t lane) { downstream_.push_back({inbox, lane}); }
   Inbox* upstream_inbox() { return inbox_.get(); }
   bool is_source() const { return inbox_ == nullptr; }
+  Input* input() { return input_.get(); }
+  Transform* transform(size_t i) { return transforms_[i].get(); }
+  OutputRunner* output(size_t i) { return outputs_[i].get(); }
+
+  // Under checkpointing: barriers snapshot this pipeline into `cp` for
+  // `region`; `buckets` are the buckets its transforms write.
+  void SetCheckpointing(Checkpointer* cp, size_t region, std::vector<Bucket*> buckets);
+  // Asks a source pipeline to take barrier `id` between two batches; with
+  // `stop_after` it reads nothing more after it (a savepoint).
+  void RequestBarrier(uint64_t id, bool stop_after);
 
   void Start();
   // Graceful stop of a source pipeline: stop reading, drain what transforms
@@ -103,6 +128,8 @@ class PipelineRunner {
   bool ReadSource(Batch* batch);
   bool ReadUpstream(Batch* batch, bool* all_ended);
   void SleepUnlessStopped(int64_t ms);
+  void DoBarrier(uint64_t id);
+  void OnUpstreamBarrier(size_t lane, uint64_t id);
 
   const std::string id_;
   const PipelineSpec spec_;
@@ -121,6 +148,16 @@ class PipelineRunner {
   };
   std::vector<Edge> downstream_;
 
+  Checkpointer* checkpointer_ = nullptr;
+  size_t region_ = 0;
+  std::vector<Bucket*> written_buckets_;
+  std::vector<bool> saved_once_;          // per transform, pipeline thread only
+  std::atomic<uint64_t> requested_barrier_{0};
+  std::atomic<uint64_t> stop_after_barrier_{0};
+  uint64_t done_barrier_ = 0;             // pipeline thread only
+  std::vector<uint64_t> lane_barrier_;    // newest barrier seen per lane; pipeline thread only
+  uint64_t aligning_ = 0;                 // the barrier being aligned; pipeline thread only
+
   std::atomic<PipelineStatus> status_{PipelineStatus::kStarting};
   std::atomic<bool> stop_{false};
   std::mutex stop_mu_;
@@ -134,6 +171,12 @@ class PipelineRunner {
 struct EngineOptions {
   const Clock* clock = SystemClock::Get();
   bool checkpointing = false;
+  // With checkpointing: where checkpoints go, what was recovered, and when.
+  checkpoint::Store* store = nullptr;
+  const std::map<std::string, checkpoint::RestoredUnit>* restored = nullptr;
+  uint64_t first_checkpoint_id = 1;
+  int64_t checkpoint_interval_ms = 10000;
+  int64_t checkpoint_timeout_ms = 60000;
   size_t edge_queue_batches = 8;    // per edge lane
   size_t output_queue_batches = 8;  // in front of each output
 };
@@ -160,13 +203,17 @@ class Engine {
   PipelineRunner* Find(const std::string& id) const;
   BucketRegistry& buckets() { return buckets_; }
   const Clock* clock() const { return options_.clock; }
+  // nullptr without a state directory.
+  Checkpointer* checkpointer() { return checkpointer_.get(); }
 
  private:
   explicit Engine(EngineOptions options) : options_(options) {}
+  void SetUpCheckpointing(const GraphSpec& spec);
 
   EngineOptions options_;
   BucketRegistry buckets_;
   std::vector<std::unique_ptr<PipelineRunner>> pipelines_;  // upstreams first
+  std::unique_ptr<Checkpointer> checkpointer_;
   bool started_ = false;
   bool stopped_ = false;
 };

@@ -94,7 +94,11 @@ bool OutputRunner::WriteWithRetry(const Batch& batch) {
     stats_->RecordError(st.message());
     KLOG_WARN("output {} ({}): write failed (attempt {}): {}", stats_->name(), stats_->type(),
               attempt, st.message());
-    if (!st.retryable() || attempt >= retry_.max_attempts || aborted_) {
+    // Under checkpointing a batch is never dropped: committing past it would
+    // lose it. It is retried, holding the pipeline, until the output takes it.
+    const bool give_up = checkpointer_ == nullptr &&
+                         (!st.retryable() || attempt >= retry_.max_attempts);
+    if (give_up || aborted_) {
       KLOG_ERROR("output {} ({}): dropped a batch of {} messages: {}", stats_->name(),
                  stats_->type(), batch.size(), st.message());
       stats_->SetState(st.retryable() ? ComponentState::kRunning : ComponentState::kFailed);
@@ -127,6 +131,22 @@ void OutputRunner::Run() {
       continue;
     }
     if (item.kind == Item::Kind::kEnd) break;
+    if (item.kind == Item::Kind::kBarrier) {
+      if (checkpointer_ == nullptr) continue;
+      checkpoint::UnitState u{unit_, fingerprint_, std::string()};
+      Status cst = opened ? output_->Checkpoint(&*u.data) : st;
+      if (!cst.ok()) {
+        // No ack: this checkpoint cannot commit and will be abandoned.
+        stats_->RecordError("checkpoint " + std::to_string(item.barrier_id) + ": " + cst.message());
+        KLOG_ERROR("output {} ({}) cannot make its writes durable for checkpoint {}: {}",
+                   stats_->name(), stats_->type(), item.barrier_id, cst.message());
+        continue;
+      }
+      std::vector<checkpoint::UnitState> units;
+      units.push_back(std::move(u));
+      checkpointer_->Ack(region_, item.barrier_id, std::move(units));
+      continue;
+    }
     if (item.kind != Item::Kind::kBatch) continue;
     const size_t n = item.batch->size();
     stats_->AddIn(n);
@@ -203,6 +223,66 @@ void PipelineRunner::AddOutput(std::unique_ptr<OutputRunner> out,
   cards_.push_back(std::move(card));
 }
 
+void PipelineRunner::SetCheckpointing(Checkpointer* cp, size_t region,
+                                      std::vector<Bucket*> buckets) {
+  checkpointer_ = cp;
+  region_ = region;
+  written_buckets_ = std::move(buckets);
+}
+
+void PipelineRunner::RequestBarrier(uint64_t id, bool stop_after) {
+  {
+    std::lock_guard lock(stop_mu_);
+    if (stop_after) stop_after_barrier_ = id;
+    if (id > requested_barrier_) requested_barrier_ = id;
+  }
+  stop_cv_.notify_all();
+}
+
+void PipelineRunner::DoBarrier(uint64_t id) {
+  done_barrier_ = id;
+  std::vector<checkpoint::UnitState> units;
+  if (input_) {
+    units.push_back({"p." + id_ + ".input", spec_.input.fingerprint, input_->SavePosition()});
+  }
+  saved_once_.resize(transforms_.size(), false);
+  for (size_t i = 0; i < transforms_.size(); ++i) {
+    Transform* t = transforms_[i].get();
+    if (!t->Stateful()) continue;
+    checkpoint::UnitState u{"p." + id_ + ".t" + std::to_string(i), spec_.transforms[i].fingerprint,
+                            std::nullopt};
+    if (!saved_once_[i] || t->StateChanged()) {
+      u.data.emplace();
+      t->SaveState(&*u.data);
+      saved_once_[i] = true;
+    }
+    units.push_back(std::move(u));
+  }
+  checkpointer_->Ack(region_, id, std::move(units));
+  // The barrier travels behind everything sent before it.
+  for (auto& o : outputs_) o->Push(Item{Item::Kind::kBarrier, nullptr, id});
+  for (auto& e : downstream_) e.inbox->Push(e.lane, Item{Item::Kind::kBarrier, nullptr, id});
+  // Writers of a shared bucket meet here before any writes past the cut.
+  for (Bucket* b : written_buckets_) checkpointer_->ArriveAtBucket(region_, id, b);
+}
+
+void PipelineRunner::OnUpstreamBarrier(size_t lane, uint64_t id) {
+  if (checkpointer_ == nullptr || id <= done_barrier_) return;
+  lane_barrier_.resize(inbox_->lanes(), 0);
+  lane_barrier_[lane] = std::max(lane_barrier_[lane], id);
+  aligning_ = std::max(aligning_, id);
+  // Hold each lane whose barrier arrived; keep reading the others.
+  bool all = true;
+  for (size_t i = 0; i < lane_barrier_.size(); ++i) {
+    const bool arrived = lane_ended_[i] || lane_barrier_[i] >= aligning_;
+    inbox_->SetHeld(i, arrived && !lane_ended_[i]);
+    all = all && arrived;
+  }
+  if (!all) return;
+  DoBarrier(aligning_);
+  for (size_t i = 0; i < lane_barrier_.size(); ++i) inbox_->SetHeld(i, false);
+}
+
 void PipelineRunner::Start() {
   for (auto& o : outputs_) o->Start();
   thread_ = std::thread([this] { Run(); });
@@ -230,7 +310,8 @@ void PipelineRunner::Abort() {
 
 void PipelineRunner::SleepUnlessStopped(int64_t ms) {
   std::unique_lock lock(stop_mu_);
-  stop_cv_.wait_for(lock, std::chrono::milliseconds(ms), [&] { return stop_.load(); });
+  stop_cv_.wait_for(lock, std::chrono::milliseconds(ms),
+                    [&] { return stop_.load() || requested_barrier_.load() > done_barrier_; });
 }
 
 bool PipelineRunner::ReadSource(Batch* batch) {
@@ -280,6 +361,12 @@ bool PipelineRunner::ReadUpstream(Batch* batch, bool* all_ended) {
   if (item.kind == Item::Kind::kEnd) {
     lane_ended_[lane] = true;
     *all_ended = std::all_of(lane_ended_.begin(), lane_ended_.end(), [](bool b) { return b; });
+    // An ended lane no longer holds up alignment.
+    if (!*all_ended && aligning_ > done_barrier_) OnUpstreamBarrier(lane, aligning_);
+    return false;
+  }
+  if (item.kind == Item::Kind::kBarrier) {
+    OnUpstreamBarrier(lane, item.barrier_id);
     return false;
   }
   if (item.kind != Item::Kind::kBatch || item.batch->empty()) return false;
@@ -312,6 +399,11 @@ void PipelineRunner::Run() {
   while (true) {
     Batch batch;
     if (input_) {
+      const uint64_t want = requested_barrier_.load();
+      if (checkpointer_ != nullptr && want > done_barrier_) {
+        DoBarrier(want);
+        if (stop_after_barrier_.load() == want) break;  // a savepoint: nothing after it
+      }
       if (stop_) break;
       if (ReadSource(&batch)) RunChain(std::move(batch), 0);
     } else {
@@ -326,8 +418,9 @@ void PipelineRunner::Run() {
       if (input_) input_card_->SetPosition(input_->Position());
     }
   }
-  // Graceful stop: release what transforms hold so nothing accepted is lost.
-  for (size_t i = 0; i < transforms_.size(); ++i) {
+  // Graceful stop without a state dir: release what transforms hold so
+  // nothing accepted is lost. With one, the savepoint holds it instead.
+  for (size_t i = 0; checkpointer_ == nullptr && i < transforms_.size(); ++i) {
     Batch held;
     transforms_[i]->Drain(&held);
     if (!held.empty()) RunChain(std::move(held), i + 1);

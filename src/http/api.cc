@@ -165,6 +165,11 @@ void Api::Handle(const Request& req, Response* res) {
       return GetPipeline(UrlDecode(rest), res);
     }
   }
+  if (path == "/api/v1/checkpoints") {
+    if (get) return Checkpoints(false, res);
+    if (req.method() == bhttp::verb::post) return Checkpoints(true, res);
+    return MethodNotAllowed(res, "GET, POST");
+  }
   if (path.rfind(kBuckets, 0) == 0 && path.size() > kBuckets.size()) {
     const std::string name = path.substr(kBuckets.size());
     if (name.find('/') == std::string::npos) {
@@ -218,6 +223,32 @@ void Api::GetBucket(const std::string& name, const std::string& query, Response*
   Json body{{"bucket", name}, {"size", b->Size()}, {"entries", std::move(entries)}};
   if (page.size() == limit) body["next_after"] = page.back().first;
   SendJson(res, 200, body);
+}
+
+void Api::Checkpoints(bool take, Response* res) {
+  Checkpointer* cp = engine_->checkpointer();
+  if (cp == nullptr) {
+    if (take) return JsonError(res, 409, "checkpointing is off: start the server with --state-dir");
+    return SendJson(res, 200, Json{{"checkpointing", false}, {"regions", Json::array()}});
+  }
+  bool ok = true;
+  if (take) ok = cp->CheckpointNow(120000);
+  Json regions = Json::array();
+  for (const auto& r : cp->Regions()) {
+    regions.push_back(Json{{"region", r.name},
+                           {"pipelines", r.pipelines},
+                           {"last_committed_id", r.last_committed_id},
+                           {"last_committed_ms", r.last_committed_ms},
+                           {"duration_ms", r.last_duration_ms},
+                           {"bytes_written", r.bytes_written},
+                           {"bytes_reused", r.bytes_reused},
+                           {"committed", r.committed},
+                           {"abandoned", r.abandoned},
+                           {"held_back", r.held_back},
+                           {"last_error", r.last_error}});
+  }
+  SendJson(res, take && !ok ? 503 : 200,
+           Json{{"checkpointing", true}, {"regions", std::move(regions)}});
 }
 
 void Api::Metrics(Response* res) {

@@ -21,6 +21,7 @@ class Api {
   void GetPipeline(const std::string& id, Response* res);
   void GetBucket(const std::string& name, const std::string& query, Response* res);
   void Dashboard(Response* res);
+  void Checkpoints(bool take, Response* res);
 
   Engine* engine_;
 };

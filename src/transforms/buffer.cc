@@ -1,5 +1,6 @@
 // buffer: holds messages until max_messages, max_bytes or max_secs, then
 // releases them as one batch.
+#include "checkpoint/format.h"
 #include "common/clock.h"
 #include "components.h"
 
@@ -19,6 +20,7 @@ class BufferTransform final : public Transform {
 
   Status Process(Batch* batch) override {
     if (held_.empty() && !batch->empty()) first_ms_ = clock_->NowMs();
+    if (!batch->empty()) changed_ = true;
     for (auto& m : batch->messages) {
       held_bytes_ += m.ByteSize();
       held_.push_back(std::move(m));
@@ -34,6 +36,56 @@ class BufferTransform final : public Transform {
 
   void Drain(Batch* out) override { Release(out); }
 
+  bool Stateful() const override { return true; }
+  bool StateChanged() const override { return changed_; }
+
+  void SaveState(std::string* out) override {
+    checkpoint::Encoder e;
+    e.I64(first_ms_);
+    e.U64(held_.size());
+    for (auto& m : held_) {
+      m.Seal();
+      e.Str(m.payload());
+      e.I64(m.ts_ms());
+      e.Str(m.key());
+      e.U64(m.headers().size());
+      for (const auto& [k, v] : m.headers()) {
+        e.Str(k);
+        e.Str(v);
+      }
+    }
+    out->append(e.out());
+    changed_ = false;
+  }
+
+  Status RestoreState(std::string_view data) override {
+    checkpoint::Decoder d(data);
+    uint64_t n = 0;
+    held_.clear();
+    held_bytes_ = 0;
+    if (!d.I64(&first_ms_) || !d.U64(&n)) return Status::Corruption("buffer state is short");
+    for (uint64_t i = 0; i < n; ++i) {
+      std::string payload, key;
+      int64_t ts = 0;
+      uint64_t headers = 0;
+      if (!d.Str(&payload) || !d.I64(&ts) || !d.Str(&key) || !d.U64(&headers)) {
+        return Status::Corruption("buffer state is short");
+      }
+      Message m(std::move(payload), ts);
+      m.set_key(std::move(key));
+      for (uint64_t h = 0; h < headers; ++h) {
+        std::string k, v;
+        if (!d.Str(&k) || !d.Str(&v)) return Status::Corruption("buffer state is short");
+        m.headers().emplace_back(std::move(k), std::move(v));
+      }
+      held_bytes_ += m.ByteSize();
+      held_.push_back(std::move(m));
+    }
+    if (!d.done()) return Status::Corruption("buffer state has trailing bytes");
+    changed_ = false;
+    return Status::Ok();
+  }
+
  private:
   bool Full() const {
     return (max_messages_ > 0 && held_.size() >= max_messages_) ||
@@ -41,6 +93,7 @@ class BufferTransform final : public Transform {
   }
 
   void Release(Batch* out) {
+    if (!held_.empty()) changed_ = true;
     if (out->messages.empty()) {
       out->messages.swap(held_);
     } else {
@@ -57,6 +110,7 @@ class BufferTransform final : public Transform {
   std::vector<Message> held_;
   size_t held_bytes_ = 0;
   int64_t first_ms_ = 0;  // when the oldest held message arrived
+  bool changed_ = false;  // since the last SaveState
 };
 
 }  // namespace

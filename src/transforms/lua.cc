@@ -3,6 +3,7 @@
 #include <lua.hpp>
 
 #include <cmath>
+#include <map>
 
 #include "components.h"
 #include "transforms/field_access.h"
@@ -143,7 +144,9 @@ Status ToJson(lua_State* L, int idx, Json* out, int depth) {
         }
         return Status::Ok();
       }
-      *out = Json::object();
+      // Lua tables have no order; keys are sorted so the same table always
+      // gives the same bytes (the caller puts an input's own keys first).
+      std::map<std::string, Json> fields;
       lua_pushnil(L);
       while (lua_next(L, idx) != 0) {
         std::string key;
@@ -165,8 +168,10 @@ Status ToJson(lua_State* L, int idx, Json* out, int depth) {
           lua_pop(L, 1);
           return st;
         }
-        (*out)[key] = std::move(e);
+        fields[key] = std::move(e);
       }
+      *out = Json::object();
+      for (auto& [k, v] : fields) (*out)[k] = std::move(v);
       return Status::Ok();
     }
     default:
@@ -252,6 +257,18 @@ class LuaTransform final : public Transform {
     Status st = ToJson(L_, -1, &out, 0);
     lua_settop(L_, top);
     KAYAK_RETURN_IF_ERROR(st);
+    // Fields the message had keep their places; new ones follow in name order.
+    if (out.is_object() && (*f)->is_object()) {
+      Json ordered = Json::object();
+      for (const auto& [k, v] : (*f)->items()) {
+        auto it = out.find(k);
+        if (it != out.end()) ordered[k] = std::move(*it);
+      }
+      for (auto& [k, v] : out.items()) {
+        if (!ordered.contains(k)) ordered[k] = std::move(v);
+      }
+      out = std::move(ordered);
+    }
     m.SetFields(std::move(out));
     return Status::Ok();
   }

@@ -6,6 +6,7 @@
 #include <list>
 #include <unordered_map>
 
+#include "checkpoint/format.h"
 #include "common/clock.h"
 #include "components.h"
 #include "transforms/field_access.h"
@@ -39,6 +40,57 @@ class RollingWindow final : public Transform {
   }
 
   void Tick(int64_t now_ms, Batch*) override { ExpireIdle(now_ms); }
+
+  bool Stateful() const override { return true; }
+  bool StateChanged() const override { return changed_; }
+
+  // Keys from least to most recently written, each with its points.
+  void SaveState(std::string* out) override {
+    checkpoint::Encoder e;
+    e.U64(keys_.size());
+    e.U64(late_);
+    for (const std::string* key : order_) {
+      const KeyState& ks = keys_.at(*key);
+      e.Str(*key);
+      e.I64(ks.end_ms);
+      e.I64(ks.last_write_ms);
+      e.U64(ks.points.size());
+      for (const auto& p : ks.points) {
+        e.I64(p.t);
+        e.F64(p.v);
+      }
+    }
+    out->append(e.out());
+    changed_ = false;
+  }
+
+  Status RestoreState(std::string_view data) override {
+    checkpoint::Decoder d(data);
+    uint64_t n = 0;
+    keys_.clear();
+    order_.clear();
+    if (!d.U64(&n) || !d.U64(&late_)) return Status::Corruption("rolling_window state is short");
+    for (uint64_t i = 0; i < n; ++i) {
+      std::string key;
+      KeyState ks;
+      uint64_t points = 0;
+      if (!d.Str(&key) || !d.I64(&ks.end_ms) || !d.I64(&ks.last_write_ms) || !d.U64(&points)) {
+        return Status::Corruption("rolling_window state is short");
+      }
+      for (uint64_t k = 0; k < points; ++k) {
+        Point p;
+        if (!d.I64(&p.t) || !d.F64(&p.v)) return Status::Corruption("rolling_window state is short");
+        ks.sum += p.v;
+        ks.points.push_back(p);
+      }
+      auto it = keys_.emplace(std::move(key), std::move(ks)).first;
+      order_.push_back(&it->first);
+      it->second.order = std::prev(order_.end());
+    }
+    if (!d.done()) return Status::Corruption("rolling_window state has trailing bytes");
+    changed_ = false;
+    return Status::Ok();
+  }
 
   size_t keys() const { return keys_.size(); }
   uint64_t late() const { return late_; }
@@ -84,6 +136,7 @@ class RollingWindow final : public Transform {
                                "' is not epoch seconds, epoch milliseconds or RFC 3339");
       }
     }
+    changed_ = true;
     KeyState& ks = Touch(key, now);
     if (c_.window_ms > 0) {
       const bool late = !ks.points.empty() && t <= ks.end_ms - c_.window_ms;
@@ -160,6 +213,7 @@ class RollingWindow final : public Transform {
       if (now - it->second.last_write_ms < c_.idle_timeout_ms) break;
       order_.pop_front();
       keys_.erase(it);
+      changed_ = true;
     }
   }
 
@@ -168,6 +222,7 @@ class RollingWindow final : public Transform {
   std::unordered_map<std::string, KeyState> keys_;
   std::list<const std::string*> order_;  // least recently written first
   uint64_t late_ = 0;
+  bool changed_ = false;  // since the last SaveState
 };
 
 }  // namespace

@@ -50,7 +50,7 @@ class Server:
     """A kayak server on a config; stderr is collected in the background."""
 
     def __init__(self, workdir, config, server_config="listen: 127.0.0.1:0\n", state_dir=None,
-                 stdout=subprocess.DEVNULL, extra_args=None, wait=True):
+                 stdout=subprocess.DEVNULL, extra_args=None, wait=True, capture_stdout=False):
         self.workdir = workdir
         self.config_path = os.path.join(workdir, "pipelines.yaml")
         with open(self.config_path, "w") as f:
@@ -63,10 +63,18 @@ class Server:
             args += ["--state-dir", state_dir]
         args += extra_args or []
         self.stderr_lines = []
+        if capture_stdout:
+            stdout = subprocess.PIPE
         self.proc = subprocess.Popen(args, cwd=workdir, stdout=stdout, stderr=subprocess.PIPE,
                                      text=True)
         self._reader = threading.Thread(target=self._read_stderr, daemon=True)
         self._reader.start()
+        # Lines the server printed, read continuously so the pipe never fills.
+        self.stdout_lines = []
+        self._out_reader = None
+        if capture_stdout:
+            self._out_reader = threading.Thread(target=self._read_stdout, daemon=True)
+            self._out_reader.start()
         self.url = None
         if wait:
             self.url = wait_for(self._find_url, what="the API address in the log")
@@ -74,6 +82,10 @@ class Server:
     def _read_stderr(self):
         for line in self.proc.stderr:
             self.stderr_lines.append(line)
+
+    def _read_stdout(self):
+        for line in self.proc.stdout:
+            self.stdout_lines.append(line.rstrip("\n"))
 
     def stderr(self):
         return "".join(self.stderr_lines)
@@ -108,6 +120,8 @@ class Server:
             self.proc.send_signal(sig)
         code = self.proc.wait(timeout=timeout)
         self._reader.join(timeout=5)
+        if self._out_reader is not None:
+            self._out_reader.join(timeout=5)
         return code
 
     def kill(self):

@@ -1,0 +1,99 @@
+// The checkpoint store: chunk files and manifests in the state directory.
+//
+//   DIR/LOCK                                  the server's lock (cli/state_dir)
+//   DIR/chunk-<id>-<unit>.kyc                 one unit's state at checkpoint <id>
+//   DIR/MANIFEST-<region>-<id>.kym            a region's committed checkpoint <id>
+//
+// A unit is one piece of state: "p.<pipeline>.input" (an input's position),
+// "p.<pipeline>.t<i>" (transform i), "p.<pipeline>.o<i>" (output i),
+// "b.<bucket>". A manifest names, for every unit of its region, the chunk
+// holding its state (possibly written by an earlier checkpoint), the
+// fingerprint of the component's config, and the chunk's length and CRC.
+// docs/state_format.md has the byte-level format.
+//
+// Thread-safety: one thread (the checkpoint coordinator) calls Commit and
+// Discard; Recover is called once before that.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kayak/status.h"
+
+namespace kayak::checkpoint {
+
+// What a component hands over at a barrier.
+struct UnitState {
+  std::string unit;
+  std::string fingerprint;
+  std::optional<std::string> data;  // nullopt: unchanged since the last commit
+};
+
+// A unit's state as recovered at start.
+struct RestoredUnit {
+  std::string fingerprint;
+  std::string data;
+  uint64_t checkpoint_id = 0;
+};
+
+struct CommitStats {
+  uint64_t bytes_written = 0;
+  uint64_t bytes_reused = 0;
+  uint64_t chunks_written = 0;
+};
+
+class Store {
+ public:
+  explicit Store(std::string dir) : dir_(std::move(dir)) {}
+
+  // Reads every region's newest manifest whose own checksum and whose
+  // chunks' checksums hold, falling back to the previous one (and logging
+  // why) when they do not; then removes every file no kept manifest names.
+  // `out` gets each unit's state; `max_id` the highest checkpoint id seen.
+  Status Recover(std::map<std::string, RestoredUnit>* out, uint64_t* max_id);
+
+  // Commits checkpoint `id` of `region`: writes and fsyncs the chunks of
+  // changed units, fsyncs the directory, then writes the manifest to a
+  // temporary file, fsyncs it, renames it into place and fsyncs the
+  // directory. Unchanged units refer to their last committed chunk. On any
+  // error the checkpoint's new files are removed and the previous manifest
+  // stays in force.
+  Status Commit(const std::string& region, uint64_t id, int64_t now_ms,
+                const std::vector<UnitState>& units, CommitStats* stats);
+
+  const std::string& dir() const { return dir_; }
+
+ private:
+  struct Record {
+    std::string fingerprint;
+    std::string chunk;
+    uint64_t bytes = 0;
+    uint32_t crc = 0;
+  };
+  struct Manifest {
+    uint64_t id = 0;
+    std::string region;
+    int64_t created_ms = 0;
+    std::map<std::string, Record> units;
+    std::string file;
+  };
+  Result<Manifest> ReadManifest(const std::string& file);
+  Status CheckChunk(const Record& r, std::string* data);
+  void CollectGarbage();
+
+  const std::string dir_;
+  // Kept manifests per region, newest last (at most two).
+  std::map<std::string, std::vector<Manifest>> manifests_;
+  // The newest committed record of each unit, for reuse when unchanged.
+  std::map<std::string, Record> latest_;
+};
+
+// The chunk file name of `unit` at checkpoint `id`.
+std::string ChunkName(uint64_t id, const std::string& unit);
+std::string ManifestName(const std::string& region, uint64_t id);
+
+}  // namespace kayak::checkpoint

@@ -1,0 +1,245 @@
+#include "core/checkpointer.h"
+
+#include <algorithm>
+
+#include "common/log.h"
+#include "core/engine.h"
+
+namespace kayak {
+
+Checkpointer::Checkpointer(checkpoint::Store* store, int64_t interval_ms, int64_t timeout_ms,
+                           const Clock* clock)
+    : store_(store), interval_ms_(interval_ms), timeout_ms_(timeout_ms), clock_(clock) {}
+
+Checkpointer::~Checkpointer() { Stop(); }
+
+size_t Checkpointer::AddRegion(Region region) {
+  RegionState rs;
+  rs.status.name = region.name;
+  for (auto* p : region.pipelines) rs.status.pipelines.push_back(p->id());
+  rs.region = std::move(region);
+  regions_.push_back(std::move(rs));
+  return regions_.size() - 1;
+}
+
+void Checkpointer::Start() {
+  {
+    std::lock_guard lock(mu_);
+    const int64_t now = MonotonicMs();
+    for (auto& rs : regions_) rs.next_due_mono_ms = now + interval_ms_;
+  }
+  thread_ = std::thread([this] { Run(); });
+}
+
+void Checkpointer::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::string Checkpointer::HeldBack(const RegionState& rs) const {
+  for (auto* p : rs.region.pipelines) {
+    if (p->status() == PipelineStatus::kFailed) {
+      return "pipeline " + p->id() + " stopped without a savepoint (failed); the region does "
+             "not commit until it is rebuilt or deleted";
+    }
+  }
+  return "";
+}
+
+void Checkpointer::StartCheckpoint(size_t r, bool stop_after) {
+  RegionState& rs = regions_[r];
+  Inflight& in = rs.inflight;
+  in = Inflight{};
+  in.id = next_id_++;
+  in.started_mono_ms = MonotonicMs();
+  in.expected = rs.region.pipelines.size() + rs.region.outputs + rs.region.buckets.size();
+  in.stop_after = stop_after;
+  KLOG_DEBUG("checkpoint {} of region {} started", in.id, rs.region.name);
+  for (auto* p : rs.region.sources) p->RequestBarrier(in.id, stop_after);
+}
+
+void Checkpointer::Ack(size_t region, uint64_t id, std::vector<checkpoint::UnitState> units) {
+  std::lock_guard lock(mu_);
+  Inflight& in = regions_[region].inflight;
+  if (in.id != id) return;  // abandoned, or already complete
+  for (auto& u : units) in.units.push_back(std::move(u));
+  in.acks++;
+  cv_.notify_all();
+}
+
+void Checkpointer::ArriveAtBucket(size_t region, uint64_t id, Bucket* bucket) {
+  std::unique_lock lock(mu_);
+  RegionState& rs = regions_[region];
+  if (rs.inflight.id != id) return;
+  Meeting& m = meetings_[{bucket, id}];
+  m.arrived++;
+  if (m.arrived >= rs.region.writers[bucket]) {
+    // Every writer is at the barrier: none writes past the cut while the
+    // bucket is copied.
+    checkpoint::UnitState u;
+    u.unit = "b." + bucket->name();
+    u.fingerprint = rs.region.bucket_fingerprints[bucket];
+    bool& saved_once = rs.bucket_saved_once[bucket];
+    if (!saved_once || bucket->StateChanged()) {
+      u.data.emplace();
+      bucket->SaveState(&*u.data);
+      saved_once = true;
+    }
+    rs.inflight.units.push_back(std::move(u));
+    rs.inflight.acks++;
+    m.done = true;
+    cv_.notify_all();
+    return;
+  }
+  cv_.wait(lock, [&] {
+    auto it = meetings_.find({bucket, id});
+    return stopping_ || it == meetings_.end() || it->second.done;
+  });
+}
+
+void Checkpointer::AbandonOverdue(int64_t now_mono) {
+  for (auto& rs : regions_) {
+    Inflight& in = rs.inflight;
+    if (in.id == 0 || now_mono - in.started_mono_ms < timeout_ms_) continue;
+    KLOG_WARN("checkpoint {} of region {} abandoned: not complete after {} s ({} of {} parts "
+              "reported); the previous checkpoint stays in force",
+              in.id, rs.region.name, timeout_ms_ / 1000, in.acks, in.expected);
+    rs.status.abandoned++;
+    rs.status.last_error = "checkpoint " + std::to_string(in.id) + " timed out";
+    for (auto it = meetings_.begin(); it != meetings_.end();) {
+      it = it->first.second == in.id ? meetings_.erase(it) : std::next(it);
+    }
+    if (in.stop_after) rs.savepoint_requested = false;
+    in = Inflight{};
+    rs.next_due_mono_ms = now_mono + interval_ms_;
+    generation_++;
+  }
+  cv_.notify_all();
+}
+
+void Checkpointer::CommitReady() {
+  for (size_t r = 0; r < regions_.size(); ++r) {
+    RegionState& rs = regions_[r];
+    Inflight& in = rs.inflight;
+    if (in.id == 0 || in.acks < in.expected) continue;
+    const uint64_t id = in.id;
+    const bool stop_after = in.stop_after;
+    const int64_t started = in.started_mono_ms;
+    std::vector<checkpoint::UnitState> units = std::move(in.units);
+    for (auto it = meetings_.begin(); it != meetings_.end();) {
+      it = it->first.second == id ? meetings_.erase(it) : std::next(it);
+    }
+    in = Inflight{};
+    // Keep other regions' pipelines moving while this one is written.
+    mu_.unlock();
+    checkpoint::CommitStats stats;
+    const int64_t now_ms = clock_->NowMs();
+    Status st = store_->Commit(rs.region.name, id, now_ms, units, &stats);
+    mu_.lock();
+    const int64_t done = MonotonicMs();
+    if (st.ok()) {
+      rs.status.last_committed_id = id;
+      rs.status.last_committed_ms = now_ms;
+      rs.status.last_duration_ms = done - started;
+      rs.status.bytes_written = stats.bytes_written;
+      rs.status.bytes_reused = stats.bytes_reused;
+      rs.status.committed++;
+      KLOG_DEBUG("checkpoint {} of region {} committed in {} ms ({} bytes written, {} reused)", id,
+                 rs.region.name, done - started, stats.bytes_written, stats.bytes_reused);
+      if (stop_after) KLOG_INFO("savepoint {} of region {} committed", id, rs.region.name);
+    } else {
+      rs.status.abandoned++;
+      rs.status.last_error = st.message();
+      KLOG_ERROR("checkpoint {} of region {} abandoned: {}; the previous checkpoint stays in "
+                 "force and the next one is tried in {} s",
+                 id, rs.region.name, st.message(), interval_ms_ / 1000);
+    }
+    if (stop_after) rs.savepoint_requested = false;
+    rs.next_due_mono_ms = done + interval_ms_;
+    generation_++;
+    cv_.notify_all();
+  }
+}
+
+void Checkpointer::Run() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(50));
+    if (stopping_) break;
+    const int64_t now = MonotonicMs();
+    for (size_t r = 0; r < regions_.size(); ++r) {
+      RegionState& rs = regions_[r];
+      const std::string held = HeldBack(rs);
+      if (held != rs.status.held_back) {
+        if (!held.empty()) KLOG_WARN("region {} is held back: {}", rs.region.name, held);
+        rs.status.held_back = held;
+      }
+      if (rs.inflight.id != 0 || !held.empty()) continue;
+      if (rs.savepoint_requested) {
+        StartCheckpoint(r, /*stop_after=*/true);
+      } else if (now >= rs.next_due_mono_ms) {
+        StartCheckpoint(r, false);
+      }
+    }
+    AbandonOverdue(now);
+    CommitReady();
+  }
+}
+
+bool Checkpointer::Savepoint() {
+  std::unique_lock lock(mu_);
+  if (!thread_.joinable()) return false;
+  const uint64_t gen = generation_;
+  (void)gen;
+  for (auto& rs : regions_) {
+    if (rs.status.held_back.empty()) rs.savepoint_requested = true;
+  }
+  cv_.notify_all();
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms_ + 2000);
+  const bool done = cv_.wait_until(lock, deadline, [&] {
+    return std::none_of(regions_.begin(), regions_.end(),
+                        [](const RegionState& rs) { return rs.savepoint_requested; });
+  });
+  bool all = done;
+  for (const auto& rs : regions_) all = all && rs.status.held_back.empty();
+  return all;
+}
+
+bool Checkpointer::CheckpointNow(int64_t wait_ms) {
+  std::unique_lock lock(mu_);
+  std::vector<uint64_t> before;
+  for (auto& rs : regions_) {
+    before.push_back(rs.status.committed + rs.status.abandoned);
+    rs.next_due_mono_ms = 0;
+  }
+  cv_.notify_all();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  // A region counts once a checkpoint started after this call has ended.
+  std::vector<uint64_t> target(before.size());
+  for (size_t i = 0; i < regions_.size(); ++i) {
+    target[i] = before[i] + (regions_[i].inflight.id != 0 ? 2 : 1);
+  }
+  bool ok = cv_.wait_until(lock, deadline, [&] {
+    for (size_t i = 0; i < regions_.size(); ++i) {
+      if (!regions_[i].status.held_back.empty()) continue;
+      if (regions_[i].status.committed + regions_[i].status.abandoned < target[i]) return false;
+    }
+    return true;
+  });
+  for (const auto& rs : regions_) ok = ok && rs.status.held_back.empty() && rs.status.last_error.empty();
+  return ok;
+}
+
+std::vector<RegionStatus> Checkpointer::Regions() const {
+  std::lock_guard lock(mu_);
+  std::vector<RegionStatus> out;
+  for (const auto& rs : regions_) out.push_back(rs.status);
+  return out;
+}
+
+}  // namespace kayak

@@ -1,0 +1,122 @@
+// The checkpoint coordinator (SPEC 5.2-5.3): every interval it starts a
+// checkpoint in each region, collects what every pipeline, output and
+// bucket hands over at the barrier, and commits the region through the
+// Store on its own thread, off the pipeline threads.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "checkpoint/store.h"
+#include "common/clock.h"
+#include "core/bucket.h"
+
+namespace kayak {
+
+class PipelineRunner;
+
+struct RegionStatus {
+  std::string name;
+  std::vector<std::string> pipelines;
+  uint64_t last_committed_id = 0;
+  int64_t last_committed_ms = 0;
+  int64_t last_duration_ms = 0;
+  uint64_t bytes_written = 0;
+  uint64_t bytes_reused = 0;
+  uint64_t committed = 0;
+  uint64_t abandoned = 0;
+  std::string held_back;  // why the region is not checkpointing, or ""
+  std::string last_error;
+};
+
+class Checkpointer {
+ public:
+  Checkpointer(checkpoint::Store* store, int64_t interval_ms, int64_t timeout_ms,
+               const Clock* clock);
+  ~Checkpointer();
+
+  // ---- set-up, before Start ----
+  struct Region {
+    std::string name;
+    std::vector<PipelineRunner*> pipelines;
+    std::vector<PipelineRunner*> sources;
+    size_t outputs = 0;
+    std::vector<Bucket*> buckets;  // written by the region's pipelines
+    std::map<Bucket*, size_t> writers;
+    std::map<Bucket*, std::string> bucket_fingerprints;
+  };
+  size_t AddRegion(Region region);
+
+  void Start();
+  // Takes a savepoint of every region: sources stop right after the
+  // barrier. Waits until each region committed or timed out. Returns true
+  // when every region committed.
+  bool Savepoint();
+  void Stop();
+
+  // ---- from pipeline and output threads ----
+  // Hands over units for checkpoint `id` of `region`.
+  void Ack(size_t region, uint64_t id, std::vector<checkpoint::UnitState> units);
+  // A writer of `bucket` reached barrier `id`. The last writer to arrive
+  // copies the bucket and acks it; the others wait for that (or for the
+  // checkpoint to be abandoned).
+  void ArriveAtBucket(size_t region, uint64_t id, Bucket* bucket);
+
+  std::vector<RegionStatus> Regions() const;
+  // Starts a checkpoint in every region now and waits until each has
+  // committed or failed; true when all committed.
+  bool CheckpointNow(int64_t wait_ms);
+
+ private:
+  struct Inflight {
+    uint64_t id = 0;
+    int64_t started_mono_ms = 0;
+    size_t acks = 0;
+    size_t expected = 0;
+    std::vector<checkpoint::UnitState> units;
+    bool stop_after = false;
+  };
+  struct RegionState {
+    Region region;
+    RegionStatus status;
+    Inflight inflight;  // id == 0: none
+    int64_t next_due_mono_ms = 0;
+    bool savepoint_requested = false;
+    std::map<Bucket*, bool> bucket_saved_once;
+  };
+  struct Meeting {
+    size_t arrived = 0;
+    bool done = false;
+  };
+
+  void Run();
+  void StartCheckpoint(size_t r, bool stop_after);  // mu_ held
+  void CommitReady();                               // mu_ held, drops it to write
+  void AbandonOverdue(int64_t now_mono);            // mu_ held
+  std::string HeldBack(const RegionState& rs) const;
+
+  checkpoint::Store* store_;
+  const int64_t interval_ms_;
+  const int64_t timeout_ms_;
+  const Clock* clock_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<RegionState> regions_;          // guarded by mu_
+  std::map<std::pair<Bucket*, uint64_t>, Meeting> meetings_;  // guarded by mu_
+  uint64_t next_id_ = 1;                      // guarded by mu_
+  bool stopping_ = false;                     // guarded by mu_
+  uint64_t generation_ = 0;                   // bumps on every commit or abandon
+  std::thread thread_;
+
+ public:
+  void SetNextId(uint64_t id) { next_id_ = id; }
+};
+
+}  // namespace kayak
