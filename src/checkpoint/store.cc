@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include <nlohmann/json.hpp>
 
@@ -16,7 +18,17 @@ namespace kayak::checkpoint {
 
 namespace {
 
-constexpr size_t kManifestsKept = 2;  // the newest and the one to fall back to
+constexpr size_t kManifestsKept = 2;
+
+// Testing aid (docs/testing.md): KAYAK_CRASH_POINT=<step> kills the process
+// at that step of a commit, as a power cut would.
+void CrashPoint(const char* step) {
+  static const char* want = std::getenv("KAYAK_CRASH_POINT");
+  if (want != nullptr && std::strcmp(want, step) == 0) {
+    std::fprintf(stderr, "kayak: crash point %s reached\n", step);
+    std::_Exit(99);
+  }
+}  // the newest and the one to fall back to
 
 std::vector<std::string> ListDir(const std::string& dir) {
   std::vector<std::string> out;
@@ -192,6 +204,7 @@ Status Store::Commit(const std::string& region, uint64_t id, int64_t now_ms,
     m.units[u.unit] = r;
     fresh[u.unit] = r;
   }
+  CrashPoint("after_chunks");
   // The chunks' directory entries are durable before any manifest names them.
   if (!written.empty()) {
     if (Status st = SyncDir(dir_); !st.ok()) return fail(st);
@@ -212,7 +225,9 @@ Status Store::Commit(const std::string& region, uint64_t id, int64_t now_ms,
   Status st = WriteFileSynced(dir_ + "/" + tmp, framed);
   written.push_back(tmp);
   if (!st.ok()) return fail(st);
+  CrashPoint("before_rename");
   st = RenameSynced(dir_ + "/" + tmp, dir_ + "/" + m.file, dir_);
+  CrashPoint("after_rename");
   if (!st.ok()) {
     // The rename may or may not have happened; the manifest is whole either
     // way, and the directory fsync that failed is retried by the next one.

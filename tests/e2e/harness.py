@@ -50,7 +50,8 @@ class Server:
     """A kayak server on a config; stderr is collected in the background."""
 
     def __init__(self, workdir, config, server_config="listen: 127.0.0.1:0\n", state_dir=None,
-                 stdout=subprocess.DEVNULL, extra_args=None, wait=True, capture_stdout=False):
+                 stdout=subprocess.DEVNULL, extra_args=None, wait=True, capture_stdout=False,
+                 env=None):
         self.workdir = workdir
         self.config_path = os.path.join(workdir, "pipelines.yaml")
         with open(self.config_path, "w") as f:
@@ -65,8 +66,10 @@ class Server:
         self.stderr_lines = []
         if capture_stdout:
             stdout = subprocess.PIPE
+        full_env = dict(os.environ)
+        full_env.update(env or {})
         self.proc = subprocess.Popen(args, cwd=workdir, stdout=stdout, stderr=subprocess.PIPE,
-                                     text=True)
+                                     text=True, env=full_env)
         self._reader = threading.Thread(target=self._read_stderr, daemon=True)
         self._reader.start()
         # Lines the server printed, read continuously so the pipe never fills.

@@ -2,6 +2,7 @@
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import time
@@ -151,6 +152,90 @@ class CheckpointTest(KayakTest):
         self.assertEqual(s.card("readings", "input")["messages_out"], 0)
         self.assertEqual(s.stop(), 0)
         self.assertEqual(self.read_bytes("out"), before)
+
+    def test_crash_inside_a_commit_leaves_the_previous_checkpoint_in_force(self):
+        state = self.path("state")
+        config = pipelines(self.src, self.path("out"))
+        for point, expect_new in (("after_chunks", False), ("before_rename", False),
+                                  ("after_rename", True)):
+            s = self.start(config, server_config=SERVER, state_dir=state)
+            wait_for(lambda: self.committed(s) > 0, timeout=30, what="a first commit")
+            self.assertEqual(s.stop(), 0)
+            good = max(int(n.split("-")[-1].split(".")[0]) for n in os.listdir(state)
+                       if n.startswith("MANIFEST-"))
+            s = self.start(config, server_config=SERVER, state_dir=state,
+                           env={"KAYAK_CRASH_POINT": point})
+            self.assertEqual(s.proc.wait(timeout=60), 99, s.stderr())
+            s = self.start(config, server_config=SERVER, state_dir=state)
+            restored = int(re.search(r"restoring region \S+ from checkpoint (\d+)", s.stderr()).group(1))
+            if expect_new:
+                self.assertGreater(restored, good, point)
+            else:
+                self.assertEqual(restored, good, point)
+            # nothing half-written survives the restart
+            self.assertFalse([n for n in os.listdir(state) if n.endswith(".tmp")])
+            self.assertEqual(s.stop(), 0)
+
+    def test_regions_commit_independently(self):
+        other = self.write_ndjson("other.ndjson", [{"k": "x", "v": i} for i in range(10)])
+        config = f"""
+pipelines:
+  stuck:
+    input: {{dummy: {{}}}}
+    outputs: [{{stdout: {{}}}}]
+  fine:
+    input: {{file: {{path: {other}, follow: true}}}}
+    transforms:
+      - rolling_window: {{key: k, field: v, window_messages: 100}}
+    outputs: [{{file: {{path: {self.path("fine")}}}}}]
+"""
+        # stdout is a pipe nobody reads: region "stuck" can never finish a checkpoint.
+        s = self.start(config, server_config="listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 1, timeout_secs: 2}\n",
+                       state_dir=self.path("state"), stdout=subprocess.PIPE)
+
+        def regions():
+            return {r["region"]: r for r in s.get_json("/api/v1/checkpoints")["regions"]}
+
+        wait_for(lambda: regions()["stuck"]["abandoned"] >= 1, timeout=30,
+                 what="the stuck region's checkpoint to be abandoned")
+        start = regions()["fine"]["committed"]
+        wait_for(lambda: regions()["fine"]["committed"] >= start + 2, timeout=30,
+                 what="the other region to keep committing")
+        self.assertIn("abandoned", s.stderr())
+        self.assertEqual(regions()["stuck"]["last_committed_id"], 0)
+        s.kill()
+
+    def test_changed_components_start_empty_unchanged_keep_state(self):
+        state = self.path("state")
+        src = self.write_ndjson("w.ndjson", [{"k": "a", "v": 1}] * 5)
+
+        def config(out, window):
+            return f"""
+pipelines:
+  p:
+    input: {{file: {{path: {src}, follow: true, poll_ms: 20}}}}
+    transforms:
+      - rolling_window: {{key: k, field: v, window_messages: {window}, aggregates: [count]}}
+    outputs: [{{file: {{path: {self.path(out)}}}}}]
+"""
+        s = self.start(config("o1", 100), server_config=SERVER, state_dir=state)
+        wait_for(lambda: len(self.read_output("o1")) == 5, what="first five")
+        self.assertEqual(s.stop(), 0)
+        # only the output changed: the window keeps its five
+        with open(src, "a") as f:
+            f.write(json.dumps({"k": "a", "v": 1}) + "\n")
+        s = self.start(config("o2", 100), server_config=SERVER, state_dir=state)
+        wait_for(lambda: len(self.read_output("o2")) == 1, what="the sixth")
+        self.assertEqual(json.loads(self.read_output("o2")[0])["v_count"], 6)
+        self.assertEqual(s.stop(), 0)
+        # the window changed: it starts empty
+        with open(src, "a") as f:
+            f.write(json.dumps({"k": "a", "v": 1}) + "\n")
+        s = self.start(config("o2", 50), server_config=SERVER, state_dir=state)
+        wait_for(lambda: len(self.read_output("o2")) == 2, what="the seventh")
+        self.assertEqual(json.loads(self.read_output("o2")[1])["v_count"], 1)
+        self.assertIn("config changed", s.stderr())
+        self.assertEqual(s.stop(), 0)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,189 @@
+// The checkpoint store: commit, recover, fall back from corruption, reuse
+// unchanged state, collect garbage.
+#include "checkpoint/store.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "checkpoint/format.h"
+#include "core/bucket.h"
+
+namespace kayak::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("kayak-store-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::map<std::string, RestoredUnit> Recover(uint64_t* max_id = nullptr) {
+    Store s(dir_);
+    std::map<std::string, RestoredUnit> out;
+    uint64_t id = 0;
+    EXPECT_TRUE(s.Recover(&out, &id).ok());
+    if (max_id != nullptr) *max_id = id;
+    return out;
+  }
+  std::vector<std::string> Files() {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(dir_)) out.push_back(e.path().filename());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  void FlipByte(const std::string& name, size_t from_end) {
+    std::fstream f(dir_ / name, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(0, std::ios::end);
+    const auto size = static_cast<size_t>(f.tellg());
+    f.seekp(static_cast<std::streamoff>(size - from_end));
+    char c;
+    f.seekg(static_cast<std::streamoff>(size - from_end));
+    f.get(c);
+    f.seekp(static_cast<std::streamoff>(size - from_end));
+    f.put(static_cast<char>(c ^ 0x5a));
+  }
+  fs::path dir_;
+};
+
+TEST(Format, FrameRoundTripAndCorruption) {
+  const std::string framed = Frame(FileKind::kChunk, "hello state");
+  auto ok = Unframe(FileKind::kChunk, framed);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(*ok, "hello state");
+  EXPECT_FALSE(Unframe(FileKind::kManifest, framed).ok());  // wrong kind
+  for (size_t i = 0; i < framed.size(); ++i) {
+    std::string bad = framed;
+    bad[i] = static_cast<char>(bad[i] ^ 1);
+    EXPECT_FALSE(Unframe(FileKind::kChunk, bad).ok()) << "flipped byte " << i;
+  }
+  EXPECT_FALSE(Unframe(FileKind::kChunk, framed.substr(0, framed.size() - 1)).ok());
+  EXPECT_FALSE(Unframe(FileKind::kChunk, framed + "x").ok());
+  EXPECT_EQ(Crc32c("123456789", 9), 0xE3069283u);  // the standard check value
+}
+
+TEST_F(StoreTest, CommitThenRecover) {
+  {
+    Store s(dir_);
+    std::map<std::string, RestoredUnit> none;
+    uint64_t id;
+    ASSERT_TRUE(s.Recover(&none, &id).ok());
+    EXPECT_TRUE(none.empty());
+    CommitStats stats;
+    ASSERT_TRUE(s.Commit("r", 1, 1000, {{"p.a.input", "fp1", std::string("pos1")},
+                                        {"p.a.t0", "fpt", std::string("window")}},
+                         &stats)
+                    .ok());
+    EXPECT_EQ(stats.chunks_written, 2u);
+    // Unchanged units are not written again; the new manifest reuses them.
+    CommitStats again;
+    ASSERT_TRUE(s.Commit("r", 2, 2000, {{"p.a.input", "fp1", std::string("pos2")},
+                                        {"p.a.t0", "fpt", std::nullopt}},
+                         &again)
+                    .ok());
+    EXPECT_EQ(again.chunks_written, 1u);
+    EXPECT_EQ(again.bytes_reused, 6u);
+  }
+  uint64_t max_id = 0;
+  auto units = Recover(&max_id);
+  EXPECT_EQ(max_id, 2u);
+  EXPECT_EQ(units["p.a.input"].data, "pos2");
+  EXPECT_EQ(units["p.a.t0"].data, "window");
+  EXPECT_EQ(units["p.a.t0"].fingerprint, "fpt");
+}
+
+TEST_F(StoreTest, CorruptNewestManifestFallsBackToThePrevious) {
+  {
+    Store s(dir_);
+    std::map<std::string, RestoredUnit> none;
+    uint64_t id;
+    ASSERT_TRUE(s.Recover(&none, &id).ok());
+    CommitStats st;
+    ASSERT_TRUE(s.Commit("r", 1, 1, {{"u", "f", std::string("one")}}, &st).ok());
+    ASSERT_TRUE(s.Commit("r", 2, 2, {{"u", "f", std::string("two")}}, &st).ok());
+  }
+  FlipByte(ManifestName("r", 2), 3);
+  auto units = Recover();
+  EXPECT_EQ(units["u"].data, "one");
+  EXPECT_EQ(units["u"].checkpoint_id, 1u);
+  // The unusable checkpoint's files are gone; the good one stays.
+  const auto files = Files();
+  EXPECT_EQ(std::count(files.begin(), files.end(), ManifestName("r", 2)), 0);
+  EXPECT_EQ(std::count(files.begin(), files.end(), ManifestName("r", 1)), 1);
+}
+
+TEST_F(StoreTest, CorruptChunkFallsBackToThePrevious) {
+  {
+    Store s(dir_);
+    std::map<std::string, RestoredUnit> none;
+    uint64_t id;
+    ASSERT_TRUE(s.Recover(&none, &id).ok());
+    CommitStats st;
+    ASSERT_TRUE(s.Commit("r", 1, 1, {{"u", "f", std::string("one")}}, &st).ok());
+    ASSERT_TRUE(s.Commit("r", 2, 2, {{"u", "f", std::string("two")}}, &st).ok());
+  }
+  FlipByte(ChunkName(2, "u"), 1);
+  EXPECT_EQ(Recover()["u"].data, "one");
+}
+
+TEST_F(StoreTest, FilesNoManifestNamesAreRemovedAtStart) {
+  {
+    Store s(dir_);
+    std::map<std::string, RestoredUnit> none;
+    uint64_t id;
+    ASSERT_TRUE(s.Recover(&none, &id).ok());
+    CommitStats st;
+    ASSERT_TRUE(s.Commit("r", 1, 1, {{"u", "f", std::string("one")}}, &st).ok());
+  }
+  // what a crash in the middle of checkpoint 2 leaves behind
+  ASSERT_TRUE(WriteFileSynced((dir_ / ChunkName(2, "u")).string(), "partial").ok());
+  ASSERT_TRUE(WriteFileSynced((dir_ / (ManifestName("r", 2) + ".tmp")).string(), "x").ok());
+  std::ofstream(dir_ / "LOCK") << "1\n";
+  std::ofstream(dir_ / "notes.txt") << "not ours";
+  EXPECT_EQ(Recover()["u"].data, "one");
+  EXPECT_EQ(Files(), (std::vector<std::string>{"LOCK", ManifestName("r", 1), ChunkName(1, "u"),
+                                               "notes.txt"}));
+}
+
+TEST_F(StoreTest, OldCheckpointsAreCollected) {
+  Store s(dir_);
+  std::map<std::string, RestoredUnit> none;
+  uint64_t id;
+  ASSERT_TRUE(s.Recover(&none, &id).ok());
+  CommitStats st;
+  for (uint64_t i = 1; i <= 5; ++i) {
+    ASSERT_TRUE(s.Commit("r", i, 1, {{"u", "f", "v" + std::to_string(i)}}, &st).ok());
+  }
+  // The newest and the one to fall back to.
+  EXPECT_EQ(Files(), (std::vector<std::string>{ManifestName("r", 4), ManifestName("r", 5),
+                                               ChunkName(4, "u"), ChunkName(5, "u")}));
+}
+
+TEST(BucketState, RoundTripKeepsLastWritesSoDowntimeCounts) {
+  Bucket b("b", 10'000);
+  ASSERT_TRUE(b.Update("old", 1000, [](Json& v, bool) { v = 1; return Status::Ok(); }).ok());
+  ASSERT_TRUE(b.Update("new", 9000, [](Json& v, bool) { v = Json{{"x", 2}}; return Status::Ok(); }).ok());
+  EXPECT_TRUE(b.StateChanged());
+  std::string saved;
+  b.SaveState(&saved);
+  EXPECT_FALSE(b.StateChanged());
+  Bucket c("b", 10'000);
+  ASSERT_TRUE(c.RestoreState(saved).ok());
+  EXPECT_EQ(c.Get("new", 9000)->value, (Json{{"x", 2}}));
+  // 12 s after "old" was written, although the restore happened just now.
+  EXPECT_FALSE(c.Get("old", 12'000).has_value());
+  EXPECT_TRUE(c.Get("new", 12'000).has_value());
+  EXPECT_FALSE(c.RestoreState(saved.substr(0, saved.size() - 1)).ok());
+}
+
+}  // namespace
+}  // namespace kayak::checkpoint
