@@ -1,7 +1,10 @@
 #include "checkpoint/store.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <cinttypes>
@@ -21,12 +24,12 @@ namespace {
 constexpr size_t kManifestsKept = 2;
 
 // Testing aid (docs/testing.md): KAYAK_CRASH_POINT=<step> kills the process
-// at that step of a commit, as a power cut would.
+// with SIGKILL at that step of a commit.
 void CrashPoint(const char* step) {
   static const char* want = std::getenv("KAYAK_CRASH_POINT");
   if (want != nullptr && std::strcmp(want, step) == 0) {
     std::fprintf(stderr, "kayak: crash point %s reached\n", step);
-    std::_Exit(99);
+    ::kill(::getpid(), SIGKILL);
   }
 }  // the newest and the one to fall back to
 
@@ -226,8 +229,13 @@ Status Store::Commit(const std::string& region, uint64_t id, int64_t now_ms,
   written.push_back(tmp);
   if (!st.ok()) return fail(st);
   CrashPoint("before_rename");
-  st = RenameSynced(dir_ + "/" + tmp, dir_ + "/" + m.file, dir_);
-  CrashPoint("after_rename");
+  if (::rename((dir_ + "/" + tmp).c_str(), (dir_ + "/" + m.file).c_str()) != 0) {
+    st = Status::FromErrno("rename " + tmp, errno);
+  } else {
+    CrashPoint("before_dir_fsync");
+    st = SyncDir(dir_);
+  }
+  CrashPoint("after_dir_fsync");
   if (!st.ok()) {
     // The rename may or may not have happened; the manifest is whole either
     // way, and the directory fsync that failed is retried by the next one.
