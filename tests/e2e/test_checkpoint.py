@@ -175,7 +175,9 @@ class CheckpointTest(KayakTest):
         s = self.start(pipelines(self.src, self.path("out"), slow=1), server_config=SERVER,
                        state_dir=state)
         wait_for(lambda: self.finished(s), timeout=60, what="the first run")
-        wait_for(lambda: self.committed(s) > 0, timeout=30, what="a commit")
+        # a checkpoint begun after the end of the input
+        at_end = self.committed(s)
+        wait_for(lambda: self.committed(s) > at_end + 1, timeout=30, what="a commit after the end")
         s.proc.send_signal(signal.SIGKILL)
         s.proc.wait(timeout=10)
         before = self.read_bytes("out")
