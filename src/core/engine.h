@@ -68,6 +68,7 @@ class OutputRunner {
   const Clock* clock_;
   Inbox queue_;
   std::atomic<bool> aborted_{false};
+  bool opened_ = false;  // output thread only
   Checkpointer* checkpointer_ = nullptr;
   size_t region_ = 0;
   std::string unit_, fingerprint_;

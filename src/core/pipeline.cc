@@ -86,7 +86,13 @@ void OutputRunner::Abort() {
 bool OutputRunner::WriteWithRetry(const Batch& batch) {
   int64_t backoff = retry_.base_ms;
   for (int64_t attempt = 1;; ++attempt) {
-    Status st = output_->Write(batch);
+    // An output that could not start is retried like a failed write.
+    Status st = opened_ ? Status::Ok() : output_->Open();
+    if (st.ok() && !opened_) {
+      opened_ = true;
+      KLOG_INFO("output {} ({}) started", stats_->name(), stats_->type());
+    }
+    if (st.ok()) st = output_->Write(batch);
     if (st.ok()) {
       stats_->SetState(ComponentState::kRunning);
       return true;
@@ -115,26 +121,31 @@ bool OutputRunner::WriteWithRetry(const Batch& batch) {
 
 void OutputRunner::Run() {
   Status st = output_->Open();
-  if (!st.ok()) {
+  opened_ = st.ok();
+  if (!opened_) {
     stats_->RecordError(st.message());
-    KLOG_ERROR("output {} ({}) cannot start: {}", stats_->name(), stats_->type(), st.message());
-    stats_->SetState(ComponentState::kFailed);
+    KLOG_ERROR("output {} ({}) cannot start: {}; retrying with each batch", stats_->name(),
+               stats_->type(), st.message());
+    stats_->SetState(ComponentState::kRetrying);
   } else {
     stats_->SetState(ComponentState::kRunning);
   }
-  const bool opened = st.ok();
   while (!aborted_) {
     Item item;
     size_t lane = 0;
     if (!queue_.Pop(&item, &lane, 500)) {
-      if (opened) output_->Tick(clock_->NowMs());
+      if (opened_) output_->Tick(clock_->NowMs());
       continue;
     }
     if (item.kind == Item::Kind::kEnd) break;
     if (item.kind == Item::Kind::kBarrier) {
       if (checkpointer_ == nullptr) continue;
       checkpoint::UnitState u{unit_, fingerprint_, std::string()};
-      Status cst = opened ? output_->Checkpoint(&*u.data) : st;
+      Status cst = opened_ ? Status::Ok() : output_->Open();
+      if (cst.ok()) {
+        opened_ = true;
+        cst = output_->Checkpoint(&*u.data);
+      }
       if (!cst.ok()) {
         // No ack: this checkpoint cannot commit and will be abandoned.
         stats_->RecordError("checkpoint " + std::to_string(item.barrier_id) + ": " + cst.message());
@@ -150,14 +161,9 @@ void OutputRunner::Run() {
     if (item.kind != Item::Kind::kBatch) continue;
     const size_t n = item.batch->size();
     stats_->AddIn(n);
-    if (!opened) {
-      stats_->RecordError("output is not open: " + st.message() + "; dropped " +
-                          std::to_string(n) + " messages");
-      continue;
-    }
     if (WriteWithRetry(*item.batch)) stats_->AddOut(n);
   }
-  if (opened) {
+  if (opened_) {
     Status c = output_->Close();
     if (!c.ok()) stats_->RecordError(c.message());
   }

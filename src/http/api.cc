@@ -285,6 +285,27 @@ void Api::Metrics(Response* res) {
   for (const auto* b : engine_->buckets().All()) {
     sample("kayak_bucket_entries", "bucket=\"" + b->name() + "\"", b->Size());
   }
+  if (Checkpointer* cp = engine_->checkpointer()) {
+    const auto regions = cp->Regions();
+    auto each = [&](const char* name, const char* type, const char* help, auto value) {
+      family(name, type, help);
+      for (const auto& r : regions) sample(name, "region=\"" + r.name + "\"", value(r));
+    };
+    each("kayak_checkpoint_last_committed_id", "gauge", "Id of the region's last committed checkpoint.",
+         [](const RegionStatus& r) { return r.last_committed_id; });
+    each("kayak_checkpoints_committed_total", "counter", "Checkpoints the region committed.",
+         [](const RegionStatus& r) { return r.committed; });
+    each("kayak_checkpoints_abandoned_total", "counter", "Checkpoints the region abandoned.",
+         [](const RegionStatus& r) { return r.abandoned; });
+    each("kayak_checkpoint_duration_ms", "gauge", "Barrier to commit, last checkpoint.",
+         [](const RegionStatus& r) { return static_cast<uint64_t>(r.last_duration_ms); });
+    each("kayak_checkpoint_bytes_written", "gauge", "Bytes the last checkpoint wrote.",
+         [](const RegionStatus& r) { return r.bytes_written; });
+    each("kayak_checkpoint_bytes_reused", "gauge", "Bytes of unchanged state the last checkpoint referred to.",
+         [](const RegionStatus& r) { return r.bytes_reused; });
+    each("kayak_checkpoint_held_back", "gauge", "1 when a failed pipeline holds the region back.",
+         [](const RegionStatus& r) { return static_cast<uint64_t>(r.held_back.empty() ? 0 : 1); });
+  }
   res->result(200);
   res->set(bhttp::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
   res->body() = std::move(out);

@@ -308,6 +308,73 @@ pipelines:
         self.assertGreaterEqual(second["bytes_reused"], first["bytes_written"] - 4096)
         self.assertEqual(s.stop(), 0)
 
+    def blocked_output_config(self, n, retry=""):
+        src = self.write_ndjson("b.ndjson", [{"i": i} for i in range(n)])
+        with open(self.path("blocker"), "w") as f:
+            f.write("a file where the output wants a directory")
+        return f"""
+pipelines:
+  p:
+    input: {{file: {{path: {src}, batch_size: 10}}}}
+    outputs: [{{file: {{path: {self.path("blocker", "out")}{retry}}}}}]
+"""
+
+    def test_failing_output_is_retried_and_holds_its_pipeline(self):
+        n = 5000
+        s = self.start(self.blocked_output_config(n), server_config=SERVER,
+                       state_dir=self.path("state"))
+        card = wait_for(lambda: (c := s.card("p", "outputs[0]"))["errors"] >= 3 and c,
+                        timeout=30, what="the error count to climb")
+        self.assertEqual(card["state"], "retrying")
+        self.assertIn("blocker", card["last_error"])
+        held = s.card("p", "input")["messages_out"]
+        self.assertLess(held, n)  # backpressure holds the input
+        # the destination comes back: every message arrives, none dropped
+        os.remove(self.path("blocker"))
+        os.makedirs(self.path("blocker"))
+        wait_for(lambda: len(self.read_output(os.path.join("blocker", "out"))) == n, timeout=60,
+                 what="everything after the output recovered")
+        self.assertEqual(s.card("p", "outputs[0]")["state"], "running")
+        self.assertEqual([json.loads(l)["i"] for l in self.read_output(os.path.join("blocker", "out"))],
+                         list(range(n)))
+        self.assertEqual(s.stop(), 0)
+
+    def test_without_state_dir_a_failing_output_drops_after_its_retries(self):
+        n = 100
+        s = self.start(self.blocked_output_config(n, ", retry: {base_ms: 5, max_ms: 10, max_attempts: 2}"))
+        card = wait_for(lambda: (c := s.card("p", "outputs[0]"))["messages_in"] == n and c,
+                        timeout=30, what="every batch to reach the output")
+        self.assertEqual(card["messages_out"], 0)
+        self.assertGreaterEqual(card["errors"], 2 * n // 10)
+        self.assertIn("dropped a batch", s.stderr())
+        self.assertEqual(s.stop(), 0)
+
+    def test_failed_pipeline_holds_back_its_region_only(self):
+        ok_src = self.write_ndjson("ok.ndjson", [{"i": 1}])
+        s = self.start(f"""
+pipelines:
+  broken:
+    input: {{file: {{path: {self.path("missing.ndjson")}}}}}
+  after_broken:
+    input: {{pipeline: broken}}
+  fine:
+    input: {{file: {{path: {ok_src}}}}}
+""", server_config=SERVER, state_dir=self.path("state"))
+
+        def regions():
+            return {r["region"]: r for r in s.get_json("/api/v1/checkpoints")["regions"]}
+
+        wait_for(lambda: regions()["fine"]["committed"] >= 2, timeout=30, what="commits elsewhere")
+        held = regions()["after_broken"]
+        self.assertIn("broken", held["held_back"])
+        self.assertEqual(held["committed"], 0)
+        self.assertIn("held back", s.stderr())
+        status, metrics = s.get("/metrics")
+        self.assertIn('kayak_checkpoint_held_back{region="after_broken"} 1', metrics)
+        self.assertIn('kayak_checkpoint_held_back{region="fine"} 0', metrics)
+        self.assertRegex(metrics, r'kayak_checkpoints_committed_total\{region="fine"\} [1-9]')
+        self.assertEqual(s.stop(), 0)
+
 
 if __name__ == "__main__":
     import unittest
