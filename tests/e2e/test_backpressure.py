@@ -44,6 +44,7 @@ pipelines:
             time.sleep(0.5)
             samples.append(rss_kib(s.proc.pid))
         self.assertEqual(s.card("fast", "input")["messages_out"], held)
+        print(f"input held at {held} messages; RSS {rss_before} KiB, then {samples} KiB over 3 s")
         self.assertLess(max(samples) - rss_before, 4 * 1024, f"RSS grew: {rss_before} -> {samples}")
         # The downstream pipeline is held too: it got no more than was read.
         self.assertLessEqual(len(self.read_output("out")), held)
