@@ -1,5 +1,5 @@
 # Convenience targets; the scripts in scripts/ do the work.
-.PHONY: build test test-asan test-tsan run clean
+.PHONY: build test test-asan test-tsan soak run clean
 
 build:
 	./scripts/build.sh
@@ -14,6 +14,10 @@ test-asan:
 # TSan build of everything, then the whole suite against it.
 test-tsan:
 	BUILD_DIR=build-tsan KAYAK_SANITIZE=thread ./scripts/test.sh
+
+# Hundreds of kill points against the batch oracle; prints one summary line.
+soak: build
+	KAYAK_BIN=build/kayak python3 tests/crash/crash_suite.py --kills 300 --messages 100000 -v
 
 run:
 	./scripts/quickstart.sh

@@ -22,6 +22,39 @@ size_t Checkpointer::AddRegion(Region region) {
   return regions_.size() - 1;
 }
 
+Status Checkpointer::CommitInitial(std::map<size_t, std::vector<checkpoint::UnitState>> units,
+                                   const std::set<size_t>& incomplete) {
+  std::lock_guard lock(mu_);
+  Status result;
+  for (size_t r = 0; r < regions_.size(); ++r) {
+    RegionState& rs = regions_[r];
+    auto& list = units[r];
+    if (incomplete.count(r)) continue;  // an output could not start: nothing to commit
+    for (Bucket* b : rs.region.buckets) {
+      checkpoint::UnitState u{"b." + b->name(), rs.region.bucket_fingerprints[b], std::string()};
+      b->SaveState(&*u.data);
+      rs.bucket_saved_once[b] = true;
+      list.push_back(std::move(u));
+    }
+    const uint64_t id = next_id_++;
+    checkpoint::CommitStats stats;
+    const int64_t now = clock_->NowMs();
+    Status st = store_->Commit(rs.region.name, id, now, list, &stats);
+    if (st.ok()) {
+      rs.status.last_committed_id = id;
+      rs.status.last_committed_ms = now;
+      rs.status.bytes_written = stats.bytes_written;
+      rs.status.bytes_reused = stats.bytes_reused;
+      rs.status.committed++;
+    } else {
+      rs.status.abandoned++;
+      rs.status.last_error = st.message();
+      result = st;
+    }
+  }
+  return result;
+}
+
 void Checkpointer::Start() {
   {
     std::lock_guard lock(mu_);

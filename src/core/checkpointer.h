@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,6 +54,11 @@ class Checkpointer {
   };
   size_t AddRegion(Region region);
 
+  // Before Start: commits each region's units as they are (buckets are
+  // added here), before any data flows.
+  // Regions in `incomplete` (an output could not start) are skipped.
+  Status CommitInitial(std::map<size_t, std::vector<checkpoint::UnitState>> units,
+                       const std::set<size_t>& incomplete);
   void Start();
   // Takes a savepoint of every region: sources stop right after the
   // barrier. Waits until each region committed or timed out. Returns true

@@ -281,8 +281,37 @@ PipelineRunner* Engine::Find(const std::string& id) const {
   return nullptr;
 }
 
+Status Engine::CommitInitialCheckpoint() {
+  // Before any data flows, every region commits its state as it is now
+  // (restored, or empty). A crash before the first periodic checkpoint then
+  // still restarts from a known cut: the file output knows which parts are
+  // its own and rewrites them byte for byte.
+  std::map<size_t, std::vector<checkpoint::UnitState>> by_region;
+  std::set<size_t> incomplete;
+  for (auto& p : pipelines_) {
+    auto& units = by_region[p->region()];
+    for (auto& u : p->CollectUnits()) units.push_back(std::move(u));
+    for (size_t i = 0; i < p->spec().outputs.size(); ++i) {
+      checkpoint::UnitState u;
+      if (Status st = p->output(i)->InitialCheckpoint(&u); st.ok()) {
+        units.push_back(std::move(u));
+      } else {
+        KLOG_WARN("pipeline {} outputs[{}] cannot start: {}", p->id(), i, st.message());
+        incomplete.insert(p->region());
+      }
+    }
+  }
+  return checkpointer_->CommitInitial(std::move(by_region), incomplete);
+}
+
 void Engine::Start() {
   started_ = true;
+  if (checkpointer_) {
+    if (Status st = CommitInitialCheckpoint(); !st.ok()) {
+      KLOG_ERROR("the checkpoint taken at start failed: {}; the periodic ones will retry",
+                 st.message());
+    }
+  }
   // Downstream first, so every inbox has its consumer before data arrives.
   for (auto it = pipelines_.rbegin(); it != pipelines_.rend(); ++it) (*it)->Start();
   if (checkpointer_) checkpointer_->Start();

@@ -57,6 +57,9 @@ class OutputRunner {
     fingerprint_ = std::move(fingerprint);
   }
   Output* output() { return output_.get(); }
+  // Before Start, with checkpointing: opens the output and describes its
+  // state, for the checkpoint taken before any data flows.
+  Status InitialCheckpoint(checkpoint::UnitState* unit);
 
  private:
   void Run();
@@ -68,7 +71,9 @@ class OutputRunner {
   const Clock* clock_;
   Inbox queue_;
   std::atomic<bool> aborted_{false};
-  bool opened_ = false;  // output thread only
+  bool opened_ = false;  // output thread only (or before Start)
+  bool initial_open_ = false;
+  Status open_status_;
   Checkpointer* checkpointer_ = nullptr;
   size_t region_ = 0;
   std::string unit_, fingerprint_;
@@ -110,6 +115,11 @@ class PipelineRunner {
   // Asks a source pipeline to take barrier `id` between two batches; with
   // `stop_after` it reads nothing more after it (a savepoint).
   void RequestBarrier(uint64_t id, bool stop_after);
+  // The pipeline's units (input position, stateful transforms) as they are
+  // now. Called on the pipeline thread at a barrier, or before Start.
+  std::vector<checkpoint::UnitState> CollectUnits();
+  size_t region() const { return region_; }
+  const std::vector<Bucket*>& written_buckets() const { return written_buckets_; }
 
   void Start();
   // Graceful stop of a source pipeline: stop reading, drain what transforms
@@ -210,6 +220,7 @@ class Engine {
  private:
   explicit Engine(EngineOptions options) : options_(options) {}
   void SetUpCheckpointing(const GraphSpec& spec);
+  Status CommitInitialCheckpoint();
 
   EngineOptions options_;
   BucketRegistry buckets_;

@@ -119,8 +119,18 @@ bool OutputRunner::WriteWithRetry(const Batch& batch) {
   }
 }
 
-void OutputRunner::Run() {
+Status OutputRunner::InitialCheckpoint(checkpoint::UnitState* unit) {
   Status st = output_->Open();
+  opened_ = st.ok();
+  initial_open_ = true;
+  open_status_ = st;
+  if (!st.ok()) return st;
+  *unit = checkpoint::UnitState{unit_, fingerprint_, std::string()};
+  return output_->Checkpoint(&*unit->data);
+}
+
+void OutputRunner::Run() {
+  Status st = initial_open_ ? open_status_ : output_->Open();
   opened_ = st.ok();
   if (!opened_) {
     stats_->RecordError(st.message());
@@ -245,8 +255,7 @@ void PipelineRunner::RequestBarrier(uint64_t id, bool stop_after) {
   stop_cv_.notify_all();
 }
 
-void PipelineRunner::DoBarrier(uint64_t id) {
-  done_barrier_ = id;
+std::vector<checkpoint::UnitState> PipelineRunner::CollectUnits() {
   std::vector<checkpoint::UnitState> units;
   if (input_) {
     units.push_back({"p." + id_ + ".input", spec_.input.fingerprint, input_->SavePosition()});
@@ -264,7 +273,12 @@ void PipelineRunner::DoBarrier(uint64_t id) {
     }
     units.push_back(std::move(u));
   }
-  checkpointer_->Ack(region_, id, std::move(units));
+  return units;
+}
+
+void PipelineRunner::DoBarrier(uint64_t id) {
+  done_barrier_ = id;
+  checkpointer_->Ack(region_, id, CollectUnits());
   // The barrier travels behind everything sent before it.
   for (auto& o : outputs_) o->Push(Item{Item::Kind::kBarrier, nullptr, id});
   for (auto& e : downstream_) e.inbox->Push(e.lane, Item{Item::Kind::kBarrier, nullptr, id});

@@ -106,8 +106,14 @@ class FileInput final : public Input {
   std::string SavePosition() const override {
     nlohmann::json j;
     j["done"] = last_done_;
-    j["file"] = fd_ >= 0 ? current_ : "";
-    j["offset"] = fd_ >= 0 ? offset_ : 0;
+    if (fd_ >= 0) {
+      j["file"] = current_;
+      j["offset"] = offset_;
+    } else {
+      // Not reading yet: still where a restore (or a truncation) put it.
+      j["file"] = reopen_;
+      j["offset"] = reopen_offset_;
+    }
     return j.dump();
   }
 
