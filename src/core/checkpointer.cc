@@ -149,7 +149,6 @@ void Checkpointer::AbandonOverdue(int64_t now_mono) {
     if (in.stop_after) rs.savepoint_requested = false;
     in = Inflight{};
     rs.next_due_mono_ms = now_mono + interval_ms_;
-    generation_++;
   }
   cv_.notify_all();
 }
@@ -181,6 +180,7 @@ void Checkpointer::CommitReady() {
       rs.status.bytes_written = stats.bytes_written;
       rs.status.bytes_reused = stats.bytes_reused;
       rs.status.committed++;
+      rs.status.last_error.clear();  // the region commits again
       KLOG_DEBUG("checkpoint {} of region {} committed in {} ms ({} bytes written, {} reused)", id,
                  rs.region.name, done - started, stats.bytes_written, stats.bytes_reused);
       if (stop_after) KLOG_INFO("savepoint {} of region {} committed", id, rs.region.name);
@@ -193,7 +193,6 @@ void Checkpointer::CommitReady() {
     }
     if (stop_after) rs.savepoint_requested = false;
     rs.next_due_mono_ms = done + interval_ms_;
-    generation_++;
     cv_.notify_all();
   }
 }
@@ -226,8 +225,6 @@ void Checkpointer::Run() {
 bool Checkpointer::Savepoint() {
   std::unique_lock lock(mu_);
   if (!thread_.joinable()) return false;
-  const uint64_t gen = generation_;
-  (void)gen;
   for (auto& rs : regions_) {
     if (rs.status.held_back.empty()) rs.savepoint_requested = true;
   }
@@ -264,6 +261,7 @@ bool Checkpointer::CheckpointNow(int64_t wait_ms) {
     }
     return true;
   });
+  // A region that abandoned the checkpoint asked for keeps its reason in last_error.
   for (const auto& rs : regions_) ok = ok && rs.status.held_back.empty() && rs.status.last_error.empty();
   return ok;
 }

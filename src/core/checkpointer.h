@@ -118,7 +118,6 @@ class Checkpointer {
   std::map<std::pair<Bucket*, uint64_t>, Meeting> meetings_;  // guarded by mu_
   uint64_t next_id_ = 1;                      // guarded by mu_
   bool stopping_ = false;                     // guarded by mu_
-  uint64_t generation_ = 0;                   // bumps on every commit or abandon
   std::thread thread_;
 
  public:
