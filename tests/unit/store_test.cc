@@ -52,6 +52,17 @@ class StoreTest : public ::testing::Test {
     f.seekp(static_cast<std::streamoff>(size - from_end));
     f.put(static_cast<char>(c ^ 0x5a));
   }
+  // Opens a store and commits `values` of unit "u" as checkpoints 1, 2, ...
+  void CommitValues(const std::vector<std::string>& values) {
+    Store s(dir_);
+    std::map<std::string, RestoredUnit> none;
+    uint64_t id;
+    ASSERT_TRUE(s.Recover(&none, &id).ok());
+    CommitStats st;
+    for (size_t i = 0; i < values.size(); ++i) {
+      ASSERT_TRUE(s.Commit("r", i + 1, 1, {{"u", "f", values[i]}}, &st).ok());
+    }
+  }
   fs::path dir_;
 };
 
@@ -102,15 +113,7 @@ TEST_F(StoreTest, CommitThenRecover) {
 }
 
 TEST_F(StoreTest, CorruptNewestManifestFallsBackToThePrevious) {
-  {
-    Store s(dir_);
-    std::map<std::string, RestoredUnit> none;
-    uint64_t id;
-    ASSERT_TRUE(s.Recover(&none, &id).ok());
-    CommitStats st;
-    ASSERT_TRUE(s.Commit("r", 1, 1, {{"u", "f", std::string("one")}}, &st).ok());
-    ASSERT_TRUE(s.Commit("r", 2, 2, {{"u", "f", std::string("two")}}, &st).ok());
-  }
+  CommitValues({"one", "two"});
   FlipByte(ManifestName("r", 2), 3);
   auto units = Recover();
   EXPECT_EQ(units["u"].data, "one");
@@ -122,28 +125,13 @@ TEST_F(StoreTest, CorruptNewestManifestFallsBackToThePrevious) {
 }
 
 TEST_F(StoreTest, CorruptChunkFallsBackToThePrevious) {
-  {
-    Store s(dir_);
-    std::map<std::string, RestoredUnit> none;
-    uint64_t id;
-    ASSERT_TRUE(s.Recover(&none, &id).ok());
-    CommitStats st;
-    ASSERT_TRUE(s.Commit("r", 1, 1, {{"u", "f", std::string("one")}}, &st).ok());
-    ASSERT_TRUE(s.Commit("r", 2, 2, {{"u", "f", std::string("two")}}, &st).ok());
-  }
+  CommitValues({"one", "two"});
   FlipByte(ChunkName(2, "u"), 1);
   EXPECT_EQ(Recover()["u"].data, "one");
 }
 
 TEST_F(StoreTest, FilesNoManifestNamesAreRemovedAtStart) {
-  {
-    Store s(dir_);
-    std::map<std::string, RestoredUnit> none;
-    uint64_t id;
-    ASSERT_TRUE(s.Recover(&none, &id).ok());
-    CommitStats st;
-    ASSERT_TRUE(s.Commit("r", 1, 1, {{"u", "f", std::string("one")}}, &st).ok());
-  }
+  CommitValues({"one"});
   // what a crash in the middle of checkpoint 2 leaves behind
   ASSERT_TRUE(WriteFileSynced((dir_ / ChunkName(2, "u")).string(), "partial").ok());
   ASSERT_TRUE(WriteFileSynced((dir_ / (ManifestName("r", 2) + ".tmp")).string(), "x").ok());
@@ -155,14 +143,7 @@ TEST_F(StoreTest, FilesNoManifestNamesAreRemovedAtStart) {
 }
 
 TEST_F(StoreTest, OldCheckpointsAreCollected) {
-  Store s(dir_);
-  std::map<std::string, RestoredUnit> none;
-  uint64_t id;
-  ASSERT_TRUE(s.Recover(&none, &id).ok());
-  CommitStats st;
-  for (uint64_t i = 1; i <= 5; ++i) {
-    ASSERT_TRUE(s.Commit("r", i, 1, {{"u", "f", "v" + std::to_string(i)}}, &st).ok());
-  }
+  CommitValues({"v1", "v2", "v3", "v4", "v5"});
   // The newest and the one to fall back to.
   EXPECT_EQ(Files(), (std::vector<std::string>{ManifestName("r", 4), ManifestName("r", 5),
                                                ChunkName(4, "u"), ChunkName(5, "u")}));
