@@ -94,15 +94,6 @@ Status WriteFileSynced(const std::string& path, std::string_view bytes) {
   return st;
 }
 
-Status SyncDir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno("open directory " + dir, errno);
-  Status st;
-  if (::fsync(fd) != 0) st = Status::FromErrno("fsync directory " + dir, errno);
-  ::close(fd);
-  return st;
-}
-
 Status RenameSynced(const std::string& from, const std::string& to, const std::string& dir) {
   if (::rename(from.c_str(), to.c_str()) != 0) {
     return Status::FromErrno("rename " + from + " to " + to, errno);

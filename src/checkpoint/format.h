@@ -41,7 +41,6 @@ Result<std::string_view> Unframe(FileKind kind, std::string_view file);
 Status WriteFileSynced(const std::string& path, std::string_view bytes);
 // Renames `from` over `to` and fsyncs the directory that holds them.
 Status RenameSynced(const std::string& from, const std::string& to, const std::string& dir);
-Status SyncDir(const std::string& dir);
 Result<std::string> ReadWholeFile(const std::string& path);
 
 // A little-endian binary encoder for component state.

@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include <algorithm>
+#include <atomic>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -15,23 +16,31 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/format.h"
+#include "common/io.h"
 #include "common/log.h"
 
 namespace kayak::checkpoint {
 
 namespace {
 
-constexpr size_t kManifestsKept = 2;
+constexpr size_t kManifestsKept = 2;  // the newest and the one to fall back to
 
-// Testing aid (docs/testing.md): KAYAK_CRASH_POINT=<step> kills the process
-// with SIGKILL at that step of a commit.
+// Testing aid (docs/testing.md): KAYAK_CRASH_POINT=<step>[:<n>] kills the
+// process with SIGKILL the n-th time (default: the first) a commit reaches
+// that step.
 void CrashPoint(const char* step) {
   static const char* want = std::getenv("KAYAK_CRASH_POINT");
-  if (want != nullptr && std::strcmp(want, step) == 0) {
+  static std::atomic<int> reached{0};
+  if (want == nullptr) return;
+  const char* colon = std::strchr(want, ':');
+  const size_t len = colon != nullptr ? static_cast<size_t>(colon - want) : std::strlen(want);
+  if (len != std::strlen(step) || std::strncmp(want, step, len) != 0) return;
+  const int nth = colon != nullptr ? std::atoi(colon + 1) : 1;
+  if (++reached >= nth) {
     std::fprintf(stderr, "kayak: crash point %s reached\n", step);
     ::kill(::getpid(), SIGKILL);
   }
-}  // the newest and the one to fall back to
+}
 
 std::vector<std::string> ListDir(const std::string& dir) {
   std::vector<std::string> out;

@@ -12,4 +12,8 @@ namespace kayak {
 // names the destination in the error.
 Status WriteAll(int fd, const char* data, size_t n, const std::string& what);
 
+// fsyncs the directory `dir`, so that entries created, renamed or removed
+// in it survive a power loss.
+Status SyncDir(const std::string& dir);
+
 }  // namespace kayak

@@ -29,7 +29,10 @@ Status Checkpointer::CommitInitial(std::map<size_t, std::vector<checkpoint::Unit
   for (size_t r = 0; r < regions_.size(); ++r) {
     RegionState& rs = regions_[r];
     auto& list = units[r];
-    if (incomplete.count(r)) continue;  // an output could not start: nothing to commit
+    if (incomplete.count(r)) {  // an output could not start: nothing to commit
+      rs.needs_full = true;
+      continue;
+    }
     for (Bucket* b : rs.region.buckets) {
       checkpoint::UnitState u{"b." + b->name(), rs.region.bucket_fingerprints[b], std::string()};
       b->SaveState(&*u.data);
@@ -49,6 +52,7 @@ Status Checkpointer::CommitInitial(std::map<size_t, std::vector<checkpoint::Unit
     } else {
       rs.status.abandoned++;
       rs.status.last_error = st.message();
+      rs.needs_full = true;
       result = st;
     }
   }
@@ -91,6 +95,7 @@ void Checkpointer::StartCheckpoint(size_t r, bool stop_after) {
   in.started_mono_ms = MonotonicMs();
   in.expected = rs.region.pipelines.size() + rs.region.outputs + rs.region.buckets.size();
   in.stop_after = stop_after;
+  in.full = rs.needs_full;
   KLOG_DEBUG("checkpoint {} of region {} started", in.id, rs.region.name);
   for (auto* p : rs.region.sources) p->RequestBarrier(in.id, stop_after);
 }
@@ -102,6 +107,12 @@ void Checkpointer::Ack(size_t region, uint64_t id, std::vector<checkpoint::UnitS
   for (auto& u : units) in.units.push_back(std::move(u));
   in.acks++;
   cv_.notify_all();
+}
+
+bool Checkpointer::FullSave(size_t region, uint64_t id) const {
+  std::lock_guard lock(mu_);
+  const Inflight& in = regions_[region].inflight;
+  return in.id == id && in.full;
 }
 
 void Checkpointer::ArriveAtBucket(size_t region, uint64_t id, Bucket* bucket) {
@@ -117,7 +128,7 @@ void Checkpointer::ArriveAtBucket(size_t region, uint64_t id, Bucket* bucket) {
     u.unit = "b." + bucket->name();
     u.fingerprint = rs.region.bucket_fingerprints[bucket];
     bool& saved_once = rs.bucket_saved_once[bucket];
-    if (!saved_once || bucket->StateChanged()) {
+    if (!saved_once || rs.inflight.full || bucket->StateChanged()) {
       u.data.emplace();
       bucket->SaveState(&*u.data);
       saved_once = true;
@@ -147,6 +158,7 @@ void Checkpointer::AbandonOverdue(int64_t now_mono) {
       it = it->first.second == in.id ? meetings_.erase(it) : std::next(it);
     }
     if (in.stop_after) rs.savepoint_requested = false;
+    rs.needs_full = true;
     in = Inflight{};
     rs.next_due_mono_ms = now_mono + interval_ms_;
   }
@@ -161,6 +173,7 @@ void Checkpointer::CommitReady() {
     const uint64_t id = in.id;
     const bool stop_after = in.stop_after;
     const int64_t started = in.started_mono_ms;
+    const bool full = in.full;
     std::vector<checkpoint::UnitState> units = std::move(in.units);
     for (auto it = meetings_.begin(); it != meetings_.end();) {
       it = it->first.second == id ? meetings_.erase(it) : std::next(it);
@@ -181,12 +194,14 @@ void Checkpointer::CommitReady() {
       rs.status.bytes_reused = stats.bytes_reused;
       rs.status.committed++;
       rs.status.last_error.clear();  // the region commits again
+      if (full) rs.needs_full = false;
       KLOG_DEBUG("checkpoint {} of region {} committed in {} ms ({} bytes written, {} reused)", id,
                  rs.region.name, done - started, stats.bytes_written, stats.bytes_reused);
       if (stop_after) KLOG_INFO("savepoint {} of region {} committed", id, rs.region.name);
     } else {
       rs.status.abandoned++;
       rs.status.last_error = st.message();
+      rs.needs_full = true;
       KLOG_ERROR("checkpoint {} of region {} abandoned: {}; the previous checkpoint stays in "
                  "force and the next one is tried in {} s",
                  id, rs.region.name, st.message(), interval_ms_ / 1000);

@@ -73,6 +73,9 @@ class Checkpointer {
   // copies the bucket and acks it; the others wait for that (or for the
   // checkpoint to be abandoned).
   void ArriveAtBucket(size_t region, uint64_t id, Bucket* bucket);
+  // True when checkpoint `id` of `region` must carry every unit's state,
+  // changed or not (the one before it did not commit).
+  bool FullSave(size_t region, uint64_t id) const;
 
   std::vector<RegionStatus> Regions() const;
   // Starts a checkpoint in every region now and waits until each has
@@ -87,6 +90,7 @@ class Checkpointer {
     size_t expected = 0;
     std::vector<checkpoint::UnitState> units;
     bool stop_after = false;
+    bool full = false;  // every unit hands over its whole state
   };
   struct RegionState {
     Region region;
@@ -94,6 +98,10 @@ class Checkpointer {
     Inflight inflight;  // id == 0: none
     int64_t next_due_mono_ms = 0;
     bool savepoint_requested = false;
+    // Set when a checkpoint fails or is abandoned: components that saved
+    // into it reset their "changed" flags, so the next one saves everything
+    // rather than point at chunks older than those changes.
+    bool needs_full = false;
     std::map<Bucket*, bool> bucket_saved_once;
   };
   struct Meeting {

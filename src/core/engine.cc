@@ -290,7 +290,7 @@ Status Engine::CommitInitialCheckpoint() {
   std::set<size_t> incomplete;
   for (auto& p : pipelines_) {
     auto& units = by_region[p->region()];
-    for (auto& u : p->CollectUnits()) units.push_back(std::move(u));
+    for (auto& u : p->CollectUnits(0)) units.push_back(std::move(u));
     for (size_t i = 0; i < p->spec().outputs.size(); ++i) {
       checkpoint::UnitState u;
       if (Status st = p->output(i)->InitialCheckpoint(&u); st.ok()) {

@@ -117,7 +117,8 @@ class PipelineRunner {
   void RequestBarrier(uint64_t id, bool stop_after);
   // The pipeline's units (input position, stateful transforms) as they are
   // now. Called on the pipeline thread at a barrier, or before Start.
-  std::vector<checkpoint::UnitState> CollectUnits();
+  // `id` is the barrier (0: the checkpoint at start).
+  std::vector<checkpoint::UnitState> CollectUnits(uint64_t id);
   size_t region() const { return region_; }
   const std::vector<Bucket*>& written_buckets() const { return written_buckets_; }
 

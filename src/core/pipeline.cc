@@ -255,8 +255,9 @@ void PipelineRunner::RequestBarrier(uint64_t id, bool stop_after) {
   stop_cv_.notify_all();
 }
 
-std::vector<checkpoint::UnitState> PipelineRunner::CollectUnits() {
+std::vector<checkpoint::UnitState> PipelineRunner::CollectUnits(uint64_t id) {
   std::vector<checkpoint::UnitState> units;
+  const bool full = checkpointer_->FullSave(region_, id);
   if (input_) {
     units.push_back({"p." + id_ + ".input", spec_.input.fingerprint, input_->SavePosition()});
   }
@@ -266,7 +267,7 @@ std::vector<checkpoint::UnitState> PipelineRunner::CollectUnits() {
     if (!t->Stateful()) continue;
     checkpoint::UnitState u{"p." + id_ + ".t" + std::to_string(i), spec_.transforms[i].fingerprint,
                             std::nullopt};
-    if (!saved_once_[i] || t->StateChanged()) {
+    if (!saved_once_[i] || full || t->StateChanged()) {
       u.data.emplace();
       t->SaveState(&*u.data);
       saved_once_[i] = true;
@@ -278,7 +279,7 @@ std::vector<checkpoint::UnitState> PipelineRunner::CollectUnits() {
 
 void PipelineRunner::DoBarrier(uint64_t id) {
   done_barrier_ = id;
-  checkpointer_->Ack(region_, id, CollectUnits());
+  checkpointer_->Ack(region_, id, CollectUnits(id));
   // The barrier travels behind everything sent before it.
   for (auto& o : outputs_) o->Push(Item{Item::Kind::kBarrier, nullptr, id});
   for (auto& e : downstream_) e.inbox->Push(e.lane, Item{Item::Kind::kBarrier, nullptr, id});

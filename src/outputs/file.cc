@@ -42,9 +42,7 @@ class FileOutput final : public Output {
   ~FileOutput() override { (void)ClosePart(); }
 
   Status Open() override {
-    std::error_code ec;
-    std::filesystem::create_directories(dir_, ec);
-    if (ec) return Status::Io("cannot create directory " + dir_ + ": " + ec.message());
+    if (Status st = CreateDirDurably(); !st.ok()) return st;
     std::vector<std::pair<int64_t, std::string>> parts;
     DIR* d = ::opendir(dir_.c_str());
     if (d == nullptr) return Status::FromErrno("open directory " + dir_, errno);
@@ -61,7 +59,20 @@ class FileOutput final : public Output {
   }
 
   Status Checkpoint(std::string* state) override {
-    if (fd_ >= 0 && ::fdatasync(fd_) != 0) return Status::FromErrno("fdatasync " + part_path_, errno);
+    // After a failed fdatasync the kernel may have dropped the dirty pages
+    // and a later fdatasync can succeed without them (the "fsyncgate"
+    // lesson): this output never vouches for a checkpoint again. Its region
+    // stops committing; a restart goes back to the last good checkpoint and
+    // rewrites from there.
+    if (!sync_error_.empty()) return Status::Io(sync_error_);
+    if (fd_ >= 0 && ::fdatasync(fd_) != 0) {
+      return SyncFailed(Status::FromErrno("fdatasync " + part_path_, errno));
+    }
+    // A part's directory entry must be as durable as its bytes.
+    if (!dir_synced_) {
+      if (Status st = SyncDir(dir_); !st.ok()) return SyncFailed(st);
+      dir_synced_ = true;
+    }
     nlohmann::json j;
     j["part"] = fd_ >= 0 ? part_path_.substr(dir_.size() + 1) : "";
     j["length"] = fd_ >= 0 ? part_bytes_ : 0;
@@ -123,6 +134,14 @@ class FileOutput final : public Output {
     part_path_ = dir_ + "/" + restore_part_;
     const int fd = ::open(part_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) return Status::FromErrno("open " + part_path_, errno);
+    struct stat st{};
+    if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < restore_length_) {
+      ::close(fd);
+      return Status::Corruption("file output: " + part_path_ + " is shorter than the " +
+                                std::to_string(restore_length_) +
+                                " bytes the checkpoint recorded; bytes it counted as durable "
+                                "are gone");
+    }
     if (::ftruncate(fd, static_cast<off_t>(restore_length_)) != 0) {
       const int err = errno;
       ::close(fd);
@@ -141,6 +160,7 @@ class FileOutput final : public Output {
     const int fd = ::open(part_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) return Status::FromErrno("open " + part_path_, errno);
     fd_ = fd;
+    dir_synced_ = false;
     ++next_seq_;
     part_bytes_ = 0;
     part_opened_ms_ = now;
@@ -155,8 +175,36 @@ class FileOutput final : public Output {
     const int err = errno;
     ::close(fd_);
     fd_ = -1;
-    if (rc != 0) return Status::FromErrno("fdatasync " + part_path_, err);
+    if (rc != 0) return SyncFailed(Status::FromErrno("fdatasync " + part_path_, err));
     return Status::Ok();
+  }
+
+  // Creates `dir_` and its missing parents, and fsyncs the parent of each
+  // one created so the directory survives a power loss with the parts in it.
+  Status CreateDirDurably() {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    std::vector<fs::path> created;
+    for (fs::path p = fs::path(dir_).lexically_normal(); !p.empty() && !fs::exists(p, ec);
+         p = p.parent_path()) {
+      created.push_back(p);
+      if (p == p.parent_path()) break;
+    }
+    fs::create_directories(dir_, ec);
+    if (ec) return Status::Io("cannot create directory " + dir_ + ": " + ec.message());
+    for (const auto& p : created) {
+      const fs::path parent = p.has_parent_path() ? p.parent_path() : fs::path(".");
+      if (Status st = SyncDir(parent.empty() ? "." : parent.string()); !st.ok()) return st;
+    }
+    return Status::Ok();
+  }
+
+  Status SyncFailed(Status st) {
+    if (sync_error_.empty()) {
+      sync_error_ = st.message() + " (this output takes part in no further checkpoint; restart "
+                    "kayak to resume from the last committed one)";
+    }
+    return st;
   }
 
   const std::string dir_;
@@ -170,6 +218,8 @@ class FileOutput final : public Output {
   int64_t part_opened_ms_ = 0;
   std::string buf_;  // reused for every batch
   bool restored_ = false;
+  bool dir_synced_ = true;   // false from a part's creation to the next directory fsync
+  std::string sync_error_;   // set by the first failed fdatasync; sticky
   std::string restore_part_;
   uint64_t restore_length_ = 0;
 };

@@ -1,13 +1,26 @@
-"""The crash suite: kill -9 at random instants against a batch oracle.
+"""The crash suite: kill -9, disk faults and power loss against a batch oracle.
 
-Runs the real kayak binary on workloads whose every output and piece of state
-can be computed in batch from the input alone, SIGKILLs it at seeded random
-instants (and at the commit's crash points), restarts it, and at the end
-checks: no sequence number missing from any output, bucket and window state
-equal to the oracle, every file output byte-identical to the oracle's bytes,
-and duplicates on the stdout output only as a replayed tail.
+Runs the real kayak binary on a workload whose every output and piece of
+state can be computed in batch from the input alone, in three parts:
 
-    python3 crash_suite.py [--kills N] [--seed S] [--messages M]
+  kills     SIGKILL at seeded random instants and at the commit's crash
+            points, restart, repeat, then finish;
+  disk      ENOSPC and EIO on write, fsync, rename and open of checkpoint
+            files (faultshim, an LD_PRELOAD library): each checkpoint under a
+            fault is abandoned, the server keeps running and says so, commits
+            resume when the fault clears, and a kill while the disk is
+            "full" restarts from the checkpoint before it;
+  unsynced  one run recorded by faultshim, killed, then restarted from
+            *strict* crash states computed from the record (only fsynced
+            bytes and directory entries survive, crashstate.py), after
+            checking the commit protocol in the record itself.
+
+Each part ends with a final run checked against the oracle: bucket and
+window state equal to it (exactly once), every file output byte-identical to
+the oracle's bytes, no sequence number missing, and on stdout repeats only
+as the replayed prefix of a restarted run.
+
+    python3 crash_suite.py [--kills N] [--seed S] [--messages M] [--crash-states C]
 
 Ends with one line:
     crash summary: kill_points=N messages=M lost=0 double_counted=0 byte_mismatches=0 disk_faults=F
@@ -25,11 +38,18 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
 from harness import Server, wait_for  # noqa: E402
+import crashstate  # noqa: E402
 
 KEYS = 23
 WINDOW_SECS = 30
 CRASH_POINTS = ["after_chunks", "before_rename", "before_dir_fsync", "after_dir_fsync"]
 SERVER = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 1, timeout_secs: 20}\n"
+OUTPUTS = {"p.main.o0": "main", "p.merged.o0": "merged", "p.other.o0": "other"}
+FAULTS = [("write", "ENOSPC", "No space left on device"),
+          ("fsync", "EIO", "Input/output error"),
+          ("rename", "ENOSPC", "No space left on device"),
+          ("open", "EIO", "Input/output error")]
+SHIM = os.environ.get("KAYAK_FAULTSHIM", "")
 
 
 def value(i):
@@ -136,12 +156,29 @@ def read_dir(path):
     return out
 
 
-def committed(s):
+
+class Counts:
+    def __init__(self):
+        self.kill_points = self.messages = self.lost = self.double = self.mismatches = 0
+        self.disk_faults = 0
+
+    def ok(self):
+        return self.lost == self.double == self.mismatches == 0 and self.kill_points > 0
+
+
+def region_stats(s):
     try:
-        regions = s.get_json("/api/v1/checkpoints")["regions"]
-        return sum(r["committed"] for r in regions)
+        return s.get_json("/api/v1/checkpoints")["regions"]
     except Exception:  # the server may be going down
-        return 0
+        return []
+
+
+def committed(s):
+    return sum(r["committed"] for r in region_stats(s))
+
+
+def abandoned(s):
+    return sum(r["abandoned"] for r in region_stats(s))
 
 
 def finished(s, d, n):
@@ -156,84 +193,232 @@ def finished(s, d, n):
         return False
 
 
-def run(kills, seed, n, slow, verbose):
-    rng = random.Random(seed)
-    print(f"crash suite: seed {seed} (replay with --seed {seed}), {kills} kill points, {n} messages",
-          flush=True)
-    d = tempfile.mkdtemp(prefix="kayak-crash-")
-    keep = None
-    try:
-        write_inputs(d, n)
-        state = os.path.join(d, "state")
-        stdout_runs = []
-        kill_points = 0
-        for k in range(kills):
-            env = {}
-            if k % 5 == 4:  # every fifth kill lands inside a commit, at a named step
-                env["KAYAK_CRASH_POINT"] = CRASH_POINTS[(k // 5) % len(CRASH_POINTS)]
-            s = Server(d, config(d, slow), server_config=SERVER, state_dir=state,
-                       capture_stdout=True, env=env)
-            if env:
-                s.proc.wait(timeout=60)
-                if s.proc.returncode != -signal.SIGKILL:
-                    raise AssertionError(f"crash point {env} did not fire:\n{s.stderr()}")
-            else:
-                if finished(s, d, n):
-                    s.kill()
-                    break
-                time.sleep(rng.uniform(0.2, 1.6))  # the random instant is what is tested
-                s.proc.send_signal(signal.SIGKILL)
-                s.proc.wait(timeout=30)
+def prepare(d, n):
+    """Inputs and the output directories, made durable before the first start."""
+    os.makedirs(d, exist_ok=True)
+    write_inputs(d, n)
+    for name in OUTPUTS.values():
+        os.makedirs(f"{d}/out/{name}", exist_ok=True)
+    os.makedirs(f"{d}/state", exist_ok=True)
+    os.sync()
+
+
+def roots(d):
+    return [f"{d}/state"] + [f"{d}/out/{name}" for name in OUTPUTS.values()]
+
+
+def shim_env(d, rules=None):
+    if not SHIM:
+        raise AssertionError("KAYAK_FAULTSHIM is not set: build the faultshim target and point at it")
+    env = {"LD_PRELOAD": SHIM, "FAULTSHIM_ROOTS": ":".join(roots(d)),
+           "FAULTSHIM_LOG": f"{d}/shim.log",
+           # the shim comes before a sanitizer runtime in the load order
+           "ASAN_OPTIONS": ":".join(filter(None, [os.environ.get("ASAN_OPTIONS"),
+                                                  "verify_asan_link_order=0"]))}
+    if rules:
+        env["FAULTSHIM_RULES"] = rules
+    return env
+
+
+def start(d, slow, env=None):
+    return Server(d, config(d, slow), server_config=SERVER, state_dir=f"{d}/state",
+                  capture_stdout=True, env=env)
+
+
+def check_final(s, d, n, stdout_runs, c, label):
+    """Waits for the run to finish, stops it, checks everything against the oracle.
+    `stdout_runs` holds the lines each earlier run printed, or is None when
+    earlier runs are not known (a power-loss state)."""
+    wait_for(lambda: finished(s, d, n), timeout=300, what=f"{label}: the final run to finish")
+    main_rows, other_rows, buckets = oracle(n)
+    for name, want in buckets.items():
+        for key, v in want.items():
+            got = s.get_json(f"/api/v1/buckets/{name}?key={key}")["value"]
+            if got != v:
+                print(f"{label}: bucket {name}[{key}] = {got}, oracle {v}")
+                c.double += got > v
+                c.lost += got < v
+    s.stop()
+    c.messages += n + n // 2 + n // 4
+    if stdout_runs is None:
+        return
+    stdout_runs.append(list(s.stdout_lines))
+    # file outputs: byte for byte
+    for name, rows in (("main", main_rows), ("other", other_rows)):
+        if read_dir(f"{d}/out/{name}") != ndjson_bytes(rows):
+            c.mismatches += 1
+            print(f"{label}: file output {name} differs from the oracle")
+    merged = [json.loads(l)["seq"] for l in read_dir(f"{d}/out/merged").decode().splitlines()]
+    if sorted(merged) != list(range(n + n // 2)):
+        c.mismatches += 1
+        c.lost += len(set(range(n + n // 2)) - set(merged))
+        print(f"{label}: merged output is not every message exactly once")
+    # stdout: every seq at least once; a repeat only as the replayed tail of a killed run
+    seen = set()
+    for i, lines in enumerate(stdout_runs):
+        seqs = [json.loads(l)["seq"] for l in lines if l]
+        repeats = [q for q in seqs if q in seen]
+        if repeats and repeats != seqs[:len(repeats)]:
+            c.double += 1
+            print(f"{label}: run {i}: repeated lines that are not a replayed prefix")
+        seen.update(seqs)
+    c.lost += len(set(range(n)) - seen)
+
+
+def kill_now(s):
+    s.proc.send_signal(signal.SIGKILL)
+    s.proc.wait(timeout=30)
+    s.kill()
+
+
+def part_kills(d, kills, rng, n, slow, c, verbose):
+    """Random SIGKILLs and crash points inside commits, recorded by the shim."""
+    prepare(d, n)
+    stdout_runs = []
+    env = shim_env(d)
+    for k in range(kills):
+        crash = {}
+        if k % 5 == 4:  # every fifth kill lands inside a commit, at a named step of a later one
+            crash["KAYAK_CRASH_POINT"] = f"{CRASH_POINTS[(k // 5) % len(CRASH_POINTS)]}:{rng.randint(1, 4)}"
+        s = start(d, slow, {**env, **crash})
+        if crash:
+            s.proc.wait(timeout=60)
+            if s.proc.returncode != -signal.SIGKILL:
+                raise AssertionError(f"crash point {crash} did not fire:\n{s.stderr()}")
             s.kill()
-            stdout_runs.append(list(s.stdout_lines))
-            kill_points += 1
-            if verbose:
-                print(f"  kill {kill_points}: {env.get('KAYAK_CRASH_POINT', 'random')}, "
-                      f"{len(s.stdout_lines)} lines printed", flush=True)
-        s = Server(d, config(d, slow), server_config=SERVER, state_dir=state, capture_stdout=True)
-        wait_for(lambda: finished(s, d, n), timeout=300, what="the final run to finish")
-        main_rows, other_rows, buckets = oracle(n)
-        lost = double = mismatches = 0
-        for name, want in buckets.items():
-            for key, v in want.items():
-                got = s.get_json(f"/api/v1/buckets/{name}?key={key}")["value"]
-                if got != v:
-                    print(f"bucket {name}[{key}] = {got}, oracle {v}")
-                    double += got > v
-                    lost += got < v
-        s.stop()
+        else:
+            if finished(s, d, n):
+                s.kill()
+                break
+            time.sleep(rng.uniform(0.2, 1.6))  # the random instant is what is tested
+            kill_now(s)
         stdout_runs.append(list(s.stdout_lines))
-        # file outputs: byte for byte
-        for name, rows in (("main", main_rows), ("other", other_rows)):
-            if read_dir(f"{d}/out/{name}") != ndjson_bytes(rows):
-                mismatches += 1
-                print(f"file output {name} differs from the oracle")
-        merged = [json.loads(l)["seq"] for l in read_dir(f"{d}/out/merged").decode().splitlines()]
-        if sorted(merged) != list(range(n + n // 2)):
-            mismatches += 1
-            lost += len(set(range(n + n // 2)) - set(merged))
-            print("merged output is not every message exactly once")
-        # stdout: every seq at least once; a repeat only as the replayed tail of a killed run
-        seen = set()
-        for i, lines in enumerate(stdout_runs):
-            seqs = [json.loads(l)["seq"] for l in lines if l]
-            repeats = [q for q in seqs if q in seen]
-            if repeats and repeats != seqs[:len(repeats)]:
-                double += 1
-                print(f"run {i}: repeated lines that are not a replayed prefix")
-            seen.update(seqs)
-        lost += len(set(range(n)) - seen)
-        print(f"crash summary: kill_points={kill_points} messages={n + n // 2 + n // 4} "
-              f"lost={lost} double_counted={double} byte_mismatches={mismatches} disk_faults=0",
-              flush=True)
-        ok = lost == double == mismatches == 0 and kill_points > 0
-        if not ok:
-            keep = d
-            print(f"kept the work directory for inspection: {d}")
-        return 0 if ok else 1
-    finally:
-        if keep is None:
-            shutil.rmtree(d, ignore_errors=True)
+        c.kill_points += 1
+        if verbose:
+            print(f"  kill {c.kill_points}: {crash.get('KAYAK_CRASH_POINT', 'random')}, "
+                  f"{len(s.stdout_lines)} lines printed", flush=True)
+    check_final(start(d, slow, env), d, n, stdout_runs, c, "kills")
+    check_record(d, c, "kills")
+
+
+def check_record(d, c, label):
+    """The commit protocol, checked in what the shim recorded."""
+    ops = crashstate.parse(f"{d}/shim.log")
+    problems, commits = crashstate.check_protocol(
+        ops, f"{d}/state", roots(d), {u: f"{d}/out/{name}" for u, name in OUTPUTS.items()})
+    for p in problems[:10]:
+        print(f"{label}: {p}")
+    if not commits:
+        problems.append("the record holds no commit: is the shim interposing kayak's calls?")
+        print(f"{label}: {problems[-1]}")
+    c.mismatches += len(problems)
+    return ops, commits
+
+
+def part_disk(d, rng, n, slow, c, verbose):
+    """Disk faults on the checkpoint files while the workload runs."""
+    prepare(d, n)
+    rules = f"{d}/rules"
+    env = shim_env(d, rules)
+    stdout_runs = []
+    s = start(d, slow, env)
+    faults = list(FAULTS)
+    rng.shuffle(faults)
+    kill_at = rng.randrange(len(faults))
+    for i, (op, err, text) in enumerate(faults):
+        wait_for(lambda: committed(s) >= 2, timeout=60, what="a periodic commit")
+        a0 = abandoned(s)
+        with open(rules, "w") as f:
+            f.write(f"{op} {d}/state {err}\n")
+        wait_for(lambda: abandoned(s) > a0, timeout=60, what=f"a checkpoint to fail under {op} {err}")
+        c1, a1 = committed(s), abandoned(s)
+        wait_for(lambda: abandoned(s) > a1, timeout=60, what=f"a second failure under {op} {err}")
+        if committed(s) != c1:
+            print(f"disk: a checkpoint committed while {op} failed with {err}")
+            c.mismatches += 1
+        errors = [r["last_error"] for r in region_stats(s) if r["last_error"]]
+        if not any(text in e for e in errors) or s.get("/health")[0] != 200:
+            print(f"disk: under {op} {err} the API shows {errors}")
+            c.mismatches += 1
+        if verbose:
+            print(f"  disk fault {op} {err}: checkpoints abandoned, server up ({errors[0]})", flush=True)
+        if i == kill_at:
+            # The disk is "full": kill now, restart from the checkpoint before the fault.
+            kill_now(s)
+            stdout_runs.append(list(s.stdout_lines))
+            c.kill_points += 1
+            os.remove(rules)
+            s = start(d, slow, env)
+            if verbose:
+                print("  killed while the fault was active; restarted", flush=True)
+            continue
+        os.remove(rules)
+        wait_for(lambda: committed(s) > c1, timeout=60, what=f"commits to resume after {op} {err}")
+    c.disk_faults += sum(1 for op, _, _ in crashstate.parse(f"{d}/shim.log") if op == "F")
+    check_final(s, d, n, stdout_runs, c, "disk")
+
+
+def part_unsynced(d, rng, n, slow, states, c, verbose):
+    """Restarts from power-loss states: only what was fsynced survives."""
+    prepare(d, n)
+    s = start(d, slow, shim_env(d))
+    wait_for(lambda: committed(s) >= 4, timeout=120, what="four commits")
+    time.sleep(rng.uniform(0.0, 1.0))  # a random instant after them
+    kill_now(s)
+    c.kill_points += 1
+    ops, commits = check_record(d, c, "unsynced")
+    points = [commits[-1][0], len(ops) - 1] + [rng.randrange(len(ops)) for _ in range(states)]
+    for j, k in enumerate(points[:max(states, 1)]):
+        want = {}
+        for idx, region, cid in commits:
+            if idx <= k:
+                want[region] = cid
+        # Same paths as the recorded run: the config, and so every
+        # component's fingerprint, must be the one the checkpoints were taken with.
+        for r in roots(d):
+            shutil.rmtree(r)
+        m = crashstate.state_at(ops, k, roots(d))
+        m.materialize({r: r for r in roots(d)})
+        s2 = start(d, slow)
+        check_final(s2, d, n, None, c, f"unsynced state {j}")
+        got = {}
+        for line in s2.stderr_lines:
+            if "restoring region" in line:
+                parts = line.split()
+                got[parts[parts.index("region") + 1]] = int(parts[-1])
+        for region, cid in want.items():
+            if got.get(region, 0) < cid:
+                print(f"unsynced: state at op {k}: region {region} restored checkpoint "
+                      f"{got.get(region)}, but {cid} was durable")
+                c.lost += 1
+        if verbose:
+            print(f"  power loss at op {k} of {len(ops)}: durable {want}, restored {got}", flush=True)
+        c.kill_points += 1
+
+
+def run(args):
+    rng = random.Random(args.seed)
+    n = args.messages
+    print(f"crash suite: seed {args.seed} (replay with --seed {args.seed}), {args.kills} kills, "
+          f"{n} messages", flush=True)
+    base = tempfile.mkdtemp(prefix="kayak-crash-")
+    c = Counts()
+    try:
+        part_kills(os.path.join(base, "kills"), args.kills, rng, n, args.slow, c, args.verbose)
+        part_disk(os.path.join(base, "disk"), rng, n, args.slow, c, args.verbose)
+        part_unsynced(os.path.join(base, "unsynced"), rng, max(n // 3, 300), args.slow,
+                      args.crash_states, c, args.verbose)
+    except AssertionError as e:
+        print(f"crash suite: {e}")
+        c.mismatches += 1
+    print(f"crash summary: kill_points={c.kill_points} messages={c.messages} lost={c.lost} "
+          f"double_counted={c.double} byte_mismatches={c.mismatches} disk_faults={c.disk_faults}",
+          flush=True)
+    if not c.ok():
+        print(f"kept the work directory for inspection: {base}")
+        return 1
+    shutil.rmtree(base, ignore_errors=True)
+    return 0
 
 
 def main():
@@ -241,10 +426,10 @@ def main():
     ap.add_argument("--kills", type=int, default=20)
     ap.add_argument("--seed", type=int, default=int(os.environ.get("KAYAK_SEED", random.randrange(1 << 30))))
     ap.add_argument("--messages", type=int, default=12000)
+    ap.add_argument("--crash-states", type=int, default=3, help="power-loss states to restart from")
     ap.add_argument("--slow", type=int, default=150000, help="Lua loop per message, to stretch the run")
     ap.add_argument("-v", "--verbose", action="store_true")
-    a = ap.parse_args()
-    sys.exit(run(a.kills, a.seed, a.messages, a.slow, a.verbose))
+    sys.exit(run(ap.parse_args()))
 
 
 if __name__ == "__main__":
