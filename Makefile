@@ -17,7 +17,8 @@ test-tsan:
 
 # Hundreds of kill points against the batch oracle; prints one summary line.
 soak: build
-	KAYAK_BIN=build/kayak python3 tests/crash/crash_suite.py --kills 300 --messages 100000 -v
+	KAYAK_BIN=$(CURDIR)/build/kayak KAYAK_FAULTSHIM=$(CURDIR)/build/tests/faultshim.so \
+	  python3 tests/crash/crash_suite.py --kills 300 --messages 60000 --crash-states 12 -v
 
 run:
 	./scripts/quickstart.sh

@@ -354,8 +354,24 @@ def part_disk(d, rng, n, slow, c, verbose):
             continue
         os.remove(rules)
         wait_for(lambda: committed(s) > c1, timeout=60, what=f"commits to resume after {op} {err}")
+    # The input ends while the disk is full: the checkpoint that holds the
+    # last changes fails, the next one (nothing changed since) commits, and
+    # a kill right after must still restart with those changes.
+    with open(rules, "w") as f:
+        f.write(f"write {d}/state ENOSPC\n")
+    wait_for(lambda: finished(s, d, n), timeout=300, what="the input to end under a full disk")
+    a1 = abandoned(s)
+    wait_for(lambda: abandoned(s) > a1 + 1, timeout=60, what="failures after the end")
+    c1 = committed(s)
+    os.remove(rules)
+    wait_for(lambda: committed(s) > c1, timeout=60, what="a commit after the disk came back")
+    kill_now(s)
+    stdout_runs.append(list(s.stdout_lines))
+    c.kill_points += 1
+    if verbose:
+        print("  input ended under a full disk; killed after the next commit", flush=True)
     c.disk_faults += sum(1 for op, _, _ in crashstate.parse(f"{d}/shim.log") if op == "F")
-    check_final(s, d, n, stdout_runs, c, "disk")
+    check_final(start(d, slow, env), d, n, stdout_runs, c, "disk")
 
 
 def part_unsynced(d, rng, n, slow, states, c, verbose):
