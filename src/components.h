@@ -11,6 +11,7 @@ const ComponentRegistry& BuiltinComponents();
 // Declarations, one per component; each lives beside its implementation.
 ComponentDef DummyInputDef();
 ComponentDef FileInputDef();
+ComponentDef HttpInputDef();
 ComponentDef PipelineInputDef();
 ComponentDef FilterDef();
 ComponentDef MapDef();

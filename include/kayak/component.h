@@ -21,6 +21,7 @@ namespace kayak {
 
 class Clock;
 class BucketRegistry;
+class IngestRouter;
 
 enum class ComponentState { kStarting, kRunning, kRetrying, kFailed, kStopped, kFinished };
 const char* ComponentStateName(ComponentState s);
@@ -65,6 +66,8 @@ struct ComponentContext {
   BucketRegistry* buckets = nullptr;  // shared keyed state
   ComponentStats* stats = nullptr;    // the component's own card (count skipped input)
   bool checkpointing = false;         // the server runs with --state-dir
+  std::string state_dir;              // its path, when checkpointing
+  IngestRouter* ingest = nullptr;     // where http inputs register their paths
 };
 
 class Input {
@@ -76,6 +79,10 @@ class Input {
   // for the first one. Sets `*finished` when a finite input has nothing more
   // to give. A retryable error is retried with backoff by the pipeline.
   virtual Status Read(Batch* out, int64_t wait_ms, bool* finished) = 0;
+  // A graceful stop without a state directory: refuse new data from now on.
+  // True if data already accepted (acknowledged to a client) must still be
+  // read: the pipeline then reads until Read returns nothing.
+  virtual bool StopAccepting() { return false; }
   // A human-readable position for the card ("offset 1234 of a.ndjson").
   virtual std::string Position() const { return ""; }
 
@@ -89,6 +96,10 @@ class Input {
     (void)position;
     return Status::Ok();
   }
+  // A checkpoint holding `position` (from SavePosition) is committed. Called
+  // on the checkpoint thread; inputs that keep data until it is covered (the
+  // http input's log) release it here.
+  virtual void Committed(std::string_view position) { (void)position; }
 };
 
 class Transform {

@@ -188,6 +188,7 @@ int Serve(const Args& args) {
 
   EngineOptions eopts;
   eopts.checkpointing = !args.state_dir.empty();
+  eopts.state_dir = args.state_dir;
   std::unique_ptr<checkpoint::Store> store;
   std::map<std::string, checkpoint::RestoredUnit> restored;
   if (eopts.checkpointing) {
@@ -216,6 +217,7 @@ int Serve(const Args& args) {
                         [&api](const http::Request& req, http::Response* res) {
                           api.Handle(req, res);
                         });
+  listener.SetIngest(engine->ingest());
   if (Status st = listener.Start(); !st.ok()) {
     KLOG_ERROR("{}", st.message());
     return kExitRuntime;

@@ -49,6 +49,7 @@ Status Checkpointer::CommitInitial(std::map<size_t, std::vector<checkpoint::Unit
       rs.status.bytes_written = stats.bytes_written;
       rs.status.bytes_reused = stats.bytes_reused;
       rs.status.committed++;
+      for (auto* p : rs.region.pipelines) p->Committed(list);
     } else {
       rs.status.abandoned++;
       rs.status.last_error = st.message();
@@ -195,6 +196,7 @@ void Checkpointer::CommitReady() {
       rs.status.committed++;
       rs.status.last_error.clear();  // the region commits again
       if (full) rs.needs_full = false;
+      for (auto* p : rs.region.pipelines) p->Committed(units);
       KLOG_DEBUG("checkpoint {} of region {} committed in {} ms ({} bytes written, {} reused)", id,
                  rs.region.name, done - started, stats.bytes_written, stats.bytes_reused);
       if (stop_after) KLOG_INFO("savepoint {} of region {} committed", id, rs.region.name);

@@ -122,6 +122,8 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
     ctx.pipeline_id = p.id;
     ctx.buckets = &engine->buckets_;
     ctx.checkpointing = options.checkpointing;
+    ctx.state_dir = options.state_dir;
+    ctx.ingest = &engine->ingest_;
 
     const ComponentSpec& in = p.input;
     auto in_card = std::make_unique<ComponentStats>("input", "input", in.def->type);

@@ -21,6 +21,7 @@
 #include "core/bucket.h"
 #include "core/channel.h"
 #include "core/checkpointer.h"
+#include "core/ingest.h"
 #include "kayak/component.h"
 
 namespace kayak {
@@ -119,6 +120,9 @@ class PipelineRunner {
   // now. Called on the pipeline thread at a barrier, or before Start.
   // `id` is the barrier (0: the checkpoint at start).
   std::vector<checkpoint::UnitState> CollectUnits(uint64_t id);
+  // A checkpoint of its region holding `units` committed: tells the input.
+  // Called on the checkpoint thread.
+  void Committed(const std::vector<checkpoint::UnitState>& units);
   size_t region() const { return region_; }
   const std::vector<Bucket*>& written_buckets() const { return written_buckets_; }
 
@@ -183,6 +187,7 @@ class PipelineRunner {
 struct EngineOptions {
   const Clock* clock = SystemClock::Get();
   bool checkpointing = false;
+  std::string state_dir;  // with checkpointing: where http inputs keep their logs
   // With checkpointing: where checkpoints go, what was recovered, and when.
   checkpoint::Store* store = nullptr;
   const std::map<std::string, checkpoint::RestoredUnit>* restored = nullptr;
@@ -214,6 +219,8 @@ class Engine {
   const std::vector<std::unique_ptr<PipelineRunner>>& pipelines() const { return pipelines_; }
   PipelineRunner* Find(const std::string& id) const;
   BucketRegistry& buckets() { return buckets_; }
+  // The paths http inputs serve; the listener looks requests up here.
+  IngestRouter* ingest() { return &ingest_; }
   const Clock* clock() const { return options_.clock; }
   // nullptr without a state directory.
   Checkpointer* checkpointer() { return checkpointer_.get(); }
@@ -224,6 +231,7 @@ class Engine {
   Status CommitInitialCheckpoint();
 
   EngineOptions options_;
+  IngestRouter ingest_;  // before the pipelines: their inputs unregister from it
   BucketRegistry buckets_;
   std::vector<std::unique_ptr<PipelineRunner>> pipelines_;  // upstreams first
   std::unique_ptr<Checkpointer> checkpointer_;

@@ -277,6 +277,17 @@ std::vector<checkpoint::UnitState> PipelineRunner::CollectUnits(uint64_t id) {
   return units;
 }
 
+void PipelineRunner::Committed(const std::vector<checkpoint::UnitState>& units) {
+  if (!input_) return;
+  const std::string unit = "p." + id_ + ".input";
+  for (const auto& u : units) {
+    if (u.unit == unit && u.data) {
+      input_->Committed(*u.data);
+      return;
+    }
+  }
+}
+
 void PipelineRunner::DoBarrier(uint64_t id) {
   done_barrier_ = id;
   checkpointer_->Ack(region_, id, CollectUnits(id));
@@ -438,6 +449,11 @@ void PipelineRunner::Run() {
       TickTransforms(clock_->NowMs());
       if (input_) input_card_->SetPosition(input_->Position());
     }
+  }
+  // Graceful stop without a state dir: an input that acknowledged data it
+  // has not handed over yet (the http input's queue) gives it up first.
+  if (input_ && checkpointer_ == nullptr && !input_done_ && input_->StopAccepting()) {
+    for (Batch rest; ReadSource(&rest); rest = Batch{}) RunChain(std::move(rest), 0);
   }
   // Graceful stop without a state dir: release what transforms hold so
   // nothing accepted is lost. With one, the savepoint holds it instead.

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "core/ingest.h"
 
 namespace kayak::http {
 
@@ -26,8 +27,12 @@ namespace {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, const ServerLimits& limits, const Handler& handler,
-          std::atomic<size_t>* live)
-      : stream_(std::move(socket)), limits_(limits), handler_(handler), live_(live) {}
+          IngestRouter* ingest, std::atomic<size_t>* live)
+      : stream_(std::move(socket)),
+        limits_(limits),
+        handler_(handler),
+        ingest_(ingest),
+        live_(live) {}
   ~Session() { live_->fetch_sub(1); }
 
   void Start() { Read(); }
@@ -71,6 +76,7 @@ class Session : public std::enable_shared_from_this<Session> {
       const Request& req = parser_->get();
       keep_alive_ = req.keep_alive();
       res_.version(req.version());
+      if (Ingest(req)) return;  // answered when the input has logged the post
       try {
         handler_(req, &res_);
       } catch (const std::exception& e) {
@@ -80,6 +86,44 @@ class Session : public std::enable_shared_from_this<Session> {
         JsonError(&res_, 500, "internal error");
       }
     }
+    Send();
+  }
+
+  // A request for an http input's path: handed to the input, which answers
+  // through a callback from whichever thread logged it.
+  bool Ingest(const Request& req) {
+    if (ingest_ == nullptr) return false;
+    const std::string_view target(req.target().data(), req.target().size());
+    auto endpoint = ingest_->Find(target.substr(0, target.find('?')));
+    if (!endpoint) return false;
+    if (req.method() != bhttp::verb::post) {
+      JsonError(&res_, 405, "an http input takes POST");
+      res_.set(bhttp::field::allow, "POST");
+      Send();
+      return true;
+    }
+    const auto auth = req[bhttp::field::authorization];
+    endpoint->Post(req.body(), std::string_view(auth.data(), auth.size()),
+                   [self = shared_from_this()](IngestReply reply) {
+                     asio::post(self->stream_.get_executor(),
+                                [self, reply = std::move(reply)]() mutable {
+                                  self->Answer(std::move(reply));
+                                });
+                   });
+    return true;
+  }
+
+  void Answer(IngestReply reply) {
+    res_.result(reply.status);
+    res_.set(bhttp::field::content_type, "application/json");
+    if (reply.retry_after_secs > 0) {
+      res_.set(bhttp::field::retry_after, std::to_string(reply.retry_after_secs));
+    }
+    res_.body() = std::move(reply.body);
+    Send();
+  }
+
+  void Send() {
     res_.keep_alive(keep_alive_);
     res_.set("X-Content-Type-Options", "nosniff");
     res_.set("Content-Security-Policy", "default-src 'self'; script-src 'self' 'unsafe-inline'; "
@@ -108,6 +152,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Response res_;
   const ServerLimits& limits_;
   const Handler& handler_;
+  IngestRouter* ingest_;
   std::atomic<size_t>* live_;
   bool keep_alive_ = false;
   bool first_request_ = true;
@@ -119,6 +164,7 @@ struct Server::Impl {
   // Sessions left in `io` refer to the members above it; it must go first.
   ServerLimits limits;
   Handler handler;
+  IngestRouter* ingest = nullptr;
   std::atomic<size_t> live{0};
   asio::io_context io{1};
   tcp::acceptor acceptor{io};
@@ -134,7 +180,7 @@ struct Server::Impl {
           socket.close(ignored);
         } else {
           live.fetch_add(1);
-          std::make_shared<Session>(std::move(socket), limits, handler, &live)->Start();
+          std::make_shared<Session>(std::move(socket), limits, handler, ingest, &live)->Start();
         }
       }
       Accept();
@@ -149,6 +195,8 @@ Server::Server(std::string host, uint16_t port, ServerLimits limits, Handler han
 }
 
 Server::~Server() { Stop(); }
+
+void Server::SetIngest(IngestRouter* router) { impl_->ingest = router; }
 
 Status Server::Start() {
   beast::error_code ec;

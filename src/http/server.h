@@ -1,5 +1,6 @@
 // The HTTP listener (Boost.Beast): admin API, and later the http input.
-// One I/O thread; handlers run on it and must not block.
+// One I/O thread; handlers run on it and must not block. An http input's
+// post is answered later, when its log says so (group commit).
 #pragma once
 
 #include <boost/beast/http.hpp>
@@ -11,6 +12,10 @@
 #include <thread>
 
 #include "kayak/status.h"
+
+namespace kayak {
+class IngestRouter;
+}
 
 namespace kayak::http {
 
@@ -30,6 +35,9 @@ class Server {
  public:
   Server(std::string host, uint16_t port, ServerLimits limits, Handler handler);
   ~Server();
+  // Requests for a path an http input registered in `router` go to that
+  // input (answered when it says so) instead of `handler`. Before Start.
+  void SetIngest(IngestRouter* router);
   // Binds and starts the I/O thread. An error if the address cannot be bound.
   Status Start();
   void Stop();

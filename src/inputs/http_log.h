@@ -1,0 +1,117 @@
+// The http input's write-ahead log (SPEC 5.5, docs/state_format.md).
+//
+// Every accepted post becomes one record with a sequence number. With a
+// directory, records are appended to segment files by one writer thread and
+// a post is acknowledged only after an fdatasync that covers it; every post
+// that arrived while the previous fdatasync ran shares the next one (group
+// commit). Without a directory the log is a bounded queue in memory.
+//
+// The pipeline thread reads records in sequence order; after a restart it
+// starts after the sequence its checkpoint recorded, so every acknowledged
+// post after that is replayed. Segments wholly covered by a committed
+// checkpoint are deleted.
+//
+// Threading: Append from any thread (the listener's); Read from one reader
+// thread; Release from any thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kayak/status.h"
+
+namespace kayak {
+
+struct LogRecord {
+  uint64_t seq = 0;
+  std::string payload;  // NDJSON: one message a line
+};
+
+class HttpLog {
+ public:
+  // Called once per Append, from the writer thread (or at once): the
+  // record's sequence number, or why it is not logged.
+  using Done = std::function<void(Status, uint64_t seq)>;
+
+  struct Options {
+    std::string dir;               // "" = in memory, nothing durable
+    uint64_t max_backlog_bytes = 64 << 20;  // appended but not yet read
+    uint64_t segment_bytes = 64 << 20;      // a segment is rolled past this
+  };
+
+  // Opens the log: scans the segments in `dir` (a torn last record is cut
+  // off), and continues numbering after the larger of the last logged
+  // sequence and `restored_seq` (what the checkpoint says was consumed).
+  static Result<std::unique_ptr<HttpLog>> Open(Options options, uint64_t restored_seq);
+  ~HttpLog();
+
+  // Queues `payload` for the log. False (and `done` not called) when the
+  // backlog is full: the caller answers 503.
+  bool Append(std::string payload, Done done);
+
+  // Appends to `out` the durable records after `after_seq`, in order, up to
+  // `max_records` or `max_bytes` (at least one record if any), waiting up to
+  // `wait_ms` for the first.
+  Status Read(uint64_t after_seq, size_t max_records, size_t max_bytes, int64_t wait_ms,
+              std::vector<LogRecord>* out);
+
+  // A checkpoint holding `seq` as consumed is durable: segments whose every
+  // record is at or below it are deleted.
+  void Release(uint64_t seq);
+
+  // For the card and the API.
+  uint64_t last_seq() const;
+  uint64_t backlog_bytes() const;
+  size_t segments() const;
+
+  // Stops the writer; queued posts are refused (503). Idempotent.
+  void Close();
+
+ private:
+  struct Segment {
+    uint64_t first_seq = 0;
+    uint64_t last_seq = 0;   // 0: no record yet
+    uint64_t end = 0;        // bytes that hold whole, durable records
+    std::string path;
+  };
+  struct Pending {
+    std::string payload;
+    Done done;
+  };
+
+  explicit HttpLog(Options options);
+  Status Scan(uint64_t restored_seq);
+  void WriterLoop();
+  Status WriteBatch(std::vector<Pending>* batch, uint64_t first_seq);
+  Status NewSegment(uint64_t first_seq);
+  Status ReadFromDisk(uint64_t after_seq, size_t max_records, size_t max_bytes,
+                      std::vector<LogRecord>* out);
+
+  const Options opt_;
+  mutable std::mutex mu_;
+  std::condition_variable writer_cv_;
+  std::condition_variable reader_cv_;
+  std::vector<Pending> pending_;       // guarded by mu_
+  uint64_t backlog_ = 0;               // guarded by mu_: appended, not yet read
+  uint64_t next_seq_ = 1;              // guarded by mu_
+  uint64_t durable_seq_ = 0;           // guarded by mu_: the last acknowledged record
+  std::deque<LogRecord> memory_;       // guarded by mu_: the in-memory log
+  std::vector<Segment> segments_;      // guarded by mu_
+  bool closed_ = false;                // guarded by mu_
+  int write_fd_ = -1;                  // writer thread only
+  bool roll_ = true;                   // writer thread only: next batch starts a segment
+  int read_fd_ = -1;                   // reader only
+  std::string read_path_;              // reader only
+  uint64_t read_off_ = 0;              // reader only: where record read_next_ starts
+  uint64_t read_next_ = 0;             // reader only
+  std::thread writer_;
+};
+
+}  // namespace kayak

@@ -1,0 +1,240 @@
+"""The http input: answers, limits, the write-ahead log, kill -9 with concurrent posters."""
+import http.client
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+from harness import KayakTest, http as request, wait_for
+
+SHIM = os.environ.get("KAYAK_FAULTSHIM", "")
+
+
+def pipeline(out, extra="", outputs=None):
+    outputs = outputs or f"[{{file: {{path: {out}}}}}]"
+    return f"""
+pipelines:
+  web:
+    input: {{http: {{path: /ingest/orders{extra}}}}}
+    outputs: {outputs}
+"""
+
+
+def post(url, body, headers=None):
+    data = body if isinstance(body, bytes) else body.encode()
+    return request("POST", url, data, headers)
+
+
+class Poster(threading.Thread):
+    """Posts small JSON bodies with unique ids over one keep-alive connection
+    until told to stop, a bounded count is reached, or the server goes away."""
+
+    def __init__(self, url, prefix, limit, acked, lock):
+        super().__init__(daemon=True)
+        u = urllib.parse.urlparse(url)
+        self.host, self.port, self.path = u.hostname, u.port, u.path
+        self.prefix, self.limit, self.acked, self.lock = prefix, limit, acked, lock
+        self.stop = threading.Event()
+        self.sent = 0
+
+    def run(self):
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=10)
+        for i in range(self.limit):
+            if self.stop.is_set():
+                break
+            oid = f"{self.prefix}-{i}"
+            body = json.dumps({"id": oid, "n": i})
+            try:
+                conn.request("POST", self.path, body, {"Content-Type": "application/json"})
+                r = conn.getresponse()
+                r.read()
+            except (OSError, http.client.HTTPException):
+                break  # the server was killed: this post may or may not be logged
+            self.sent += 1
+            if r.status == 202:
+                with self.lock:
+                    self.acked.add(oid)
+        conn.close()
+
+
+def ready(s):
+    """Waits until the http input serves (while it starts, posts get 503)."""
+    wait_for(lambda: s.card("web", "input")["state"] == "running", what="the http input to start")
+    return s
+
+
+class HttpInputTest(KayakTest):
+    def url(self, s, path="/ingest/orders"):
+        return ready(s).url + path
+
+    def test_answers_and_what_each_body_gives(self):
+        s = self.start(pipeline(self.path("out")))
+        u = self.url(s)
+        status, _, body = post(u, '{"a":1}')
+        self.assertEqual(status, 202, body)
+        self.assertEqual(json.loads(body)["accepted"], 1)
+        status, _, body = post(u, '{"a":2}\n\n{"a":3}\r\n')
+        self.assertEqual((status, json.loads(body)["accepted"]), (202, 2))
+        # one value over several lines is one message, written on one line
+        status, _, _ = post(u, '{\n  "a": 4,\n  "b": [1,\n 2]\n}')
+        self.assertEqual(status, 202)
+        status, _, body = post(u, '{"a":5}\nnot json\n')
+        self.assertEqual(status, 400)
+        self.assertIn("line 2", json.loads(body)["error"])
+        self.assertEqual(post(u, "   ")[0], 400)
+        status, headers, _ = request("GET", u)
+        self.assertEqual(status, 405)
+        self.assertEqual(headers.get("Allow"), "POST")
+        self.assertEqual(post(s.url + "/ingest/other", "{}")[0], 404)
+        wait_for(lambda: len(self.read_output("out")) >= 4, what="four messages")
+        self.assertEqual([json.loads(l) for l in self.read_output("out")],
+                         [{"a": 1}, {"a": 2}, {"a": 3}, {"a": 4, "b": [1, 2]}])
+        card = s.card("web", "input")
+        self.assertGreaterEqual(card["errors"], 2)  # the two rejected posts
+
+    def test_body_limit_and_token(self):
+        cfg = pipeline(self.path("out"), extra=", token: s3cret")
+        s = self.start(cfg, server_config="listen: 127.0.0.1:0\nlimits: {max_body_bytes: 1000}\n")
+        u = self.url(s)
+        self.assertEqual(post(u, "{}")[0], 401)
+        self.assertEqual(post(u, "{}", {"Authorization": "Bearer wrong"})[0], 403)
+        self.assertEqual(post(u, "{}", {"Authorization": "Bearer s3cret"})[0], 202)
+        big = json.dumps({"x": "y" * 2000})
+        self.assertEqual(post(u, big, {"Authorization": "Bearer s3cret"})[0], 413)
+        self.assertNotIn("s3cret", s.stderr())
+
+    def test_a_path_the_api_owns_is_a_config_error(self):
+        cfg = "pipelines:\n  web:\n    input: {http: {path: /api/v1/x}}\n    outputs: [{stdout: {}}]\n"
+        with open(self.path("bad.yaml"), "w") as f:
+            f.write(cfg)
+        r = subprocess.run([os.environ.get("KAYAK_BIN", "kayak"), "check", self.path("bad.yaml")],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("taken by the admin API", r.stderr)
+
+    def test_full_backlog_gets_503_with_retry_after(self):
+        # stdout is piped and never read: the pipeline blocks, the backlog fills.
+        cfg = pipeline(None, extra=", max_backlog_bytes: 2048", outputs="[{stdout: {}}]")
+        s = self.start(cfg, stdout=subprocess.PIPE)
+        u = self.url(s)
+        line = json.dumps({"pad": "x" * 500})
+        statuses = []
+        for _ in range(2000):  # bounded: the pipe holds at most ~64 KiB plus a few batches
+            status, headers, _ = post(u, line)
+            statuses.append(status)
+            if status == 503:
+                self.assertEqual(headers.get("Retry-After"), "1")
+                break
+        self.assertIn(503, statuses)
+
+    def test_graceful_stop_without_state_dir_delivers_every_accepted_post(self):
+        s = self.start(pipeline(self.path("out")))
+        acked, lock = set(), threading.Lock()
+        posters = [Poster(self.url(s), f"c{i}", 300, acked, lock) for i in range(4)]
+        for p in posters:
+            p.start()
+        wait_for(lambda: len(acked) >= 200, what="200 acknowledged posts")
+        self.assertEqual(s.stop(), 0)
+        for p in posters:
+            p.stop.set()
+            p.join(timeout=20)
+        got = {json.loads(l)["id"] for l in self.read_output("out")}
+        self.assertEqual(acked - got, set(), "acknowledged posts missing after a graceful stop")
+
+
+class HttpLogTest(KayakTest):
+    server = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 1}\n"
+
+    def url(self, s):
+        return ready(s).url + "/ingest/orders"
+
+    def test_kill_9_with_concurrent_posters_loses_no_acknowledged_post(self):
+        seed = int(os.environ.get("KAYAK_SEED", random.randrange(1 << 30)))
+        rng = random.Random(seed)
+        print(f"\nseed {seed} (KAYAK_SEED={seed} replays it)", file=sys.stderr)
+        state, out = self.path("state"), self.path("out")
+        cfg = pipeline(out, extra=", segment_bytes: 8192")
+        acked, lock = set(), threading.Lock()
+        sent = 0
+        for round_ in range(3):
+            s = self.start(cfg, server_config=self.server, state_dir=state)
+            posters = [Poster(self.url(s), f"r{round_}c{i}", 5000, acked, lock) for i in range(6)]
+            for p in posters:
+                p.start()
+            time.sleep(rng.uniform(0.5, 1.5))  # the random instant is what is tested
+            s.proc.send_signal(signal.SIGKILL)
+            s.proc.wait(timeout=30)
+            for p in posters:
+                p.join(timeout=20)
+                sent += p.sent
+            s.kill()
+        s = self.start(cfg, server_config=self.server, state_dir=state)
+
+        def found():
+            return {json.loads(l)["id"] for l in self.read_output("out")}
+        wait_for(lambda: acked <= found(), timeout=60, what="every acknowledged post in the output")
+        got = found()
+        print(f"posts sent {sent}, acknowledged {len(acked)}, found {len(acked & got)}, "
+              f"missing {len(acked - got)}", file=sys.stderr)
+        self.assertGreater(len(acked), 100)
+        self.assertEqual(acked - got, set())
+        # Segments covered by a committed checkpoint go away.
+        logdir = os.path.join(state, "http", "web")
+        wait_for(lambda: len(os.listdir(logdir)) <= 3, timeout=30,
+                 what="covered log segments to be removed")
+
+    def test_a_torn_last_record_is_dropped(self):
+        state = self.path("state")
+        s = self.start(pipeline(self.path("out")), server_config=self.server, state_dir=state)
+        for i in range(5):
+            self.assertEqual(post(self.url(s), json.dumps({"i": i}))[0], 202)
+        wait_for(lambda: len(self.read_output("out")) == 5, what="five messages")
+        s.proc.send_signal(signal.SIGKILL)
+        s.proc.wait(timeout=30)
+        s.kill()
+        logdir = os.path.join(state, "http", "web")
+        seg = os.path.join(logdir, sorted(os.listdir(logdir))[-1])
+        size = os.path.getsize(seg)
+        with open(seg, "ab") as f:  # half a record: a crash in the middle of an append
+            f.write(b"\x40\x00\x00\x00\x01\x02\x03\x04\x06\x00\x00\x00\x00\x00\x00\x00{\"i\":")
+        s = self.start(pipeline(self.path("out")), server_config=self.server, state_dir=state)
+        wait_for(lambda: "torn record" in s.stderr(), what="the torn record to be reported")
+        self.assertEqual(os.path.getsize(seg), size)
+        self.assertEqual(post(self.url(s), json.dumps({"i": 5}))[0], 202)
+        wait_for(lambda: len(self.read_output("out")) >= 6, what="the new post")
+        self.assertEqual([json.loads(l)["i"] for l in self.read_output("out")], list(range(6)))
+
+    def test_full_disk_gives_503_and_posts_resume_when_space_returns(self):
+        self.assertTrue(SHIM, "KAYAK_FAULTSHIM must name build/tests/faultshim.so (ctest sets it)")
+        state, rules = self.path("state"), self.path("rules")
+        env = {"LD_PRELOAD": SHIM, "FAULTSHIM_ROOTS": state, "FAULTSHIM_RULES": rules,
+               "ASAN_OPTIONS": "verify_asan_link_order=0"}
+        s = self.start(pipeline(self.path("out")), server_config=self.server, state_dir=state,
+                       env=env)
+        u = self.url(s)
+        self.assertEqual(post(u, '{"id":"before"}')[0], 202)
+        for op, err in (("write", "ENOSPC"), ("fsync", "EIO")):
+            with open(rules, "w") as f:
+                f.write(f"{op} {state}/http {err}\n")
+            status, headers, body = post(u, json.dumps({"id": f"refused-{op}"}))
+            self.assertEqual(status, 503, body)
+            self.assertEqual(headers.get("Retry-After"), "1")
+            os.remove(rules)
+            status, _, body = post(u, json.dumps({"id": f"after-{op}"}))
+            self.assertEqual(status, 202, body)
+        wait_for(lambda: len(self.read_output("out")) >= 3, what="the accepted posts")
+        s.proc.send_signal(signal.SIGKILL)
+        s.proc.wait(timeout=30)
+        s.kill()
+        # A restart replays the log: a refused post never comes back.
+        s = self.start(pipeline(self.path("out")), server_config=self.server, state_dir=state)
+        self.assertEqual(post(self.url(s), '{"id":"last"}')[0], 202)
+        wait_for(lambda: "last" in {json.loads(l)["id"] for l in self.read_output("out")},
+                 what="the post after the restart")
+        ids = [json.loads(l)["id"] for l in self.read_output("out")]
+        self.assertEqual(sorted(set(ids)), sorted(["before", "after-write", "after-fsync", "last"]))
