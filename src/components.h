@@ -12,6 +12,8 @@ const ComponentRegistry& BuiltinComponents();
 ComponentDef DummyInputDef();
 ComponentDef FileInputDef();
 ComponentDef HttpInputDef();
+ComponentDef HttpPollInputDef();
+ComponentDef HttpOutputDef();
 ComponentDef PipelineInputDef();
 ComponentDef FilterDef();
 ComponentDef MapDef();

@@ -295,7 +295,7 @@ std::vector<std::pair<std::string, std::string>> Options::StringMap(const std::s
   Find(name);
   std::vector<std::pair<std::string, std::string>> out;
   YAML::Node v = Get(name);
-  if (!v.IsMap()) return out;
+  if (!v.IsDefined() || !v.IsMap()) return out;
   for (const auto& kv : v) out.emplace_back(kv.first.Scalar(), kv.second.Scalar());
   return out;
 }

@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "components.h"
 #include "core/ingest.h"
+#include "inputs/http_body.h"
 #include "inputs/http_log.h"
 
 namespace kayak {

@@ -238,3 +238,135 @@ class HttpLogTest(KayakTest):
                  what="the post after the restart")
         ids = [json.loads(l)["id"] for l in self.read_output("out")]
         self.assertEqual(sorted(set(ids)), sorted(["before", "after-write", "after-fsync", "last"]))
+
+
+class Endpoint:
+    """A local HTTP server that records requests and answers from a script:
+    `plan` is a list of statuses for the first requests, then `default`."""
+
+    def __init__(self, plan=None, default=200, answer=b'{"ok":true}'):
+        import http.server
+        outer = self
+        self.requests, self.plan, self.default, self.answer = [], list(plan or []), default, answer
+        self.lock = threading.Lock()
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n)
+                with outer.lock:
+                    status = outer.plan.pop(0) if outer.plan else outer.default
+                    outer.requests.append((self.command, dict(self.headers), body, status))
+                    answer = outer.answer
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            do_POST = do_GET = do_PUT = do
+
+            def log_message(self, *a):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def accepted(self):
+        with self.lock:
+            return [r for r in self.requests if 200 <= r[3] < 300]
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class HttpOutputTest(KayakTest):
+    def endpoint(self, **kw):
+        e = Endpoint(**kw)
+        self.addCleanup(e.close)
+        return e
+
+    def config(self, src, url, extra="", slow=0):
+        lua = (f"    transforms: [{{lua: {{script: 'function process(m) for i=1,{slow} do end "
+               f"return m end'}}}}]\n") if slow else ""
+        return (f"pipelines:\n  send:\n    input: {{file: {{path: {src}, batch_size: 10}}}}\n{lua}"
+                f"    outputs: [{{http: {{url: '{url}/in', headers: {{X-Test: yes}}{extra}}}}}]\n")
+
+    def test_batches_retried_with_the_same_key_until_taken(self):
+        src = self.write_ndjson("in.ndjson", [{"seq": i} for i in range(35)])
+        e = self.endpoint(plan=[503, 429])
+        s = self.start(self.config(src, e.url) + "", server_config="listen: 127.0.0.1:0\n")
+        wait_for(lambda: sum(len(json.loads(r[2])) for r in e.accepted()) >= 35,
+                 what="every message at the endpoint")
+        seqs = [m["seq"] for r in e.accepted() for m in json.loads(r[2])]
+        self.assertEqual(seqs, list(range(35)))
+        keys = [r[1]["Idempotency-Key"] for r in e.requests]
+        self.assertEqual(keys[0], keys[1])
+        self.assertEqual(keys[1], keys[2])  # the retries of the first batch
+        self.assertEqual(len(set(keys)), 4)  # 35 messages in batches of 10
+        self.assertEqual(e.requests[0][1]["X-Test"], "yes")
+        self.assertEqual(e.requests[0][1]["Content-Type"], "application/json")
+        self.assertGreaterEqual(s.card("send", "outputs[0]")["errors"], 2)
+
+    def test_a_4xx_is_a_permanent_failure_on_the_card(self):
+        src = self.write_ndjson("in.ndjson", [{"seq": i} for i in range(5)])
+        e = self.endpoint(default=400)
+        s = self.start(self.config(src, e.url, extra=", format: ndjson"))
+        wait_for(lambda: "permanent" in s.card("send", "outputs[0]")["last_error"],
+                 what="the permanent failure on the card")
+        self.assertEqual(len(e.requests), 1)  # not retried without a state dir
+        with open(src, "rb") as f:
+            self.assertEqual(e.requests[0][2], f.read())  # NDJSON: the lines as they came
+
+    def test_kill_9_then_a_dedup_by_key_endpoint_sees_every_message_once(self):
+        seed = int(os.environ.get("KAYAK_SEED", random.randrange(1 << 30)))
+        rng = random.Random(seed)
+        n = 3000
+        src = self.write_ndjson("in.ndjson", [{"seq": i} for i in range(n)])
+        e = self.endpoint()
+        server = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 1}\n"
+        state = self.path("state")
+        for _ in range(3):
+            s = self.start(self.config(src, e.url, slow=20000), server_config=server,
+                           state_dir=state)
+            time.sleep(rng.uniform(0.5, 1.5))
+            s.proc.send_signal(signal.SIGKILL)
+            s.proc.wait(timeout=30)
+            s.kill()
+        s = self.start(self.config(src, e.url, slow=20000), server_config=server, state_dir=state)
+        by_key = {}
+
+        def collect():
+            for _, headers, body, _ in e.accepted():
+                by_key.setdefault(headers["Idempotency-Key"], body)
+            return sum(len(json.loads(b)) for b in by_key.values())
+        wait_for(lambda: collect() >= n, timeout=120, what=f"seed {seed}: every message")
+        seqs = sorted(m["seq"] for b in by_key.values() for m in json.loads(b))
+        self.assertEqual(seqs, list(range(n)), f"seed {seed}")
+        self.assertGreater(len(e.accepted()), len(by_key) - 1)
+
+
+class HttpPollTest(KayakTest):
+    def test_polls_split_and_errors_on_the_card(self):
+        e = Endpoint(answer=json.dumps({"data": {"items": [{"i": 1}, {"i": 2}]}}).encode())
+        self.addCleanup(e.close)
+        cfg = (f"pipelines:\n  poll:\n    input: {{http_poll: {{url: '{e.url}/items?x=1', "
+               f"split: data.items, interval_ms: 50}}}}\n"
+               f"    outputs: [{{file: {{path: {self.path('out')}}}}}]\n")
+        s = self.start(cfg)
+        wait_for(lambda: len(self.read_output("out")) >= 6, what="three polls")
+        self.assertEqual([json.loads(l) for l in self.read_output("out")[:4]],
+                         [{"i": 1}, {"i": 2}, {"i": 1}, {"i": 2}])
+        self.assertEqual(e.requests[0][0], "GET")
+        with e.lock:
+            e.default = 500
+        wait_for(lambda: s.card("poll", "input")["state"] == "retrying", what="the error on the card")
+        self.assertIn("HTTP 500", s.card("poll", "input")["last_error"])
+        with e.lock:
+            e.default = 200
+        n = len(self.read_output("out"))
+        wait_for(lambda: len(self.read_output("out")) > n, timeout=30, what="polling to resume")

@@ -1,0 +1,16 @@
+// How the http input reads a post's body (shared with its tests and fuzzer).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace kayak {
+
+// A body is one JSON value (one message, re-serialised on one line if it
+// spans several) or NDJSON (one message per non-empty line; CR LF allowed).
+// Fills `payload` with one message a line and `messages` with their count;
+// false with `error` (naming the line) for anything else, or an empty body.
+bool NormalizeIngestBody(std::string_view body, std::string* payload, size_t* messages,
+                         std::string* error);
+
+}  // namespace kayak

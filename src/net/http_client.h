@@ -1,0 +1,51 @@
+// A small blocking HTTP/1.1 client (Boost.Beast) for the http output and the
+// http_poll input: plain http only, one keep-alive connection, reconnects
+// after an error, a deadline on every request.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kayak/status.h"
+
+namespace kayak {
+
+struct HttpUrl {
+  std::string host;
+  std::string port;    // "80" when the URL has none
+  std::string target;  // path and query, "/" when the URL has none
+};
+
+// Parses "http://host[:port][/path][?query]". https is refused with a clear
+// message (no TLS library is linked).
+Result<HttpUrl> ParseHttpUrl(std::string_view url);
+
+struct HttpResponse {
+  unsigned status = 0;
+  std::string body;
+  std::string retry_after;  // the Retry-After header, if any
+};
+
+using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
+
+class HttpClient {
+ public:
+  HttpClient(HttpUrl url, int64_t timeout_ms);
+  ~HttpClient();
+
+  // Sends one request and reads the answer. An error Status (Unavailable)
+  // for a connection that cannot be made or breaks, or the deadline passing;
+  // any HTTP status is a response.
+  Result<HttpResponse> Request(std::string_view method, const HttpHeaders& headers,
+                               std::string body);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kayak
