@@ -1,5 +1,5 @@
 # Convenience targets; the scripts in scripts/ do the work.
-.PHONY: build test test-asan test-tsan soak run clean
+.PHONY: build test test-asan test-tsan soak fuzz run clean
 
 build:
 	./scripts/build.sh
@@ -19,6 +19,12 @@ test-tsan:
 soak: build
 	KAYAK_BIN=$(CURDIR)/build/kayak KAYAK_FAULTSHIM=$(CURDIR)/build/tests/faultshim.so \
 	  python3 tests/crash/crash_suite.py --kills 300 --messages 60000 --crash-states 12 -v
+
+# The http input's request path under libFuzzer for ten minutes.
+fuzz: build
+	mkdir -p build/fuzz-corpus
+	build/tests/ingest_fuzz -max_total_time=600 -rss_limit_mb=1024 -timeout=5 \
+	  build/fuzz-corpus tests/fuzz/corpus
 
 run:
 	./scripts/quickstart.sh

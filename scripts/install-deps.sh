@@ -13,6 +13,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev
   liblua5.4-dev          # the lua transform
   libgtest-dev libgmock-dev
+  clang libfuzzer-14-dev # the fuzz target over the http input's request path
   python3 curl procps    # end-to-end tests drive the real binary
 )
 

@@ -21,14 +21,6 @@ std::string ErrorBody(const std::string& message) {
   return nlohmann::json{{"error", message}}.dump();
 }
 
-bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
-  while (!s.empty() && IsSpace(s.back())) s.remove_suffix(1);
-  return s;
-}
-
 // Equal strings in time that depends only on their lengths.
 bool ConstantTimeEqual(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -38,55 +30,6 @@ bool ConstantTimeEqual(std::string_view a, std::string_view b) {
   }
   return diff == 0;
 }
-
-}  // namespace
-
-bool NormalizeIngestBody(std::string_view body, std::string* payload, size_t* messages,
-                         std::string* error) {
-  payload->clear();
-  *messages = 0;
-  const std::string_view all = Trim(body);
-  if (all.empty()) {
-    *error = "the body is empty; send one JSON value or NDJSON (one JSON value a line)";
-    return false;
-  }
-  // One JSON value (possibly spread over lines) is one message.
-  if (nlohmann::json::accept(all)) {
-    if (all.find('\n') == std::string_view::npos) {
-      payload->assign(all);
-    } else {
-      *payload = nlohmann::json::parse(all).dump();
-    }
-    *messages = 1;
-    return true;
-  }
-  // Otherwise NDJSON: every non-empty line one JSON value.
-  payload->reserve(all.size());
-  size_t start = 0;
-  size_t line_no = 0;
-  while (start <= all.size()) {
-    size_t nl = all.find('\n', start);
-    if (nl == std::string_view::npos) nl = all.size();
-    ++line_no;
-    const std::string_view line = Trim(all.substr(start, nl - start));
-    if (!line.empty()) {
-      if (!nlohmann::json::accept(line)) {
-        *error = "line " + std::to_string(line_no) +
-                 " is not JSON; the body must be one JSON value or NDJSON";
-        payload->clear();
-        *messages = 0;
-        return false;
-      }
-      if (!payload->empty()) payload->push_back('\n');
-      payload->append(line);
-      ++*messages;
-    }
-    start = nl + 1;
-  }
-  return true;
-}
-
-namespace {
 
 class HttpEndpoint final : public IngestEndpoint {
  public:
