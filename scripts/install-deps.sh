@@ -17,6 +17,14 @@ PACKAGES=(
   python3 curl procps    # end-to-end tests drive the real binary
 )
 
+# `install-deps.sh --bench` adds what bench/ compares kayak with.
+if [ "${1:-}" = "--bench" ]; then
+  PACKAGES+=(
+    wrk                  # the HTTP load generator of the ingest benchmark
+    nginx-light          # the ingest benchmark's ceiling: a server that answers 202 and nothing else
+  )
+fi
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -1,6 +1,8 @@
 // The HTTP listener (Boost.Beast): admin API, and later the http input.
-// One I/O thread; handlers run on it and must not block. An http input's
-// post is answered later, when its log says so (group commit).
+// I/O threads (one: on two cores a second one measured slower, see
+// docs/benchmarks.md), each connection on a strand, so handlers must be
+// thread-safe and must not block. An http input's post is answered later,
+// when its log says so (group commit).
 #pragma once
 
 #include <boost/beast/http.hpp>
@@ -10,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "kayak/status.h"
 

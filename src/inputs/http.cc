@@ -73,7 +73,8 @@ class HttpEndpoint final : public IngestEndpoint {
     }
     auto reply = [done, n](Status st, uint64_t seq) {
       if (st.ok()) {
-        done({202, nlohmann::json{{"accepted", n}, {"seq", seq}}.dump(), 0});
+        done({202, "{\"accepted\":" + std::to_string(n) + ",\"seq\":" + std::to_string(seq) + "}",
+              0});
       } else {
         done({503, ErrorBody("the post could not be logged: " + st.message() + "; send it again"),
               1});
@@ -94,6 +95,10 @@ class HttpEndpoint final : public IngestEndpoint {
   ComponentStats* stats_;
   const uint64_t max_backlog_;
 };
+
+// A busy input waits this long to fill a batch: fewer, larger batches for
+// the pipeline. A post's 202 does not wait for it.
+constexpr int64_t kLingerMs = 5;
 
 class HttpInput final : public Input {
  public:
@@ -140,7 +145,8 @@ class HttpInput final : public Input {
   Status Read(Batch* out, int64_t wait_ms, bool* finished) override {
     (void)finished;  // an http input never ends
     records_.clear();
-    KAYAK_RETURN_IF_ERROR(log_->Read(consumed_, batch_size_, 4 << 20, wait_ms, &records_));
+    KAYAK_RETURN_IF_ERROR(
+        log_->Read(consumed_, batch_size_, 4 << 20, wait_ms, &records_, kLingerMs));
     const int64_t now = ctx_.clock->NowMs();
     for (auto& r : records_) {
       std::string_view p = r.payload;

@@ -233,8 +233,9 @@ bool HttpLog::Append(std::string payload, Done done) {
   const uint64_t seq = next_seq_++;
   memory_.push_back({seq, std::move(payload)});
   durable_seq_ = seq;
+  const bool wake = durable_seq_ >= reader_wants_;
   lock.unlock();
-  reader_cv_.notify_all();
+  if (wake) reader_cv_.notify_all();
   done(Status::Ok(), seq);
   return true;
 }
@@ -263,7 +264,7 @@ void HttpLog::WriterLoop() {
         backlog_ -= failed_bytes;
       }
     }
-    if (st.ok()) reader_cv_.notify_all();
+    if (st.ok()) reader_cv_.notify_all();  // once per fsync: cheap enough
     for (size_t i = 0; i < batch.size(); ++i) batch[i].done(st, st.ok() ? first + i : 0);
     batch.clear();
   }
@@ -353,10 +354,17 @@ Status HttpLog::WriteBatch(std::vector<Pending>* batch, uint64_t first_seq) {
 }
 
 Status HttpLog::Read(uint64_t after_seq, size_t max_records, size_t max_bytes, int64_t wait_ms,
-                     std::vector<LogRecord>* out) {
+                     std::vector<LogRecord>* out, int64_t linger_ms) {
   std::unique_lock lock(mu_);
-  reader_cv_.wait_for(lock, std::chrono::milliseconds(wait_ms),
-                      [&] { return closed_ || durable_seq_ > after_seq; });
+  auto wait_until_seq = [&](uint64_t want, int64_t ms) {
+    if (closed_ || durable_seq_ >= want || ms <= 0) return;
+    reader_wants_ = want;
+    reader_cv_.wait_for(lock, std::chrono::milliseconds(ms),
+                        [&] { return closed_ || durable_seq_ >= want; });
+    reader_wants_ = UINT64_MAX;
+  };
+  wait_until_seq(after_seq + 1, wait_ms);
+  if (durable_seq_ > after_seq) wait_until_seq(after_seq + max_records, linger_ms);
   if (durable_seq_ <= after_seq) return Status::Ok();
   if (opt_.dir.empty()) {
     size_t bytes = 0;

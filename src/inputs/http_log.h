@@ -58,9 +58,10 @@ class HttpLog {
 
   // Appends to `out` the durable records after `after_seq`, in order, up to
   // `max_records` or `max_bytes` (at least one record if any), waiting up to
-  // `wait_ms` for the first.
+  // `wait_ms` for the first, then up to `linger_ms` more for `max_records`
+  // (so a busy input hands over full batches, not one post at a time).
   Status Read(uint64_t after_seq, size_t max_records, size_t max_bytes, int64_t wait_ms,
-              std::vector<LogRecord>* out);
+              std::vector<LogRecord>* out, int64_t linger_ms = 0);
 
   // A checkpoint holding `seq` as consumed is durable: segments whose every
   // record is at or below it are deleted.
@@ -105,6 +106,7 @@ class HttpLog {
   std::deque<LogRecord> memory_;       // guarded by mu_: the in-memory log
   std::vector<Segment> segments_;      // guarded by mu_
   bool closed_ = false;                // guarded by mu_
+  uint64_t reader_wants_ = UINT64_MAX; // guarded by mu_: wake the reader at this sequence
   int write_fd_ = -1;                  // writer thread only
   bool roll_ = true;                   // writer thread only: next batch starts a segment
   int read_fd_ = -1;                   // reader only

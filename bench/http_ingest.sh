@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# The http input's ingest rate and latency, next to the machine's ceiling.
+#
+#   bench/http_ingest.sh [runs] [seconds] [connections]
+#
+# Three targets, each loaded by wrk with small JSON posts over keep-alive
+# connections, `runs` times in turn (default 3 x 10 s, 64 connections):
+#   ceiling   nginx, one worker, answering 202 to every POST and doing nothing
+#   memory    kayak, http input -> file output, no state directory
+#   logged    kayak, the same with --state-dir (each 202 after an fdatasync)
+# Prints one line per run and a table of medians (posts/s, p50, p99) and the
+# ratio of each kayak target to the ceiling. Everything listens on 127.0.0.1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${1:-3}
+SECS=${2:-10}
+CONNS=${3:-64}
+KAYAK=${KAYAK_BIN:-build/kayak}
+[ -x "$KAYAK" ] || { echo "build first: ./scripts/build.sh" >&2; exit 1; }
+command -v wrk >/dev/null && command -v nginx >/dev/null ||
+  { echo "needs wrk and nginx: ./scripts/install-deps.sh --bench" >&2; exit 1; }
+WORK=$(mktemp -d /tmp/kayak-bench-http.XXXXXX)
+PIDS=()
+# TERM, not KILL: nginx's master then stops its worker, which would otherwise
+# keep this script's output open.
+cleanup() {
+  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() {
+  for _ in $(seq 1 100); do
+    if curl -s -o /dev/null "http://127.0.0.1:$1/"; then return 0; fi
+    sleep 0.1
+  done
+  echo "nothing listens on $1" >&2; exit 1
+}
+
+start_nginx() {
+  local port=$1
+  mkdir -p "$WORK/nginx"
+  cat > "$WORK/nginx/nginx.conf" <<CONF
+worker_processes 1;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/error.log;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $WORK/nginx;
+  server {
+    listen 127.0.0.1:$port;
+    location / { return 202 '{"accepted":1}'; }
+  }
+}
+CONF
+  nginx -c "$WORK/nginx/nginx.conf" -g 'daemon off;' &
+  PIDS+=($!)
+  wait_port "$port"
+}
+
+start_kayak() {
+  local port=$1 state=$2 dir="$WORK/kayak-$1"
+  mkdir -p "$dir"
+  cat > "$dir/pipelines.yaml" <<CONF
+pipelines:
+  ingest:
+    input: {http: {path: /ingest, max_backlog_bytes: 268435456}}
+    outputs: [{file: {path: $dir/out, max_part_bytes: 1073741824}}]
+CONF
+  printf 'listen: 127.0.0.1:%s\nlog_level: warn\n' "$port" > "$dir/server.yaml"
+  local args=(--config "$dir/pipelines.yaml" --server-config "$dir/server.yaml")
+  [ -n "$state" ] && args+=(--state-dir "$dir/state")
+  "$KAYAK" "${args[@]}" 2>"$dir/stderr" &
+  PIDS+=($!)
+  wait_port "$port"
+  # the input serves once its pipeline started (503 before)
+  for _ in $(seq 1 100); do
+    code=$(curl -s -o /dev/null -w '%{http_code}' -X POST --data '{}' "http://127.0.0.1:$port/ingest")
+    [ "$code" = 202 ] && return 0
+    sleep 0.1
+  done
+  echo "kayak did not start: $(cat "$dir/stderr")" >&2; exit 1
+}
+
+# wrk's summary -> "posts_per_sec p50_ms p99_ms non2xx"
+measure() {
+  local port=$1 out
+  out=$(wrk -t2 -c"$CONNS" -d"${SECS}s" --latency -s bench/post.lua "http://127.0.0.1:$port/ingest")
+  python3 - "$out" <<'PY'
+import re, sys
+t = sys.argv[1]
+def ms(label):
+    m = re.search(r"^\s*" + label + r"%\s+([\d.]+)(us|ms|s)\s*$", t, re.M)
+    v, u = float(m.group(1)), m.group(2)
+    return v / 1000 if u == "us" else v * 1000 if u == "s" else v
+rps = float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
+bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", t)
+print(f"{rps:.0f} {ms('50'):.3f} {ms('99'):.3f} {bad.group(1) if bad else 0}")
+PY
+}
+
+P_CEIL=$(free_port); start_nginx "$P_CEIL"
+P_MEM=$(free_port); start_kayak "$P_MEM" ""
+P_LOG=$(free_port); start_kayak "$P_LOG" yes
+declare -A R
+for run in $(seq 1 "$RUNS"); do
+  for t in ceiling memory logged; do
+    case $t in ceiling) p=$P_CEIL ;; memory) p=$P_MEM ;; logged) p=$P_LOG ;; esac
+    r=$(measure "$p")
+    echo "run $run $t: posts/s p50_ms p99_ms non2xx = $r"
+    R[$t]+="$r;"
+  done
+done
+python3 - "${R[ceiling]}" "${R[memory]}" "${R[logged]}" "$CONNS" "$SECS" "$RUNS" <<'PY'
+import statistics, sys
+names = ["ceiling (nginx, 202)", "http input, no state dir", "http input, --state-dir (fsynced log)"]
+rows = [[list(map(float, r.split())) for r in col.split(";") if r] for col in sys.argv[1:4]]
+conns, secs, runs = sys.argv[4:7]
+ceil = statistics.median(r[0] for r in rows[0])
+print(f"\n{runs} runs x {secs} s, {conns} connections, medians (min-max of posts/s):")
+print("| target | posts/s | ratio to ceiling | p50 ms | p99 ms | non-2xx |")
+print("|---|---|---|---|---|---|")
+for name, rs in zip(names, rows):
+    rps = [r[0] for r in rs]
+    med = statistics.median(rps)
+    print(f"| {name} | {med:,.0f} ({min(rps):,.0f}-{max(rps):,.0f}) | {med / ceil:.2f} | "
+          f"{statistics.median(r[1] for r in rs):.2f} | {statistics.median(r[2] for r in rs):.2f} | "
+          f"{int(sum(r[3] for r in rs))} |")
+PY
