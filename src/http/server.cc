@@ -99,6 +99,7 @@ class Session : public std::enable_shared_from_this<Session> {
     const std::string_view target(req.target().data(), req.target().size());
     auto endpoint = ingest_->Find(target.substr(0, target.find('?')));
     if (!endpoint) return false;
+    version_ = req.version();
     if (req.method() != bhttp::verb::post) {
       JsonError(&res_, 405, "an http input takes POST");
       res_.set(bhttp::field::allow, "POST");
@@ -124,14 +125,38 @@ class Session : public std::enable_shared_from_this<Session> {
     return true;
   }
 
+  // Ingest answers are the hot path: written from one pre-sized string
+  // rather than through Beast's generic serializer (docs/benchmarks.md).
   void Answer(IngestReply reply) {
-    res_.result(reply.status);
-    res_.set(bhttp::field::content_type, "application/json");
+    raw_.clear();
+    raw_.append("HTTP/1.");
+    raw_.push_back(version_ == 10 ? '0' : '1');
+    raw_.push_back(' ');
+    raw_.append(std::to_string(reply.status));
+    raw_.push_back(' ');
+    const auto reason = bhttp::obsolete_reason(static_cast<bhttp::status>(reply.status));
+    raw_.append(reason.data(), reason.size());
+    raw_.append("\r\nServer: kayak\r\nContent-Type: application/json\r\n"
+                "X-Content-Type-Options: nosniff\r\n");
     if (reply.retry_after_secs > 0) {
-      res_.set(bhttp::field::retry_after, std::to_string(reply.retry_after_secs));
+      raw_.append("Retry-After: " + std::to_string(reply.retry_after_secs) + "\r\n");
     }
-    res_.body() = std::move(reply.body);
-    Send();
+    if (!keep_alive_) {
+      raw_.append("Connection: close\r\n");
+    } else if (version_ == 10) {
+      raw_.append("Connection: keep-alive\r\n");
+    }
+    raw_.append("Content-Length: " + std::to_string(reply.body.size()) + "\r\n\r\n");
+    raw_.append(reply.body);
+    stream_.expires_after(std::chrono::milliseconds(limits_.read_timeout_ms));
+    asio::async_write(stream_, asio::buffer(raw_),
+                      [self = shared_from_this()](beast::error_code wec, size_t) {
+                        if (wec || !self->keep_alive_) {
+                          self->Close();
+                          return;
+                        }
+                        self->Read();
+                      });
   }
 
   void Send() {
@@ -165,6 +190,8 @@ class Session : public std::enable_shared_from_this<Session> {
   const Handler& handler_;
   IngestRouter* ingest_;
   std::atomic<std::thread::id> posting_thread_{};  // set while Post runs
+  std::string raw_;   // an ingest answer being written
+  unsigned version_ = 11;
   std::atomic<size_t>* live_;
   bool keep_alive_ = false;
   bool first_request_ = true;
