@@ -12,6 +12,7 @@ PACKAGES=(
   libboost-dev           # Boost.Asio + Boost.Beast: the HTTP listener
   libspdlog-dev libfmt-dev
   liblua5.4-dev          # the lua transform
+  librdkafka-dev         # the kafka input and output (and tests' mock broker)
   libgtest-dev libgmock-dev
   clang libfuzzer-14-dev # the fuzz target over the http input's request path
   python3 curl procps    # end-to-end tests drive the real binary

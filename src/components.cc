@@ -10,10 +10,10 @@ namespace {
 class Builtins final : public ComponentRegistry {
  public:
   Builtins() {
-    for (auto make : {DummyInputDef, FileInputDef, HttpInputDef, HttpPollInputDef,
+    for (auto make : {DummyInputDef, FileInputDef, HttpInputDef, HttpPollInputDef, KafkaInputDef,
                       PipelineInputDef, FilterDef, MapDef, RemoveDef, RenameDef, RollingWindowDef,
                       BucketTransformDef, LookupDef, BufferDef, LuaDef, FileOutputDef,
-                      HttpOutputDef, StdoutOutputDef}) {
+                      HttpOutputDef, KafkaOutputDef, StdoutOutputDef}) {
       defs_.push_back(std::make_unique<ComponentDef>(make()));
       if (defs_.back()->kind == "output") defs_.back()->props.push_back(RetryPropDef());
     }

@@ -14,6 +14,8 @@ ComponentDef FileInputDef();
 ComponentDef HttpInputDef();
 ComponentDef HttpPollInputDef();
 ComponentDef HttpOutputDef();
+ComponentDef KafkaInputDef();
+ComponentDef KafkaOutputDef();
 ComponentDef PipelineInputDef();
 ComponentDef FilterDef();
 ComponentDef MapDef();

@@ -1,0 +1,556 @@
+// kafka input and output on librdkafka (SPEC 4, 5.4).
+//
+// Input, with a state directory: the partition offsets are the input's
+// checkpointed position. They are committed to the broker only once a
+// checkpoint holding them is durable (Input::Committed), never by
+// auto-commit. On a restart the input first commits the checkpoint's offsets
+// for its group and only then subscribes, so the group is never ahead of the
+// restored state. On every assignment it seeks each partition it has a
+// position for to that position (its own, consistent with its state), and
+// leaves the others to the group's committed offset: a revoked partition's
+// position is kept in memory and used when the partition comes back. kayak is
+// meant to be the only member of its group for an input.
+//
+// Output: an idempotent producer; a batch counts as written only when every
+// message's delivery report came back without error, so a failing broker
+// holds the pipeline (under checkpointing) instead of dropping.
+#include <librdkafka/rdkafka.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "components.h"
+#include "expr/expr.h"
+
+namespace kayak {
+
+namespace {
+
+using Properties = std::vector<std::pair<std::string, std::string>>;
+
+// Applies `props` to a new conf; false with `error` naming a bad one.
+rd_kafka_conf_t* MakeConf(const Properties& props, std::string* error) {
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  char err[512];
+  for (const auto& [k, v] : props) {
+    if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof(err)) != RD_KAFKA_CONF_OK) {
+      *error = err;
+      rd_kafka_conf_destroy(conf);
+      return nullptr;
+    }
+  }
+  return conf;
+}
+
+// Checks the user's properties at config time: a bad name is a config error.
+void CheckProperties(const Options& o, const Properties& props) {
+  std::string error;
+  rd_kafka_conf_t* conf = MakeConf(props, &error);
+  if (conf == nullptr) {
+    o.Error("properties", error);
+  } else {
+    rd_kafka_conf_destroy(conf);
+  }
+}
+
+std::string Brokers(const Options& o) {
+  std::string out;
+  for (const auto& b : o.Strings("brokers")) {
+    if (!out.empty()) out += ",";
+    out += b;
+  }
+  return out;
+}
+
+using Offsets = std::map<std::pair<std::string, int32_t>, int64_t>;  // next offset to read
+
+std::string OffsetsToJson(const Offsets& offsets) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& [tp, off] : offsets) j.push_back({tp.first, tp.second, off});
+  return nlohmann::json{{"offsets", j}}.dump();
+}
+
+bool OffsetsFromJson(std::string_view text, Offsets* out) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object() || !j["offsets"].is_array()) return false;
+  for (const auto& e : j["offsets"]) {
+    if (!e.is_array() || e.size() != 3 || !e[0].is_string() || !e[1].is_number_integer() ||
+        !e[2].is_number_integer()) {
+      return false;
+    }
+    (*out)[{e[0].get<std::string>(), e[1].get<int32_t>()}] = e[2].get<int64_t>();
+  }
+  return true;
+}
+
+rd_kafka_topic_partition_list_t* ToList(const Offsets& offsets) {
+  auto* list = rd_kafka_topic_partition_list_new(static_cast<int>(offsets.size()) + 1);
+  for (const auto& [tp, off] : offsets) {
+    rd_kafka_topic_partition_list_add(list, tp.first.c_str(), tp.second)->offset = off;
+  }
+  return list;
+}
+
+std::string JsonEscape(std::string_view s) { return nlohmann::json(std::string(s)).dump(); }
+
+class KafkaInput final : public Input {
+ public:
+  KafkaInput(std::string brokers, std::vector<std::string> topics, std::string group,
+             std::string start, int64_t batch_size, int64_t batch_wait_ms, Properties props,
+             std::string meta_field, const ComponentContext& ctx)
+      : brokers_(std::move(brokers)),
+        topics_(std::move(topics)),
+        group_(std::move(group)),
+        start_(std::move(start)),
+        batch_size_(static_cast<size_t>(batch_size)),
+        batch_wait_ms_(batch_wait_ms),
+        props_(std::move(props)),
+        meta_field_(std::move(meta_field)),
+        ctx_(ctx) {}
+
+  ~KafkaInput() override {
+    rd_kafka_t* rk = rk_.exchange(nullptr);
+    if (rk != nullptr) {
+      rd_kafka_consumer_close(rk);
+      rd_kafka_destroy(rk);
+    }
+  }
+
+  Status Open() override {
+    Properties p = {{"bootstrap.servers", brokers_},
+                    {"group.id", group_},
+                    {"auto.offset.reset", start_},
+                    {"enable.partition.eof", "false"},
+                    {"enable.auto.offset.store", "false"}};
+    for (const auto& kv : props_) p.push_back(kv);
+    // Under checkpointing the checkpoint decides what is committed, whatever
+    // the properties say.
+    p.emplace_back("enable.auto.commit", ctx_.checkpointing ? "false" : "true");
+    std::string error;
+    rd_kafka_conf_t* conf = MakeConf(p, &error);
+    if (conf == nullptr) return Status::Invalid("kafka input: " + error);
+    rd_kafka_conf_set_opaque(conf, this);
+    rd_kafka_conf_set_rebalance_cb(conf, &KafkaInput::OnRebalance);
+    rd_kafka_conf_set_error_cb(conf, &KafkaInput::OnError);
+    char err[512];
+    rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+    if (rk == nullptr) return Status::Invalid(std::string("kafka input: ") + err);
+    rd_kafka_poll_set_consumer(rk);
+    rk_.store(rk);
+    return Status::Ok();
+  }
+
+  Status Read(Batch* out, int64_t wait_ms, bool* finished) override {
+    (void)finished;
+    rd_kafka_t* rk = rk_.load();
+    if (!subscribed_) KAYAK_RETURN_IF_ERROR(Subscribe(rk));
+    if (!ctx_.checkpointing) StoreOffsets(rk);  // the previous batch went through the chain
+    const int64_t start = MonotonicMs();
+    int64_t timeout = wait_ms;
+    while (out->messages.size() < batch_size_) {
+      rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, static_cast<int>(std::max<int64_t>(timeout, 0)));
+      if (m == nullptr) {
+        if (!out->empty() || MonotonicMs() - start >= wait_ms) break;
+        timeout = wait_ms - (MonotonicMs() - start);
+        continue;
+      }
+      if (m->err) {
+        if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF && ctx_.stats) {
+          ctx_.stats->RecordError(std::string("kafka: ") + rd_kafka_message_errstr(m));
+        }
+        rd_kafka_message_destroy(m);
+        continue;
+      }
+      Take(m, out);
+      rd_kafka_message_destroy(m);
+      // Once there is data, linger at most batch_wait_ms for a fuller batch.
+      timeout = std::min<int64_t>(batch_wait_ms_, wait_ms) - (MonotonicMs() - start);
+      if (timeout < 0) timeout = 0;
+    }
+    return Status::Ok();
+  }
+
+  std::string Position() const override {
+    std::string s;
+    for (const auto& [tp, off] : positions_) {
+      if (!s.empty()) s += ", ";
+      s += tp.first + "/" + std::to_string(tp.second) + "@" + std::to_string(off);
+    }
+    return s.empty() ? "no partition read yet" : s;
+  }
+
+  bool Rewindable() const override { return true; }
+  std::string SavePosition() const override { return OffsetsToJson(positions_); }
+  Status RestorePosition(std::string_view position) override {
+    Offsets o;
+    if (!OffsetsFromJson(position, &o)) {
+      return Status::Corruption("kafka input: unreadable checkpointed offsets");
+    }
+    positions_ = o;
+    restore_commit_ = !o.empty();
+    return Status::Ok();
+  }
+
+  // The checkpoint holding these offsets is durable: now the group may
+  // move to them.
+  void Committed(std::string_view position) override {
+    rd_kafka_t* rk = rk_.load();
+    Offsets o;
+    // Outside the group (joining, or after a revocation) a commit is refused
+    // and can upset the join; the next checkpoint after the assignment commits.
+    if (rk == nullptr || !ctx_.checkpointing || !assigned_.load() ||
+        !OffsetsFromJson(position, &o) || o.empty()) {
+      return;
+    }
+    auto* list = ToList(o);
+    const rd_kafka_resp_err_t e = rd_kafka_commit(rk, list, /*async=*/1);
+    rd_kafka_topic_partition_list_destroy(list);
+    if (e && ctx_.stats) {
+      ctx_.stats->RecordError(std::string("kafka: committing offsets: ") + rd_kafka_err2str(e));
+    }
+  }
+
+ private:
+  Status Subscribe(rd_kafka_t* rk) {
+    if (restore_commit_) {
+      // The group must not be ahead of the restored state: the checkpoint's
+      // offsets go to the group before anything is consumed. A broker that
+      // still counts a killed predecessor as a member refuses a commit from
+      // outside the group; then it is made right after the first assignment
+      // (the input reads from its own positions either way).
+      auto* list = ToList(positions_);
+      const rd_kafka_resp_err_t e = rd_kafka_commit(rk, list, /*async=*/0);
+      rd_kafka_topic_partition_list_destroy(list);
+      if (e) {
+        KLOG_INFO("kafka input: the restored offsets will be committed once the group assigns "
+                  "partitions ({})", rd_kafka_err2str(e));
+        commit_after_assign_ = true;
+      }
+      restore_commit_ = false;
+    }
+    auto* topics = rd_kafka_topic_partition_list_new(static_cast<int>(topics_.size()));
+    for (const auto& t : topics_) {
+      rd_kafka_topic_partition_list_add(topics, t.c_str(), RD_KAFKA_PARTITION_UA);
+    }
+    const rd_kafka_resp_err_t e = rd_kafka_subscribe(rk, topics);
+    rd_kafka_topic_partition_list_destroy(topics);
+    if (e) return Status::Unavailable(std::string("kafka: subscribe: ") + rd_kafka_err2str(e));
+    subscribed_ = true;
+    return Status::Ok();
+  }
+
+  void StoreOffsets(rd_kafka_t* rk) {
+    if (unstored_.empty()) return;
+    auto* list = ToList(unstored_);
+    rd_kafka_offsets_store(rk, list);
+    rd_kafka_topic_partition_list_destroy(list);
+    unstored_.clear();
+  }
+
+  void Take(rd_kafka_message_t* m, Batch* out) {
+    const std::string topic = rd_kafka_topic_name(m->rkt);
+    rd_kafka_timestamp_type_t tstype;
+    int64_t ts = rd_kafka_message_timestamp(m, &tstype);
+    if (ts < 0) ts = ctx_.clock->NowMs();
+    std::string payload(static_cast<const char*>(m->payload), m->len);
+    std::string key = m->key ? std::string(static_cast<const char*>(m->key), m->key_len) : "";
+    std::vector<std::pair<std::string, std::string>> headers;
+    rd_kafka_headers_t* hdrs = nullptr;
+    if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      const char* name;
+      const void* value;
+      size_t size;
+      for (size_t i = 0; rd_kafka_header_get_all(hdrs, i, &name, &value, &size) == 0; ++i) {
+        headers.emplace_back(name, value ? std::string(static_cast<const char*>(value), size) : "");
+      }
+    }
+    if (!meta_field_.empty()) AddMeta(&payload, topic, m, key, ts, headers);
+    Message msg(std::move(payload), ts);
+    msg.set_key(std::move(key));
+    msg.headers() = std::move(headers);
+    out->messages.push_back(std::move(msg));
+    positions_[{topic, m->partition}] = m->offset + 1;
+    if (!ctx_.checkpointing) unstored_[{topic, m->partition}] = m->offset + 1;
+  }
+
+  // Puts {"topic","partition","offset","key","timestamp","headers"} into an
+  // object payload under meta_field_, without parsing it.
+  void AddMeta(std::string* payload, const std::string& topic, const rd_kafka_message_t* m,
+               const std::string& key, int64_t ts,
+               const std::vector<std::pair<std::string, std::string>>& headers) {
+    size_t brace = payload->find_first_not_of(" \t\r\n");
+    if (brace == std::string::npos || (*payload)[brace] != '{') return;  // not an object
+    std::string meta = JsonEscape(meta_field_) + ":{\"topic\":" + JsonEscape(topic) +
+                       ",\"partition\":" + std::to_string(m->partition) +
+                       ",\"offset\":" + std::to_string(m->offset) + ",\"key\":" + JsonEscape(key) +
+                       ",\"timestamp\":" + std::to_string(ts) + ",\"headers\":{";
+    for (size_t i = 0; i < headers.size(); ++i) {
+      if (i > 0) meta += ",";
+      meta += JsonEscape(headers[i].first) + ":" + JsonEscape(headers[i].second);
+    }
+    meta += "}}";
+    const size_t next = payload->find_first_not_of(" \t\r\n", brace + 1);
+    const bool empty = next != std::string::npos && (*payload)[next] == '}';
+    payload->insert(brace + 1, empty ? meta : meta + ",");
+  }
+
+  static void OnRebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err,
+                          rd_kafka_topic_partition_list_t* parts, void* opaque) {
+    auto* self = static_cast<KafkaInput*>(opaque);
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+      for (int i = 0; i < parts->cnt; ++i) {
+        auto it = self->positions_.find({parts->elems[i].topic, parts->elems[i].partition});
+        if (it != self->positions_.end()) parts->elems[i].offset = it->second;
+      }
+      rd_kafka_assign(rk, parts);
+      KLOG_INFO("kafka input: assigned {} partitions", parts->cnt);
+      self->assigned_.store(true);
+      if (self->commit_after_assign_ && !self->positions_.empty()) {
+        auto* list = ToList(self->positions_);
+        rd_kafka_commit(rk, list, /*async=*/1);
+        rd_kafka_topic_partition_list_destroy(list);
+        self->commit_after_assign_ = false;
+      }
+    } else {
+      self->assigned_.store(false);
+      rd_kafka_assign(rk, nullptr);
+      KLOG_INFO("kafka input: partitions revoked ({})", rd_kafka_err2str(err));
+    }
+  }
+
+  static void OnError(rd_kafka_t* rk, int err, const char* reason, void* opaque) {
+    (void)rk;
+    auto* self = static_cast<KafkaInput*>(opaque);
+    if (self->ctx_.stats) {
+      self->ctx_.stats->RecordError(std::string("kafka: ") +
+                                    rd_kafka_err2str(static_cast<rd_kafka_resp_err_t>(err)) +
+                                    ": " + reason);
+    }
+  }
+
+  const std::string brokers_;
+  const std::vector<std::string> topics_;
+  const std::string group_;
+  const std::string start_;
+  const size_t batch_size_;
+  const int64_t batch_wait_ms_;
+  const Properties props_;
+  const std::string meta_field_;
+  ComponentContext ctx_;
+  std::atomic<rd_kafka_t*> rk_{nullptr};
+  bool subscribed_ = false;
+  bool restore_commit_ = false;
+  bool commit_after_assign_ = false;
+  std::atomic<bool> assigned_{false};  // set by the rebalance callback, read by Committed
+  Offsets positions_;  // pipeline thread (and the rebalance callback, on it)
+  Offsets unstored_;   // without a state dir: handed over, not yet stored for auto-commit
+};
+
+class KafkaOutput final : public Output {
+ public:
+  KafkaOutput(std::string brokers, std::string topic, std::shared_ptr<const expr::Expr> key,
+              Properties props, const Clock* clock)
+      : brokers_(std::move(brokers)),
+        topic_(std::move(topic)),
+        key_(std::move(key)),
+        props_(std::move(props)),
+        clock_(clock) {}
+
+  ~KafkaOutput() override { Destroy(); }
+
+  Status Open() override {
+    if (rk_ != nullptr) return Status::Ok();
+    Properties p = {{"bootstrap.servers", brokers_}, {"enable.idempotence", "true"}};
+    for (const auto& kv : props_) p.push_back(kv);
+    std::string error;
+    rd_kafka_conf_t* conf = MakeConf(p, &error);
+    if (conf == nullptr) return Status::Invalid("kafka output: " + error);
+    rd_kafka_conf_set_dr_msg_cb(conf, &KafkaOutput::OnDelivery);
+    char err[512];
+    rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    if (rk_ == nullptr) return Status::Invalid(std::string("kafka output: ") + err);
+    return Status::Ok();
+  }
+
+  Status Write(const Batch& batch) override {
+    Pending pending;
+    pending.left = batch.messages.size();
+    for (const auto& m : batch.messages) {
+      std::string key = m.key();
+      if (key_) {
+        auto fields = Json::parse(m.payload(), nullptr, false);
+        auto v = fields.is_discarded() ? Result<Json>(Status::Invalid("payload is not JSON"))
+                                       : key_->Eval(fields, *clock_);
+        if (!v.ok()) {
+          pending.left--;
+          pending.Fail("key: " + v.status().message());
+          continue;
+        }
+        key = v->is_string() ? v->get<std::string>() : v->dump();
+      }
+      rd_kafka_headers_t* hdrs = nullptr;
+      if (!m.headers().empty()) {
+        hdrs = rd_kafka_headers_new(m.headers().size());
+        for (const auto& [k, val] : m.headers()) {
+          rd_kafka_header_add(hdrs, k.data(), static_cast<ssize_t>(k.size()), val.data(),
+                              static_cast<ssize_t>(val.size()));
+        }
+      }
+      for (;;) {
+        const rd_kafka_resp_err_t e = rd_kafka_producev(
+            rk_, RD_KAFKA_V_TOPIC(topic_.c_str()),
+            RD_KAFKA_V_VALUE(const_cast<char*>(m.payload().data()), m.payload().size()),
+            RD_KAFKA_V_KEY(key.data(), key.size()), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_OPAQUE(&pending), RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
+        if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+          rd_kafka_poll(rk_, 10);
+          continue;
+        }
+        if (e) {
+          if (hdrs) rd_kafka_headers_destroy(hdrs);
+          pending.left--;
+          pending.Fail(rd_kafka_err2str(e));
+        }
+        break;
+      }
+    }
+    // Delivery reports decide: the batch is written when every one came back.
+    while (pending.left > 0) rd_kafka_poll(rk_, 50);
+    if (!pending.error.empty()) {
+      return Status::Unavailable("kafka output: " + std::to_string(pending.failed) + " of " +
+                                 std::to_string(batch.size()) + " messages not delivered: " +
+                                 pending.error);
+    }
+    return Status::Ok();
+  }
+
+  Status Close() override {
+    Destroy();
+    return Status::Ok();
+  }
+
+ private:
+  struct Pending {
+    size_t left = 0;
+    size_t failed = 0;
+    std::string error;
+    void Fail(const std::string& why) {
+      failed++;
+      if (error.empty()) error = why;
+    }
+  };
+
+  static void OnDelivery(rd_kafka_t* rk, const rd_kafka_message_t* m, void* opaque) {
+    (void)rk;
+    (void)opaque;
+    auto* p = static_cast<Pending*>(m->_private);
+    if (m->err) p->Fail(rd_kafka_err2str(m->err));
+    p->left--;
+  }
+
+  void Destroy() {
+    if (rk_ == nullptr) return;
+    rd_kafka_flush(rk_, 10000);
+    rd_kafka_destroy(rk_);
+    rk_ = nullptr;
+  }
+
+  const std::string brokers_;
+  const std::string topic_;
+  const std::shared_ptr<const expr::Expr> key_;
+  const Properties props_;
+  const Clock* clock_;
+  rd_kafka_t* rk_ = nullptr;
+};
+
+}  // namespace
+
+ComponentDef KafkaInputDef() {
+  ComponentDef d;
+  d.kind = "input";
+  d.type = "kafka";
+  d.help = "Consumes `topics` as consumer group `group` (librdkafka). Each message's value is the "
+           "payload; its key, headers and timestamp go with it, and with `meta_field` set, an "
+           "object payload also gets {topic, partition, offset, key, timestamp, headers} under "
+           "that field for transforms. With a state directory the offsets are checkpointed and "
+           "committed to the broker only once a checkpoint holding them is durable.";
+  d.checkpoint = "the next offset of every partition read; committed to the group after the "
+                 "checkpoint is durable, and first of all on a restart";
+  d.bad_input = "an unreachable broker or unknown topic is an error on the card while librdkafka "
+                "retries; a bad property name is a config error";
+  d.props = {
+      {"brokers", PropType::kStringList, true, "", "bootstrap brokers, a list or host:port,..."},
+      {"topics", PropType::kStringList, true, "", "topics to subscribe to"},
+      {"group", PropType::kString, true, "", "the consumer group id"},
+      {"start", PropType::kString, false, "earliest",
+       "earliest or latest: where a partition with no committed offset starts"},
+      {"batch_size", PropType::kInt, false, "1000", "most messages per batch"},
+      {"batch_wait_ms", PropType::kInt, false, "50", "how long to wait to fill a batch"},
+      {"meta_field", PropType::kString, false, "",
+       "a field to put the message's Kafka metadata under (object payloads)"},
+      {"properties", PropType::kStringMap, false, "",
+       "librdkafka consumer properties, by their librdkafka names"},
+  };
+  d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
+    const std::string start = o.String("start");
+    if (start != "earliest" && start != "latest") o.Error("start", "must be earliest or latest");
+    if (o.Strings("topics").empty()) o.Error("topics", "name at least one topic");
+    if (o.String("group").empty()) o.Error("group", "must not be empty");
+    if (o.Int("batch_size") < 1 || o.Int("batch_size") > 100000) {
+      o.Error("batch_size", "must be between 1 and 100000");
+    }
+    if (o.Int("batch_wait_ms") < 0 || o.Int("batch_wait_ms") > 60000) {
+      o.Error("batch_wait_ms", "must be between 0 and 60000");
+    }
+    CheckProperties(o, o.StringMap("properties"));
+    if (o.failed()) return nullptr;
+    return std::make_unique<KafkaInput>(Brokers(o), o.Strings("topics"), o.String("group"), start,
+                                        o.Int("batch_size"), o.Int("batch_wait_ms"),
+                                        o.StringMap("properties"), o.String("meta_field"), ctx);
+  };
+  return d;
+}
+
+ComponentDef KafkaOutputDef() {
+  ComponentDef d;
+  d.kind = "output";
+  d.type = "kafka";
+  d.help = "Produces each message to `topic` with an idempotent producer (librdkafka). The key "
+           "is the `key` expression's value, or the message's own key; its headers go along. A "
+           "batch is written when every delivery report came back without error.";
+  d.checkpoint = "nothing: a batch is acknowledged by the broker before it counts as written";
+  d.bad_input = "a failed delivery fails the batch, which is retried with backoff (under "
+                "checkpointing until it is delivered, holding the pipeline); a key expression "
+                "that fails on a message fails its batch; a bad property name is a config error";
+  d.props = {
+      {"brokers", PropType::kStringList, true, "", "bootstrap brokers"},
+      {"topic", PropType::kString, true, "", "the topic to produce to"},
+      {"key", PropType::kExpr, false, "", "an expression for the message key"},
+      {"compression", PropType::kString, false, "none", "none, gzip, snappy, lz4 or zstd"},
+      {"properties", PropType::kStringMap, false, "",
+       "librdkafka producer properties, by their librdkafka names"},
+  };
+  d.make_output = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Output> {
+    const std::string comp = o.String("compression");
+    if (comp != "none" && comp != "gzip" && comp != "snappy" && comp != "lz4" && comp != "zstd") {
+      o.Error("compression", "must be none, gzip, snappy, lz4 or zstd");
+    }
+    auto props = o.StringMap("properties");
+    props.insert(props.begin(), {"compression.codec", comp});
+    CheckProperties(o, props);
+    auto key = o.Has("key") ? o.Expr("key") : nullptr;
+    if (o.String("topic").empty()) o.Error("topic", "must not be empty");
+    if (o.failed()) return nullptr;
+    return std::make_unique<KafkaOutput>(Brokers(o), o.String("topic"), key, props, ctx.clock);
+  };
+  return d;
+}
+
+}  // namespace kayak
