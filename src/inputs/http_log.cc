@@ -227,7 +227,10 @@ bool HttpLog::Append(std::string payload, Done done) {
   backlog_ += payload.size();
   if (!opt_.dir.empty()) {
     pending_.push_back({std::move(payload), std::move(done)});
-    writer_cv_.notify_one();
+    // While the writer writes or syncs it takes everything queued when it
+    // is done: only an idle writer needs waking (a futex call per post
+    // otherwise).
+    if (writer_idle_) writer_cv_.notify_one();
     return true;
   }
   const uint64_t seq = next_seq_++;
@@ -246,7 +249,9 @@ void HttpLog::WriterLoop() {
     uint64_t first = 0;
     {
       std::unique_lock lock(mu_);
+      writer_idle_ = true;
       writer_cv_.wait(lock, [&] { return closed_ || !pending_.empty(); });
+      writer_idle_ = false;
       if (closed_) break;
       batch.swap(pending_);
       first = next_seq_;

@@ -106,6 +106,7 @@ class HttpLog {
   std::deque<LogRecord> memory_;       // guarded by mu_: the in-memory log
   std::vector<Segment> segments_;      // guarded by mu_
   bool closed_ = false;                // guarded by mu_
+  bool writer_idle_ = false;           // guarded by mu_: the writer waits for posts
   uint64_t reader_wants_ = UINT64_MAX; // guarded by mu_: wake the reader at this sequence
   int write_fd_ = -1;                  // writer thread only
   bool roll_ = true;                   // writer thread only: next batch starts a segment

@@ -422,7 +422,8 @@ class KafkaOutput final : public Output {
       }
     }
     // Delivery reports decide: the batch is written when every one came back.
-    while (pending.left > 0) rd_kafka_poll(rk_, 50);
+    // flush (rather than poll) sends at once instead of waiting out linger.ms.
+    while (pending.left > 0) rd_kafka_flush(rk_, 100);
     if (!pending.error.empty()) {
       return Status::Unavailable("kafka output: " + std::to_string(pending.failed) + " of " +
                                  std::to_string(batch.size()) + " messages not delivered: " +

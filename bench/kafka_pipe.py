@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""kafka -> filter/map -> kafka and kafka -> file, next to kcat piping the same topic.
+
+    python3 bench/kafka_pipe.py [--messages N] [--runs R]
+
+Starts the test broker (build/tests/mockbroker, librdkafka's mock cluster in
+its own process) on 127.0.0.1, produces N messages to `in` (4 partitions),
+then in each run measures:
+
+  kcat pipe          kcat -C -t in -e | kcat -P -t <fresh topic>, and the same
+                     with the producer idempotent, as kayak's is by default
+  kayak k->k         kafka input -> filter + map -> kafka output, no state dir
+  kayak k->k state   the same with --state-dir (checkpoint every 10 s)
+  kayak k->file      kafka input -> file output, with --state-dir
+
+kayak's time runs from its first consumed message (the group join, about 3 s
+on the mock, is left out) to the last one written; kcat's from start to exit.
+Prints one line per run and a table of medians with the ratio to kcat.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KAYAK = os.environ.get("KAYAK_BIN", os.path.join(ROOT, "build", "kayak"))
+MOCK = os.environ.get("KAYAK_MOCKBROKER", os.path.join(ROOT, "build", "tests", "mockbroker"))
+
+
+def wait(cond, timeout, what):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.02)
+    raise SystemExit(f"timed out waiting for {what}")
+
+
+def card(url, pipeline, name):
+    with urllib.request.urlopen(f"{url}/api/v1/pipelines/{pipeline}", timeout=5) as r:
+        for c in json.load(r)["components"]:
+            if c["name"] == name:
+                return c
+    return None
+
+
+def run_kayak(work, bootstrap, n, output, state):
+    d = tempfile.mkdtemp(dir=work)
+    group = "b-" + uuid.uuid4().hex[:8]
+    if output == "kafka":
+        out = f"{{kafka: {{brokers: '{bootstrap}', topic: out-{group}}}}}"
+        transforms = "[{filter: 'v >= 0'}, {map: {w: 'v * 2'}}]"
+    else:
+        out = f"{{file: {{path: {d}/out}}}}"
+        transforms = "[]"
+    with open(f"{d}/p.yaml", "w") as f:
+        f.write(f"pipelines:\n  p:\n    input: {{kafka: {{brokers: '{bootstrap}', topics: [in], "
+                f"group: {group}, batch_size: 5000}}}}\n    transforms: {transforms}\n"
+                f"    outputs: [{out}]\n")
+    with open(f"{d}/s.yaml", "w") as f:
+        f.write("listen: 127.0.0.1:0\nlog_level: info\n")
+    args = [KAYAK, "--config", f"{d}/p.yaml", "--server-config", f"{d}/s.yaml"]
+    if state:
+        args += ["--state-dir", f"{d}/state"]
+    err = open(f"{d}/stderr", "w+")
+    p = subprocess.Popen(args, stderr=err, stdout=subprocess.DEVNULL)
+    try:
+        def url():
+            err.seek(0)
+            for line in err:
+                if "listening on http://" in line:
+                    return line.split("listening on ")[1].strip()
+            return None
+        u = wait(url, 30, "kayak to listen")
+        wait(lambda: card(u, "p", "input")["messages_in"] > 0, 60, "the first message")
+        t0 = time.monotonic()
+        wait(lambda: card(u, "p", "outputs[0]")["messages_out"] >= n, 600, "every message out")
+        return n / (time.monotonic() - t0)
+    finally:
+        p.terminate()
+        p.wait(timeout=60)
+        err.close()
+
+
+def run_kcat(bootstrap, n, idempotent=False):
+    topic = "kcat-" + uuid.uuid4().hex[:8]
+    t0 = time.monotonic()
+    c = subprocess.Popen(["kcat", "-C", "-b", bootstrap, "-t", "in", "-e", "-q", "-o", "beginning"],
+                         stdout=subprocess.PIPE)
+    extra = ["-X", "enable.idempotence=true"] if idempotent else []
+    pr = subprocess.run(["kcat", "-P", "-b", bootstrap, "-t", topic] + extra, stdin=c.stdout,
+                        capture_output=True)
+    c.wait()
+    if pr.returncode != 0:
+        raise SystemExit(f"kcat -P failed: {pr.stderr.decode()}")
+    return n / (time.monotonic() - t0)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--messages", type=int, default=200000)
+    ap.add_argument("--runs", type=int, default=3)
+    a = ap.parse_args()
+    if not shutil.which("kcat"):
+        raise SystemExit("needs kcat: apt-get install kcat")
+    work = tempfile.mkdtemp(prefix="kayak-bench-kafka-")
+    broker = subprocess.Popen([MOCK, "serve", "-b", "1", "-t", "in:4", "-f", f"{work}/bootstrap"],
+                              stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        wait(lambda: os.path.exists(f"{work}/bootstrap"), 30, "the broker")
+        bootstrap = open(f"{work}/bootstrap").read().strip()
+        subprocess.run([MOCK, "produce", bootstrap, "in", str(a.messages)], check=True)
+        size = a.messages * 40  # mockbroker's messages are about 40 bytes
+        results = {k: [] for k in ("kcat pipe", "kcat pipe, idempotent producer", "kayak k->k",
+                                    "kayak k->k state", "kayak k->file state")}
+        for r in range(a.runs):
+            for name in results:
+                if name.startswith("kcat"):
+                    v = run_kcat(bootstrap, a.messages, "idempotent" in name)
+                else:
+                    v = run_kayak(work, bootstrap, a.messages,
+                                  "file" if "file" in name else "kafka", "state" in name)
+                results[name].append(v)
+                print(f"run {r + 1} {name}: {v:,.0f} msg/s", flush=True)
+        base = statistics.median(results["kcat pipe"])
+        print(f"\n{a.runs} runs, {a.messages:,} messages of about 40 bytes, medians (min-max):")
+        print("| pipeline | msg/s | MB/s | ratio to kcat |")
+        print("|---|---|---|---|")
+        for name, vs in results.items():
+            m = statistics.median(vs)
+            print(f"| {name} | {m:,.0f} ({min(vs):,.0f}-{max(vs):,.0f}) | "
+                  f"{m * size / a.messages / 1e6:.1f} | {m / base:.2f} |")
+    finally:
+        broker.stdin.close()
+        broker.wait(timeout=30)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
