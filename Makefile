@@ -18,7 +18,9 @@ test-tsan:
 # Hundreds of kill points against the batch oracle; prints one summary line.
 soak: build
 	KAYAK_BIN=$(CURDIR)/build/kayak KAYAK_FAULTSHIM=$(CURDIR)/build/tests/faultshim.so \
-	  python3 tests/crash/crash_suite.py --kills 300 --messages 60000 --crash-states 12 -v
+	  KAYAK_MOCKBROKER=$(CURDIR)/build/tests/mockbroker \
+	  python3 tests/crash/crash_suite.py --kills 300 --messages 60000 --crash-states 12 \
+	  --kafka-kills 40 -v
 
 # The http input's request path under libFuzzer for ten minutes.
 fuzz: build

@@ -39,6 +39,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
 from harness import Server, wait_for  # noqa: E402
 import crashstate  # noqa: E402
+from test_kafka import Broker, checkpointed_offsets, value as kafka_value  # noqa: E402
 
 KEYS = 23
 WINDOW_SECS = 30
@@ -412,6 +413,83 @@ def part_unsynced(d, rng, n, slow, states, c, verbose):
         c.kill_points += 1
 
 
+def part_kafka(d, kills, rng, n, slow, c, verbose):
+    """A kafka input windowed and summed into a bucket, killed while consuming."""
+    os.makedirs(d, exist_ok=True)
+    b = Broker(d)
+    try:
+        b.produce("in", n)
+        group = f"crash-{rng.randrange(1 << 30)}"
+        cfg = f"""
+buckets:
+  ksums: {{}}
+pipelines:
+  k:
+    input: {{kafka: {{brokers: "{b.bootstrap}", topics: [in], group: {group}, batch_size: 40,
+                      properties: {{session.timeout.ms: "6000", heartbeat.interval.ms: "500"}}}}}}
+    transforms:
+      - lua: {{script: 'function process(m) for i=1,{slow} do end return m end'}}
+      - rolling_window: {{key: k, field: v, window_messages: 5, aggregates: [count, sum]}}
+      - bucket: {{name: ksums, key: k, op: add, field: v, as: total}}
+    outputs: [{{file: {{path: {d}/out}}}}]
+"""
+        state = f"{d}/state"
+
+        def start_k():
+            return Server(d, cfg, server_config=SERVER, state_dir=state)
+        for _ in range(kills):
+            s = start_k()
+            # killed while consuming (a kill inside the group join stalls the mock broker)
+            wait_for(lambda: s.card("k", "input")["messages_in"] > 0, timeout=120,
+                     what="the kafka input to consume")
+            if len(read_dir(f"{d}/out").splitlines()) >= n:
+                s.kill()
+                break
+            time.sleep(rng.uniform(0.2, 1.5))
+            kill_now(s)
+            c.kill_points += 1
+            ckpt = checkpointed_offsets(state, "k") or {}
+            for p, off in b.committed("in", group).items():
+                if off >= 0 and off > ckpt.get(p, -1):
+                    print(f"kafka: partition {p} committed at {off}, ahead of the checkpoint "
+                          f"({ckpt.get(p)})")
+                    c.double += 1
+            if verbose:
+                print(f"  kafka kill {c.kill_points}: committed offsets within the checkpoint",
+                      flush=True)
+        s = start_k()
+        wait_for(lambda: len(read_dir(f"{d}/out").splitlines()) >= n, timeout=300,
+                 what="kafka: every message in the output")
+        windows, sums, want = {}, {}, {}
+        for i in range(n):
+            k = f"k{i % 7}"
+            w = windows.setdefault(k, [])
+            w.append(kafka_value(i))
+            del w[:-5]
+            sums[k] = sums.get(k, 0) + kafka_value(i)
+            want[i] = (len(w), float(sum(w)), sums[k])
+        for k, v in sums.items():
+            got = s.get_json(f"/api/v1/buckets/ksums?key={k}")["value"]
+            if got != v:
+                print(f"kafka: bucket ksums[{k}] = {got}, oracle {v}")
+                c.double += got > v
+                c.lost += got < v
+        s.stop()
+        rows = [json.loads(l) for l in read_dir(f"{d}/out").decode().splitlines()]
+        seqs = sorted(r["seq"] for r in rows)
+        if seqs != list(range(n)):
+            c.lost += len(set(range(n)) - set(seqs))
+            c.mismatches += 1
+            print("kafka: the file output is not every message exactly once")
+        bad = [r["seq"] for r in rows if (r["v_count"], r["v_sum"], r["total"]) != want[r["seq"]]]
+        if bad:
+            c.mismatches += 1
+            print(f"kafka: window aggregates differ from the oracle at seqs {bad[:10]}")
+        c.messages += n
+    finally:
+        b.close()
+
+
 def run(args):
     rng = random.Random(args.seed)
     n = args.messages
@@ -424,6 +502,8 @@ def run(args):
         part_disk(os.path.join(base, "disk"), rng, n, args.slow, c, args.verbose)
         part_unsynced(os.path.join(base, "unsynced"), rng, max(n // 3, 300), args.slow,
                       args.crash_states, c, args.verbose)
+        part_kafka(os.path.join(base, "kafka"), args.kafka_kills, rng, max(n // 4, 300),
+                   args.slow, c, args.verbose)
     except AssertionError as e:
         print(f"crash suite: {e}")
         c.mismatches += 1
@@ -443,6 +523,7 @@ def main():
     ap.add_argument("--seed", type=int, default=int(os.environ.get("KAYAK_SEED", random.randrange(1 << 30))))
     ap.add_argument("--messages", type=int, default=12000)
     ap.add_argument("--crash-states", type=int, default=3, help="power-loss states to restart from")
+    ap.add_argument("--kafka-kills", type=int, default=4, help="kills of the kafka workload")
     ap.add_argument("--slow", type=int, default=150000, help="Lua loop per message, to stretch the run")
     ap.add_argument("-v", "--verbose", action="store_true")
     sys.exit(run(ap.parse_args()))
