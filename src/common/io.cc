@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
+#include <vector>
 
 namespace kayak {
 
@@ -27,6 +29,24 @@ Status SyncDir(const std::string& dir) {
   if (::fsync(fd) != 0) st = Status::FromErrno("fsync directory " + dir, errno);
   ::close(fd);
   return st;
+}
+
+Status CreateDirsDurably(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<fs::path> created;
+  for (fs::path p = fs::path(dir).lexically_normal(); !p.empty() && !fs::exists(p, ec);
+       p = p.parent_path()) {
+    created.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  fs::create_directories(dir, ec);
+  if (ec) return Status::Io("cannot create directory " + dir + ": " + ec.message());
+  for (const auto& p : created) {
+    const fs::path parent = p.parent_path();
+    if (Status st = SyncDir(parent.empty() ? "." : parent.string()); !st.ok()) return st;
+  }
+  return Status::Ok();
 }
 
 }  // namespace kayak

@@ -16,4 +16,8 @@ Status WriteAll(int fd, const char* data, size_t n, const std::string& what);
 // in it survive a power loss.
 Status SyncDir(const std::string& dir);
 
+// Creates `dir` and its missing parents, fsyncing the parent of each one
+// created, so the directory survives a power loss with what is put in it.
+Status CreateDirsDurably(const std::string& dir);
+
 }  // namespace kayak

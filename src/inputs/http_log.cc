@@ -11,7 +11,6 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 
 #include "checkpoint/format.h"
 #include "common/io.h"
@@ -104,25 +103,6 @@ Status PwriteAll(int fd, const char* buf, size_t n, uint64_t off, const std::str
   return Status::Ok();
 }
 
-// Creates `dir` and its missing parents durably.
-Status MakeDirs(const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  std::vector<fs::path> created;
-  for (fs::path p = fs::path(dir).lexically_normal(); !p.empty() && !fs::exists(p, ec);
-       p = p.parent_path()) {
-    created.push_back(p);
-    if (p == p.parent_path()) break;
-  }
-  fs::create_directories(dir, ec);
-  if (ec) return Status::Io("cannot create directory " + dir + ": " + ec.message());
-  for (const auto& p : created) {
-    const fs::path parent = p.parent_path();
-    if (Status st = SyncDir(parent.empty() ? "." : parent.string()); !st.ok()) return st;
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 HttpLog::HttpLog(Options options) : opt_(std::move(options)) {}
@@ -145,7 +125,7 @@ Result<std::unique_ptr<HttpLog>> HttpLog::Open(Options options, uint64_t restore
 }
 
 Status HttpLog::Scan(uint64_t restored_seq) {
-  if (Status st = MakeDirs(opt_.dir); !st.ok()) return st;
+  if (Status st = CreateDirsDurably(opt_.dir); !st.ok()) return st;
   std::vector<std::pair<uint64_t, std::string>> found;
   DIR* d = ::opendir(opt_.dir.c_str());
   if (d == nullptr) return Status::FromErrno("open directory " + opt_.dir, errno);

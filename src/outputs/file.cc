@@ -7,7 +7,6 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <filesystem>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -42,7 +41,7 @@ class FileOutput final : public Output {
   ~FileOutput() override { (void)ClosePart(); }
 
   Status Open() override {
-    if (Status st = CreateDirDurably(); !st.ok()) return st;
+    if (Status st = CreateDirsDurably(dir_); !st.ok()) return st;
     std::vector<std::pair<int64_t, std::string>> parts;
     DIR* d = ::opendir(dir_.c_str());
     if (d == nullptr) return Status::FromErrno("open directory " + dir_, errno);
@@ -176,26 +175,6 @@ class FileOutput final : public Output {
     ::close(fd_);
     fd_ = -1;
     if (rc != 0) return SyncFailed(Status::FromErrno("fdatasync " + part_path_, err));
-    return Status::Ok();
-  }
-
-  // Creates `dir_` and its missing parents, and fsyncs the parent of each
-  // one created so the directory survives a power loss with the parts in it.
-  Status CreateDirDurably() {
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    std::vector<fs::path> created;
-    for (fs::path p = fs::path(dir_).lexically_normal(); !p.empty() && !fs::exists(p, ec);
-         p = p.parent_path()) {
-      created.push_back(p);
-      if (p == p.parent_path()) break;
-    }
-    fs::create_directories(dir_, ec);
-    if (ec) return Status::Io("cannot create directory " + dir_ + ": " + ec.message());
-    for (const auto& p : created) {
-      const fs::path parent = p.has_parent_path() ? p.parent_path() : fs::path(".");
-      if (Status st = SyncDir(parent.empty() ? "." : parent.string()); !st.ok()) return st;
-    }
     return Status::Ok();
   }
 
