@@ -355,10 +355,11 @@ class KafkaInput final : public Input {
 
 class KafkaOutput final : public Output {
  public:
-  KafkaOutput(std::string brokers, std::string topic, std::shared_ptr<const expr::Expr> key,
-              Properties props, const Clock* clock)
+  KafkaOutput(std::string brokers, std::string topic, std::shared_ptr<const expr::Expr> topic_expr,
+              std::shared_ptr<const expr::Expr> key, Properties props, const Clock* clock)
       : brokers_(std::move(brokers)),
         topic_(std::move(topic)),
+        topic_expr_(std::move(topic_expr)),
         key_(std::move(key)),
         props_(std::move(props)),
         clock_(clock) {}
@@ -384,16 +385,35 @@ class KafkaOutput final : public Output {
     pending.left = batch.messages.size();
     for (const auto& m : batch.messages) {
       std::string key = m.key();
-      if (key_) {
+      const std::string* topic = &topic_;
+      std::string per_message_topic;
+      if (key_ || topic_expr_) {
         auto fields = Json::parse(m.payload(), nullptr, false);
-        auto v = fields.is_discarded() ? Result<Json>(Status::Invalid("payload is not JSON"))
-                                       : key_->Eval(fields, *clock_);
-        if (!v.ok()) {
+        std::string why;
+        if (fields.is_discarded()) why = "the payload is not JSON";
+        if (why.empty() && key_) {
+          auto v = key_->Eval(fields, *clock_);
+          if (v.ok()) {
+            key = v->is_string() ? v->get<std::string>() : v->dump();
+          } else {
+            why = "key: " + v.status().message();
+          }
+        }
+        if (why.empty() && topic_expr_) {
+          auto v = topic_expr_->Eval(fields, *clock_);
+          if (v.ok() && v->is_string() && !v->get<std::string>().empty()) {
+            per_message_topic = v->get<std::string>();
+            topic = &per_message_topic;
+          } else {
+            why = "topic_expr: " + (v.ok() ? std::string("not a non-empty string")
+                                           : v.status().message());
+          }
+        }
+        if (!why.empty()) {
           pending.left--;
-          pending.Fail("key: " + v.status().message());
+          pending.Fail(why);
           continue;
         }
-        key = v->is_string() ? v->get<std::string>() : v->dump();
       }
       rd_kafka_headers_t* hdrs = nullptr;
       if (!m.headers().empty()) {
@@ -405,7 +425,7 @@ class KafkaOutput final : public Output {
       }
       for (;;) {
         const rd_kafka_resp_err_t e = rd_kafka_producev(
-            rk_, RD_KAFKA_V_TOPIC(topic_.c_str()),
+            rk_, RD_KAFKA_V_TOPIC(topic->c_str()),
             RD_KAFKA_V_VALUE(const_cast<char*>(m.payload().data()), m.payload().size()),
             RD_KAFKA_V_KEY(key.data(), key.size()), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
             RD_KAFKA_V_OPAQUE(&pending), RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
@@ -465,6 +485,7 @@ class KafkaOutput final : public Output {
 
   const std::string brokers_;
   const std::string topic_;
+  const std::shared_ptr<const expr::Expr> topic_expr_;  // per message, instead of topic_
   const std::shared_ptr<const expr::Expr> key_;
   const Properties props_;
   const Clock* clock_;
@@ -523,7 +544,8 @@ ComponentDef KafkaOutputDef() {
   ComponentDef d;
   d.kind = "output";
   d.type = "kafka";
-  d.help = "Produces each message to `topic` with an idempotent producer (librdkafka). The key "
+  d.help = "Produces each message to `topic` (or the topic `topic_expr` gives it) with an "
+           "idempotent producer (librdkafka). The key "
            "is the `key` expression's value, or the message's own key; its headers go along. A "
            "batch is written when every delivery report came back without error.";
   d.checkpoint = "nothing: a batch is acknowledged by the broker before it counts as written";
@@ -532,7 +554,9 @@ ComponentDef KafkaOutputDef() {
                 "that fails on a message fails its batch; a bad property name is a config error";
   d.props = {
       {"brokers", PropType::kStringList, true, "", "bootstrap brokers"},
-      {"topic", PropType::kString, true, "", "the topic to produce to"},
+      {"topic", PropType::kString, false, "", "the topic to produce to"},
+      {"topic_expr", PropType::kExpr, false, "",
+       "instead of `topic`: an expression giving each message's topic"},
       {"key", PropType::kExpr, false, "", "an expression for the message key"},
       {"compression", PropType::kString, false, "none", "none, gzip, snappy, lz4 or zstd"},
       {"properties", PropType::kStringMap, false, "",
@@ -547,9 +571,13 @@ ComponentDef KafkaOutputDef() {
     props.insert(props.begin(), {"compression.codec", comp});
     CheckProperties(o, props);
     auto key = o.Has("key") ? o.Expr("key") : nullptr;
-    if (o.String("topic").empty()) o.Error("topic", "must not be empty");
+    auto topic_expr = o.Has("topic_expr") ? o.Expr("topic_expr") : nullptr;
+    if (o.String("topic").empty() == !o.Has("topic_expr")) {
+      o.Error("topic", "give either `topic` or `topic_expr`");
+    }
     if (o.failed()) return nullptr;
-    return std::make_unique<KafkaOutput>(Brokers(o), o.String("topic"), key, props, ctx.clock);
+    return std::make_unique<KafkaOutput>(Brokers(o), o.String("topic"), topic_expr, key, props,
+                                         ctx.clock);
   };
   return d;
 }

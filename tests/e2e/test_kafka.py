@@ -197,3 +197,21 @@ pipelines:
                            capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("no.such.property", r.stderr)
+
+    def test_topic_per_message_from_an_expression(self):
+        b = self.broker()
+        b.produce("in", 140)
+        group = "g-" + uuid.uuid4().hex[:8]
+        cfg = f"""
+pipelines:
+  route:
+    input: {{kafka: {{brokers: "{b.bootstrap}", topics: [in], group: {group}}}}}
+    outputs: [{{kafka: {{brokers: "{b.bootstrap}", topic_expr: k}}}}]
+  back:
+    input: {{kafka: {{brokers: "{b.bootstrap}", topics: [k3], group: r-{group}}}}}
+    outputs: [{{file: {{path: {self.path('k3')}}}}}]
+"""
+        self.start(cfg)
+        wait_for(lambda: len(self.read_output("k3")) >= 20, timeout=90, what="topic k3's messages")
+        rows = [json.loads(l) for l in self.read_output("k3")]
+        self.assertEqual(sorted(r["seq"] for r in rows), [i for i in range(140) if i % 7 == 3])
