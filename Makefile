@@ -13,7 +13,8 @@ test-asan:
 
 # TSan build of everything, then the whole suite against it.
 test-tsan:
-	BUILD_DIR=build-tsan KAYAK_SANITIZE=thread ./scripts/test.sh
+	TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp" \
+	  BUILD_DIR=build-tsan KAYAK_SANITIZE=thread ./scripts/test.sh
 
 # Hundreds of kill points against the batch oracle; prints one summary line.
 soak: build
