@@ -39,7 +39,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
 from harness import Server, wait_for  # noqa: E402
 import crashstate  # noqa: E402
-from test_kafka import Broker, checkpointed_offsets, value as kafka_value  # noqa: E402
+from test_kafka import Broker, checkpointed_offsets, oracle as kafka_oracle  # noqa: E402
 
 KEYS = 23
 WINDOW_SECS = 30
@@ -460,14 +460,7 @@ pipelines:
         s = start_k()
         wait_for(lambda: len(read_dir(f"{d}/out").splitlines()) >= n, timeout=300,
                  what="kafka: every message in the output")
-        windows, sums, want = {}, {}, {}
-        for i in range(n):
-            k = f"k{i % 7}"
-            w = windows.setdefault(k, [])
-            w.append(kafka_value(i))
-            del w[:-5]
-            sums[k] = sums.get(k, 0) + kafka_value(i)
-            want[i] = (len(w), float(sum(w)), sums[k])
+        want, sums = kafka_oracle(n)
         for k, v in sums.items():
             got = s.get_json(f"/api/v1/buckets/ksums?key={k}")["value"]
             if got != v:

@@ -20,6 +20,22 @@ def value(i):
     return (i * 31) % 97
 
 
+def oracle(n):
+    """What a batch computation gives for the messages `mockbroker produce` wrote
+    through a 5-message count window and a running sum per key (in production
+    order: a key stays on one partition). Returns ({seq: (count, sum, total)},
+    {key: final sum})."""
+    windows, sums, want = {}, {}, {}
+    for i in range(n):
+        k = f"k{i % KEYS}"
+        w = windows.setdefault(k, [])
+        w.append(value(i))
+        del w[:-5]
+        sums[k] = sums.get(k, 0) + value(i)
+        want[i] = (len(w), float(sum(w)), sums[k])
+    return want, sums
+
+
 class Broker:
     def __init__(self, workdir, brokers=1, topics=("in:4",)):
         assert MOCK, "KAYAK_MOCKBROKER must name build/tests/mockbroker (ctest sets it)"
@@ -130,15 +146,7 @@ pipelines:
         s = self.start(cfg, server_config=self.server, state_dir=state)
         wait_for(lambda: len(self.read_output("out")) >= n, timeout=180,
                  what=f"seed {seed}: every message in the output")
-        # The oracle: per key, in production order (a key stays on one partition).
-        windows, sums, want = {}, {}, {}
-        for i in range(n):
-            k = f"k{i % KEYS}"
-            w = windows.setdefault(k, [])
-            w.append(value(i))
-            del w[:-5]
-            sums[k] = sums.get(k, 0) + value(i)
-            want[i] = (len(w), float(sum(w)), sums[k])
+        want, sums = oracle(n)
         rows = self.rows()
         self.assertEqual(sorted(r["seq"] for r in rows), list(range(n)), f"seed {seed}")
         for r in rows:
