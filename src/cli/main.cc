@@ -213,6 +213,10 @@ int Serve(const Args& args) {
   http::Api api(engine.get());
   http::ServerLimits limits;
   limits.max_body_bytes = static_cast<uint64_t>(server.max_body_bytes);
+  limits.max_header_bytes = static_cast<uint32_t>(server.max_header_bytes);
+  limits.read_timeout_ms = static_cast<int>(server.read_timeout_secs * 1000);
+  limits.idle_timeout_ms = static_cast<int>(server.idle_timeout_secs * 1000);
+  limits.max_connections = static_cast<size_t>(server.max_connections);
   http::Server listener(server.listen_host, server.listen_port, limits,
                         [&api](const http::Request& req, http::Response* res) {
                           api.Handle(req, res);

@@ -2,6 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -26,11 +28,12 @@ bool ParseListen(const std::string& text, std::string* host, uint16_t* port) {
 
 namespace {
 
-bool IntOf(const YAML::Node& n, int64_t min, int64_t* out) {
+bool IntOf(const YAML::Node& n, int64_t min, int64_t* out, int64_t max = INT64_MAX) {
   if (!n.IsScalar()) return false;
   char* end = nullptr;
+  errno = 0;
   const long long v = std::strtoll(n.Scalar().c_str(), &end, 10);
-  if (n.Scalar().empty() || *end != '\0' || v < min) return false;
+  if (n.Scalar().empty() || *end != '\0' || errno != 0 || v < min || v > max) return false;
   *out = v;
   return true;
 }
@@ -106,9 +109,26 @@ bool LoadServerConfigText(const std::string& text, const std::string& file, Serv
       err(v, "checkpoint.timeout_secs must be a whole number of seconds >= 1");
     }
   }
-  if (auto n = root["limits"]; n.IsDefined() && check_keys(n, "limits", {"max_body_bytes"})) {
+  if (auto n = root["limits"];
+      n.IsDefined() && check_keys(n, "limits", {"max_body_bytes", "max_header_bytes",
+                                                "read_timeout_secs", "idle_timeout_secs",
+                                                "max_connections"})) {
     if (auto v = n["max_body_bytes"]; v.IsDefined() && !IntOf(v, 1, &out->max_body_bytes)) {
       err(v, "limits.max_body_bytes must be a whole number of bytes >= 1");
+    }
+    if (auto v = n["max_header_bytes"]; v.IsDefined() && !IntOf(v, 1024, &out->max_header_bytes, 1 << 20)) {
+      err(v, "limits.max_header_bytes must be a whole number of bytes from 1024 to 1048576");
+    }
+    if (auto v = n["read_timeout_secs"];
+        v.IsDefined() && !IntOf(v, 1, &out->read_timeout_secs, 86400)) {
+      err(v, "limits.read_timeout_secs must be a whole number of seconds from 1 to 86400");
+    }
+    if (auto v = n["idle_timeout_secs"];
+        v.IsDefined() && !IntOf(v, 1, &out->idle_timeout_secs, 86400)) {
+      err(v, "limits.idle_timeout_secs must be a whole number of seconds from 1 to 86400");
+    }
+    if (auto v = n["max_connections"]; v.IsDefined() && !IntOf(v, 1, &out->max_connections, 1000000)) {
+      err(v, "limits.max_connections must be a whole number from 1 to 1000000");
     }
   }
   return errors->empty();

@@ -16,6 +16,10 @@ struct ServerConfig {
   int64_t checkpoint_interval_secs = 10;
   int64_t checkpoint_timeout_secs = 60;
   int64_t max_body_bytes = 10 * 1024 * 1024;
+  int64_t max_header_bytes = 16 * 1024;
+  int64_t read_timeout_secs = 30;
+  int64_t idle_timeout_secs = 60;
+  int64_t max_connections = 512;
 };
 
 // Reads and validates `path`; every error is added to `errors`.

@@ -1,8 +1,8 @@
-// The HTTP listener (Boost.Beast): admin API, and later the http input.
-// I/O threads (one: on two cores a second one measured slower, see
-// docs/benchmarks.md), each connection on a strand, so handlers must be
-// thread-safe and must not block. An http input's post is answered later,
-// when its log says so (group commit).
+// The HTTP listener (Boost.Beast's parser over Asio sockets): the admin API
+// and the http inputs' paths. One I/O thread (on two cores a second one
+// measured slower, see docs/benchmarks.md) runs every connection; handlers
+// must not block. An http input's post is answered later, when its log says
+// so (group commit), through a queue the I/O thread drains.
 #pragma once
 
 #include <boost/beast/http.hpp>

@@ -92,6 +92,8 @@ class HttpLog {
   void WriterLoop();
   Status WriteBatch(std::vector<Pending>* batch, uint64_t first_seq);
   Status NewSegment(uint64_t first_seq);
+  // Zero-fills the open segment, synced, to at least `need` bytes.
+  Status WriteAhead(uint64_t need, const std::string& path);
   Status ReadFromDisk(uint64_t after_seq, size_t max_records, size_t max_bytes,
                       std::vector<LogRecord>* out);
 
@@ -110,6 +112,8 @@ class HttpLog {
   uint64_t reader_wants_ = UINT64_MAX; // guarded by mu_: wake the reader at this sequence
   int write_fd_ = -1;                  // writer thread only
   bool roll_ = true;                   // writer thread only: next batch starts a segment
+  uint64_t written_ahead_ = 0;         // writer thread only: zero-filled, synced length
+  std::string buf_;                    // writer thread only: the batch being encoded
   int read_fd_ = -1;                   // reader only
   std::string read_path_;              // reader only
   uint64_t read_off_ = 0;              // reader only: where record read_next_ starts

@@ -3,7 +3,9 @@ import http.client
 import json
 import os
 import random
+import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -60,6 +62,22 @@ class Poster(threading.Thread):
                 with self.lock:
                     self.acked.add(oid)
         conn.close()
+
+
+def records_end(segment):
+    """Where the last whole record of a log segment ends (docs/state_format.md):
+    a 24-byte header, then records (u32 length, u32 crc, u64 seq, payload)
+    until zeros, the space written ahead."""
+    with open(segment, "rb") as f:
+        data = f.read()
+    off = 24
+    while off + 16 <= len(data):
+        length = int.from_bytes(data[off:off + 4], "little")
+        seq = int.from_bytes(data[off + 8:off + 16], "little")
+        if length == 0 or seq == 0:
+            break
+        off += 16 + length
+    return off
 
 
 def ready(s):
@@ -199,8 +217,10 @@ class HttpLogTest(KayakTest):
         s.kill()
         logdir = os.path.join(state, "http", "web")
         seg = os.path.join(logdir, sorted(os.listdir(logdir))[-1])
-        size = os.path.getsize(seg)
-        with open(seg, "ab") as f:  # half a record: a crash in the middle of an append
+        size = records_end(seg)
+        self.assertGreater(os.path.getsize(seg), size)  # space written ahead, zeros
+        with open(seg, "r+b") as f:  # half a record: a crash in the middle of an append
+            f.seek(size)
             f.write(b"\x40\x00\x00\x00\x01\x02\x03\x04\x06\x00\x00\x00\x00\x00\x00\x00{\"i\":")
         s = self.start(pipeline(self.path("out")), server_config=self.server, state_dir=state)
         wait_for(lambda: "torn record" in s.stderr(), what="the torn record to be reported")
@@ -370,3 +390,127 @@ class HttpPollTest(KayakTest):
             e.default = 200
         n = len(self.read_output("out"))
         wait_for(lambda: len(self.read_output("out")) > n, timeout=30, what="polling to resume")
+
+
+def raw_exchange(host, port, data, timeout=10):
+    """Sends raw bytes on a fresh connection; returns everything the server
+    sent until it closed the connection or `timeout` passed."""
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(data)
+        return read_until_closed(sock, timeout)
+
+
+def read_until_closed(sock, timeout):
+    got, deadline = b"", time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        sock.settimeout(max(0.05, deadline - time.monotonic()))
+        try:
+            chunk = sock.recv(65536)
+        except socket.timeout:
+            break
+        except ConnectionResetError:
+            break
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
+def statuses(raw):
+    return [int(m.group(1)) for m in re.finditer(rb"HTTP/1\.[01] (\d{3}) ", raw)]
+
+
+class ListenerTest(KayakTest):
+    """The listener under requests no well-behaved client sends (issue 5, point 5)."""
+
+    SERVER = ("listen: 127.0.0.1:0\nlimits: {read_timeout_secs: 1, idle_timeout_secs: 2, "
+              "max_header_bytes: 2048, max_connections: 8, max_body_bytes: 4096}\n")
+
+    def setUp(self):
+        super().setUp()
+        self.s = ready(self.start(pipeline(self.path("out")), server_config=self.SERVER))
+        u = urllib.parse.urlsplit(self.s.url)
+        self.host, self.port = u.hostname, u.port
+
+    def alive(self):
+        status, _, _ = request("GET", self.s.url + "/health")
+        return status == 200
+
+    def test_pipelined_and_chunked_posts_on_one_connection(self):
+        body = b'{"n":1}'
+        one = (b"POST /ingest/orders HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+               % (len(body), body))
+        chunked = (b"POST /ingest/orders HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                   b"4\r\n{\"n\"\r\n3\r\n:2}\r\n0\r\n\r\n")
+        last = (b"POST /ingest/orders HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                b"Content-Length: 7\r\n\r\n{\"n\":3}")
+        raw = raw_exchange(self.host, self.port, one + chunked + last)
+        self.assertEqual(statuses(raw), [202, 202, 202], raw)
+        wait_for(lambda: len(self.read_output("out")) == 3, what="three messages")
+        self.assertEqual([json.loads(l)["n"] for l in self.read_output("out")], [1, 2, 3])
+
+    def test_malformed_requests_get_400_and_the_server_stays_up(self):
+        bad = [
+            b"NOT A REQUEST\r\n\r\n",
+            b"GET / HTTP/9.9\r\n\r\n",
+            b"POST /ingest/orders HTTP/1.1\r\nContent-Length: nope\r\n\r\n",
+            b"POST /ingest/orders HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+            b"POST /ingest/orders HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+            b"GET /health HTTP/1.1\r\nBad Header Name: x\r\n\r\n",
+            b"\x00\xff\x16\x03\x01garbage\r\n\r\n",
+        ]
+        for data in bad:
+            raw = raw_exchange(self.host, self.port, data, timeout=5)
+            self.assertEqual(statuses(raw), [400], (data, raw))
+        rng = random.Random(5)
+        for _ in range(200):
+            junk = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300)))
+            raw_exchange(self.host, self.port, junk + b"\r\n\r\n", timeout=5)
+        self.assertTrue(self.alive())
+
+    def test_oversized_header_gets_431_and_oversized_body_413(self):
+        raw = raw_exchange(self.host, self.port,
+                           b"GET /health HTTP/1.1\r\nX-Big: " + b"a" * 4000 + b"\r\n\r\n")
+        self.assertEqual(statuses(raw), [431], raw)
+        raw = raw_exchange(self.host, self.port,
+                           b"POST /ingest/orders HTTP/1.1\r\nContent-Length: 100000\r\n\r\n{")
+        self.assertEqual(statuses(raw), [413], raw)
+        # a chunked body over the limit too
+        chunk = b"1000\r\n" + b"a" * 4096 + b"\r\n"
+        raw = raw_exchange(self.host, self.port,
+                           b"POST /ingest/orders HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                           + chunk * 2 + b"0\r\n\r\n")
+        self.assertEqual(statuses(raw), [413], raw)
+        self.assertTrue(self.alive())
+
+    def test_a_slow_client_is_cut_off_and_an_idle_one_closed(self):
+        started = time.monotonic()
+        with socket.create_connection((self.host, self.port), timeout=10) as sock:
+            sock.sendall(b"POST /ingest/orders HTTP/1.1\r\nHost: x\r\nContent-Len")  # never ends
+            self.assertEqual(read_until_closed(sock, 10), b"")
+        self.assertLess(time.monotonic() - started, 8)  # the read timeout is 1 s
+        # A kept-alive connection: answered, then closed once idle.
+        with socket.create_connection((self.host, self.port), timeout=10) as sock:
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            started = time.monotonic()
+            raw = read_until_closed(sock, 10)
+            self.assertEqual(statuses(raw), [200])
+            self.assertLess(time.monotonic() - started, 8)
+        self.assertTrue(self.alive())
+
+    def test_connections_beyond_the_cap_are_closed_at_once(self):
+        held = [socket.create_connection((self.host, self.port), timeout=10) for _ in range(8)]
+        try:
+            # the listener has counted all eight once each has been answered
+            for sock in held:
+                sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+                sock.settimeout(10)
+                self.assertIn(b"200", sock.recv(4096))
+            extra = socket.create_connection((self.host, self.port), timeout=10)
+            extra.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            self.assertEqual(statuses(read_until_closed(extra, 5)), [])
+            extra.close()
+        finally:
+            for sock in held:
+                sock.close()
+        wait_for(self.alive, what="the listener to serve again once connections closed")

@@ -152,6 +152,23 @@ TEST(Config, ServerConfig) {
   EXPECT_EQ(e2.size(), 5u) << e2.ToString();
   EXPECT_NE(e2.ToString().find("s.yaml:1:9: listen must be host:port"), std::string::npos);
   EXPECT_NE(e2.ToString().find("s.yaml:4:1: unknown key 'extra'"), std::string::npos);
+  ServerConfig l;
+  ErrorList e3;
+  ASSERT_TRUE(LoadServerConfigText(
+      "limits: {max_header_bytes: 4096, read_timeout_secs: 5, idle_timeout_secs: 9, "
+      "max_connections: 3}\n",
+      "s.yaml", &l, &e3))
+      << e3.ToString();
+  EXPECT_EQ(l.max_header_bytes, 4096);
+  EXPECT_EQ(l.read_timeout_secs, 5);
+  EXPECT_EQ(l.idle_timeout_secs, 9);
+  EXPECT_EQ(l.max_connections, 3);
+  ErrorList e4;
+  EXPECT_FALSE(LoadServerConfigText(
+      "limits: {max_header_bytes: 10, read_timeout_secs: 99999999999999999999, "
+      "idle_timeout_secs: 0, max_connections: many}\n",
+      "s.yaml", &l, &e4));
+  EXPECT_EQ(e4.size(), 4u) << e4.ToString();
 }
 
 }  // namespace

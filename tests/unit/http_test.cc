@@ -124,17 +124,35 @@ TEST_F(HttpLogTest, ATornTailIsCutAndNumberingContinues) {
     for (int i = 1; i <= 3; ++i) Append(log.get(), "{\"i\":" + std::to_string(i) + "}");
   }
   const std::string seg = Segments().back();
-  const auto size = std::filesystem::file_size(seg);
+  // The header, then three records of 7 bytes; zeros written ahead follow.
+  const uint64_t size = 24 + 3 * (16 + 7);
+  EXPECT_GT(std::filesystem::file_size(seg), size);
   {
-    const int fd = ::open(seg.c_str(), O_WRONLY | O_APPEND);
+    const int fd = ::open(seg.c_str(), O_WRONLY);
     ASSERT_GE(fd, 0);
-    ASSERT_EQ(::write(fd, "\x10\0\0\0garbage", 11), 11);
+    ASSERT_EQ(::pwrite(fd, "\x10\0\0\0garbage", 11, size), 11);
     ::close(fd);
   }
   auto log = Open(0);
   EXPECT_EQ(std::filesystem::file_size(seg), size);
   EXPECT_EQ(ReadAll(log.get(), 0).size(), 3u);
   EXPECT_EQ(Append(log.get(), "{}"), 4u);
+}
+
+// Zeros written ahead of the records are not a torn record: the records
+// before them are all kept, and the space is cut off at start.
+TEST_F(HttpLogTest, SpaceWrittenAheadIsCutQuietly) {
+  {
+    auto log = Open(0);
+    for (int i = 1; i <= 3; ++i) Append(log.get(), "{\"i\":" + std::to_string(i) + "}");
+  }
+  const std::string seg = Segments().back();
+  EXPECT_GE(std::filesystem::file_size(seg), 1u << 20);
+  auto log = Open(0);
+  EXPECT_EQ(std::filesystem::file_size(seg), 24u + 3 * (16 + 7));
+  auto recs = ReadAll(log.get(), 0);
+  ASSERT_EQ(recs.size(), 3u);
+  EXPECT_EQ(recs[2].payload, "{\"i\":3}");
 }
 
 // After a failed write the batch's numbers are reused in a new segment; the
