@@ -44,11 +44,38 @@ const char* KindTag(FileKind k) { return k == FileKind::kChunk ? "CHNK" : "MNFT"
 
 }  // namespace
 
+namespace {
+
+uint32_t Crc32cTable(const uint8_t* p, size_t n, uint32_t crc) {
+  for (size_t i = 0; i < n; ++i) crc = kTable[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
+  return crc;
+}
+
+#if defined(__x86_64__)
+// SSE 4.2's crc32 instruction computes the same polynomial 8 bytes at a time.
+__attribute__((target("sse4.2"))) uint32_t Crc32cSse42(const uint8_t* p, size_t n,
+                                                        uint32_t crc) {
+  uint64_t c = crc;
+  for (; n >= 8; n -= 8, p += 8) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    c = __builtin_ia32_crc32di(c, v);
+  }
+  auto c32 = static_cast<uint32_t>(c);
+  for (; n > 0; --n, ++p) c32 = __builtin_ia32_crc32qi(c32, *p);
+  return c32;
+}
+const bool kHaveSse42 = __builtin_cpu_supports("sse4.2");
+#endif
+
+}  // namespace
+
 uint32_t Crc32c(const void* data, size_t n, uint32_t crc) {
   const auto* p = static_cast<const uint8_t*>(data);
-  crc = ~crc;
-  for (size_t i = 0; i < n; ++i) crc = kTable[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
-  return ~crc;
+#if defined(__x86_64__)
+  if (kHaveSse42) return ~Crc32cSse42(p, n, ~crc);
+#endif
+  return ~Crc32cTable(p, n, ~crc);
 }
 
 std::string Frame(FileKind kind, std::string_view payload) {

@@ -250,6 +250,11 @@ void HttpLog::WriterLoop() {
       std::lock_guard lock(mu_);
       if (st.ok()) {
         durable_seq_ = first + batch.size() - 1;
+        // Kept for the reader too, so that it need not read back what was
+        // just written (the backlog bound covers these bytes).
+        for (size_t i = 0; i < batch.size(); ++i) {
+          memory_.push_back({first + i, std::move(batch[i].payload)});
+        }
       } else {
         next_seq_ = first;  // nothing of the batch is in the log: its numbers are reused
         for (const auto& p : batch) failed_bytes += p.payload.size();
@@ -379,7 +384,12 @@ Status HttpLog::Read(uint64_t after_seq, size_t max_records, size_t max_bytes, i
   wait_until_seq(after_seq + 1, wait_ms);
   if (durable_seq_ > after_seq) wait_until_seq(after_seq + max_records, linger_ms);
   if (durable_seq_ <= after_seq) return Status::Ok();
-  if (opt_.dir.empty()) {
+  // Records logged by this process are in memory until read; what came
+  // before (a replay after a restart, or a rewind) is read from the files.
+  while (!opt_.dir.empty() && !memory_.empty() && memory_.front().seq <= after_seq) {
+    memory_.pop_front();  // read from the files already
+  }
+  if (opt_.dir.empty() || (!memory_.empty() && memory_.front().seq == after_seq + 1)) {
     size_t bytes = 0;
     while (!memory_.empty() && out->size() < max_records && (out->empty() || bytes < max_bytes)) {
       LogRecord& r = memory_.front();

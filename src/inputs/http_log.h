@@ -105,7 +105,9 @@ class HttpLog {
   uint64_t backlog_ = 0;               // guarded by mu_: appended, not yet read
   uint64_t next_seq_ = 1;              // guarded by mu_
   uint64_t durable_seq_ = 0;           // guarded by mu_: the last acknowledged record
-  std::deque<LogRecord> memory_;       // guarded by mu_: the in-memory log
+  std::deque<LogRecord> memory_;       // guarded by mu_: the in-memory log, or
+                                       // with a directory the records logged
+                                       // since Open and not yet read
   std::vector<Segment> segments_;      // guarded by mu_
   bool closed_ = false;                // guarded by mu_
   bool writer_idle_ = false;           // guarded by mu_: the writer waits for posts
