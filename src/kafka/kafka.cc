@@ -380,9 +380,16 @@ class KafkaOutput final : public Output {
     return Status::Ok();
   }
 
+  // Produces the batch and returns without waiting for its delivery
+  // reports: batches stream while earlier ones are acknowledged. Every report
+  // is in before a checkpoint barrier passes (Checkpoint), and a message the
+  // producer gave up on is kept and produced again, holding the pipeline
+  // until it goes through, so nothing written is lost.
   Status Write(const Batch& batch) override {
-    Pending pending;
-    pending.left = batch.messages.size();
+    rd_kafka_poll(rk_, 0);  // serve delivery reports
+    KAYAK_RETURN_IF_ERROR(Resend());
+    size_t failed = 0;
+    std::string error;
     for (const auto& m : batch.messages) {
       std::string key = m.key();
       const std::string* topic = &topic_;
@@ -410,70 +417,139 @@ class KafkaOutput final : public Output {
           }
         }
         if (!why.empty()) {
-          pending.left--;
-          pending.Fail(why);
+          if (failed++ == 0) error = why;
           continue;
         }
       }
-      rd_kafka_headers_t* hdrs = nullptr;
-      if (!m.headers().empty()) {
-        hdrs = rd_kafka_headers_new(m.headers().size());
-        for (const auto& [k, val] : m.headers()) {
-          rd_kafka_header_add(hdrs, k.data(), static_cast<ssize_t>(k.size()), val.data(),
-                              static_cast<ssize_t>(val.size()));
-        }
-      }
-      for (;;) {
-        const rd_kafka_resp_err_t e = rd_kafka_producev(
-            rk_, RD_KAFKA_V_TOPIC(topic->c_str()),
-            RD_KAFKA_V_VALUE(const_cast<char*>(m.payload().data()), m.payload().size()),
-            RD_KAFKA_V_KEY(key.data(), key.size()), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-            RD_KAFKA_V_OPAQUE(&pending), RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
-        if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-          rd_kafka_poll(rk_, 10);
-          continue;
-        }
-        if (e) {
-          if (hdrs) rd_kafka_headers_destroy(hdrs);
-          pending.left--;
-          pending.Fail(rd_kafka_err2str(e));
-        }
-        break;
-      }
+      const rd_kafka_resp_err_t e = Produce(*topic, key, m.payload(), m.headers());
+      if (e && failed++ == 0) error = rd_kafka_err2str(e);
     }
-    // Delivery reports decide: the batch is written when every one came back.
-    // flush (rather than poll) sends at once instead of waiting out linger.ms.
-    while (pending.left > 0) rd_kafka_flush(rk_, 100);
-    if (!pending.error.empty()) {
-      return Status::Unavailable("kafka output: " + std::to_string(pending.failed) + " of " +
-                                 std::to_string(batch.size()) + " messages not delivered: " +
-                                 pending.error);
+    if (failed > 0) {
+      return Status::Unavailable("kafka output: " + std::to_string(failed) + " of " +
+                                 std::to_string(batch.size()) + " messages not produced: " +
+                                 error);
     }
     return Status::Ok();
+  }
+
+  void Tick(int64_t now_ms) override {
+    (void)now_ms;
+    if (rk_ == nullptr) return;
+    rd_kafka_poll(rk_, 0);
+    Status st = Resend();
+    if (!st.ok()) KLOG_WARN("{}", st.message());
+  }
+
+  // The barrier: every message produced so far is acknowledged by the broker.
+  Status Checkpoint(std::string* state) override {
+    (void)state;
+    return Drain();
   }
 
   Status Close() override {
+    Status st = Drain();
+    if (!st.ok()) KLOG_ERROR("{}; they were not delivered", st.message());
     Destroy();
-    return Status::Ok();
+    return st;
   }
 
  private:
-  struct Pending {
-    size_t left = 0;
-    size_t failed = 0;
-    std::string error;
-    void Fail(const std::string& why) {
-      failed++;
-      if (error.empty()) error = why;
-    }
+  // A message the producer gave up on, as the delivery report gave it back.
+  struct Undelivered {
+    std::string topic, key, value;
+    bool has_key = false;
+    std::vector<std::pair<std::string, std::string>> headers;
   };
+
+  rd_kafka_resp_err_t Produce(const std::string& topic, const std::string& key,
+                              std::string_view value,
+                              const std::vector<std::pair<std::string, std::string>>& headers,
+                              bool has_key = true) {
+    rd_kafka_headers_t* hdrs = nullptr;
+    if (!headers.empty()) {
+      hdrs = rd_kafka_headers_new(headers.size());
+      for (const auto& [k, v] : headers) {
+        rd_kafka_header_add(hdrs, k.data(), static_cast<ssize_t>(k.size()), v.data(),
+                            static_cast<ssize_t>(v.size()));
+      }
+    }
+    for (;;) {
+      // The producer's queue (queue.buffering.max.messages/kbytes) bounds
+      // what is in flight; when it is full, wait for reports.
+      const rd_kafka_resp_err_t e = rd_kafka_producev(
+          rk_, RD_KAFKA_V_TOPIC(topic.c_str()),
+          RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
+          RD_KAFKA_V_KEY(has_key ? key.data() : nullptr, has_key ? key.size() : 0),
+          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(this),
+          RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
+      if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+        rd_kafka_poll(rk_, 10);
+        continue;
+      }
+      if (e && hdrs) rd_kafka_headers_destroy(hdrs);
+      return e;
+    }
+  }
+
+  // Produces again what the producer gave up on, and waits for it: while a
+  // message keeps failing the pipeline is held (and the error is on the card).
+  Status Resend() {
+    while (!undelivered_.empty()) {
+      std::vector<Undelivered> again;
+      again.swap(undelivered_);
+      last_failure_.clear();
+      for (size_t i = 0; i < again.size(); ++i) {
+        const auto& u = again[i];
+        const rd_kafka_resp_err_t e = Produce(u.topic, u.key, u.value, u.headers, u.has_key);
+        if (e) {
+          // Not taken at all: keep it and the rest for the next try.
+          undelivered_.insert(undelivered_.end(), std::make_move_iterator(again.begin() + i),
+                              std::make_move_iterator(again.end()));
+          return Status::Unavailable(std::string("kafka output: cannot produce again: ") +
+                                     rd_kafka_err2str(e));
+        }
+      }
+      while (rd_kafka_outq_len(rk_) > 0) rd_kafka_flush(rk_, 100);
+      if (!undelivered_.empty()) {
+        return Status::Unavailable("kafka output: " + std::to_string(undelivered_.size()) +
+                                   " messages not delivered (kept, produced again next time): " +
+                                   last_failure_);
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Waits for every delivery report, then produces again what failed.
+  Status Drain() {
+    if (rk_ == nullptr) return Status::Ok();
+    while (rd_kafka_outq_len(rk_) > 0) rd_kafka_flush(rk_, 100);
+    return Resend();
+  }
 
   static void OnDelivery(rd_kafka_t* rk, const rd_kafka_message_t* m, void* opaque) {
     (void)rk;
     (void)opaque;
-    auto* p = static_cast<Pending*>(m->_private);
-    if (m->err) p->Fail(rd_kafka_err2str(m->err));
-    p->left--;
+    if (!m->err) return;
+    auto* self = static_cast<KafkaOutput*>(m->_private);
+    Undelivered u;
+    u.topic = rd_kafka_topic_name(m->rkt);
+    u.has_key = m->key != nullptr;
+    if (u.has_key) u.key.assign(static_cast<const char*>(m->key), m->key_len);
+    if (m->payload != nullptr) u.value.assign(static_cast<const char*>(m->payload), m->len);
+    rd_kafka_headers_t* hdrs = nullptr;
+    if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      const char* name = nullptr;
+      const void* value = nullptr;
+      size_t size = 0;
+      for (size_t i = 0; rd_kafka_header_get_all(hdrs, i, &name, &value, &size) ==
+                         RD_KAFKA_RESP_ERR_NO_ERROR;
+           ++i) {
+        u.headers.emplace_back(name, value ? std::string(static_cast<const char*>(value), size)
+                                           : std::string());
+      }
+    }
+    self->last_failure_ = rd_kafka_err2str(m->err);
+    self->undelivered_.push_back(std::move(u));
   }
 
   void Destroy() {
@@ -483,6 +559,9 @@ class KafkaOutput final : public Output {
     rk_ = nullptr;
   }
 
+  // Delivery reports run inside rd_kafka_poll/flush, on the output's thread.
+  std::vector<Undelivered> undelivered_;
+  std::string last_failure_;
   const std::string brokers_;
   const std::string topic_;
   const std::shared_ptr<const expr::Expr> topic_expr_;  // per message, instead of topic_
@@ -546,12 +625,15 @@ ComponentDef KafkaOutputDef() {
   d.type = "kafka";
   d.help = "Produces each message to `topic` (or the topic `topic_expr` gives it) with an "
            "idempotent producer (librdkafka). The key "
-           "is the `key` expression's value, or the message's own key; its headers go along. A "
-           "batch is written when every delivery report came back without error.";
-  d.checkpoint = "nothing: a batch is acknowledged by the broker before it counts as written";
-  d.bad_input = "a failed delivery fails the batch, which is retried with backoff (under "
-                "checkpointing until it is delivered, holding the pipeline); a key expression "
-                "that fails on a message fails its batch; a bad property name is a config error";
+           "is the `key` expression's value, or the message's own key; its headers go along. "
+           "Batches are produced without waiting for each other's delivery reports; a "
+           "checkpoint barrier waits for all of them.";
+  d.checkpoint = "nothing kept: the barrier passes only once the broker has acknowledged every "
+                 "message produced before it";
+  d.bad_input = "a message the producer gives up on (message.timeout.ms) is kept and produced "
+                "again, holding the pipeline and failing checkpoints until it is delivered; a "
+                "key or topic expression that fails on a message fails its batch; a bad "
+                "property name is a config error";
   d.props = {
       {"brokers", PropType::kStringList, true, "", "bootstrap brokers"},
       {"topic", PropType::kString, false, "", "the topic to produce to"},
