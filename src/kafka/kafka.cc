@@ -117,6 +117,7 @@ class KafkaInput final : public Input {
 
   ~KafkaInput() override {
     rd_kafka_t* rk = rk_.exchange(nullptr);
+    if (queue_ != nullptr) rd_kafka_queue_destroy(queue_);
     if (rk != nullptr) {
       rd_kafka_consumer_close(rk);
       rd_kafka_destroy(rk);
@@ -143,6 +144,7 @@ class KafkaInput final : public Input {
     rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
     if (rk == nullptr) return Status::Invalid(std::string("kafka input: ") + err);
     rd_kafka_poll_set_consumer(rk);
+    queue_ = rd_kafka_queue_get_consumer(rk);
     rk_.store(rk);
     return Status::Ok();
   }
@@ -152,27 +154,42 @@ class KafkaInput final : public Input {
     rd_kafka_t* rk = rk_.load();
     if (!subscribed_) KAYAK_RETURN_IF_ERROR(Subscribe(rk));
     if (!ctx_.checkpointing) StoreOffsets(rk);  // the previous batch went through the chain
+    // Up to wait_ms for the first message, then up to batch_wait_ms for a
+    // full batch; messages are taken from the consumer's queue in bulk.
     const int64_t start = MonotonicMs();
-    int64_t timeout = wait_ms;
-    while (out->messages.size() < batch_size_) {
-      rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, static_cast<int>(std::max<int64_t>(timeout, 0)));
-      if (m == nullptr) {
-        if (!out->empty() || MonotonicMs() - start >= wait_ms) break;
-        timeout = wait_ms - (MonotonicMs() - start);
-        continue;
+    if (taken_.size() < batch_size_) taken_.resize(batch_size_);
+    auto take = [&](int64_t timeout_ms) {
+      const size_t want = batch_size_ - out->messages.size();
+      const ssize_t n = rd_kafka_consume_batch_queue(
+          queue_, static_cast<int>(std::max<int64_t>(timeout_ms, 0)), taken_.data(), want);
+      for (ssize_t i = 0; i < n; ++i) {
+        rd_kafka_message_t* m = taken_[static_cast<size_t>(i)];
+        if (m->err) {
+          if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF && ctx_.stats) {
+            ctx_.stats->RecordError(std::string("kafka: ") + rd_kafka_message_errstr(m));
+          }
+        } else {
+          Take(m, out);
+        }
+        rd_kafka_message_destroy(m);
       }
+    };
+    take(0);
+    if (out->messages.empty()) {
+      rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, static_cast<int>(std::max<int64_t>(wait_ms, 0)));
+      if (m == nullptr) return Status::Ok();
       if (m->err) {
         if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF && ctx_.stats) {
           ctx_.stats->RecordError(std::string("kafka: ") + rd_kafka_message_errstr(m));
         }
-        rd_kafka_message_destroy(m);
-        continue;
+      } else {
+        Take(m, out);
       }
-      Take(m, out);
       rd_kafka_message_destroy(m);
+    }
+    if (!out->messages.empty() && out->messages.size() < batch_size_) {
       // Once there is data, linger at most batch_wait_ms for a fuller batch.
-      timeout = std::min<int64_t>(batch_wait_ms_, wait_ms) - (MonotonicMs() - start);
-      if (timeout < 0) timeout = 0;
+      take(std::min<int64_t>(batch_wait_ms_, wait_ms) - (MonotonicMs() - start));
     }
     return Status::Ok();
   }
@@ -194,6 +211,7 @@ class KafkaInput final : public Input {
       return Status::Corruption("kafka input: unreadable checkpointed offsets");
     }
     positions_ = o;
+    last_valid_ = false;  // its iterator pointed into the old map
     restore_commit_ = !o.empty();
     return Status::Ok();
   }
@@ -255,7 +273,14 @@ class KafkaInput final : public Input {
   }
 
   void Take(rd_kafka_message_t* m, Batch* out) {
-    const std::string topic = rd_kafka_topic_name(m->rkt);
+    const char* topic_name = rd_kafka_topic_name(m->rkt);
+    if (!last_valid_ || m->partition != last_partition_ || last_topic_ != topic_name) {
+      last_valid_ = true;
+      last_partition_ = m->partition;
+      last_topic_ = topic_name;
+      last_position_ = positions_.try_emplace({last_topic_, m->partition}, 0).first;
+    }
+    const std::string& topic = last_topic_;
     rd_kafka_timestamp_type_t tstype;
     int64_t ts = rd_kafka_message_timestamp(m, &tstype);
     if (ts < 0) ts = ctx_.clock->NowMs();
@@ -276,7 +301,7 @@ class KafkaInput final : public Input {
     msg.set_key(std::move(key));
     msg.headers() = std::move(headers);
     out->messages.push_back(std::move(msg));
-    positions_[{topic, m->partition}] = m->offset + 1;
+    last_position_->second = m->offset + 1;
     if (!ctx_.checkpointing) unstored_[{topic, m->partition}] = m->offset + 1;
   }
 
@@ -350,6 +375,13 @@ class KafkaInput final : public Input {
   bool commit_after_assign_ = false;
   std::atomic<bool> assigned_{false};  // set by the rebalance callback, read by Committed
   Offsets positions_;  // pipeline thread (and the rebalance callback, on it)
+  rd_kafka_queue_t* queue_ = nullptr;         // the consumer's queue, read in bulk
+  std::vector<rd_kafka_message_t*> taken_;    // reused for every read
+  // The partition of the last message taken, and its entry in positions_.
+  bool last_valid_ = false;
+  int32_t last_partition_ = -1;
+  std::string last_topic_;
+  Offsets::iterator last_position_;
   Offsets unstored_;   // without a state dir: handed over, not yet stored for auto-commit
 };
 
