@@ -33,8 +33,8 @@ class Message {
   Result<const nlohmann::ordered_json*> Fields();
   // Like Fields(), and marks the payload for re-serialization.
   Result<nlohmann::ordered_json*> MutableFields();
-  // Brings the payload up to date with the fields; drops the parsed form's
-  // staleness flag. Idempotent.
+  // Brings the payload up to date with the fields and drops the parsed form
+  // (a later Fields() parses again). Idempotent.
   void Seal();
   // Replaces the payload with `fields` serialized.
   void SetFields(nlohmann::ordered_json fields);

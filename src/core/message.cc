@@ -28,6 +28,11 @@ void Message::Seal() {
     payload_ = fields_->dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
     payload_stale_ = false;
   }
+  // The parsed form is freed here, on the thread that built it: a sealed
+  // batch is often freed by an output's thread, and freeing thousands of
+  // small blocks another thread allocated contends on the allocator's lock
+  // with that thread (docs/benchmarks.md, kafka).
+  fields_.reset();
 }
 
 void Message::SetFields(nlohmann::ordered_json fields) {

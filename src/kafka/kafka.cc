@@ -129,7 +129,13 @@ class KafkaInput final : public Input {
                     {"group.id", group_},
                     {"auto.offset.reset", start_},
                     {"enable.partition.eof", "false"},
-                    {"enable.auto.offset.store", "false"}};
+                    {"enable.auto.offset.store", "false"},
+                    // librdkafka 2.0 stops fetching a partition once this many
+                    // messages are queued and looks again only after a backoff
+                    // (hundreds of ms), even when the queue was drained long
+                    // before: a fast pipeline stalls (docs/benchmarks.md).
+                    // Memory stays bounded by queued.max.messages.kbytes.
+                    {"queued.min.messages", "1000000"}};
     for (const auto& kv : props_) p.push_back(kv);
     // Under checkpointing the checkpoint decides what is committed, whatever
     // the properties say.

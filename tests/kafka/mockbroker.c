@@ -13,12 +13,18 @@
 //   mockbroker committed BOOTSTRAP TOPIC GROUP
 //       Prints "partition offset" per partition of TOPIC committed by GROUP
 //       (-1001 when nothing is committed).
+//   mockbroker wait BOOTSTRAP TOPIC N SECONDS
+//       Exits 0 as soon as TOPIC holds at least N messages (the sum of its
+//       partitions' high watermarks, polled every 2 ms), printing when it saw
+//       the first message and when the N-th, as CLOCK_MONOTONIC seconds
+//       ("FIRST DONE"); exits 1 after SECONDS.
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static char err[512];
@@ -163,11 +169,59 @@ static int committed(const char* bootstrap, const char* topic, const char* group
   return 0;
 }
 
+static int wait_count(const char* bootstrap, const char* topic, long long n, int seconds) {
+  rd_kafka_conf_t* c = rd_kafka_conf_new();
+  conf_set(c, "bootstrap.servers", bootstrap);
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, err, sizeof(err));
+  if (!rk) fail("consumer", err);
+  struct timespec start, now, first;
+  int seen_first = 0;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  first = start;
+  int partitions = 0;
+  for (;;) {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec - start.tv_sec >= seconds) break;
+    if (partitions == 0) {
+      // The topic may not exist yet: it is created by the first produce.
+      const struct rd_kafka_metadata* md = NULL;
+      rd_kafka_topic_t* t = rd_kafka_topic_new(rk, topic, NULL);
+      if (rd_kafka_metadata(rk, 0, t, &md, 1000) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+          md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        partitions = md->topics[0].partition_cnt;
+      }
+      if (md) rd_kafka_metadata_destroy(md);
+      rd_kafka_topic_destroy(t);
+    }
+    long long total = 0;
+    for (int p = 0; p < partitions; p++) {
+      int64_t lo = 0, hi = 0;
+      if (rd_kafka_query_watermark_offsets(rk, topic, p, &lo, &hi, 1000) == 0) total += hi;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (total > 0 && !seen_first) {
+      seen_first = 1;
+      first = now;
+    }
+    if (partitions > 0 && total >= n) {
+      printf("%.6f %.6f\n", first.tv_sec + first.tv_nsec / 1e9, now.tv_sec + now.tv_nsec / 1e9);
+      rd_kafka_destroy(rk);
+      return 0;
+    }
+    usleep(2000);
+  }
+  rd_kafka_destroy(rk);
+  return 1;
+}
+
 int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   if (argc >= 2 && !strcmp(argv[1], "serve")) return serve(argc, argv);
   if (argc == 5 && !strcmp(argv[1], "produce")) return produce(argv[2], argv[3], atoi(argv[4]));
   if (argc == 5 && !strcmp(argv[1], "committed")) return committed(argv[2], argv[3], argv[4]);
-  fprintf(stderr, "usage: mockbroker serve|produce|committed ... (see the source)\n");
+  if (argc == 6 && !strcmp(argv[1], "wait")) {
+    return wait_count(argv[2], argv[3], atoll(argv[4]), atoi(argv[5]));
+  }
+  fprintf(stderr, "usage: mockbroker serve|produce|committed|wait ... (see the source)\n");
   return 2;
 }
