@@ -196,6 +196,41 @@ pipelines:
         self.assertEqual(rows[0]["_kafka"]["topic"], "out")
         self.assertEqual(rows[0]["_kafka"]["key"], rows[0]["k"])
 
+    def test_kafka_output_produces_again_what_a_broker_outage_failed(self):
+        # Two brokers: `out` partition 1 is led by broker 2, which goes down
+        # while the output produces; messages for it time out (1.5 s), are
+        # kept, produced again, and delivered once the broker is back.
+        b = self.broker(brokers=2, topics=("in:4", "out:2"))
+        b.produce("in", 300)
+        group = "g-" + uuid.uuid4().hex[:8]
+        cfg = f"""
+pipelines:
+  k:
+    input: {{kafka: {{brokers: "{b.bootstrap}", topics: [in], group: {group}, batch_size: 10,
+                      properties: {{session.timeout.ms: "6000", heartbeat.interval.ms: "500"}}}}}}
+    transforms:
+      - lua: {{script: 'function process(m) for i=1,200000 do end return m end'}}
+    outputs: [{{kafka: {{brokers: "{b.bootstrap}", topic: out, key: k,
+                         properties: {{message.timeout.ms: "1500"}}}}}}]
+"""
+        s = self.start(cfg, server_config=self.server, state_dir=self.path("state"))
+        wait_for(lambda: s.card("k", "outputs[0]")["messages_out"] >= 20, timeout=60,
+                 what="the output to be producing")
+        b.command("down 2")
+        wait_for(lambda: "not delivered" in (s.card("k", "outputs[0]").get("last_error") or ""),
+                 timeout=60, what="undelivered messages on the output's card")
+        b.command("up 2")
+        cfg = f"""
+pipelines:
+  back:
+    input: {{kafka: {{brokers: "{b.bootstrap}", topics: [out], group: r-{group}}}}}
+    outputs: [{{file: {{path: {self.path('back')}}}}}]
+"""
+        self.start(cfg)
+        seqs = lambda: {json.loads(l)["seq"] for l in self.read_output("back")}
+        wait_for(lambda: len(seqs()) >= 300, timeout=120, what="every message read back")
+        self.assertEqual(seqs(), set(range(300)))
+
     def test_a_bad_property_name_is_a_config_error(self):
         cfg = ("pipelines:\n  k:\n    input: {kafka: {brokers: 127.0.0.1:1, topics: [t], group: g,"
                " properties: {no.such.property: x}}}\n    outputs: [{stdout: {}}]\n")
