@@ -368,6 +368,7 @@ Status HttpLog::WriteBatch(std::vector<Pending>* batch, uint64_t first_seq) {
   Segment& seg = segments_.back();
   seg.end = end + buf_.size();
   seg.last_seq = first_seq + batch->size() - 1;
+  if (buf_.capacity() > (4u << 20)) std::string().swap(buf_);  // after a burst
   return Status::Ok();
 }
 

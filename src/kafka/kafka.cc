@@ -415,6 +415,8 @@ class KafkaOutput final : public Output {
     char err[512];
     rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
     if (rk_ == nullptr) return Status::Invalid(std::string("kafka output: ") + err);
+    // A handle for the fixed topic saves a lookup by name per message.
+    if (!topic_.empty()) topic_handle_ = rd_kafka_topic_new(rk_, topic_.c_str(), nullptr);
     return Status::Ok();
   }
 
@@ -428,8 +430,9 @@ class KafkaOutput final : public Output {
     KAYAK_RETURN_IF_ERROR(Resend());
     size_t failed = 0;
     std::string error;
+    std::string computed_key;
     for (const auto& m : batch.messages) {
-      std::string key = m.key();
+      const std::string* key = &m.key();
       const std::string* topic = &topic_;
       std::string per_message_topic;
       if (key_ || topic_expr_) {
@@ -439,7 +442,8 @@ class KafkaOutput final : public Output {
         if (why.empty() && key_) {
           auto v = key_->Eval(fields, *clock_);
           if (v.ok()) {
-            key = v->is_string() ? v->get<std::string>() : v->dump();
+            computed_key = v->is_string() ? v->get<std::string>() : v->dump();
+            key = &computed_key;
           } else {
             why = "key: " + v.status().message();
           }
@@ -459,7 +463,7 @@ class KafkaOutput final : public Output {
           continue;
         }
       }
-      const rd_kafka_resp_err_t e = Produce(*topic, key, m.payload(), m.headers());
+      const rd_kafka_resp_err_t e = Produce(*topic, *key, m.payload(), m.headers());
       if (e && failed++ == 0) error = rd_kafka_err2str(e);
     }
     if (failed > 0) {
@@ -514,12 +518,20 @@ class KafkaOutput final : public Output {
     for (;;) {
       // The producer's queue (queue.buffering.max.messages/kbytes) bounds
       // what is in flight; when it is full, wait for reports.
-      const rd_kafka_resp_err_t e = rd_kafka_producev(
-          rk_, RD_KAFKA_V_TOPIC(topic.c_str()),
-          RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
-          RD_KAFKA_V_KEY(has_key ? key.data() : nullptr, has_key ? key.size() : 0),
-          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(this),
-          RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
+      const rd_kafka_resp_err_t e =
+          topic_handle_ != nullptr && topic == topic_
+              ? rd_kafka_producev(
+                    rk_, RD_KAFKA_V_RKT(topic_handle_),
+                    RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
+                    RD_KAFKA_V_KEY(has_key ? key.data() : nullptr, has_key ? key.size() : 0),
+                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(this),
+                    RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END)
+              : rd_kafka_producev(
+                    rk_, RD_KAFKA_V_TOPIC(topic.c_str()),
+                    RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
+                    RD_KAFKA_V_KEY(has_key ? key.data() : nullptr, has_key ? key.size() : 0),
+                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(this),
+                    RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
       if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
         rd_kafka_poll(rk_, 10);
         continue;
@@ -593,6 +605,8 @@ class KafkaOutput final : public Output {
   void Destroy() {
     if (rk_ == nullptr) return;
     rd_kafka_flush(rk_, 10000);
+    if (topic_handle_ != nullptr) rd_kafka_topic_destroy(topic_handle_);
+    topic_handle_ = nullptr;
     rd_kafka_destroy(rk_);
     rk_ = nullptr;
   }
@@ -607,6 +621,7 @@ class KafkaOutput final : public Output {
   const Properties props_;
   const Clock* clock_;
   rd_kafka_t* rk_ = nullptr;
+  rd_kafka_topic_t* topic_handle_ = nullptr;  // for topic_, when set
 };
 
 }  // namespace
