@@ -116,7 +116,8 @@ bool LoadServerConfigText(const std::string& text, const std::string& file, Serv
     if (auto v = n["max_body_bytes"]; v.IsDefined() && !IntOf(v, 1, &out->max_body_bytes)) {
       err(v, "limits.max_body_bytes must be a whole number of bytes >= 1");
     }
-    if (auto v = n["max_header_bytes"]; v.IsDefined() && !IntOf(v, 1024, &out->max_header_bytes, 1 << 20)) {
+    if (auto v = n["max_header_bytes"];
+        v.IsDefined() && !IntOf(v, 1024, &out->max_header_bytes, 1 << 20)) {
       err(v, "limits.max_header_bytes must be a whole number of bytes from 1024 to 1048576");
     }
     if (auto v = n["read_timeout_secs"];
@@ -127,7 +128,8 @@ bool LoadServerConfigText(const std::string& text, const std::string& file, Serv
         v.IsDefined() && !IntOf(v, 1, &out->idle_timeout_secs, 86400)) {
       err(v, "limits.idle_timeout_secs must be a whole number of seconds from 1 to 86400");
     }
-    if (auto v = n["max_connections"]; v.IsDefined() && !IntOf(v, 1, &out->max_connections, 1000000)) {
+    if (auto v = n["max_connections"];
+        v.IsDefined() && !IntOf(v, 1, &out->max_connections, 1000000)) {
       err(v, "limits.max_connections must be a whole number from 1 to 1000000");
     }
   }

@@ -44,7 +44,9 @@ struct RequestParts {
   std::string method_string;
   std::string target;
   unsigned version = 11;
-  std::vector<std::pair<std::string, std::string>> fields;  // first `field_count` are this request's
+  // Only the first `field_count` are this request's; the rest keep their
+  // capacity for the next request.
+  std::vector<std::pair<std::string, std::string>> fields;
   size_t field_count = 0;
   std::string authorization;
   std::string body;
@@ -159,8 +161,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void Start() {
     beast::error_code ec;
     socket_.non_blocking(true, ec);
-    SetDeadline(limits_.read_timeout_ms);
-    Watch();
+    SetDeadline(limits_.read_timeout_ms);  // arms the timer
     Read();
   }
 
@@ -168,12 +169,18 @@ class Session : public std::enable_shared_from_this<Session> {
   // Timeouts: one timer a connection that wakes at the deadline, which each
   // read and write moves (cheap: no timer operation per request). A
   // connection whose deadline has passed is closed.
-  void SetDeadline(int ms) { deadline_ = Clock::now() + std::chrono::milliseconds(ms); }
+  void SetDeadline(int ms) {
+    deadline_ = Clock::now() + std::chrono::milliseconds(ms);
+    // Only a deadline earlier than the timer's (an idle timeout shorter than
+    // the read timeout) needs the timer moved.
+    if (deadline_ < armed_at_ && !closed_) Watch();
+  }
   void Watch() {
     // While an input holds a post there is no deadline; look again later.
-    timer_.expires_at(deadline_ == Clock::time_point::max()
-                          ? Clock::now() + std::chrono::milliseconds(limits_.read_timeout_ms)
-                          : deadline_);
+    armed_at_ = deadline_ == Clock::time_point::max()
+                    ? Clock::now() + std::chrono::milliseconds(limits_.read_timeout_ms)
+                    : deadline_;
+    timer_.expires_at(armed_at_);  // a wait already pending ends with operation_aborted
     timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
       if (ec || self->closed_) return;
       if (Clock::now() >= self->deadline_) {
@@ -217,7 +224,8 @@ class Session : public std::enable_shared_from_this<Session> {
     // nothing (one wasted system call a request).
     socket_.async_wait(Socket::wait_read, [self = shared_from_this(), room](beast::error_code ec) {
       if (!ec) {
-        const size_t n = self->socket_.read_some(self->buffer_.prepare(std::min(kReadSize, room)), ec);
+        const size_t n =
+            self->socket_.read_some(self->buffer_.prepare(std::min(kReadSize, room)), ec);
         self->buffer_.commit(n);
       }
       if (ec == asio::error::would_block) return self->Parse();
@@ -354,6 +362,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Socket socket_;
   Timer timer_;
   Clock::time_point deadline_;
+  Clock::time_point armed_at_ = Clock::time_point::max();  // when the timer wakes
   beast::flat_buffer buffer_;
   RequestParts parts_;
   std::optional<RequestReader> reader_;

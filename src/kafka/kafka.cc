@@ -168,30 +168,14 @@ class KafkaInput final : public Input {
       const size_t want = batch_size_ - out->messages.size();
       const ssize_t n = rd_kafka_consume_batch_queue(
           queue_, static_cast<int>(std::max<int64_t>(timeout_ms, 0)), taken_.data(), want);
-      for (ssize_t i = 0; i < n; ++i) {
-        rd_kafka_message_t* m = taken_[static_cast<size_t>(i)];
-        if (m->err) {
-          if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF && ctx_.stats) {
-            ctx_.stats->RecordError(std::string("kafka: ") + rd_kafka_message_errstr(m));
-          }
-        } else {
-          Take(m, out);
-        }
-        rd_kafka_message_destroy(m);
-      }
+      for (ssize_t i = 0; i < n; ++i) Consume(taken_[static_cast<size_t>(i)], out);
     };
     take(0);
     if (out->messages.empty()) {
-      rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, static_cast<int>(std::max<int64_t>(wait_ms, 0)));
+      rd_kafka_message_t* m =
+          rd_kafka_consumer_poll(rk, static_cast<int>(std::max<int64_t>(wait_ms, 0)));
       if (m == nullptr) return Status::Ok();
-      if (m->err) {
-        if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF && ctx_.stats) {
-          ctx_.stats->RecordError(std::string("kafka: ") + rd_kafka_message_errstr(m));
-        }
-      } else {
-        Take(m, out);
-      }
-      rd_kafka_message_destroy(m);
+      Consume(m, out);
     }
     if (!out->messages.empty() && out->messages.size() < batch_size_) {
       // Once there is data, linger at most batch_wait_ms for a fuller batch.
@@ -276,6 +260,18 @@ class KafkaInput final : public Input {
     rd_kafka_offsets_store(rk, list);
     rd_kafka_topic_partition_list_destroy(list);
     unstored_.clear();
+  }
+
+  // A message or an error event from the consumer queue; destroys it.
+  void Consume(rd_kafka_message_t* m, Batch* out) {
+    if (m->err) {
+      if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF && ctx_.stats) {
+        ctx_.stats->RecordError(std::string("kafka: ") + rd_kafka_message_errstr(m));
+      }
+    } else {
+      Take(m, out);
+    }
+    rd_kafka_message_destroy(m);
   }
 
   void Take(rd_kafka_message_t* m, Batch* out) {

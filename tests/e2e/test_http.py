@@ -501,6 +501,16 @@ class ListenerTest(KayakTest):
             self.assertLess(time.monotonic() - started, 8)
         self.assertTrue(self.alive())
 
+    def test_an_idle_timeout_shorter_than_the_read_timeout_applies(self):
+        s = self.start(pipeline(self.path("out2")), server_config=(
+            "listen: 127.0.0.1:0\nlimits: {read_timeout_secs: 30, idle_timeout_secs: 1}\n"))
+        u = urllib.parse.urlsplit(s.url)
+        with socket.create_connection((u.hostname, u.port), timeout=10) as sock:
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            started = time.monotonic()
+            self.assertEqual(statuses(read_until_closed(sock, 20)), [200])
+            self.assertLess(time.monotonic() - started, 8)  # not the 30 s read timeout
+
     def test_connections_beyond_the_cap_are_closed_at_once(self):
         held = [socket.create_connection((self.host, self.port), timeout=10) for _ in range(8)]
         try:
