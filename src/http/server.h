@@ -5,7 +5,13 @@
 // so (group commit), through a queue the I/O thread drains.
 #pragma once
 
+// GCC 12 with -fsanitize=address reports a false -Wmaybe-uninitialized inside
+// Beast's parser (an optional<uint64_t> read only once set), through inlining
+// into the listener.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <boost/beast/http.hpp>
+#pragma GCC diagnostic pop
 
 #include <atomic>
 #include <functional>
