@@ -540,35 +540,39 @@ class KafkaOutput final : public Output {
   // Produces again what the producer gave up on, and waits for it: while a
   // message keeps failing the pipeline is held (and the error is on the card).
   Status Resend() {
-    while (!undelivered_.empty()) {
-      std::vector<Undelivered> again;
-      again.swap(undelivered_);
-      last_failure_.clear();
-      for (size_t i = 0; i < again.size(); ++i) {
-        const auto& u = again[i];
-        const rd_kafka_resp_err_t e = Produce(u.topic, u.key, u.value, u.headers, u.has_key);
-        if (e) {
-          // Not taken at all: keep it and the rest for the next try.
-          undelivered_.insert(undelivered_.end(), std::make_move_iterator(again.begin() + i),
-                              std::make_move_iterator(again.end()));
-          return Status::Unavailable(std::string("kafka output: cannot produce again: ") +
-                                     rd_kafka_err2str(e));
-        }
-      }
-      while (rd_kafka_outq_len(rk_) > 0) rd_kafka_flush(rk_, 100);
-      if (!undelivered_.empty()) {
-        return Status::Unavailable("kafka output: " + std::to_string(undelivered_.size()) +
-                                   " messages not delivered (kept, produced again next time): " +
-                                   last_failure_);
+    if (undelivered_.empty()) return Status::Ok();
+    std::vector<Undelivered> again;
+    again.swap(undelivered_);
+    last_failure_.clear();
+    for (size_t i = 0; i < again.size(); ++i) {
+      const auto& u = again[i];
+      const rd_kafka_resp_err_t e = Produce(u.topic, u.key, u.value, u.headers, u.has_key);
+      if (e) {
+        // Not taken at all: keep it and the rest for the next try.
+        undelivered_.insert(undelivered_.end(), std::make_move_iterator(again.begin() + i),
+                            std::make_move_iterator(again.end()));
+        return Status::Unavailable(std::string("kafka output: cannot produce again: ") +
+                                   rd_kafka_err2str(e));
       }
     }
+    AwaitReports();
+    if (!undelivered_.empty()) {
+      return Status::Unavailable("kafka output: " + std::to_string(undelivered_.size()) +
+                                 " messages not delivered (kept, produced again next time): " +
+                                 last_failure_);
+    }
     return Status::Ok();
+  }
+
+  // Every delivery report of what was produced so far is in.
+  void AwaitReports() {
+    while (rd_kafka_outq_len(rk_) > 0) rd_kafka_flush(rk_, 100);
   }
 
   // Waits for every delivery report, then produces again what failed.
   Status Drain() {
     if (rk_ == nullptr) return Status::Ok();
-    while (rd_kafka_outq_len(rk_) > 0) rd_kafka_flush(rk_, 100);
+    AwaitReports();
     return Resend();
   }
 

@@ -226,6 +226,17 @@ def start(d, slow, env=None):
                   capture_stdout=True, env=env)
 
 
+def check_bucket(s, name, want, c, label):
+    """Counts every entry of bucket `name` above the oracle's value as double
+    counted and every one below as lost."""
+    for key, v in want.items():
+        got = s.get_json(f"/api/v1/buckets/{name}?key={key}")["value"]
+        if got != v:
+            print(f"{label}: bucket {name}[{key}] = {got}, oracle {v}")
+            c.double += got > v
+            c.lost += got < v
+
+
 def check_final(s, d, n, stdout_runs, c, label):
     """Waits for the run to finish, stops it, checks everything against the oracle.
     `stdout_runs` holds the lines each earlier run printed, or is None when
@@ -233,12 +244,7 @@ def check_final(s, d, n, stdout_runs, c, label):
     wait_for(lambda: finished(s, d, n), timeout=300, what=f"{label}: the final run to finish")
     main_rows, other_rows, buckets = oracle(n)
     for name, want in buckets.items():
-        for key, v in want.items():
-            got = s.get_json(f"/api/v1/buckets/{name}?key={key}")["value"]
-            if got != v:
-                print(f"{label}: bucket {name}[{key}] = {got}, oracle {v}")
-                c.double += got > v
-                c.lost += got < v
+        check_bucket(s, name, want, c, label)
     s.stop()
     c.messages += n + n // 2 + n // 4
     if stdout_runs is None:
@@ -461,12 +467,7 @@ pipelines:
         wait_for(lambda: len(read_dir(f"{d}/out").splitlines()) >= n, timeout=300,
                  what="kafka: every message in the output")
         want, sums = kafka_oracle(n)
-        for k, v in sums.items():
-            got = s.get_json(f"/api/v1/buckets/ksums?key={k}")["value"]
-            if got != v:
-                print(f"kafka: bucket ksums[{k}] = {got}, oracle {v}")
-                c.double += got > v
-                c.lost += got < v
+        check_bucket(s, "ksums", sums, c, "kafka")
         s.stop()
         rows = [json.loads(l) for l in read_dir(f"{d}/out").decode().splitlines()]
         seqs = sorted(r["seq"] for r in rows)
