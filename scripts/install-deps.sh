@@ -9,6 +9,7 @@ PACKAGES=(
   g++ cmake ninja-build pkg-config make
   libyaml-cpp-dev        # config parsing with line/column marks
   nlohmann-json3-dev     # JSON values for messages and the API
+  libsimdjson-dev        # fast validation of posted JSON on the listener's thread
   libboost-dev           # Boost.Asio + Boost.Beast: the HTTP listener
   libspdlog-dev libfmt-dev
   liblua5.4-dev          # the lua transform

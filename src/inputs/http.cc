@@ -149,7 +149,12 @@ class HttpInput final : public Input {
         log_->Read(consumed_, batch_size_, 4 << 20, wait_ms, &records_, kLingerMs));
     const int64_t now = ctx_.clock->NowMs();
     for (auto& r : records_) {
+      consumed_ = r.seq;
       std::string_view p = r.payload;
+      if (p.find('\n') == std::string_view::npos) {  // one message: no copy
+        out->messages.emplace_back(std::move(r.payload), now);
+        continue;
+      }
       size_t start = 0;
       while (start <= p.size()) {
         size_t nl = p.find('\n', start);
@@ -157,7 +162,6 @@ class HttpInput final : public Input {
         if (nl > start) out->messages.emplace_back(std::string(p.substr(start, nl - start)), now);
         start = nl + 1;
       }
-      consumed_ = r.seq;
     }
     return Status::Ok();
   }

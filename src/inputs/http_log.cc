@@ -246,10 +246,12 @@ void HttpLog::WriterLoop() {
     }
     Status st = WriteBatch(&batch, first);
     uint64_t failed_bytes = 0;
+    bool wake_reader = false;
     {
       std::lock_guard lock(mu_);
       if (st.ok()) {
         durable_seq_ = first + batch.size() - 1;
+        wake_reader = durable_seq_ >= reader_wants_;
         // Kept for the reader too, so that it need not read back what was
         // just written (the backlog bound covers these bytes).
         for (size_t i = 0; i < batch.size(); ++i) {
@@ -261,7 +263,9 @@ void HttpLog::WriterLoop() {
         backlog_ -= failed_bytes;
       }
     }
-    if (st.ok()) reader_cv_.notify_all();  // once per fsync: cheap enough
+    // Only a reader waiting for these records is woken (one lingering for a
+    // full batch is not, at every fsync).
+    if (wake_reader) reader_cv_.notify_all();
     for (size_t i = 0; i < batch.size(); ++i) batch[i].done(st, st.ok() ? first + i : 0);
     batch.clear();
   }
@@ -308,9 +312,13 @@ Status HttpLog::WriteAhead(uint64_t need, const std::string& path) {
   constexpr uint64_t kStep = 1 << 20;
   const uint64_t target = (need + kStep - 1) / kStep * kStep;
   static const std::string zeros(kStep, '\0');
-  for (uint64_t off = written_ahead_; off < target; off += kStep) {
+  // Steps of n, not kStep: from a start that is not a multiple of kStep,
+  // kStep steps would leave unwritten holes (which the batch's fdatasync
+  // would then have to allocate).
+  for (uint64_t off = written_ahead_; off < target;) {
     const uint64_t n = std::min<uint64_t>(kStep, target - off);
     KAYAK_RETURN_IF_ERROR(PwriteAll(write_fd_, zeros.data(), n, off, path));
+    off += n;
   }
   if (::fdatasync(write_fd_) != 0) return Status::FromErrno("fdatasync " + path, errno);
   written_ahead_ = target;

@@ -6,6 +6,7 @@
 #include <future>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "inputs/http_body.h"
 #include "inputs/http_log.h"
@@ -29,6 +30,26 @@ TEST(IngestBody, OneValueOrNdjson) {
   EXPECT_NE(error.find("line 2"), std::string::npos) << error;
   EXPECT_FALSE(NormalizeIngestBody(" \n ", &payload, &n, &error));
   EXPECT_FALSE(NormalizeIngestBody("\xff\xfe", &payload, &n, &error));
+}
+
+// The fast check (simdjson) and nlohmann, which parses messages later, must
+// agree: what either refuses that the other takes is decided by nlohmann.
+TEST(IngestBody, AcceptsExactlyWhatNlohmannParses) {
+  std::string payload, error;
+  size_t n = 0;
+  const std::string deep = std::string(2000, '[') + std::string(2000, ']');
+  for (const std::string& body : {std::string("123456789012345678901234567890"), deep,
+                                 std::string("{\"a\":1,\"a\":2}"), std::string("\"\\u0000\"")}) {
+    ASSERT_TRUE(nlohmann::json::accept(body)) << body.substr(0, 40);
+    EXPECT_TRUE(NormalizeIngestBody(body, &payload, &n, &error)) << body.substr(0, 40);
+    EXPECT_EQ(n, 1u);
+  }
+  for (const std::string& body : {std::string("\"\\ud800\""), std::string("1e400"),
+                                 std::string("[1,]"), std::string("\"\x01\""), std::string("01"),
+                                 std::string("\"\xed\xa0\x80\""), std::string("nan")}) {
+    ASSERT_FALSE(nlohmann::json::accept(body)) << body;
+    EXPECT_FALSE(NormalizeIngestBody(body, &payload, &n, &error)) << body;
+  }
 }
 
 TEST(HttpUrl, Parses) {
