@@ -12,6 +12,7 @@ PACKAGES=(
   libsimdjson-dev        # fast validation of posted JSON on the listener's thread
   libboost-dev           # Boost.Asio + Boost.Beast: the HTTP listener
   libspdlog-dev libfmt-dev
+  libjemalloc-dev        # the server's allocator (many small, cross-thread allocations)
   liblua5.4-dev          # the lua transform
   librdkafka-dev         # the kafka input and output (and tests' mock broker)
   libgtest-dev libgmock-dev
