@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <map>
 #include <memory>
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include <string>
 #include <thread>
 
+#include "checkpoint/format.h"
 #include "cli/state_dir.h"
 #include "common/log.h"
 #include "components.h"
@@ -210,7 +212,28 @@ int Serve(const Args& args) {
     std::fputs(errors.ToString().c_str(), stderr);
     return kExitUsage;
   }
-  http::Api api(engine.get());
+  std::string token;
+  if (!server.auth_token_file.empty()) {
+    // Read once at start; the token itself is never logged.
+    auto bytes = checkpoint::ReadWholeFile(server.auth_token_file);
+    if (!bytes.ok()) {
+      std::fprintf(stderr, "kayak: auth.token_file: %s\n", bytes.status().message().c_str());
+      return kExitUsage;
+    }
+    token = *bytes;
+    while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) {
+      token.pop_back();
+    }
+    if (token.empty() || token.find_first_of(" \t\r\n") != std::string::npos) {
+      std::fprintf(stderr,
+                   "kayak: auth.token_file %s must hold one token (no spaces), and holds %s\n",
+                   server.auth_token_file.c_str(), token.empty() ? "nothing" : "several words");
+      return kExitUsage;
+    }
+    KLOG_INFO("admin API: every /api route demands the bearer token in {}",
+              server.auth_token_file);
+  }
+  http::Api api(engine.get(), token);
   http::ServerLimits limits;
   limits.max_body_bytes = static_cast<uint64_t>(server.max_body_bytes);
   limits.max_header_bytes = static_cast<uint32_t>(server.max_header_bytes);

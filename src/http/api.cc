@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "common/bearer.h"
 #include "common/clock.h"
 
 namespace kayak::http {
@@ -140,6 +141,21 @@ void Api::Handle(const Request& req, Response* res) {
   const std::string query = q == std::string::npos ? "" : target.substr(q + 1);
   const bool get = req.method() == bhttp::verb::get || req.method() == bhttp::verb::head;
 
+  // The admin API's routes demand the bearer token when one is set; the
+  // health check, the metrics and the dashboard's page (whose calls to the
+  // API carry the token) do not.
+  if (!token_.empty() && (path == "/api" || path.rfind("/api/", 0) == 0)) {
+    const auto auth = req[bhttp::field::authorization];
+    switch (CheckBearer(std::string_view(auth.data(), auth.size()), token_)) {
+      case BearerCheck::kOk:
+        break;
+      case BearerCheck::kMissing:
+        res->set(bhttp::field::www_authenticate, "Bearer realm=\"kayak\"");
+        return JsonError(res, 401, "the admin API needs \"Authorization: Bearer <token>\"");
+      case BearerCheck::kWrong:
+        return JsonError(res, 403, "the bearer token is not the admin API's");
+    }
+  }
   if (path == "/health") {
     if (!get) return MethodNotAllowed(res, "GET");
     return Health(res);
@@ -325,9 +341,19 @@ body{font-family:system-ui,sans-serif;margin:2em;background:#fafafa}
 .err{color:#c00;font-size:.8em}
 </style></head><body><h1>kayak</h1><div id="g">loading…</div>
 <script>
+let asked=false;
 function esc(s){return String(s).replace(/[&<>"]/g,c=>({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;'}[c]))}
 async function load(){
-  const r=await fetch('/api/v1/pipelines');const d=await r.json();
+  const t=sessionStorage.getItem('kayak-token');
+  const r=await fetch('/api/v1/pipelines',t?{headers:{Authorization:'Bearer '+t}}:{});
+  if(r.status==401||r.status==403){
+    const n=asked?null:prompt('The admin API needs its token (auth.token_file):');
+    asked=true;
+    if(n){sessionStorage.setItem('kayak-token',n.trim());asked=false;return load();}
+    document.getElementById('g').textContent='the admin API needs its token; reload to enter it';
+    return;
+  }
+  const d=await r.json();
   document.getElementById('g').innerHTML=d.pipelines.map(p=>
     '<div class="p"><b>'+esc(p.id)+'</b> '+esc(p.status)+
     (p.upstreams.length?' ← '+p.upstreams.map(esc).join(', '):'')+

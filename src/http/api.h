@@ -10,8 +10,10 @@ namespace kayak::http {
 
 class Api {
  public:
-  // `engine` must outlive the Api. Called on the HTTP thread only.
-  explicit Api(Engine* engine) : engine_(engine) {}
+  // `engine` must outlive the Api. Called on the HTTP thread only. With a
+  // `token`, every route under /api demands "Authorization: Bearer <token>".
+  explicit Api(Engine* engine, std::string token = "")
+      : engine_(engine), token_(std::move(token)) {}
   void Handle(const Request& req, Response* res);
 
  private:
@@ -24,6 +26,7 @@ class Api {
   void Checkpoints(bool take, Response* res);
 
   Engine* engine_;
+  const std::string token_;
 };
 
 // Decodes %XX and '+' in a query component.

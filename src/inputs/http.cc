@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "common/bearer.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "components.h"
@@ -21,16 +22,6 @@ std::string ErrorBody(const std::string& message) {
   return nlohmann::json{{"error", message}}.dump();
 }
 
-// Equal strings in time that depends only on their lengths.
-bool ConstantTimeEqual(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  }
-  return diff == 0;
-}
-
 class HttpEndpoint final : public IngestEndpoint {
  public:
   HttpEndpoint(std::string token, ComponentStats* stats, uint64_t max_backlog)
@@ -44,14 +35,15 @@ class HttpEndpoint final : public IngestEndpoint {
 
   void Post(std::string_view body, std::string_view authorization, IngestDone done) override {
     if (!token_.empty()) {
-      constexpr std::string_view kBearer = "Bearer ";
-      if (authorization.substr(0, kBearer.size()) != kBearer) {
-        done({401, ErrorBody("this input needs \"Authorization: Bearer <token>\""), 0});
-        return;
-      }
-      if (!ConstantTimeEqual(authorization.substr(kBearer.size()), token_)) {
-        done({403, ErrorBody("the bearer token is not this input's"), 0});
-        return;
+      switch (CheckBearer(authorization, token_)) {
+        case BearerCheck::kOk:
+          break;
+        case BearerCheck::kMissing:
+          done({401, ErrorBody("this input needs \"Authorization: Bearer <token>\""), 0});
+          return;
+        case BearerCheck::kWrong:
+          done({403, ErrorBody("the bearer token is not this input's"), 0});
+          return;
       }
     }
     std::string payload;

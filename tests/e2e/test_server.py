@@ -5,7 +5,7 @@ import signal
 import subprocess
 import time
 
-from harness import EXAMPLES, KayakTest, Server, http, wait_for
+from harness import EXAMPLES, KayakTest, Server, http, run, wait_for
 
 
 class ServerTest(KayakTest):
@@ -104,6 +104,52 @@ pipelines:
         self.assertIn("frame-ancestors 'none'", headers.get("Content-Security-Policy", ""))
         self.assertIn("<html", html)
         self.assertEqual(s.stop(), 0)
+
+    def test_admin_api_demands_the_token_when_one_is_set(self):
+        token = "s3cret-Token_42"
+        with open(self.path("token"), "w") as f:
+            f.write(token + "\n")
+        s = self.start("pipelines:\n  p:\n    input: {dummy: {count: 0}}\n",
+                       server_config=f"listen: 127.0.0.1:0\nauth: {{token_file: {self.path('token')}}}\n")
+        for route in ("/api/v1/pipelines", "/api/v1/pipelines/p", "/api/v1/checkpoints",
+                      "/api/v1/buckets/none", "/api/nothing-here"):
+            status, headers, body = http("GET", s.url + route)
+            self.assertEqual(status, 401, route)
+            self.assertIn("Bearer", headers.get("WWW-Authenticate", ""))
+            self.assertIn("Authorization: Bearer", json.loads(body)["error"])
+            # a wrong token is 403; no token (an empty one, another scheme) is 401
+            for wrong, want in (("Bearer " + token[:-1], 403), ("Bearer " + token + "x", 403),
+                                ("Bearer x" + token[1:], 403), ("Bearer ", 401),
+                                ("Basic " + token, 401)):
+                status, _, _ = http("GET", s.url + route, headers={"Authorization": wrong})
+                self.assertEqual(status, want, (route, wrong))
+        status, _, body = http("GET", s.url + "/api/v1/pipelines",
+                               headers={"Authorization": "Bearer " + token})
+        self.assertEqual(status, 200, body)
+        self.assertEqual([p["id"] for p in json.loads(body)["pipelines"]], ["p"])
+        # the scheme is case-insensitive; POST routes are covered too
+        status, _, _ = http("GET", s.url + "/api/v1/pipelines/p",
+                            headers={"Authorization": "bearer " + token})
+        self.assertEqual(status, 200)
+        self.assertEqual(http("POST", s.url + "/api/v1/checkpoints", body=b"")[0], 401)
+        # health, metrics and the dashboard's page stay open
+        self.assertEqual(http("GET", s.url + "/health")[0], 200)
+        self.assertEqual(http("GET", s.url + "/metrics")[0], 200)
+        self.assertEqual(http("GET", s.url + "/")[0], 200)
+        self.assertEqual(s.stop(), 0)
+        self.assertNotIn(token, s.stderr())
+
+    def test_an_empty_or_missing_token_file_is_refused_at_start(self):
+        open(self.path("empty"), "w").close()
+        for path, says in ((self.path("empty"), "holds nothing"),
+                           (self.path("absent"), "auth.token_file")):
+            with open(self.path("server.yaml"), "w") as f:
+                f.write(f"listen: 127.0.0.1:0\nauth: {{token_file: {path}}}\n")
+            with open(self.path("p.yaml"), "w") as f:
+                f.write("pipelines:\n  p:\n    input: {dummy: {count: 0}}\n")
+            r = run(["--config", self.path("p.yaml"), "--server-config", self.path("server.yaml")])
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(says, r.stderr)
 
     def test_transform_error_drops_the_batch_and_shows_on_the_card(self):
         src = self.write_ndjson("in.ndjson", [{"v": 1}])
