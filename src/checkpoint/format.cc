@@ -40,7 +40,17 @@ uint64_t GetU64(const char* p) {
   for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(p[i])) << (8 * i);
   return v;
 }
-const char* KindTag(FileKind k) { return k == FileKind::kChunk ? "CHNK" : "MNFT"; }
+const char* KindTag(FileKind k) {
+  switch (k) {
+    case FileKind::kChunk:
+      return "CHNK";
+    case FileKind::kManifest:
+      return "MNFT";
+    case FileKind::kGraph:
+      return "GRPH";
+  }
+  return "????";
+}
 
 }  // namespace
 

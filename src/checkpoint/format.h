@@ -4,7 +4,8 @@
 //
 //   offset size field
 //   0      4    magic "KYAK"
-//   4      4    kind: "CHNK" (a component's state) or "MNFT" (a manifest)
+//   4      4    kind: "CHNK" (a component's state), "MNFT" (a manifest) or
+//                "GRPH" (the pipelines and versions made through the API)
 //   8      4    format version, little-endian u32 (1)
 //   12     8    payload length in bytes, little-endian u64
 //   20     4    CRC-32C of the payload, little-endian u32
@@ -27,7 +28,7 @@ namespace kayak::checkpoint {
 constexpr uint32_t kFormatVersion = 1;
 constexpr size_t kHeaderBytes = 32;
 
-enum class FileKind { kChunk, kManifest };
+enum class FileKind { kChunk, kManifest, kGraph };
 
 // CRC-32C (Castagnoli), as used by iSCSI, ext4 and LevelDB.
 uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0);

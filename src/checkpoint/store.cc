@@ -167,6 +167,21 @@ Status Store::Recover(std::map<std::string, RestoredUnit>* out, uint64_t* max_id
   return Status::Ok();
 }
 
+Status Store::DropRegionsExcept(const std::set<std::string>& live) {
+  for (const auto& name : ListDir(dir_)) {
+    std::string region;
+    uint64_t id = 0;
+    if (!ParseManifestName(name, &region, &id) || live.count(region)) continue;
+    if (::unlink((dir_ + "/" + name).c_str()) != 0 && errno != ENOENT) {
+      return Status::FromErrno("remove " + dir_ + "/" + name, errno);
+    }
+    KLOG_INFO("removed {}: its region no longer exists", name);
+    manifests_.erase(region);
+  }
+  CollectGarbage();
+  return SyncDir(dir_);
+}
+
 void Store::CollectGarbage() {
   std::set<std::string> keep = {"LOCK"};
   for (const auto& [region, ms] : manifests_) {

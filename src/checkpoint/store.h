@@ -56,6 +56,11 @@ class Store {
   // `out` gets each unit's state; `max_id` the highest checkpoint id seen.
   Status Recover(std::map<std::string, RestoredUnit>* out, uint64_t* max_id);
 
+  // Removes the manifests of every region not in `live` (a deleted
+  // pipeline's), then every chunk no kept manifest names. Call once every
+  // live region has committed.
+  Status DropRegionsExcept(const std::set<std::string>& live);
+
   // Commits checkpoint `id` of `region`: writes and fsyncs the chunks of
   // changed units, fsyncs the directory, then writes the manifest to a
   // temporary file, fsyncs it, renames it into place and fsyncs the

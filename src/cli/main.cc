@@ -26,6 +26,7 @@
 #include "components.h"
 #include "config/server_config.h"
 #include "core/engine.h"
+#include "core/graph_manager.h"
 #include "http/api.h"
 #include "kayak/version.h"
 
@@ -191,26 +192,29 @@ int Serve(const Args& args) {
   EngineOptions eopts;
   eopts.checkpointing = !args.state_dir.empty();
   eopts.state_dir = args.state_dir;
-  std::unique_ptr<checkpoint::Store> store;
-  std::map<std::string, checkpoint::RestoredUnit> restored;
   if (eopts.checkpointing) {
-    store = std::make_unique<checkpoint::Store>(args.state_dir);
-    uint64_t max_id = 0;
-    if (Status st = store->Recover(&restored, &max_id); !st.ok()) {
-      KLOG_ERROR("cannot read the state directory: {}", st.message());
-      return kExitRuntime;
-    }
-    eopts.store = store.get();
-    eopts.restored = &restored;
-    eopts.first_checkpoint_id = max_id + 1;
     eopts.checkpoint_interval_ms = server.checkpoint_interval_secs * 1000;
     eopts.checkpoint_timeout_ms = server.checkpoint_timeout_secs * 1000;
   }
-  ErrorList errors;
-  auto engine = Engine::Build(spec, BuiltinComponents(), eopts, &errors);
-  if (engine == nullptr) {
-    std::fputs(errors.ToString().c_str(), stderr);
-    return kExitUsage;
+  GraphManager::Options gopts;
+  gopts.registry = &BuiltinComponents();
+  gopts.engine = eopts;
+  GraphManager graph(gopts);
+  {
+    auto text = checkpoint::ReadWholeFile(args.config);
+    if (!text.ok()) {
+      std::fprintf(stderr, "kayak: %s\n", text.status().message().c_str());
+      return kExitUsage;
+    }
+    ErrorList errors;
+    if (Status st = graph.Init(*text, args.config, &errors); !st.ok()) {
+      if (!errors.empty()) {
+        std::fputs(errors.ToString().c_str(), stderr);
+        return kExitUsage;
+      }
+      KLOG_ERROR("cannot start the graph: {}", st.message());
+      return kExitRuntime;
+    }
   }
   std::string token;
   if (!server.auth_token_file.empty()) {
@@ -233,7 +237,7 @@ int Serve(const Args& args) {
     KLOG_INFO("admin API: every /api route demands the bearer token in {}",
               server.auth_token_file);
   }
-  http::Api api(engine.get(), token);
+  http::Api api(&graph, token);
   http::ServerLimits limits;
   limits.max_body_bytes = static_cast<uint64_t>(server.max_body_bytes);
   limits.max_header_bytes = static_cast<uint32_t>(server.max_header_bytes);
@@ -244,7 +248,7 @@ int Serve(const Args& args) {
                         [&api](const http::Request& req, http::Response* res) {
                           api.Handle(req, res);
                         });
-  listener.SetIngest(engine->ingest());
+  listener.SetIngest(graph.ingest());
   if (Status st = listener.Start(); !st.ok()) {
     KLOG_ERROR("{}", st.message());
     return kExitRuntime;
@@ -254,7 +258,7 @@ int Serve(const Args& args) {
                                : server.listen_host;
   KLOG_INFO("kayak {} API listening on http://{}:{}", KAYAK_VERSION, host, listener.port());
   if (!args.state_dir.empty()) KLOG_INFO("state directory {} (locked)", args.state_dir);
-  engine->Start();
+  graph.Start();
 
   int sig = 0;
   sigwait(&sigs, &sig);
@@ -269,7 +273,7 @@ int Serve(const Args& args) {
     }
   });
   second.detach();
-  engine->Stop();
+  graph.Stop();
   listener.Stop();
   KLOG_INFO("stopped cleanly");
   return kExitOk;

@@ -123,7 +123,7 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
     ctx.buckets = &engine->buckets_;
     ctx.checkpointing = options.checkpointing;
     ctx.state_dir = options.state_dir;
-    ctx.ingest = &engine->ingest_;
+    ctx.ingest = engine->ingest();
 
     const ComponentSpec& in = p.input;
     auto in_card = std::make_unique<ComponentStats>("input", "input", in.def->type);

@@ -196,6 +196,9 @@ struct EngineOptions {
   int64_t checkpoint_timeout_ms = 60000;
   size_t edge_queue_batches = 8;    // per edge lane
   size_t output_queue_batches = 8;  // in front of each output
+  // Where http inputs register their paths; the engine's own when null. A
+  // server that rebuilds its engine keeps one router for the listener.
+  IngestRouter* ingest = nullptr;
 };
 
 // Builds every component of `spec` once, without starting anything, and
@@ -220,7 +223,7 @@ class Engine {
   PipelineRunner* Find(const std::string& id) const;
   BucketRegistry& buckets() { return buckets_; }
   // The paths http inputs serve; the listener looks requests up here.
-  IngestRouter* ingest() { return &ingest_; }
+  IngestRouter* ingest() { return options_.ingest != nullptr ? options_.ingest : &ingest_; }
   const Clock* clock() const { return options_.clock; }
   // nullptr without a state directory.
   Checkpointer* checkpointer() { return checkpointer_.get(); }

@@ -410,7 +410,6 @@ bool PipelineRunner::ReadUpstream(Batch* batch, bool* all_ended) {
 }
 
 void PipelineRunner::Run() {
-  status_ = PipelineStatus::kRunning;
   for (auto* c : transform_cards_) c->SetState(ComponentState::kRunning);
   if (input_) {
     Status st = input_->Open();
@@ -427,6 +426,8 @@ void PipelineRunner::Run() {
   } else {
     input_card_->SetState(ComponentState::kRunning);
   }
+  // Running once the input is open (an http input serves from then on).
+  if (status_ != PipelineStatus::kFailed) status_ = PipelineStatus::kRunning;
   last_tick_ms_ = MonotonicMs();
   while (true) {
     Batch batch;

@@ -94,11 +94,11 @@ Json ComponentConfig(const ComponentSpec& c) {
   return Json{{c.def->type, YamlToJson(c.value)}};
 }
 
-Json PipelineJson(const PipelineRunner& p, bool with_config) {
+Json PipelineJson(const PipelineRunner& p, bool with_config, int version) {
   Json j;
   j["id"] = p.id();
   j["status"] = PipelineStatusName(p.status());
-  j["version"] = 1;
+  j["version"] = version;
   j["upstreams"] = p.spec().upstreams;
   Json cards = Json::array();
   for (const auto* c : p.cards()) {
@@ -176,9 +176,23 @@ void Api::Handle(const Request& req, Response* res) {
   }
   if (path.rfind(kPipelines + "/", 0) == 0) {
     const std::string rest = path.substr(kPipelines.size() + 1);
-    if (rest.find('/') == std::string::npos) {
+    const size_t slash = rest.find('/');
+    const std::string id = UrlDecode(rest.substr(0, slash));
+    const std::string action = slash == std::string::npos ? "" : rest.substr(slash + 1);
+    const auto method = req.method();
+    if (action.empty()) {
+      if (get) return GetPipeline(id, res);
+      if (method == bhttp::verb::put) return Send(graph_->Put("pipeline", id, req.body()), res);
+      if (method == bhttp::verb::delete_) return Send(graph_->Delete(id), res);
+      return MethodNotAllowed(res, "GET, PUT, DELETE");
+    }
+    if (action == "versions") {
       if (!get) return MethodNotAllowed(res, "GET");
-      return GetPipeline(UrlDecode(rest), res);
+      return Send(graph_->Versions(id), res);
+    }
+    if (action == "revert" || action == "restart") {
+      if (method != bhttp::verb::post) return MethodNotAllowed(res, "POST");
+      return Send(action == "revert" ? graph_->Revert(id) : graph_->Restart(id), res);
     }
   }
   if (path == "/api/v1/checkpoints") {
@@ -189,31 +203,36 @@ void Api::Handle(const Request& req, Response* res) {
   if (path.rfind(kBuckets, 0) == 0 && path.size() > kBuckets.size()) {
     const std::string name = path.substr(kBuckets.size());
     if (name.find('/') == std::string::npos) {
-      if (!get) return MethodNotAllowed(res, "GET");
+      if (req.method() == bhttp::verb::put) {
+        return Send(graph_->Put("bucket", UrlDecode(name), req.body()), res);
+      }
+      if (!get) return MethodNotAllowed(res, "GET, PUT");
       return GetBucket(UrlDecode(name), query, res);
     }
   }
   JsonError(res, 404, "no route for " + std::string(req.method_string()) + " " + path);
 }
 
+void Api::Send(const GraphManager::Answer& a, Response* res) { SendJson(res, a.status, a.body); }
+
 void Api::Health(Response* res) { SendJson(res, 200, Json{{"status", "ok"}}); }
 
 void Api::ListPipelines(Response* res) {
   Json list = Json::array();
-  for (const auto& p : engine_->pipelines()) list.push_back(PipelineJson(*p, false));
+  for (const auto& p : engine()->pipelines()) list.push_back(PipelineJson(*p, false, graph_->CurrentVersion(p->id())));
   SendJson(res, 200, Json{{"pipelines", std::move(list)}});
 }
 
 void Api::GetPipeline(const std::string& id, Response* res) {
-  PipelineRunner* p = engine_->Find(id);
+  PipelineRunner* p = engine()->Find(id);
   if (p == nullptr) return JsonError(res, 404, "no pipeline '" + id + "'");
-  SendJson(res, 200, PipelineJson(*p, true));
+  SendJson(res, 200, PipelineJson(*p, true, graph_->CurrentVersion(id)));
 }
 
 void Api::GetBucket(const std::string& name, const std::string& query, Response* res) {
-  Bucket* b = engine_->buckets().Find(name);
+  Bucket* b = engine()->buckets().Find(name);
   if (b == nullptr) return JsonError(res, 404, "no bucket '" + name + "'");
-  const int64_t now = engine_->clock()->NowMs();
+  const int64_t now = engine()->clock()->NowMs();
   std::string key;
   if (QueryParam(query, "key", &key)) {
     auto e = b->Get(key, now);
@@ -242,7 +261,7 @@ void Api::GetBucket(const std::string& name, const std::string& query, Response*
 }
 
 void Api::Checkpoints(bool take, Response* res) {
-  Checkpointer* cp = engine_->checkpointer();
+  Checkpointer* cp = engine()->checkpointer();
   if (cp == nullptr) {
     if (take) return JsonError(res, 409, "checkpointing is off: start the server with --state-dir");
     return SendJson(res, 200, Json{{"checkpointing", false}, {"regions", Json::array()}});
@@ -275,7 +294,7 @@ void Api::Metrics(Response* res) {
   auto sample = [&](const char* name, const std::string& labels, uint64_t v) {
     out += std::string(name) + "{" + labels + "} " + std::to_string(v) + "\n";
   };
-  const auto& pipelines = engine_->pipelines();
+  const auto& pipelines = engine()->pipelines();
   auto labels = [](const PipelineRunner& p, const ComponentStats& c) {
     return "pipeline=\"" + p.id() + "\",component=\"" + c.name() + "\",type=\"" + c.type() + "\"";
   };
@@ -298,10 +317,10 @@ void Api::Metrics(Response* res) {
     }
   }
   family("kayak_bucket_entries", "gauge", "Live entries in a bucket.");
-  for (const auto* b : engine_->buckets().All()) {
+  for (const auto* b : engine()->buckets().All()) {
     sample("kayak_bucket_entries", "bucket=\"" + b->name() + "\"", b->Size());
   }
-  if (Checkpointer* cp = engine_->checkpointer()) {
+  if (Checkpointer* cp = engine()->checkpointer()) {
     const auto regions = cp->Regions();
     auto each = [&](const char* name, const char* type, const char* help, auto value) {
       family(name, type, help);

@@ -4,16 +4,17 @@
 #include <string>
 
 #include "core/engine.h"
+#include "core/graph_manager.h"
 #include "http/server.h"
 
 namespace kayak::http {
 
 class Api {
  public:
-  // `engine` must outlive the Api. Called on the HTTP thread only. With a
+  // `graph` must outlive the Api. Called on the HTTP thread only. With a
   // `token`, every route under /api demands "Authorization: Bearer <token>".
-  explicit Api(Engine* engine, std::string token = "")
-      : engine_(engine), token_(std::move(token)) {}
+  explicit Api(GraphManager* graph, std::string token = "")
+      : graph_(graph), token_(std::move(token)) {}
   void Handle(const Request& req, Response* res);
 
  private:
@@ -25,7 +26,11 @@ class Api {
   void Dashboard(Response* res);
   void Checkpoints(bool take, Response* res);
 
-  Engine* engine_;
+  // The running engine; a change through the API replaces it.
+  Engine* engine() { return graph_->engine(); }
+  void Send(const GraphManager::Answer& a, Response* res);
+
+  GraphManager* graph_;
   const std::string token_;
 };
 

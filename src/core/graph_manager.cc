@@ -1,0 +1,479 @@
+#include "core/graph_manager.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include "checkpoint/format.h"
+#include "common/io.h"
+#include "common/log.h"
+
+namespace kayak {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// docs/state_format.md, "the graph file".
+constexpr int kGraphFormat = 1;
+
+std::string Emit(const YAML::Node& node) {
+  YAML::Emitter e;
+  e << node;
+  std::string s = e.c_str();
+  if (s.empty() || s.back() != '\n') s.push_back('\n');
+  return s;
+}
+
+void AppendIndented(std::string* out, const std::string& body, int* lines) {
+  std::istringstream in(body);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    out->append("    ").append(line).push_back('\n');
+    ++n;
+  }
+  if (n == 0) {  // an empty body: the key's value is null
+    out->append("    ~\n");
+    n = 1;
+  }
+  *lines = n;
+}
+
+int CountLines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+}  // namespace
+
+GraphManager::GraphManager(Options options) : opt_(std::move(options)) {}
+
+GraphManager::~GraphManager() { Stop(); }
+
+int64_t GraphManager::NowMs() const { return opt_.engine.clock->NowMs(); }
+
+int GraphManager::CurrentVersion(const std::string& id) const {
+  std::lock_guard lock(mu_);
+  auto it = pipelines_.find(id);
+  if (it == pipelines_.end() || !it->second.live()) return 0;
+  return it->second.versions.back().number;
+}
+
+GraphManager::Composed GraphManager::Compose(const Entries& buckets, const Entries& pipelines,
+                                             const std::string& kind,
+                                             const std::string& name) const {
+  Composed c;
+  auto section = [&](const char* title, const Entries& entries, const std::string& k,
+                     const std::vector<std::string>& order) {
+    std::vector<std::string> names;
+    for (const auto& n : order) {
+      auto it = entries.find(n);
+      if (it != entries.end() && it->second.live() && !(k == kind && n == name)) {
+        names.push_back(n);
+      }
+    }
+    const bool tested = k == kind && entries.count(name) && entries.at(name).live();
+    if (names.empty() && !tested) return;
+    c.text.append(title).append(":\n");
+    for (const auto& n : names) {
+      c.text.append("  ").append(n).append(":\n");
+      int lines = 0;
+      AppendIndented(&c.text, entries.at(n).versions.back().body, &lines);
+    }
+    if (tested) {  // the body under test goes last, so its lines are easy to find
+      c.text.append("  ").append(name).append(":\n");
+      c.body_first_line = CountLines(c.text) + 1;
+      AppendIndented(&c.text, entries.at(name).versions.back().body, &c.body_lines);
+    }
+  };
+  std::vector<std::string> bucket_order;
+  for (const auto& [n, e] : buckets) bucket_order.push_back(n);
+  section("buckets", buckets, "bucket", bucket_order);
+  section("pipelines", pipelines, "pipeline", order_);
+  if (c.text.find("pipelines:") == std::string::npos) c.text.append("pipelines: {}\n");
+  return c;
+}
+
+bool GraphManager::Validate(const Composed& c, GraphSpec* spec, Json* errors) const {
+  ErrorList el;
+  const bool loaded = LoadGraphText(c.text, "body", *opt_.registry, spec, &el);
+  ValidateComponents(*spec, &el);
+  if (loaded && el.empty()) return true;
+  *errors = Json::array();
+  for (const auto& e : el.errors()) {
+    int line = e.mark.line, column = e.mark.column;
+    if (c.body_first_line > 0 && line >= c.body_first_line &&
+        line < c.body_first_line + c.body_lines) {
+      line = line - c.body_first_line + 1;
+      column = std::max(1, column - 4);
+    } else {
+      line = column = 0;  // about the graph around the body (a cycle, a missing upstream)
+    }
+    errors->push_back(Json{{"line", line}, {"column", column}, {"message", e.message}});
+  }
+  return false;
+}
+
+Status GraphManager::BuildEngine(const std::string& text) {
+  GraphSpec spec;
+  ErrorList el;
+  if (!LoadGraphText(text, "graph", *opt_.registry, &spec, &el)) {
+    return Status::Invalid(el.ToString());
+  }
+  EngineOptions o = opt_.engine;
+  o.ingest = &router_;
+  restored_.clear();
+  store_.reset();
+  if (o.checkpointing) {
+    store_ = std::make_unique<checkpoint::Store>(o.state_dir);
+    uint64_t max_id = 0;
+    KAYAK_RETURN_IF_ERROR(store_->Recover(&restored_, &max_id));
+    o.store = store_.get();
+    o.restored = &restored_;
+    o.first_checkpoint_id = max_id + 1;
+  }
+  auto engine = Engine::Build(spec, *opt_.registry, o, &el);
+  if (engine == nullptr) return Status::Invalid(el.ToString());
+  engine_ = std::move(engine);
+  spec_ = std::move(spec);
+  return Status::Ok();
+}
+
+Status GraphManager::Rebuild(const std::string& text, bool start) {
+  if (engine_) {
+    engine_->Stop();  // a savepoint: the new engine restores exactly where this one stopped
+    engine_.reset();
+  }
+  KAYAK_RETURN_IF_ERROR(BuildEngine(text));
+  if (!start) return Status::Ok();
+  engine_->Start();
+  // Answer once the inputs are open (an http input answers 503 before), or
+  // after a few seconds: an input that cannot open shows it on its card.
+  const int64_t deadline = NowMs() + 5000;
+  for (const auto& p : engine_->pipelines()) {
+    while (p->status() == PipelineStatus::kStarting && NowMs() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  return Status::Ok();
+}
+
+Status GraphManager::Persist() const {
+  if (!opt_.engine.checkpointing) return Status::Ok();
+  auto entries = [](const Entries& es) {
+    Json j = Json::object();
+    for (const auto& [name, e] : es) {
+      Json vs = Json::array();
+      for (const auto& v : e.versions) {
+        vs.push_back(Json{{"version", v.number}, {"created_ms", v.created_ms},
+                          {"change", v.change}, {"body", v.body}});
+      }
+      j[name] = Json{{"from_api", e.from_api}, {"versions", std::move(vs)}};
+    }
+    return j;
+  };
+  Json j{{"format", kGraphFormat},
+         {"order", order_},
+         {"buckets", entries(buckets_)},
+         {"pipelines", entries(pipelines_)}};
+  const std::string dir = opt_.engine.state_dir + "/graph";
+  KAYAK_RETURN_IF_ERROR(CreateDirsDurably(dir));
+  const std::string bytes = checkpoint::Frame(checkpoint::FileKind::kGraph, j.dump());
+  KAYAK_RETURN_IF_ERROR(checkpoint::WriteFileSynced(dir + "/GRAPH.tmp", bytes));
+  return checkpoint::RenameSynced(dir + "/GRAPH.tmp", dir + "/GRAPH", dir);
+}
+
+Status GraphManager::LoadStored(bool* found) {
+  *found = false;
+  const std::string path = opt_.engine.state_dir + "/graph/GRAPH";
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return Status::Ok();
+  auto bytes = checkpoint::ReadWholeFile(path);
+  if (!bytes.ok()) return bytes.status();
+  auto payload = checkpoint::Unframe(checkpoint::FileKind::kGraph, *bytes);
+  const std::string fix = "; move it away to start from the config file alone";
+  if (!payload.ok()) return Status::Corruption(path + ": " + payload.status().message() + fix);
+  Json j = Json::parse(payload.value(), nullptr, false);
+  if (!j.is_object() || j.value("format", 0) != kGraphFormat) {
+    return Status::Corruption(path + ": not a graph file of format " +
+                              std::to_string(kGraphFormat) + fix);
+  }
+  try {
+    auto load = [](const Json& src, Entries* out) {
+      for (const auto& [name, e] : src.items()) {
+        Entry& entry = (*out)[name];
+        entry.from_api = e.at("from_api").get<bool>();
+        for (const auto& v : e.at("versions")) {
+          entry.versions.push_back(Version{v.at("version").get<int>(),
+                                           v.at("created_ms").get<int64_t>(),
+                                           v.at("change").get<std::string>(),
+                                           v.at("body").get<std::string>()});
+        }
+      }
+    };
+    load(j.at("buckets"), &buckets_);
+    load(j.at("pipelines"), &pipelines_);
+    order_ = j.at("order").get<std::vector<std::string>>();
+  } catch (const std::exception& e) {
+    return Status::Corruption(path + ": " + e.what() + fix);
+  }
+  *found = true;
+  return Status::Ok();
+}
+
+// The config file decides every pipeline and bucket not changed through the
+// API: new or changed ones get a version, ones it no longer names are
+// deleted. What the API changed keeps its stored version (with a warning when
+// the file says otherwise). docs/lifecycle.md.
+void GraphManager::Seed(const std::string& file_text) {
+  YAML::Node root = YAML::Load(file_text);  // the file was validated before
+  const int64_t now = NowMs();
+  auto merge = [&](const YAML::Node& section, Entries* entries, const char* what,
+                   std::vector<std::string>* order) {
+    std::set<std::string> in_file;
+    if (section.IsMap()) {
+      for (const auto& kv : section) {
+        const std::string name = kv.first.as<std::string>();
+        const std::string body = Emit(kv.second);
+        in_file.insert(name);
+        Entry& e = (*entries)[name];
+        if (order && std::find(order->begin(), order->end(), name) == order->end()) {
+          order->push_back(name);
+        }
+        if (e.from_api) {
+          if (!e.live() || e.versions.back().body != body) {
+            KLOG_WARN("{} {}: the config file differs from version {} made through the API, "
+                      "which stays in force (docs/lifecycle.md)",
+                      what, name, e.versions.empty() ? 0 : e.versions.back().number);
+          }
+          continue;
+        }
+        if (!e.live() || e.versions.back().body != body) {
+          const int n = e.versions.empty() ? 1 : e.versions.back().number + 1;
+          e.versions.push_back(Version{n, now, "from-file", body});
+        }
+      }
+    }
+    for (auto& [name, e] : *entries) {
+      if (!e.from_api && e.live() && !in_file.count(name)) {
+        KLOG_INFO("{} {}: no longer in the config file, deleted", what, name);
+        e.versions.push_back(Version{e.versions.back().number + 1, now, "deleted", ""});
+      }
+    }
+  };
+  merge(root["buckets"], &buckets_, "bucket", nullptr);
+  merge(root["pipelines"], &pipelines_, "pipeline", &order_);
+}
+
+Status GraphManager::Init(const std::string& file_text, const std::string& file_name,
+                          ErrorList* errors) {
+  std::lock_guard lock(mu_);
+  {
+    GraphSpec spec;
+    const bool loaded = LoadGraphText(file_text, file_name, *opt_.registry, &spec, errors);
+    ValidateComponents(spec, errors);
+    if (!loaded || !errors->empty()) return Status::Invalid("the config file has errors");
+  }
+  bool stored = false;
+  if (opt_.engine.checkpointing) KAYAK_RETURN_IF_ERROR(LoadStored(&stored));
+  Seed(file_text);
+  const Composed c = Compose(buckets_, pipelines_, "", "");
+  GraphSpec spec;
+  Json errs;
+  if (!Validate(c, &spec, &errs)) {
+    return Status::Invalid("the stored graph (" + opt_.engine.state_dir +
+                           "/graph/GRAPH) with the config file is not valid: " + errs.dump());
+  }
+  KAYAK_RETURN_IF_ERROR(BuildEngine(c.text));
+  if (stored) KLOG_INFO("graph: versions loaded from {}/graph/GRAPH", opt_.engine.state_dir);
+  return Persist();
+}
+
+void GraphManager::Start() {
+  std::lock_guard lock(mu_);
+  started_ = true;
+  if (engine_) engine_->Start();
+}
+
+void GraphManager::Stop() {
+  std::lock_guard lock(mu_);
+  if (stopped_) return;
+  stopped_ = true;
+  if (engine_) engine_->Stop();
+}
+
+GraphManager::Answer GraphManager::Apply(Entries buckets, Entries pipelines,
+                                         const std::string& kind, const std::string& name,
+                                         unsigned ok_status) {
+  const Composed c = Compose(buckets, pipelines, kind, name);
+  GraphSpec check;
+  Json errors;
+  if (!Validate(c, &check, &errors)) {
+    std::string first = errors.empty() ? "invalid" : errors[0]["message"].get<std::string>();
+    if (!errors.empty() && errors[0]["line"].get<int>() > 0) {
+      first = "line " + std::to_string(errors[0]["line"].get<int>()) + ", column " +
+              std::to_string(errors[0]["column"].get<int>()) + ": " + first;
+    }
+    return {400, Json{{"error", first}, {"errors", std::move(errors)}}};
+  }
+  const std::string old_text = Compose(buckets_, pipelines_, "", "").text;
+  std::swap(buckets_, buckets);
+  std::swap(pipelines_, pipelines);
+  Status st = Rebuild(Compose(buckets_, pipelines_, "", "").text, started_);
+  if (!st.ok()) {
+    KLOG_ERROR("graph: the new graph did not build ({}); going back to the one before",
+               st.message());
+    std::swap(buckets_, buckets);
+    std::swap(pipelines_, pipelines);
+    if (Status back = Rebuild(old_text, started_); !back.ok()) {
+      KLOG_ERROR("graph: the graph before did not build again: {}", back.message());
+    }
+    return {500, Json{{"error", "the new graph did not build: " + st.message()}}};
+  }
+  if (Status p = Persist(); !p.ok()) {
+    KLOG_ERROR("graph: the change runs but is not stored: {}", p.message());
+    return {500, Json{{"error", "the change runs but could not be stored (it is lost at the next "
+                                "restart): " + p.message()}}};
+  }
+  const Entries& es = kind == "bucket" ? buckets_ : pipelines_;
+  auto it = es.find(name);
+  Json body{{kind == "bucket" ? "bucket" : "id", name}};
+  if (it != es.end() && !it->second.versions.empty()) {
+    body["version"] = it->second.versions.back().number;
+    body["change"] = it->second.versions.back().change;
+  }
+  return {ok_status, std::move(body)};
+}
+
+GraphManager::Answer GraphManager::Put(const std::string& kind, const std::string& name,
+                                       const std::string& body) {
+  std::lock_guard lock(mu_);
+  if (stopped_) return {503, Json{{"error", "the server is stopping"}}};
+  if (!IsValidId(name)) {
+    return {400, Json{{"error", "'" + name + "' is not a valid " + kind +
+                                    " name: 1 to 64 of a-z, 0-9, _ and -"}}};
+  }
+  std::string text = body;
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  if (text.empty()) {
+    return {400, Json{{"error", "the body is empty; send the " + kind + " as YAML or JSON"}}};
+  }
+  text.push_back('\n');
+  try {
+    (void)YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return {400, Json{{"error", "line " + std::to_string(e.mark.line + 1) + ", column " +
+                                    std::to_string(e.mark.column + 1) + ": " + e.msg},
+                      {"errors", Json::array({Json{{"line", e.mark.line + 1},
+                                                   {"column", e.mark.column + 1},
+                                                   {"message", e.msg}}})}}};
+  }
+  Entries buckets = buckets_, pipelines = pipelines_;
+  Entries& es = kind == "bucket" ? buckets : pipelines;
+  Entry& e = es[name];
+  const bool created = !e.live();
+  if (!created && e.versions.back().body == text) {
+    return {200, Json{{kind == "bucket" ? "bucket" : "id", name},
+                      {"version", e.versions.back().number},
+                      {"change", "unchanged"}}};
+  }
+  const int n = e.versions.empty() ? 1 : e.versions.back().number + 1;
+  e.versions.push_back(Version{n, NowMs(), created ? "created" : "updated", text});
+  e.from_api = true;
+  if (kind == "pipeline" && std::find(order_.begin(), order_.end(), name) == order_.end()) {
+    order_.push_back(name);
+  }
+  return Apply(std::move(buckets), std::move(pipelines), kind, name, created ? 201 : 200);
+}
+
+GraphManager::Answer GraphManager::Delete(const std::string& id) {
+  std::lock_guard lock(mu_);
+  if (stopped_) return {503, Json{{"error", "the server is stopping"}}};
+  auto it = pipelines_.find(id);
+  if (it == pipelines_.end() || !it->second.live()) {
+    return {404, Json{{"error", "no pipeline '" + id + "'"}}};
+  }
+  std::vector<std::string> fed;
+  for (const auto& p : spec_.pipelines) {
+    if (std::find(p.upstreams.begin(), p.upstreams.end(), id) != p.upstreams.end()) {
+      fed.push_back(p.id);
+    }
+  }
+  if (!fed.empty()) {
+    std::string list;
+    for (const auto& f : fed) list += (list.empty() ? "" : ", ") + f;
+    return {409, Json{{"error", "pipeline '" + id + "' feeds " + list +
+                                    "; delete or change those first"},
+                      {"downstreams", fed}}};
+  }
+  Entries pipelines = pipelines_;
+  Entry& e = pipelines[id];
+  e.versions.push_back(Version{e.versions.back().number + 1, NowMs(), "deleted", ""});
+  e.from_api = true;
+  Answer a = Apply(buckets_, std::move(pipelines), "pipeline", id, 200);
+  if (a.status != 200 || !opt_.engine.checkpointing) return a;
+  // Its state goes: the checkpoints of a region that no longer exists (every
+  // live region committed at the new engine's start, restored state
+  // included), and its http input's logged posts.
+  std::set<std::string> live;
+  if (engine_ && engine_->checkpointer()) {
+    for (const auto& r : engine_->checkpointer()->Regions()) live.insert(r.name);
+  }
+  if (Status st = store_->DropRegionsExcept(live); !st.ok()) {
+    KLOG_ERROR("pipeline {} deleted, but its checkpoints were not removed: {}", id, st.message());
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(opt_.engine.state_dir + "/http/" + id, ec);
+  if (ec) KLOG_ERROR("pipeline {} deleted, but not its logged posts: {}", id, ec.message());
+  return a;
+}
+
+GraphManager::Answer GraphManager::Revert(const std::string& id) {
+  std::lock_guard lock(mu_);
+  if (stopped_) return {503, Json{{"error", "the server is stopping"}}};
+  auto it = pipelines_.find(id);
+  if (it == pipelines_.end()) return {404, Json{{"error", "no pipeline '" + id + "'"}}};
+  const auto& vs = it->second.versions;
+  if (vs.size() < 2 || vs[vs.size() - 2].change == "deleted") {
+    return {409, Json{{"error", "pipeline '" + id + "' has no previous version to go back to"}}};
+  }
+  Entries pipelines = pipelines_;
+  Entry& e = pipelines[id];
+  const Version& prev = e.versions[e.versions.size() - 2];
+  e.versions.push_back(Version{e.versions.back().number + 1, NowMs(),
+                               "reverted to version " + std::to_string(prev.number), prev.body});
+  e.from_api = true;
+  return Apply(buckets_, std::move(pipelines), "pipeline", id, 200);
+}
+
+GraphManager::Answer GraphManager::Restart(const std::string& id) {
+  std::lock_guard lock(mu_);
+  if (stopped_) return {503, Json{{"error", "the server is stopping"}}};
+  auto it = pipelines_.find(id);
+  if (it == pipelines_.end() || !it->second.live()) {
+    return {404, Json{{"error", "no pipeline '" + id + "'"}}};
+  }
+  if (Status st = Rebuild(Compose(buckets_, pipelines_, "", "").text, started_); !st.ok()) {
+    return {500, Json{{"error", "the graph did not build again: " + st.message()}}};
+  }
+  return {200, Json{{"id", id}, {"version", it->second.versions.back().number},
+                    {"change", "restarted"}}};
+}
+
+GraphManager::Answer GraphManager::Versions(const std::string& id) const {
+  std::lock_guard lock(mu_);
+  auto it = pipelines_.find(id);
+  if (it == pipelines_.end()) return {404, Json{{"error", "no pipeline '" + id + "'"}}};
+  Json vs = Json::array();
+  for (const auto& v : it->second.versions) {
+    vs.push_back(Json{{"version", v.number}, {"created_ms", v.created_ms}, {"change", v.change},
+                      {"body", v.body}});
+  }
+  return {200, Json{{"id", id},
+                    {"current", it->second.live() ? it->second.versions.back().number : 0},
+                    {"versions", std::move(vs)}}};
+}
+
+}  // namespace kayak

@@ -1,0 +1,115 @@
+// The running graph and its history (SPEC 5.6 and 6, docs/lifecycle.md).
+//
+// Owns the engine. Creating, updating, reverting, restarting or deleting a
+// pipeline (or declaring a bucket) through the API validates the new graph
+// like a config file, stops the running engine at a savepoint, and builds and
+// starts the new one, which restores every component whose own config is
+// unchanged at the same place (checkpoint fingerprints). Every version is
+// kept; with a state directory in <state>/graph/GRAPH, so API changes survive
+// a restart.
+//
+// Threading: the API calls every operation on its one thread; Start and Stop
+// come from the main thread. One mutex orders them.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "checkpoint/store.h"
+#include "config/loader.h"
+#include "core/engine.h"
+#include "core/ingest.h"
+
+namespace kayak {
+
+class GraphManager {
+ public:
+  struct Options {
+    const ComponentRegistry* registry = nullptr;
+    // Without store, restored or ingest: the manager provides them.
+    EngineOptions engine;
+  };
+  // An answer for the API: status and JSON body.
+  struct Answer {
+    unsigned status = 200;
+    nlohmann::ordered_json body;
+  };
+
+  explicit GraphManager(Options options);
+  ~GraphManager();
+
+  // Loads the stored graph (with a state directory) and the config file's
+  // text, and builds the engine without starting it. On config errors fills
+  // `errors` (file:line:column) and returns Invalid; other failures (an
+  // unreadable state directory) return their status.
+  Status Init(const std::string& file_text, const std::string& file_name, ErrorList* errors);
+  void Start();
+  // Graceful stop with a savepoint (Engine::Stop). Later API calls get 503.
+  void Stop();
+
+  IngestRouter* ingest() { return &router_; }
+  // The running engine. Call on the API thread; valid until the next change.
+  Engine* engine() { return engine_.get(); }
+  // The version number of a pipeline's running config (0 if unknown).
+  int CurrentVersion(const std::string& id) const;
+
+  // kind: "pipeline" or "bucket". `body` is YAML or JSON holding one.
+  Answer Put(const std::string& kind, const std::string& name, const std::string& body);
+  Answer Delete(const std::string& id);
+  Answer Revert(const std::string& id);
+  Answer Restart(const std::string& id);
+  Answer Versions(const std::string& id) const;
+
+ private:
+  struct Version {
+    int number = 0;
+    int64_t created_ms = 0;
+    std::string change;  // created, updated, reverted, deleted, from-file
+    std::string body;    // YAML; empty when deleted
+  };
+  struct Entry {
+    bool from_api = false;  // changed through the API: the config file no longer decides it
+    std::vector<Version> versions;
+    bool live() const { return !versions.empty() && versions.back().change != "deleted"; }
+  };
+  struct Composed {
+    std::string text;
+    int body_first_line = 0;  // 1-based line where the body under test starts (0: none)
+    int body_lines = 0;
+  };
+  using Entries = std::map<std::string, Entry>;
+
+  Composed Compose(const Entries& buckets, const Entries& pipelines, const std::string& kind,
+                   const std::string& name) const;
+  // Loads and checks `c`; errors inside the body are reported at its own
+  // lines and columns.
+  bool Validate(const Composed& c, GraphSpec* spec, nlohmann::ordered_json* errors) const;
+  // Stops the engine and builds and starts one for `text`.
+  Status Rebuild(const std::string& text, bool start);
+  Status BuildEngine(const std::string& text);
+  Status Persist() const;
+  Status LoadStored(bool* found);
+  void Seed(const std::string& file_text);
+  Answer Apply(Entries buckets, Entries pipelines, const std::string& kind,
+               const std::string& name, unsigned ok_status);
+  int64_t NowMs() const;
+
+  const Options opt_;
+  mutable std::mutex mu_;
+  IngestRouter router_;  // outlives every engine: the listener looks paths up here
+  std::unique_ptr<checkpoint::Store> store_;
+  std::map<std::string, checkpoint::RestoredUnit> restored_;
+  GraphSpec spec_;
+  std::unique_ptr<Engine> engine_;
+  Entries buckets_, pipelines_;
+  std::vector<std::string> order_;  // pipeline ids and "bucket:" names, first seen first
+  bool started_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace kayak
