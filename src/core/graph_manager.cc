@@ -134,6 +134,7 @@ Status GraphManager::BuildEngine(const std::string& text) {
     o.restored = &restored_;
     o.first_checkpoint_id = max_id + 1;
   }
+  first_checkpoint_id_ = o.first_checkpoint_id;
   auto engine = Engine::Build(spec, *opt_.registry, o, &el);
   if (engine == nullptr) return Status::Invalid(el.ToString());
   engine_ = std::move(engine);
@@ -418,10 +419,18 @@ GraphManager::Answer GraphManager::Delete(const std::string& id) {
   // live region committed at the new engine's start, restored state
   // included), and its http input's logged posts.
   std::set<std::string> live;
+  std::string uncommitted;
   if (engine_ && engine_->checkpointer()) {
-    for (const auto& r : engine_->checkpointer()->Regions()) live.insert(r.name);
+    for (const auto& r : engine_->checkpointer()->Regions()) {
+      live.insert(r.name);
+      if (r.last_committed_id < first_checkpoint_id_) uncommitted = r.name;
+    }
   }
-  if (Status st = store_->DropRegionsExcept(live); !st.ok()) {
+  if (!uncommitted.empty()) {
+    // Its state may still be only in a checkpoint of a region that is gone.
+    KLOG_WARN("pipeline {} deleted; its checkpoints stay until region {} has committed", id,
+              uncommitted);
+  } else if (Status st = store_->DropRegionsExcept(live); !st.ok()) {
     KLOG_ERROR("pipeline {} deleted, but its checkpoints were not removed: {}", id, st.message());
   }
   std::error_code ec;

@@ -105,6 +105,7 @@ class GraphManager {
   std::unique_ptr<checkpoint::Store> store_;
   std::map<std::string, checkpoint::RestoredUnit> restored_;
   GraphSpec spec_;
+  uint64_t first_checkpoint_id_ = 0;  // of the running engine
   std::unique_ptr<Engine> engine_;
   Entries buckets_, pipelines_;
   std::vector<std::string> order_;  // pipeline ids and "bucket:" names, first seen first

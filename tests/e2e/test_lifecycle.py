@@ -196,6 +196,36 @@ class LifecycleTest(KayakTest):
         self.assertEqual(status, 201, a)
         wait_for(lambda: s.get("/api/v1/buckets/more?key=b")[0] == 200 or None, what="bucket more")
 
+    def test_the_file_decides_what_the_api_did_not_touch(self):
+        state = self.path("state")
+        s = self.start(CONFIG, state_dir=state)
+        self.assertEqual(self.put(s, "api", "input: {dummy: {count: 1}}\n")[0], 201)
+        self.assertEqual(s.stop(), 0)
+        # w changed in the file: a from-file version; api stays; a new file pipeline comes in.
+        changed = CONFIG.replace("out1", "out9") + "  extra:\n    input: {dummy: {count: 1}}\n"
+        s = self.start(changed, state_dir=state)
+        w = s.get_json("/api/v1/pipelines/w/versions")
+        self.assertEqual([v["change"] for v in w["versions"]], ["from-file", "from-file"])
+        self.assertIn("out9", w["versions"][1]["body"])
+        self.assertEqual(s.get("/api/v1/pipelines/api")[0], 200)
+        self.assertEqual(s.get("/api/v1/pipelines/extra")[0], 200)
+        self.assertEqual(s.stop(), 0)
+        # extra gone from the file: deleted
+        s = self.start(changed.split("  extra:")[0], state_dir=state)
+        self.assertEqual(s.get("/api/v1/pipelines/extra")[0], 404)
+        self.assertEqual(s.get_json("/api/v1/pipelines/extra/versions")["current"], 0)
+
+    def test_without_a_state_dir_versions_live_in_memory(self):
+        s = self.start(CONFIG)
+        status, a = self.put(s, "w", body(self.path("out2")))
+        self.assertEqual((status, a["version"]), (200, 2))
+        self.post(s, 1)
+        self.wait_rows(1, "out2")
+        self.assertEqual(len(s.get_json("/api/v1/pipelines/w/versions")["versions"]), 2)
+        self.assertEqual(s.stop(), 0)
+        s = self.start(CONFIG)
+        self.assertEqual(len(s.get_json("/api/v1/pipelines/w/versions")["versions"]), 1)
+
 
 if __name__ == "__main__":
     import unittest
