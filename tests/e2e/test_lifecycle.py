@@ -226,6 +226,31 @@ class LifecycleTest(KayakTest):
         s = self.start(CONFIG)
         self.assertEqual(len(s.get_json("/api/v1/pipelines/w/versions")["versions"]), 1)
 
+    def test_restart_brings_back_a_failed_pipeline_and_its_region_commits_again(self):
+        src = self.path("in.ndjson")
+        s = self.start(f"""
+pipelines:
+  f:
+    input: {{file: {{path: {src}}}}}
+    outputs: [{{file: {{path: outf}}}}]
+""", state_dir=self.path("state"))
+        wait_for(lambda: s.get_json("/api/v1/pipelines/f")["status"] == "failed" or None,
+                 what="the pipeline to fail (no input file)")
+
+        def region():
+            return s.get_json("/api/v1/checkpoints")["regions"][0]
+        wait_for(lambda: region()["held_back"] or None, what="the region held back")
+        held_at = region()["last_committed_id"]
+        self.write_ndjson("in.ndjson", [{"i": i} for i in range(3)])
+        status, _, b = http("POST", s.url + "/api/v1/pipelines/f/restart", b"")
+        self.assertEqual(status, 200, b)
+        self.assertEqual(len(self.wait_rows(3, "outf")), 3)
+        self.assertIn(s.get_json("/api/v1/pipelines/f")["status"], ("running", "finished"))
+        status, _, b = http("POST", s.url + "/api/v1/checkpoints", b"")
+        self.assertEqual(status, 200, b)
+        self.assertFalse(region()["held_back"])
+        self.assertGreater(region()["last_committed_id"], held_at)
+
 
 if __name__ == "__main__":
     import unittest
