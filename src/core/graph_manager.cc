@@ -149,8 +149,13 @@ Status GraphManager::Rebuild(const std::string& text, bool start) {
   }
   KAYAK_RETURN_IF_ERROR(BuildEngine(text));
   if (!start) return Status::Ok();
+  StartEngine();
+  return Status::Ok();
+}
+
+void GraphManager::StartEngine() {
   engine_->Start();
-  // Answer once the inputs are open (an http input answers 503 before), or
+  // Returns once the inputs are open (an http input answers 503 before), or
   // after a few seconds: an input that cannot open shows it on its card.
   const int64_t deadline = NowMs() + 5000;
   for (const auto& p : engine_->pipelines()) {
@@ -158,7 +163,6 @@ Status GraphManager::Rebuild(const std::string& text, bool start) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
   }
-  return Status::Ok();
 }
 
 Status GraphManager::Persist() const {
@@ -295,7 +299,7 @@ Status GraphManager::Init(const std::string& file_text, const std::string& file_
 void GraphManager::Start() {
   std::lock_guard lock(mu_);
   started_ = true;
-  if (engine_) engine_->Start();
+  if (engine_) StartEngine();
 }
 
 void GraphManager::Stop() {

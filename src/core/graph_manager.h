@@ -48,6 +48,7 @@ class GraphManager {
   // `errors` (file:line:column) and returns Invalid; other failures (an
   // unreadable state directory) return their status.
   Status Init(const std::string& file_text, const std::string& file_name, ErrorList* errors);
+  // Starts the engine and returns once its inputs are open (at most 5 s).
   void Start();
   // Graceful stop with a savepoint (Engine::Stop). Later API calls get 503.
   void Stop();
@@ -92,6 +93,7 @@ class GraphManager {
   // Stops the engine and builds and starts one for `text`.
   Status Rebuild(const std::string& text, bool start);
   Status BuildEngine(const std::string& text);
+  void StartEngine();
   Status Persist() const;
   Status LoadStored(bool* found);
   void Seed(const std::string& file_text);
