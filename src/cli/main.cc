@@ -249,9 +249,6 @@ int Serve(const Args& args) {
                           api.Handle(req, res);
                         });
   listener.SetIngest(graph.ingest());
-  // The graph first: once the listener answers, every input is open and
-  // the first API change finds the graph running.
-  graph.Start();
   if (Status st = listener.Start(); !st.ok()) {
     KLOG_ERROR("{}", st.message());
     return kExitRuntime;
@@ -261,6 +258,7 @@ int Serve(const Args& args) {
                                : server.listen_host;
   KLOG_INFO("kayak {} API listening on http://{}:{}", KAYAK_VERSION, host, listener.port());
   if (!args.state_dir.empty()) KLOG_INFO("state directory {} (locked)", args.state_dir);
+  graph.Start();  // API changes wait for it
 
   int sig = 0;
   sigwait(&sigs, &sig);

@@ -297,16 +297,29 @@ Status GraphManager::Init(const std::string& file_text, const std::string& file_
 }
 
 void GraphManager::Start() {
-  std::lock_guard lock(mu_);
-  started_ = true;
-  if (engine_) StartEngine();
+  {
+    std::lock_guard lock(mu_);
+    started_ = true;
+    if (engine_) StartEngine();
+  }
+  started_cv_.notify_all();
 }
 
 void GraphManager::Stop() {
-  std::lock_guard lock(mu_);
-  if (stopped_) return;
-  stopped_ = true;
-  if (engine_) engine_->Stop();
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    if (engine_) engine_->Stop();
+  }
+  started_cv_.notify_all();
+}
+
+// A change that comes between the listener's start and the graph's waits for
+// the graph, so that its answer means the new graph runs.
+bool GraphManager::WaitStarted(std::unique_lock<std::mutex>& lock) {
+  started_cv_.wait_for(lock, std::chrono::seconds(60), [&] { return started_ || stopped_; });
+  return started_ && !stopped_;
 }
 
 GraphManager::Answer GraphManager::Apply(Entries buckets, Entries pipelines,
@@ -354,8 +367,8 @@ GraphManager::Answer GraphManager::Apply(Entries buckets, Entries pipelines,
 
 GraphManager::Answer GraphManager::Put(const std::string& kind, const std::string& name,
                                        const std::string& body) {
-  std::lock_guard lock(mu_);
-  if (stopped_) return {503, Json{{"error", "the server is stopping"}}};
+  std::unique_lock lock(mu_);
+  if (!WaitStarted(lock)) return {503, Json{{"error", "the server is stopping"}}};
   if (!IsValidId(name)) {
     return {400, Json{{"error", "'" + name + "' is not a valid " + kind +
                                     " name: 1 to 64 of a-z, 0-9, _ and -"}}};
@@ -394,8 +407,8 @@ GraphManager::Answer GraphManager::Put(const std::string& kind, const std::strin
 }
 
 GraphManager::Answer GraphManager::Delete(const std::string& id) {
-  std::lock_guard lock(mu_);
-  if (stopped_) return {503, Json{{"error", "the server is stopping"}}};
+  std::unique_lock lock(mu_);
+  if (!WaitStarted(lock)) return {503, Json{{"error", "the server is stopping"}}};
   auto it = pipelines_.find(id);
   if (it == pipelines_.end() || !it->second.live()) {
     return {404, Json{{"error", "no pipeline '" + id + "'"}}};
@@ -444,8 +457,8 @@ GraphManager::Answer GraphManager::Delete(const std::string& id) {
 }
 
 GraphManager::Answer GraphManager::Revert(const std::string& id) {
-  std::lock_guard lock(mu_);
-  if (stopped_) return {503, Json{{"error", "the server is stopping"}}};
+  std::unique_lock lock(mu_);
+  if (!WaitStarted(lock)) return {503, Json{{"error", "the server is stopping"}}};
   auto it = pipelines_.find(id);
   if (it == pipelines_.end()) return {404, Json{{"error", "no pipeline '" + id + "'"}}};
   const auto& vs = it->second.versions;
@@ -462,8 +475,8 @@ GraphManager::Answer GraphManager::Revert(const std::string& id) {
 }
 
 GraphManager::Answer GraphManager::Restart(const std::string& id) {
-  std::lock_guard lock(mu_);
-  if (stopped_) return {503, Json{{"error", "the server is stopping"}}};
+  std::unique_lock lock(mu_);
+  if (!WaitStarted(lock)) return {503, Json{{"error", "the server is stopping"}}};
   auto it = pipelines_.find(id);
   if (it == pipelines_.end() || !it->second.live()) {
     return {404, Json{{"error", "no pipeline '" + id + "'"}}};

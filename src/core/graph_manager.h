@@ -16,6 +16,7 @@
 
 #include <map>
 #include <memory>
+#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -97,12 +98,15 @@ class GraphManager {
   Status Persist() const;
   Status LoadStored(bool* found);
   void Seed(const std::string& file_text);
+  // Waits (under `lock`) for Start; false if the server stops instead.
+  bool WaitStarted(std::unique_lock<std::mutex>& lock);
   Answer Apply(Entries buckets, Entries pipelines, const std::string& kind,
                const std::string& name, unsigned ok_status);
   int64_t NowMs() const;
 
   const Options opt_;
   mutable std::mutex mu_;
+  std::condition_variable started_cv_;  // Start or Stop happened
   IngestRouter router_;  // outlives every engine: the listener looks paths up here
   std::unique_ptr<checkpoint::Store> store_;
   std::map<std::string, checkpoint::RestoredUnit> restored_;
