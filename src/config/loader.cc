@@ -254,7 +254,17 @@ class GraphLoader {
     std::map<std::string, size_t> index;
     for (size_t i = 0; i < specs->size(); ++i) index[(*specs)[i].id] = i;
     bool ok = true;
+    std::map<std::string, std::string> http_paths;  // path -> the pipeline serving it
     for (auto& p : *specs) {
+      if (p.input.def != nullptr && p.input.def->type == "http" && p.input.value.IsMap()) {
+        const YAML::Node path = p.input.value["path"];
+        if (path.IsDefined() && path.IsScalar()) {
+          auto [it, fresh] = http_paths.emplace(path.Scalar(), p.id);
+          if (!fresh) {
+            Err(path, "http input: pipeline '" + it->second + "' already serves " + path.Scalar());
+          }
+        }
+      }
       std::set<std::string> seen;
       for (const auto& up : p.upstreams) {
         if (!index.count(up)) {

@@ -155,6 +155,9 @@ class LifecycleTest(KayakTest):
         self.assertIn("unknown pipeline 'nowhere'", a["error"])
         status, a = self.put(s, "z", "input: {pipeline: z}\n")
         self.assertEqual(status, 400, a)
+        status, a = self.put(s, "z", "input: {http: {path: /ingest/w}}\n")
+        self.assertEqual(status, 400)
+        self.assertIn("pipeline 'w' already serves /ingest/w", a["error"])
         status, a = self.put(s, "Bad%20Name", "input: {dummy: {count: 1}}\n")
         self.assertEqual(status, 400)
         status, a = self.put(s, "z", "transforms:\n  - bucket: {name: nope, key: k, op: count}\n"

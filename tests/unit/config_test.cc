@@ -100,6 +100,9 @@ TEST(Config, StructureErrors) {
               "4:27", "takes an expression string");
   ExpectError(CheckText("pipelines:\n  p:\n    input: {dummy: {}}\n  p:\n    input: {dummy: {}}\n"),
               "4:3", "duplicate key 'p'");
+  ExpectError(CheckText("pipelines:\n  p:\n    input: {http: {path: /in}}\n"
+                        "  q:\n    input: {http: {path: /in}}\n"),
+              "5:26", "pipeline 'p' already serves /in");
 }
 
 TEST(Config, EnvironmentInterpolation) {
