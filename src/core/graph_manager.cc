@@ -75,7 +75,7 @@ GraphManager::Composed GraphManager::Compose(const Entries& buckets, const Entri
       }
     }
     const bool tested = k == kind && entries.count(name) && entries.at(name).live();
-    if (names.empty() && !tested) return;
+    if (names.empty() && !tested) return false;
     c.text.append(title).append(":\n");
     for (const auto& n : names) {
       c.text.append("  ").append(n).append(":\n");
@@ -87,12 +87,12 @@ GraphManager::Composed GraphManager::Compose(const Entries& buckets, const Entri
       c.body_first_line = CountLines(c.text) + 1;
       AppendIndented(&c.text, entries.at(name).versions.back().body, &c.body_lines);
     }
+    return true;
   };
   std::vector<std::string> bucket_order;
   for (const auto& [n, e] : buckets) bucket_order.push_back(n);
   section("buckets", buckets, "bucket", bucket_order);
-  section("pipelines", pipelines, "pipeline", order_);
-  if (c.text.find("pipelines:") == std::string::npos) c.text.append("pipelines: {}\n");
+  if (!section("pipelines", pipelines, "pipeline", order_)) c.text.append("pipelines: {}\n");
   return c;
 }
 
