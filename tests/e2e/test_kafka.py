@@ -4,6 +4,7 @@ import glob
 import json
 import os
 import random
+import select
 import signal
 import subprocess
 import sys
@@ -43,8 +44,8 @@ class Broker:
         args = [MOCK, "serve", "-b", str(brokers), "-f", self.file]
         for t in topics:
             args += ["-t", t]
-        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True)
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True)
         wait_for(lambda: os.path.exists(self.file), what="the broker's bootstrap file")
         with open(self.file) as f:
             self.bootstrap = f.read().strip()
@@ -60,6 +61,13 @@ class Broker:
     def command(self, line):
         self.proc.stdin.write(line + "\n")
         self.proc.stdin.flush()
+        if line.startswith(("down ", "up ")):
+            # The broker answers once the change took effect; without waiting,
+            # what the test does next could still meet the broker as it was.
+            ready, _, _ = select.select([self.proc.stdout], [], [], 30)
+            assert ready, f"the mock broker did not answer '{line}'"
+            answer = self.proc.stdout.readline().strip()
+            assert answer == "ok " + line, f"the mock broker answered {answer!r} to {line!r}"
 
     def close(self):
         try:

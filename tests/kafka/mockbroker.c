@@ -5,7 +5,8 @@
 //   mockbroker serve [-b BROKERS] [-t TOPIC:PARTITIONS]... -f BOOTSTRAP_FILE
 //       Starts the cluster, writes "127.0.0.1:P1,..." to BOOTSTRAP_FILE (via
 //       a temporary file and rename), then reads commands from stdin, one a
-//       line: "down ID", "up ID" (take broker ID, 1-based, down or up),
+//       line: "down ID", "up ID" (take broker ID, 1-based, down or up;
+//       "ok down ID" / "ok up ID" on stdout once done),
 //       "quit". Exits on quit, end of stdin or SIGTERM.
 //   mockbroker produce BOOTSTRAP TOPIC N
 //       Produces N messages {"seq":i,"k":"k<i%7>","v":<(i*31)%97>} with key
@@ -83,9 +84,13 @@ static int serve(int argc, char** argv) {
     if (sscanf(line, "down %d", &id) == 1) {
       rd_kafka_mock_broker_set_down(mc, id);
       fprintf(stderr, "mockbroker: broker %d down\n", id);
+      printf("ok down %d\n", id);  // the command took effect: tests wait for this line
+      fflush(stdout);
     } else if (sscanf(line, "up %d", &id) == 1) {
       rd_kafka_mock_broker_set_up(mc, id);
       fprintf(stderr, "mockbroker: broker %d up\n", id);
+      printf("ok up %d\n", id);
+      fflush(stdout);
     } else if (!strncmp(line, "quit", 4)) {
       break;
     }
