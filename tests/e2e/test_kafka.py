@@ -225,9 +225,13 @@ pipelines:
         self.assertEqual(status, 202)
         # Reported on the card when a write or a checkpoint meets them, in the
         # log when the idle output's tick does.
-        wait_for(lambda: "not delivered" in (s.card("k", "outputs[0]").get("last_error") or "")
-                 or "not delivered" in s.stderr(),
-                 timeout=60, what="undelivered messages reported")
+        try:
+            wait_for(lambda: "not delivered" in (s.card("k", "outputs[0]").get("last_error") or "")
+                     or "not delivered" in s.stderr(),
+                     timeout=60, what="undelivered messages reported")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\ncard: {s.card('k', 'outputs[0]')}\n"
+                                 f"log: {s.stderr()[-3000:]}") from None
         b.command("up 2")
         cfg = f"""
 pipelines:

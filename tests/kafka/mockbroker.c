@@ -3,6 +3,7 @@
 // any broker. Also a tiny client for what tests need to ask a broker.
 //
 //   mockbroker serve [-b BROKERS] [-t TOPIC:PARTITIONS]... -f BOOTSTRAP_FILE
+//       (partition p of each topic is led by broker p % BROKERS + 1)
 //       Starts the cluster, writes "127.0.0.1:P1,..." to BOOTSTRAP_FILE (via
 //       a temporary file and rename), then reads commands from stdin, one a
 //       line: "down ID", "up ID" (take broker ID, 1-based, down or up;
@@ -68,6 +69,15 @@ static int serve(int argc, char** argv) {
     }
     if (rd_kafka_mock_topic_create(mc, name, parts, 1) != RD_KAFKA_RESP_ERR_NO_ERROR) {
       fail("topic", name);
+    }
+    // The mock picks each partition's leader at random; tests that take a
+    // broker down need to know which partitions it leads: partition p is led
+    // by broker p % brokers + 1.
+    for (int p = 0; p < parts; p++) {
+      if (rd_kafka_mock_partition_set_leader(mc, name, p, p % brokers + 1) !=
+          RD_KAFKA_RESP_ERR_NO_ERROR) {
+        fail("leader", name);
+      }
     }
   }
   char tmp[1024];
