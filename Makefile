@@ -1,5 +1,5 @@
 # Convenience targets; the scripts in scripts/ do the work.
-.PHONY: build test test-asan test-tsan soak fuzz run clean
+.PHONY: build test test-asan test-tsan soak fuzz bench-micro run clean
 
 build:
 	./scripts/build.sh
@@ -28,6 +28,10 @@ fuzz: build
 	mkdir -p build/fuzz-corpus
 	build/tests/ingest_fuzz -max_total_time=600 -rss_limit_mb=1024 -timeout=5 \
 	  build/fuzz-corpus tests/fuzz/corpus
+
+# Per-message costs (bench/micro): medians of 5 repetitions.
+bench-micro: build
+	build/tests/micro_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 
 run:
 	./scripts/quickstart.sh

@@ -16,6 +16,7 @@ PACKAGES=(
   liblua5.4-dev          # the lua transform
   librdkafka-dev         # the kafka input and output (and tests' mock broker)
   libgtest-dev libgmock-dev
+  libbenchmark-dev       # Google Benchmark: the micro benchmarks in bench/micro
   clang libfuzzer-14-dev # the fuzz target over the http input's request path
   python3 curl procps    # end-to-end tests drive the real binary
 )
