@@ -146,10 +146,11 @@ class Output {
   virtual Status Close() { return Status::Ok(); }
 
   // ---- checkpointing (with --state-dir) ----
-  // At a barrier: makes everything written so far durable and describes it
-  // in `state` for a restore. Outputs whose writes are synchronous have
-  // nothing to do.
-  virtual Status Checkpoint(std::string* state) {
+  // At barrier `id` (0 for the checkpoint taken at start): makes everything
+  // written so far durable and describes it in `state` for a restore.
+  // Outputs whose writes are synchronous have nothing to do.
+  virtual Status Checkpoint(uint64_t id, std::string* state) {
+    (void)id;
     (void)state;
     return Status::Ok();
   }
@@ -158,6 +159,26 @@ class Output {
   virtual Status RestoreState(std::string_view state) {
     (void)state;
     return Status::Ok();
+  }
+
+  // ---- two-phase outputs (exactly-once, docs/durability.md) ----
+  // True if what Checkpoint() covered stays invisible downstream until
+  // CommitCheckpoint() (a Kafka transaction). The output then writes nothing
+  // after a barrier until that checkpoint is durable or abandoned, and the
+  // region's inputs learn of the checkpoint only after the commit.
+  virtual bool TwoPhase() const { return false; }
+  // Checkpoint `id` is durable: make what it covers visible. A retryable
+  // error is retried, holding the output, until it succeeds.
+  virtual Status CommitCheckpoint(uint64_t id) {
+    (void)id;
+    return Status::Ok();
+  }
+  // Before RestoreState, when the newest checkpoint of the region is about to
+  // be restored: true if the commit of what `state` (from Checkpoint())
+  // covers took place. False makes the region restore the checkpoint before.
+  virtual bool Committed(std::string_view state) {
+    (void)state;
+    return true;
   }
 };
 

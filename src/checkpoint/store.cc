@@ -1,13 +1,11 @@
 #include "checkpoint/store.h"
 
 #include <dirent.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
 
 #include <algorithm>
-#include <atomic>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/format.h"
+#include "common/crash_point.h"
 #include "common/io.h"
 #include "common/log.h"
 
@@ -24,23 +23,6 @@ namespace kayak::checkpoint {
 namespace {
 
 constexpr size_t kManifestsKept = 2;  // the newest and the one to fall back to
-
-// Testing aid (docs/testing.md): KAYAK_CRASH_POINT=<step>[:<n>] kills the
-// process with SIGKILL the n-th time (default: the first) a commit reaches
-// that step.
-void CrashPoint(const char* step) {
-  static const char* want = std::getenv("KAYAK_CRASH_POINT");
-  static std::atomic<int> reached{0};
-  if (want == nullptr) return;
-  const char* colon = std::strchr(want, ':');
-  const size_t len = colon != nullptr ? static_cast<size_t>(colon - want) : std::strlen(want);
-  if (len != std::strlen(step) || std::strncmp(want, step, len) != 0) return;
-  const int nth = colon != nullptr ? std::atoi(colon + 1) : 1;
-  if (++reached >= nth) {
-    std::fprintf(stderr, "kayak: crash point %s reached\n", step);
-    ::kill(::getpid(), SIGKILL);
-  }
-}
 
 std::vector<std::string> ListDir(const std::string& dir) {
   std::vector<std::string> out;
@@ -135,7 +117,8 @@ Status Store::Recover(std::map<std::string, RestoredUnit>* out, uint64_t* max_id
   }
   for (auto& [region, files] : by_region) {
     std::sort(files.rbegin(), files.rend());  // newest first
-    for (const auto& [id, file] : files) {
+    for (size_t i = 0; i < files.size(); ++i) {
+      const auto& [id, file] = files[i];
       auto m = ReadManifest(file);
       Status st = m.ok() ? Status::Ok() : m.status();
       std::map<std::string, std::string> data;
@@ -155,16 +138,69 @@ Status Store::Recover(std::map<std::string, RestoredUnit>* out, uint64_t* max_id
         const Record& rec = m->units[unit];
         auto& slot = (*out)[unit];
         if (slot.checkpoint_id <= id) {
-          slot = RestoredUnit{rec.fingerprint, std::move(d), id};
+          slot = RestoredUnit{rec.fingerprint, std::move(d), id, region};
           latest_[unit] = rec;
         }
       }
-      manifests_[region].push_back(std::move(m.value()));
-      break;  // one good manifest per region is kept; older ones are garbage
+      auto& kept = manifests_[region];
+      // The one before stays, its chunks unchecked until FallBack needs it;
+      // older ones are garbage.
+      if (i + 1 < files.size()) {
+        if (auto before = ReadManifest(files[i + 1].second); before.ok()) {
+          kept.push_back(std::move(before.value()));
+        }
+      }
+      kept.push_back(std::move(m.value()));
+      break;
     }
   }
   CollectGarbage();
   return Status::Ok();
+}
+
+Status Store::FallBack(const std::string& region, std::map<std::string, RestoredUnit>* out) {
+  auto it = manifests_.find(region);
+  if (it == manifests_.end() || it->second.empty()) return Status::Ok();
+  auto& kept = it->second;
+  const Manifest newest = std::move(kept.back());
+  kept.pop_back();
+  for (const auto& [unit, r] : newest.units) {
+    auto o = out->find(unit);
+    if (o != out->end() && o->second.checkpoint_id == newest.id) out->erase(o);
+    latest_.erase(unit);
+  }
+  // Gone from disk too, so a restart before the next commit does not pick it.
+  if (::unlink((dir_ + "/" + newest.file).c_str()) != 0 && errno != ENOENT) {
+    return Status::FromErrno("remove " + dir_ + "/" + newest.file, errno);
+  }
+  KAYAK_RETURN_IF_ERROR(SyncDir(dir_));
+  Status result;
+  if (kept.empty()) {
+    KLOG_WARN("region {}: no checkpoint before {} is left; the region starts empty", region,
+              newest.id);
+  } else {
+    const Manifest& before = kept.back();
+    std::map<std::string, std::string> data;
+    for (const auto& [unit, rec] : before.units) {
+      result = CheckChunk(rec, &data[unit]);
+      if (!result.ok()) break;
+    }
+    if (result.ok()) {
+      KLOG_INFO("restoring region {} from checkpoint {} instead of {}", region, before.id,
+                newest.id);
+      for (auto& [unit, d] : data) {
+        const Record& rec = before.units.at(unit);
+        (*out)[unit] = RestoredUnit{rec.fingerprint, std::move(d), before.id, region};
+        latest_[unit] = rec;
+      }
+    } else {
+      KLOG_ERROR("region {}: checkpoint {} is unusable ({}); the region starts empty", region,
+                 before.id, result.message());
+      kept.clear();
+    }
+  }
+  CollectGarbage();
+  return result;
 }
 
 Status Store::DropRegionsExcept(const std::set<std::string>& live) {

@@ -38,6 +38,7 @@ struct RestoredUnit {
   std::string fingerprint;
   std::string data;
   uint64_t checkpoint_id = 0;
+  std::string region;  // whose manifest it came from
 };
 
 struct CommitStats {
@@ -52,9 +53,16 @@ class Store {
 
   // Reads every region's newest manifest whose own checksum and whose
   // chunks' checksums hold, falling back to the previous one (and logging
-  // why) when they do not; then removes every file no kept manifest names.
+  // why) when they do not; keeps the one before it for FallBack; then
+  // removes every file no kept manifest names.
   // `out` gets each unit's state; `max_id` the highest checkpoint id seen.
   Status Recover(std::map<std::string, RestoredUnit>* out, uint64_t* max_id);
+
+  // After Recover: the region's newest checkpoint is not to be restored (a
+  // two-phase output's commit of it did not happen). Removes its manifest
+  // and puts the checkpoint before it into `out` instead (none left: the
+  // region's units are taken out of `out`).
+  Status FallBack(const std::string& region, std::map<std::string, RestoredUnit>* out);
 
   // Removes the manifests of every region not in `live` (a deleted
   // pipeline's), then every chunk no kept manifest names. Call once every

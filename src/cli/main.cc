@@ -124,10 +124,10 @@ bool ParseArgs(int argc, char** argv, Args* a, std::string* problem) {
 
 // Loads and validates the pipelines file; prints every error and returns
 // false on any.
-bool LoadConfig(const std::string& path, GraphSpec* spec) {
+bool LoadConfig(const std::string& path, GraphSpec* spec, bool checkpointing = true) {
   ErrorList errors;
   LoadGraphFile(path, BuiltinComponents(), spec, &errors);
-  ValidateComponents(*spec, &errors);
+  ValidateComponents(*spec, &errors, checkpointing);
   if (!errors.empty()) {
     std::fputs(errors.ToString().c_str(), stderr);
     std::fprintf(stderr, "kayak: %zu error%s in %s\n", errors.size(),
@@ -159,7 +159,7 @@ int Serve(const Args& args) {
     return kExitUsage;
   }
   GraphSpec spec;
-  if (!LoadConfig(args.config, &spec)) return kExitUsage;
+  if (!LoadConfig(args.config, &spec, !args.state_dir.empty())) return kExitUsage;
 
   StateDirLock lock;
   if (!args.state_dir.empty()) {

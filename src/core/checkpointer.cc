@@ -73,9 +73,36 @@ void Checkpointer::Stop() {
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
+    // No decision on an unfinished checkpoint would come any more.
+    for (auto& rs : regions_) {
+      if (rs.inflight.id != 0) Decide(rs, rs.inflight.id, false);
+    }
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  std::lock_guard lock(mu_);
+  NotifyInputs();  // for a savepoint whose outputs committed just now
+}
+
+void Checkpointer::Decide(RegionState& rs, uint64_t id, bool committed) {
+  for (auto* o : rs.region.two_phase) o->Decide(id, committed);
+}
+
+void Checkpointer::OutputCommitted(size_t region, uint64_t id) {
+  std::lock_guard lock(mu_);
+  Awaiting& a = regions_[region].awaiting;
+  if (a.id != id || a.remaining == 0) return;
+  a.remaining--;
+  cv_.notify_all();
+}
+
+void Checkpointer::NotifyInputs() {
+  for (auto& rs : regions_) {
+    Awaiting& a = rs.awaiting;
+    if (a.id == 0 || a.remaining > 0) continue;
+    for (auto* p : rs.region.pipelines) p->Committed(a.units);
+    a = Awaiting{};
+  }
 }
 
 std::string Checkpointer::HeldBack(const RegionState& rs) const {
@@ -160,6 +187,7 @@ void Checkpointer::AbandonOverdue(int64_t now_mono) {
     }
     if (in.stop_after) rs.savepoint_requested = false;
     rs.needs_full = true;
+    Decide(rs, in.id, false);
     in = Inflight{};
     rs.next_due_mono_ms = now_mono + interval_ms_;
   }
@@ -196,7 +224,15 @@ void Checkpointer::CommitReady() {
       rs.status.committed++;
       rs.status.last_error.clear();  // the region commits again
       if (full) rs.needs_full = false;
-      for (auto* p : rs.region.pipelines) p->Committed(units);
+      if (rs.region.two_phase.empty()) {
+        for (auto* p : rs.region.pipelines) p->Committed(units);
+      } else {
+        // Inputs release what this checkpoint covers (offsets, the http
+        // log) only once the two-phase outputs made it visible: until then
+        // a restart may have to go back to the checkpoint before.
+        rs.awaiting = Awaiting{id, rs.region.two_phase.size(), std::move(units)};
+        Decide(rs, id, true);
+      }
       KLOG_DEBUG("checkpoint {} of region {} committed in {} ms ({} bytes written, {} reused)", id,
                  rs.region.name, done - started, stats.bytes_written, stats.bytes_reused);
       if (stop_after) KLOG_INFO("savepoint {} of region {} committed", id, rs.region.name);
@@ -204,6 +240,7 @@ void Checkpointer::CommitReady() {
       rs.status.abandoned++;
       rs.status.last_error = st.message();
       rs.needs_full = true;
+      Decide(rs, id, false);
       KLOG_ERROR("checkpoint {} of region {} abandoned: {}; the previous checkpoint stays in "
                  "force and the next one is tried in {} s",
                  id, rs.region.name, st.message(), interval_ms_ / 1000);
@@ -236,6 +273,7 @@ void Checkpointer::Run() {
     }
     AbandonOverdue(now);
     CommitReady();
+    NotifyInputs();
   }
 }
 

@@ -21,6 +21,7 @@
 namespace kayak {
 
 class PipelineRunner;
+class OutputRunner;
 
 struct RegionStatus {
   std::string name;
@@ -48,6 +49,10 @@ class Checkpointer {
     std::vector<PipelineRunner*> pipelines;
     std::vector<PipelineRunner*> sources;
     size_t outputs = 0;
+    // Outputs whose writes become visible only when they commit a durable
+    // checkpoint (Output::TwoPhase). The region's inputs hear of a
+    // checkpoint only once every one of them committed it.
+    std::vector<OutputRunner*> two_phase;
     std::vector<Bucket*> buckets;  // written by the region's pipelines
     std::map<Bucket*, size_t> writers;
     std::map<Bucket*, std::string> bucket_fingerprints;
@@ -76,6 +81,8 @@ class Checkpointer {
   // True when checkpoint `id` of `region` must carry every unit's state,
   // changed or not (the one before it did not commit).
   bool FullSave(size_t region, uint64_t id) const;
+  // A two-phase output of `region` committed checkpoint `id`.
+  void OutputCommitted(size_t region, uint64_t id);
 
   std::vector<RegionStatus> Regions() const;
   // Starts a checkpoint in every region now and waits until each has
@@ -92,6 +99,12 @@ class Checkpointer {
     bool stop_after = false;
     bool full = false;  // every unit hands over its whole state
   };
+  // A durable checkpoint whose two-phase outputs have not all committed it.
+  struct Awaiting {
+    uint64_t id = 0;  // 0: none
+    size_t remaining = 0;
+    std::vector<checkpoint::UnitState> units;
+  };
   struct RegionState {
     Region region;
     RegionStatus status;
@@ -103,6 +116,7 @@ class Checkpointer {
     // rather than point at chunks older than those changes.
     bool needs_full = false;
     std::map<Bucket*, bool> bucket_saved_once;
+    Awaiting awaiting;
   };
   struct Meeting {
     size_t arrived = 0;
@@ -113,6 +127,8 @@ class Checkpointer {
   void StartCheckpoint(size_t r, bool stop_after);  // mu_ held
   void CommitReady();                               // mu_ held, drops it to write
   void AbandonOverdue(int64_t now_mono);            // mu_ held
+  void Decide(RegionState& rs, uint64_t id, bool committed);  // mu_ held
+  void NotifyInputs();                              // mu_ held
   std::string HeldBack(const RegionState& rs) const;
 
   checkpoint::Store* store_;

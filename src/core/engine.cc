@@ -79,7 +79,7 @@ void RestoreUnit(const EngineOptions& o, const std::string& unit, const std::str
 
 }  // namespace
 
-void ValidateComponents(const GraphSpec& spec, ErrorList* errors) {
+void ValidateComponents(const GraphSpec& spec, ErrorList* errors, bool checkpointing) {
   BucketRegistry buckets;
   for (const auto& b : spec.buckets) buckets.Add(b.name, b.idle_timeout_secs * 1000);
   for (const auto& p : spec.pipelines) {
@@ -87,6 +87,7 @@ void ValidateComponents(const GraphSpec& spec, ErrorList* errors) {
     ctx.clock = SystemClock::Get();
     ctx.pipeline_id = p.id;
     ctx.buckets = &buckets;
+    ctx.checkpointing = checkpointing;
     ComponentStats card("validate", "validate", "validate");
     ctx.stats = &card;
     if (p.input.def != nullptr && p.input.def->make_input) {
@@ -214,6 +215,9 @@ void Engine::SetUpCheckpointing(const GraphSpec& spec) {
     r.pipelines.push_back(p);
     if (p->is_source()) r.sources.push_back(p);
     r.outputs += spec.pipelines[i].outputs.size();
+    for (size_t k = 0; k < spec.pipelines[i].outputs.size(); ++k) {
+      if (p->output(k)->output()->TwoPhase()) r.two_phase.push_back(p->output(k));
+    }
     for (const auto& b : written[i]) {
       Bucket* bucket = buckets_.Find(b);
       if (r.writers[bucket]++ == 0) r.buckets.push_back(bucket);
@@ -234,6 +238,7 @@ void Engine::SetUpCheckpointing(const GraphSpec& spec) {
   for (size_t i = 0; i < n; ++i) region_index[i] = region_of_root[find(i)];
   std::vector<size_t> ids;
   for (auto& r : regions) ids.push_back(checkpointer_->AddRegion(r));
+  ConfirmTwoPhaseCommits(spec);
   for (size_t i = 0; i < n; ++i) {
     const PipelineSpec& ps = spec.pipelines[i];
     PipelineRunner* p = pipelines_[i].get();
@@ -263,6 +268,36 @@ void Engine::SetUpCheckpointing(const GraphSpec& spec) {
     Bucket* bucket = buckets_.Find(b.name);
     RestoreUnit(o, "b." + b.name, b.fingerprint, ("bucket " + b.name).c_str(),
                 [&](const std::string& d) { return bucket->RestoreState(d); });
+  }
+}
+
+void Engine::ConfirmTwoPhaseCommits(const GraphSpec& spec) {
+  const EngineOptions& o = options_;
+  if (o.restored == nullptr) return;
+  std::set<std::string> fell_back;  // regions of the store
+  for (size_t i = 0; i < spec.pipelines.size(); ++i) {
+    const PipelineSpec& ps = spec.pipelines[i];
+    for (size_t k = 0; k < ps.outputs.size(); ++k) {
+      Output* out = pipelines_[i]->output(k)->output();
+      if (!out->TwoPhase()) continue;
+      auto it = o.restored->find("p." + ps.id + ".o" + std::to_string(k));
+      if (it == o.restored->end() || it->second.fingerprint != ps.outputs[k].fingerprint ||
+          fell_back.count(it->second.region)) {
+        continue;
+      }
+      if (out->Committed(it->second.data)) continue;
+      // Checkpoint N is durable but its outputs did not commit it: the
+      // inputs still hold what followed checkpoint N-1 (they hear of a
+      // checkpoint only after the commit), so the region replays from there.
+      const std::string region = it->second.region;
+      KLOG_WARN("pipeline {} outputs[{}]: checkpoint {} was not committed to it; region {} goes "
+                "back to the checkpoint before and replays",
+                ps.id, k, it->second.checkpoint_id, region);
+      fell_back.insert(region);
+      if (Status st = o.store->FallBack(region, o.restored); !st.ok()) {
+        KLOG_ERROR("region {}: {}", region, st.message());
+      }
+    }
   }
 }
 

@@ -56,7 +56,11 @@ class OutputRunner {
     region_ = region;
     unit_ = std::move(unit);
     fingerprint_ = std::move(fingerprint);
+    two_phase_ = output_->TwoPhase();
   }
+  // From the checkpoint thread, for a two-phase output: checkpoint `id` is
+  // durable (`committed`), or it was abandoned.
+  void Decide(uint64_t id, bool committed);
   Output* output() { return output_.get(); }
   // Before Start, with checkpointing: opens the output and describes its
   // state, for the checkpoint taken before any data flows.
@@ -65,6 +69,11 @@ class OutputRunner {
  private:
   void Run();
   bool WriteWithRetry(const Batch& batch);
+  // A two-phase output after acking barrier `id`: waits for the decision on
+  // it, and commits the checkpoint if it is durable.
+  void AwaitDecision(uint64_t id);
+  // Sleeps `ms` unless aborted first.
+  void Backoff(int64_t ms);
 
   std::unique_ptr<Output> output_;
   ComponentStats* stats_;
@@ -78,6 +87,11 @@ class OutputRunner {
   Checkpointer* checkpointer_ = nullptr;
   size_t region_ = 0;
   std::string unit_, fingerprint_;
+  bool two_phase_ = false;
+  std::mutex decide_mu_;
+  std::condition_variable decide_cv_;
+  uint64_t decided_ = 0;   // guarded by decide_mu_: the newest checkpoint decided
+  uint64_t committed_ = 0; // guarded by decide_mu_: the newest one durable
   std::thread thread_;
 };
 
@@ -190,7 +204,8 @@ struct EngineOptions {
   std::string state_dir;  // with checkpointing: where http inputs keep their logs
   // With checkpointing: where checkpoints go, what was recovered, and when.
   checkpoint::Store* store = nullptr;
-  const std::map<std::string, checkpoint::RestoredUnit>* restored = nullptr;
+  // Restored units; two-phase outputs may make a region fall back (Store::FallBack).
+  std::map<std::string, checkpoint::RestoredUnit>* restored = nullptr;
   uint64_t first_checkpoint_id = 1;
   int64_t checkpoint_interval_ms = 10000;
   int64_t checkpoint_timeout_ms = 60000;
@@ -204,7 +219,9 @@ struct EngineOptions {
 // Builds every component of `spec` once, without starting anything, and
 // records their semantic errors (bad expressions, bad option values). Used by
 // `kayak check` and before a server starts. Safe on a spec with load errors.
-void ValidateComponents(const GraphSpec& spec, ErrorList* errors);
+// `checkpointing`: whether the server runs with a state directory (`kayak
+// check` cannot know, and assumes one).
+void ValidateComponents(const GraphSpec& spec, ErrorList* errors, bool checkpointing = true);
 
 class Engine {
  public:
@@ -231,6 +248,10 @@ class Engine {
  private:
   explicit Engine(EngineOptions options) : options_(options) {}
   void SetUpCheckpointing(const GraphSpec& spec);
+  // Before restoring: asks each two-phase output whether the checkpoint it
+  // is about to restore was committed to it, and makes the region restore
+  // the one before where it was not.
+  void ConfirmTwoPhaseCommits(const GraphSpec& spec);
   Status CommitInitialCheckpoint();
 
   EngineOptions options_;

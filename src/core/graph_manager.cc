@@ -99,7 +99,7 @@ GraphManager::Composed GraphManager::Compose(const Entries& buckets, const Entri
 bool GraphManager::Validate(const Composed& c, GraphSpec* spec, Json* errors) const {
   ErrorList el;
   const bool loaded = LoadGraphText(c.text, "body", *opt_.registry, spec, &el);
-  ValidateComponents(*spec, &el);
+  ValidateComponents(*spec, &el, opt_.engine.checkpointing);
   if (loaded && el.empty()) return true;
   *errors = Json::array();
   for (const auto& e : el.errors()) {
@@ -278,7 +278,7 @@ Status GraphManager::Init(const std::string& file_text, const std::string& file_
   {
     GraphSpec spec;
     const bool loaded = LoadGraphText(file_text, file_name, *opt_.registry, &spec, errors);
-    ValidateComponents(spec, errors);
+    ValidateComponents(spec, errors, opt_.engine.checkpointing);
     if (!loaded || !errors->empty()) return Status::Invalid("the config file has errors");
   }
   bool stored = false;

@@ -79,8 +79,54 @@ void OutputRunner::Join() {
 }
 
 void OutputRunner::Abort() {
-  aborted_ = true;
+  {
+    std::lock_guard lock(decide_mu_);
+    aborted_ = true;
+  }
+  decide_cv_.notify_all();
   queue_.Close();
+}
+
+void OutputRunner::Decide(uint64_t id, bool committed) {
+  {
+    std::lock_guard lock(decide_mu_);
+    decided_ = std::max(decided_, id);
+    if (committed) committed_ = std::max(committed_, id);
+  }
+  decide_cv_.notify_all();
+}
+
+void OutputRunner::Backoff(int64_t ms) {
+  std::unique_lock lock(decide_mu_);
+  decide_cv_.wait_for(lock, std::chrono::milliseconds(ms), [&] { return aborted_.load(); });
+}
+
+void OutputRunner::AwaitDecision(uint64_t id) {
+  {
+    std::unique_lock lock(decide_mu_);
+    decide_cv_.wait(lock, [&] { return decided_ >= id || aborted_; });
+    // Abandoned: what the checkpoint covered stays pending and goes with the
+    // next one.
+    if (committed_ != id) return;
+  }
+  int64_t backoff = retry_.base_ms;
+  for (int64_t attempt = 1; !aborted_; ++attempt) {
+    Status st = output_->CommitCheckpoint(id);
+    if (st.ok()) {
+      checkpointer_->OutputCommitted(region_, id);
+      return;
+    }
+    stats_->RecordError("commit of checkpoint " + std::to_string(id) + ": " + st.message());
+    KLOG_WARN("output {} ({}): cannot commit checkpoint {} (attempt {}): {}", stats_->name(),
+              stats_->type(), id, attempt, st.message());
+    if (!st.retryable()) {
+      stats_->SetState(ComponentState::kFailed);
+      return;
+    }
+    stats_->SetState(ComponentState::kRetrying);
+    Backoff(backoff);
+    backoff = std::min(retry_.max_ms, backoff * 2);
+  }
 }
 
 bool OutputRunner::WriteWithRetry(const Batch& batch) {
@@ -111,10 +157,7 @@ bool OutputRunner::WriteWithRetry(const Batch& batch) {
       return false;
     }
     stats_->SetState(ComponentState::kRetrying);
-    const int64_t until = MonotonicMs() + backoff;
-    while (MonotonicMs() < until && !aborted_) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(50, backoff)));
-    }
+    Backoff(backoff);
     backoff = std::min(retry_.max_ms, backoff * 2);
   }
 }
@@ -126,7 +169,7 @@ Status OutputRunner::InitialCheckpoint(checkpoint::UnitState* unit) {
   open_status_ = st;
   if (!st.ok()) return st;
   *unit = checkpoint::UnitState{unit_, fingerprint_, std::string()};
-  return output_->Checkpoint(&*unit->data);
+  return output_->Checkpoint(0, &*unit->data);
 }
 
 void OutputRunner::Run() {
@@ -154,7 +197,7 @@ void OutputRunner::Run() {
       Status cst = opened_ ? Status::Ok() : output_->Open();
       if (cst.ok()) {
         opened_ = true;
-        cst = output_->Checkpoint(&*u.data);
+        cst = output_->Checkpoint(item.barrier_id, &*u.data);
       }
       if (!cst.ok()) {
         // No ack: this checkpoint cannot commit and will be abandoned.
@@ -166,6 +209,7 @@ void OutputRunner::Run() {
       std::vector<checkpoint::UnitState> units;
       units.push_back(std::move(u));
       checkpointer_->Ack(region_, item.barrier_id, std::move(units));
+      if (two_phase_) AwaitDecision(item.barrier_id);
       continue;
     }
     if (item.kind != Item::Kind::kBatch) continue;

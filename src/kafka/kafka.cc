@@ -13,18 +13,26 @@
 //
 // Output: an idempotent producer; a batch counts as written only when every
 // message's delivery report came back without error, so a failing broker
-// holds the pipeline (under checkpointing) instead of dropping.
+// holds the pipeline (under checkpointing) instead of dropping. With
+// `exactly_once` it is a two-phase output: one transaction per checkpoint
+// interval, committed with a marker once the checkpoint is durable, and a
+// restart whose checkpoint's marker is not visible falls back to the one
+// before (docs/durability.md, "Exactly-once into Kafka").
 #include <librdkafka/rdkafka.h>
 
 #include <atomic>
 #include <chrono>
+#include <cinttypes>
+#include <cstdio>
 #include <map>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
+#include "common/crash_point.h"
 #include "common/log.h"
 #include "components.h"
 #include "expr/expr.h"
@@ -387,15 +395,27 @@ class KafkaInput final : public Input {
   Offsets unstored_;   // without a state dir: handed over, not yet stored for auto-commit
 };
 
+// exactly_once: one Kafka transaction per checkpoint interval, committed
+// once the checkpoint is durable (docs/durability.md, "Exactly-once into
+// Kafka").
+struct Transactions {
+  bool on = false;
+  std::string id;            // transactional.id
+  std::string marker_topic;  // each commit leaves a marker here, partition 0
+  std::string pipeline;      // for the error that asks for a restart
+};
+
 class KafkaOutput final : public Output {
  public:
   KafkaOutput(std::string brokers, std::string topic, std::shared_ptr<const expr::Expr> topic_expr,
-              std::shared_ptr<const expr::Expr> key, Properties props, const Clock* clock)
+              std::shared_ptr<const expr::Expr> key, Properties props, Transactions txn,
+              const Clock* clock)
       : brokers_(std::move(brokers)),
         topic_(std::move(topic)),
         topic_expr_(std::move(topic_expr)),
         key_(std::move(key)),
         props_(std::move(props)),
+        txn_(std::move(txn)),
         clock_(clock) {}
 
   ~KafkaOutput() override { Destroy(); }
@@ -403,6 +423,7 @@ class KafkaOutput final : public Output {
   Status Open() override {
     if (rk_ != nullptr) return Status::Ok();
     Properties p = {{"bootstrap.servers", brokers_}, {"enable.idempotence", "true"}};
+    if (txn_.on) p.emplace_back("transactional.id", txn_.id);
     for (const auto& kv : props_) p.push_back(kv);
     std::string error;
     rd_kafka_conf_t* conf = MakeConf(p, &error);
@@ -411,6 +432,17 @@ class KafkaOutput final : public Output {
     char err[512];
     rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
     if (rk_ == nullptr) return Status::Invalid(std::string("kafka output: ") + err);
+    if (txn_.on) {
+      // Fences an earlier producer with this transactional.id and aborts the
+      // transaction it left open.
+      if (rd_kafka_error_t* e = rd_kafka_init_transactions(rk_, 30000)) {
+        const std::string why = rd_kafka_error_string(e);
+        rd_kafka_error_destroy(e);
+        Destroy();
+        return Status::Unavailable("kafka output: cannot start transactions (transactional.id " +
+                                   txn_.id + "): " + why);
+      }
+    }
     // A handle for the fixed topic saves a lookup by name per message.
     if (!topic_.empty()) topic_handle_ = rd_kafka_topic_new(rk_, topic_.c_str(), nullptr);
     return Status::Ok();
@@ -423,6 +455,22 @@ class KafkaOutput final : public Output {
   // until it goes through, so nothing written is lost.
   Status Write(const Batch& batch) override {
     rd_kafka_poll(rk_, 0);  // serve delivery reports
+    if (txn_.on) {
+      if (!txn_lost_.empty()) {
+        FailTransaction(txn_lost_);
+        return Status::Unavailable(txn_failed_);
+      }
+      if (!txn_failed_.empty()) return Status::Unavailable(txn_failed_);
+      if (!txn_open_ && !batch.empty()) {
+        if (rd_kafka_error_t* e = rd_kafka_begin_transaction(rk_)) {
+          const std::string why = rd_kafka_error_string(e);
+          rd_kafka_error_destroy(e);
+          FailTransaction("cannot begin a transaction: " + why);
+          return Status::Unavailable(txn_failed_);
+        }
+        txn_open_ = true;
+      }
+    }
     KAYAK_RETURN_IF_ERROR(Resend());
     size_t failed = 0;
     std::string error;
@@ -462,6 +510,13 @@ class KafkaOutput final : public Output {
       const rd_kafka_resp_err_t e = Produce(*topic, *key, m.payload(), m.headers());
       if (e && failed++ == 0) error = rd_kafka_err2str(e);
     }
+    if (txn_.on && (failed > 0 || !txn_lost_.empty())) {
+      // A retry of the batch would put its produced part in twice.
+      FailTransaction(failed > 0 ? std::to_string(failed) + " of " + std::to_string(batch.size()) +
+                                       " messages not produced: " + error
+                                 : txn_lost_);
+      return Status::Unavailable(txn_failed_);
+    }
     if (failed > 0) {
       return Status::Unavailable("kafka output: " + std::to_string(failed) + " of " +
                                  std::to_string(batch.size()) + " messages not produced: " +
@@ -479,12 +534,118 @@ class KafkaOutput final : public Output {
   }
 
   // The barrier: every message produced so far is acknowledged by the broker.
-  Status Checkpoint(std::string* state) override {
-    (void)state;
-    return Drain();
+  // With transactions they are still invisible to read_committed consumers;
+  // the state names the marker the commit of this checkpoint will leave.
+  Status Checkpoint(uint64_t id, std::string* state) override {
+    if (!txn_.on) return Drain();
+    if (rk_ == nullptr) return Status::Unavailable("kafka output: not started");
+    AwaitReports();
+    if (!txn_lost_.empty()) FailTransaction(txn_lost_);
+    if (!txn_failed_.empty()) return Status::Unavailable(txn_failed_);
+    if (txn_open_) {
+      pending_id_ = id;
+      pending_marker_ = NewMarker(id);
+      marker_sent_ = false;
+    }
+    *state = nlohmann::json{{"transactional_id", txn_.id},
+                            {"marker", txn_open_ ? pending_marker_ : committed_marker_}}
+                 .dump();
+    return Status::Ok();
+  }
+
+  bool TwoPhase() const override { return txn_.on; }
+
+  // Checkpoint `id` is durable: the marker goes into the transaction, and the
+  // transaction is committed.
+  Status CommitCheckpoint(uint64_t id) override {
+    if (!txn_open_ || id != pending_id_) return Status::Ok();  // nothing written since
+    rd_kafka_poll(rk_, 0);
+    if (!txn_lost_.empty()) FailTransaction(txn_lost_);
+    if (!txn_failed_.empty()) return Status::Invalid(txn_failed_);
+    CrashPoint("kafka_before_marker");
+    if (!marker_sent_) {
+      const std::string value =
+          nlohmann::json{{"transactional_id", txn_.id}, {"checkpoint", id}, {"marker", pending_marker_}}
+              .dump();
+      const rd_kafka_resp_err_t e = rd_kafka_producev(
+          rk_, RD_KAFKA_V_TOPIC(txn_.marker_topic.c_str()), RD_KAFKA_V_PARTITION(0),
+          RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
+          RD_KAFKA_V_KEY(txn_.id.data(), txn_.id.size()), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+          RD_KAFKA_V_OPAQUE(this), RD_KAFKA_V_END);
+      if (e) {
+        FailTransaction(std::string("cannot produce the commit marker to ") + txn_.marker_topic +
+                        ": " + rd_kafka_err2str(e));
+        return Status::Invalid(txn_failed_);
+      }
+      marker_sent_ = true;
+    }
+    CrashPoint("kafka_before_commit");
+    rd_kafka_error_t* e = rd_kafka_commit_transaction(rk_, 60000);
+    if (e == nullptr) {
+      txn_open_ = false;
+      committed_marker_ = pending_marker_;
+      return Status::Ok();
+    }
+    const std::string why = rd_kafka_error_string(e);
+    const bool retriable = rd_kafka_error_is_retriable(e);
+    rd_kafka_error_destroy(e);
+    if (retriable) return Status::Unavailable("kafka output: commit: " + why);
+    FailTransaction("commit of checkpoint " + std::to_string(id) + ": " + why);
+    return Status::Invalid(txn_failed_);
+  }
+
+  Status RestoreState(std::string_view state) override {
+    if (!txn_.on || state.empty()) return Status::Ok();
+    auto j = nlohmann::json::parse(state, nullptr, false);
+    if (!j.is_object() || !j["marker"].is_string()) {
+      return Status::Corruption("kafka output: not a transaction state");
+    }
+    committed_marker_ = j["marker"].get<std::string>();
+    return Status::Ok();
+  }
+
+  // Whether the commit that `state` expects left its marker, as a
+  // read_committed consumer sees it. In doubt (the broker cannot be asked),
+  // false: the region replays from the checkpoint before, which may repeat
+  // messages but never loses one.
+  bool Committed(std::string_view state) override {
+    if (!txn_.on || state.empty()) return true;
+    auto j = nlohmann::json::parse(state, nullptr, false);
+    if (!j.is_object() || !j["marker"].is_string()) return true;  // RestoreState reports it
+    const std::string marker = j["marker"].get<std::string>();
+    if (marker.empty()) return true;
+    const int64_t deadline = MonotonicMs() + 60000;
+    std::string why;
+    for (int64_t backoff = 200; MonotonicMs() < deadline; backoff = std::min<int64_t>(5000, backoff * 2)) {
+      // The producer first: init_transactions aborts the transaction a dead
+      // instance left open, so the marker partition is readable to its end.
+      Status st = Open();
+      if (st.ok()) {
+        auto found = FindMarker(marker);
+        if (found.ok()) return *found;
+        st = found.status();
+      }
+      why = st.message();
+      KLOG_WARN("{}; asking again", why);
+      std::this_thread::sleep_for(std::chrono::milliseconds(backoff));
+    }
+    KLOG_ERROR("kafka output: cannot learn whether marker {} was committed ({}); replaying from "
+               "the checkpoint before, which may repeat messages",
+               marker, why);
+    return false;
   }
 
   Status Close() override {
+    if (txn_.on) {
+      if (rk_ != nullptr && txn_open_) {
+        // What it holds comes back from the last checkpoint on the next start.
+        if (rd_kafka_error_t* e = rd_kafka_abort_transaction(rk_, 10000)) rd_kafka_error_destroy(e);
+        KLOG_INFO("kafka output: aborted the transaction open since the last checkpoint");
+        txn_open_ = false;
+      }
+      Destroy();
+      return Status::Ok();
+    }
     Status st = Drain();
     if (!st.ok()) KLOG_ERROR("{}; they were not delivered", st.message());
     Destroy();
@@ -535,6 +696,102 @@ class KafkaOutput final : public Output {
       if (e && hdrs) rd_kafka_headers_destroy(hdrs);
       return e;
     }
+  }
+
+  // A marker unique to this commit: the checkpoint id and 64 random bits
+  // (a checkpoint id can come again after a fall-back).
+  static std::string NewMarker(uint64_t id) {
+    static thread_local std::mt19937_64 rng{std::random_device{}()};
+    char buf[48];
+    std::snprintf(buf, sizeof(buf), "%" PRIu64 "-%016" PRIx64, id, rng());
+    return buf;
+  }
+
+  // The transaction cannot commit any more: everything written since the last
+  // checkpoint is gone from Kafka, and only a replay from that checkpoint
+  // brings it back. The output refuses writes and barriers until then.
+  void FailTransaction(const std::string& why) {
+    if (txn_failed_.empty()) {
+      if (rk_ != nullptr && txn_open_) {
+        if (rd_kafka_error_t* e = rd_kafka_abort_transaction(rk_, 10000)) {
+          rd_kafka_error_destroy(e);
+        }
+      }
+      txn_open_ = false;
+      txn_failed_ = "kafka output: transaction aborted (" + why +
+                    "); what it held comes back from the last checkpoint once pipeline " +
+                    txn_.pipeline + " restarts (POST /api/v1/pipelines/" + txn_.pipeline +
+                    "/restart, or restart the server)";
+      KLOG_ERROR("{}", txn_failed_);
+    }
+  }
+
+  // Reads the newest records of the marker topic's partition 0 as a
+  // read_committed consumer: true if `marker` is among them.
+  Result<bool> FindMarker(const std::string& marker) {
+    Properties p = {{"bootstrap.servers", brokers_},
+                    {"group.id", txn_.id + ".markers"},
+                    {"isolation.level", "read_committed"},
+                    {"enable.auto.commit", "false"},
+                    {"enable.partition.eof", "true"}};
+    for (const auto& [k, v] : props_) {
+      // Connection and security settings carry over; producer ones do not.
+      for (const char* prefix : {"security.", "sasl.", "ssl.", "client.", "socket.", "broker."}) {
+        if (k.rfind(prefix, 0) == 0) p.emplace_back(k, v);
+      }
+    }
+    std::string error;
+    rd_kafka_conf_t* conf = MakeConf(p, &error);
+    if (conf == nullptr) return Status::Invalid("kafka output: marker reader: " + error);
+    char err[512];
+    rd_kafka_t* c = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+    if (c == nullptr) return Status::Invalid(std::string("kafka output: marker reader: ") + err);
+    struct Closer {
+      rd_kafka_t* c;
+      ~Closer() {
+        rd_kafka_consumer_close(c);
+        rd_kafka_destroy(c);
+      }
+    } closer{c};
+    int64_t low = 0, high = 0;
+    const rd_kafka_resp_err_t qe = rd_kafka_query_watermark_offsets(
+        c, txn_.marker_topic.c_str(), 0, &low, &high, 10000);
+    if (qe == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) return false;  // no marker ever
+    if (qe) {
+      return Status::Unavailable("kafka output: cannot read " + txn_.marker_topic + ": " +
+                                 rd_kafka_err2str(qe));
+    }
+    if (high <= low) return false;
+    // Only this output writes the topic, and the marker a restore asks about
+    // is among the last few commits.
+    auto* list = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(list, txn_.marker_topic.c_str(), 0)->offset =
+        std::max(low, high - 1000);
+    const rd_kafka_resp_err_t ae = rd_kafka_assign(c, list);
+    rd_kafka_topic_partition_list_destroy(list);
+    if (ae) return Status::Unavailable(std::string("kafka output: assign: ") + rd_kafka_err2str(ae));
+    bool found = false;
+    const int64_t deadline = MonotonicMs() + 30000;
+    while (MonotonicMs() < deadline) {
+      rd_kafka_message_t* m = rd_kafka_consumer_poll(c, 200);
+      if (m == nullptr) continue;
+      const bool end = m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF ||
+                       (!m->err && m->offset >= high - 1);
+      if (!m->err && m->payload != nullptr) {
+        auto j = nlohmann::json::parse(
+            std::string_view(static_cast<const char*>(m->payload), m->len), nullptr, false);
+        if (j.is_object() && j.value("transactional_id", "") == txn_.id &&
+            j.value("marker", "") == marker) {
+          found = true;
+        }
+      }
+      const std::string merr = m->err && !end ? rd_kafka_message_errstr(m) : "";
+      rd_kafka_message_destroy(m);
+      if (!merr.empty()) return Status::Unavailable("kafka output: reading markers: " + merr);
+      if (end || found) return found;
+    }
+    return Status::Unavailable("kafka output: reading " + txn_.marker_topic +
+                               " did not reach its end in 30 s");
   }
 
   // Produces again what the producer gave up on, and waits for it: while a
@@ -599,6 +856,14 @@ class KafkaOutput final : public Output {
       }
     }
     self->last_failure_ = rd_kafka_err2str(m->err);
+    if (self->txn_.on) {
+      // Within a transaction a lost message cannot be produced again: the
+      // transaction has to be aborted (Write does it).
+      if (self->txn_lost_.empty()) {
+        self->txn_lost_ = std::string("a message was not delivered: ") + rd_kafka_err2str(m->err);
+      }
+      return;
+    }
     self->undelivered_.push_back(std::move(u));
   }
 
@@ -619,9 +884,18 @@ class KafkaOutput final : public Output {
   const std::shared_ptr<const expr::Expr> topic_expr_;  // per message, instead of topic_
   const std::shared_ptr<const expr::Expr> key_;
   const Properties props_;
+  const Transactions txn_;
   const Clock* clock_;
   rd_kafka_t* rk_ = nullptr;
   rd_kafka_topic_t* topic_handle_ = nullptr;  // for topic_, when set
+  // With transactions (output thread only):
+  bool txn_open_ = false;         // begun, not yet committed or aborted
+  std::string txn_lost_;          // a delivery report's failure inside the transaction
+  std::string txn_failed_;        // why the transaction had to be aborted
+  uint64_t pending_id_ = 0;       // the checkpoint whose commit is next
+  std::string pending_marker_;    // the marker that commit leaves
+  bool marker_sent_ = false;      // produced into the open transaction
+  std::string committed_marker_;  // the newest commit's marker
 };
 
 }  // namespace
@@ -694,6 +968,15 @@ ComponentDef KafkaOutputDef() {
        "instead of `topic`: an expression giving each message's topic"},
       {"key", PropType::kExpr, false, "", "an expression for the message key"},
       {"compression", PropType::kString, false, "none", "none, gzip, snappy, lz4 or zstd"},
+      {"exactly_once", PropType::kBool, false, "false",
+       "produce in one transaction per checkpoint interval, committed once the checkpoint is "
+       "durable (needs --state-dir); read_committed consumers see every message once"},
+      {"transactional_id", PropType::kString, false, "",
+       "with exactly_once: the transactional.id (default kayak-<pipeline>-<output index>); "
+       "unique per output"},
+      {"marker_topic", PropType::kString, false, "",
+       "with exactly_once: where each commit leaves a marker, partition 0 (default "
+       "<transactional_id>.markers); create it with one partition"},
       {"properties", PropType::kStringMap, false, "",
        "librdkafka producer properties, by their librdkafka names"},
   };
@@ -710,9 +993,34 @@ ComponentDef KafkaOutputDef() {
     if (o.String("topic").empty() == !o.Has("topic_expr")) {
       o.Error("topic", "give either `topic` or `topic_expr`");
     }
+    Transactions txn;
+    txn.on = o.Bool("exactly_once");
+    txn.pipeline = ctx.pipeline_id;
+    if (txn.on) {
+      if (!ctx.checkpointing) {
+        o.Error("exactly_once", "exactly_once needs a state directory (--state-dir): the "
+                                "transactions commit with checkpoints");
+      }
+      for (const auto& [k, v] : props) {
+        if (k == "transactional.id") o.Error("properties", "give `transactional_id` instead");
+      }
+      txn.id = o.String("transactional_id");
+      if (txn.id.empty()) {
+        // "outputs[2]" -> "kayak-<pipeline>-2"
+        std::string index = ctx.stats != nullptr ? ctx.stats->name() : "";
+        const size_t open = index.find('[');
+        index = open == std::string::npos ? "0" : index.substr(open + 1, index.size() - open - 2);
+        txn.id = "kayak-" + ctx.pipeline_id + "-" + index;
+      }
+      txn.marker_topic = o.String("marker_topic");
+      if (txn.marker_topic.empty()) txn.marker_topic = txn.id + ".markers";
+    } else if (o.Has("transactional_id") || o.Has("marker_topic")) {
+      o.Error(o.Has("transactional_id") ? "transactional_id" : "marker_topic",
+              "only with exactly_once: true");
+    }
     if (o.failed()) return nullptr;
     return std::make_unique<KafkaOutput>(Brokers(o), o.String("topic"), topic_expr, key, props,
-                                         ctx.clock);
+                                         std::move(txn), ctx.clock);
   };
   return d;
 }

@@ -57,7 +57,8 @@ class FileOutput final : public Output {
     return Status::Ok();
   }
 
-  Status Checkpoint(std::string* state) override {
+  Status Checkpoint(uint64_t id, std::string* state) override {
+    (void)id;
     // After a failed fdatasync the kernel may have dropped the dirty pages
     // and a later fdatasync can succeed without them (the "fsyncgate"
     // lesson): this output never vouches for a checkpoint again. Its region

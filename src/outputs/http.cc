@@ -64,7 +64,8 @@ class HttpOutput final : public Output {
   }
 
   // Writes are synchronous: the state is only the count that keys batches.
-  Status Checkpoint(std::string* state) override {
+  Status Checkpoint(uint64_t id, std::string* state) override {
+    (void)id;
     *state = nlohmann::json{{"sent", sent_}}.dump();
     return Status::Ok();
   }

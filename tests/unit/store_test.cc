@@ -166,6 +166,42 @@ TEST_F(StoreTest, OldCheckpointsAreCollected) {
                                                ChunkName(4, "u"), ChunkName(5, "u")}));
 }
 
+TEST_F(StoreTest, RecoverKeepsThePreviousCheckpointForAFallBack) {
+  CommitValues({"v1", "v2", "v3"});
+  {
+    Store s(dir_);
+    std::map<std::string, RestoredUnit> out;
+    uint64_t id = 0;
+    ASSERT_TRUE(s.Recover(&out, &id).ok());
+    EXPECT_EQ(out["u"].data, "v3");
+    EXPECT_EQ(out["u"].region, "r");
+    // The one before stays on disk until the newest's fate is known.
+    EXPECT_EQ(Files(), (std::vector<std::string>{ManifestName("r", 2), ManifestName("r", 3),
+                                                 ChunkName(2, "u"), ChunkName(3, "u")}));
+    ASSERT_TRUE(s.FallBack("r", &out).ok());
+    EXPECT_EQ(out["u"].data, "v2");
+    EXPECT_EQ(out["u"].checkpoint_id, 2u);
+    // Checkpoint 3 is gone, so a restart before the next commit does not pick it.
+    EXPECT_EQ(Files(), (std::vector<std::string>{ManifestName("r", 2), ChunkName(2, "u")}));
+    // An unchanged unit in the next commit refers to the fallen-back-to chunk.
+    CommitStats st;
+    ASSERT_TRUE(s.Commit("r", 4, 1, {{"u", "f", std::nullopt}}, &st).ok());
+    EXPECT_EQ(st.bytes_reused, 2u);
+  }
+  EXPECT_EQ(Recover()["u"].data, "v2");
+}
+
+TEST_F(StoreTest, FallBackWithNothingBeforeTakesTheRegionOut) {
+  CommitValues({"v1"});
+  Store s(dir_);
+  std::map<std::string, RestoredUnit> out;
+  uint64_t id = 0;
+  ASSERT_TRUE(s.Recover(&out, &id).ok());
+  ASSERT_TRUE(s.FallBack("r", &out).ok());
+  EXPECT_EQ(out.count("u"), 0u);
+  EXPECT_TRUE(Files().empty());
+}
+
 TEST(BucketState, RoundTripKeepsLastWritesSoDowntimeCounts) {
   Bucket b("b", 10'000);
   ASSERT_TRUE(b.Update("old", 1000, [](Json& v, bool) { v = 1; return Status::Ok(); }).ok());

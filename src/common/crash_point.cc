@@ -1,0 +1,27 @@
+#include "common/crash_point.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace kayak {
+
+void CrashPoint(const char* step) {
+  static const char* want = std::getenv("KAYAK_CRASH_POINT");
+  static std::atomic<int> reached{0};
+  if (want == nullptr) return;
+  const char* colon = std::strchr(want, ':');
+  const size_t len = colon != nullptr ? static_cast<size_t>(colon - want) : std::strlen(want);
+  if (len != std::strlen(step) || std::strncmp(want, step, len) != 0) return;
+  const int nth = colon != nullptr ? std::atoi(colon + 1) : 1;
+  if (++reached >= nth) {
+    std::fprintf(stderr, "kayak: crash point %s reached\n", step);
+    ::kill(::getpid(), SIGKILL);
+  }
+}
+
+}  // namespace kayak
