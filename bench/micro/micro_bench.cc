@@ -1,14 +1,24 @@
 // Micro benchmarks (Google Benchmark) of per-message costs: the expression
-// language, a ~200-byte message's JSON parse and re-serialisation, the
-// listener's body check, and CRC-32C. `make bench-micro` runs them; the suite
-// runs each once (ctest `bench_micro_smoke`) so they keep building and running.
+// language, a ~200-byte message's JSON parse and re-serialisation, each
+// transform, the listener's body check, the http log's append, CRC-32C, and
+// the snapshot and restore of a 1M-key bucket. `make bench-micro` runs them;
+// the suite runs each once (ctest `bench_micro_smoke`) so they keep building
+// and running.
 #include <benchmark/benchmark.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
 #include <string>
 
+#include "../../tests/unit/test_util.h"
 #include "checkpoint/format.h"
+#include "core/bucket.h"
 #include "expr/expr.h"
 #include "inputs/http_body.h"
+#include "inputs/http_log.h"
 #include "kayak/message.h"
 
 namespace {
@@ -74,6 +84,117 @@ void BM_Crc32c(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * data.size()));
 }
 BENCHMARK(BM_Crc32c)->Arg(200)->Arg(64 << 10);
+
+// One transform over batches of 1,000 messages (keys k0..k9999 for the
+// keyed ones); the figure is per message, parse and serialise included.
+void RunTransform(benchmark::State& state, const std::string& yaml) {
+  kayak::BucketRegistry buckets;
+  buckets.Add("b", 0);
+  auto t = kayak::testing::MakeTransform(yaml, kayak::SystemClock::Get(), &buckets);
+  if (t == nullptr) {
+    state.SkipWithError("transform did not build");
+    return;
+  }
+  std::vector<std::string> payloads;
+  for (int i = 0; i < 1000; ++i) {
+    std::string p = kMessage;
+    p.insert(1, "\"k\":\"k" + std::to_string((i * 7919) % 10000) + "\",");
+    payloads.push_back(std::move(p));
+  }
+  for (auto _ : state) {
+    state.PauseTiming();
+    kayak::Batch b = kayak::testing::MakeBatch(payloads, 1000);
+    state.ResumeTiming();
+    benchmark::DoNotOptimize(t->Process(&b));
+    for (auto& m : b.messages) m.Seal();
+    benchmark::DoNotOptimize(b.messages.data());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * payloads.size()));
+}
+void BM_TransformFilter(benchmark::State& s) { RunTransform(s, "filter: 'value > 10'"); }
+void BM_TransformMap(benchmark::State& s) { RunTransform(s, "map: {w: 'value * 2'}"); }
+void BM_TransformRollingWindow(benchmark::State& s) {
+  RunTransform(s, "rolling_window: {key: k, field: value, window_messages: 100}");
+}
+void BM_TransformBucketAdd(benchmark::State& s) {
+  RunTransform(s, "bucket: {name: b, key: k, op: add, field: value}");
+}
+BENCHMARK(BM_TransformFilter)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TransformMap)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TransformRollingWindow)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TransformBucketAdd)->Unit(benchmark::kMicrosecond);
+
+// The http log: 1,000 one-message posts appended and made durable (group
+// commit, one fdatasync per batch the writer takes), in a temporary directory.
+void BM_HttpLogAppend(benchmark::State& state) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("kayak-micro-log-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  {
+    auto log = kayak::HttpLog::Open({dir.string(), 64 << 20, 64 << 20}, 0);
+    if (!log.ok()) {
+      state.SkipWithError(log.status().message().c_str());
+      return;
+    }
+    std::mutex mu;
+    std::condition_variable cv;
+    for (auto _ : state) {
+      std::atomic<int> left{1000};
+      for (int i = 0; i < 1000; ++i) {
+        while (!(*log)->Append(kMessage, [&](kayak::Status, uint64_t) {
+          if (--left == 0) {
+            std::lock_guard lock(mu);
+            cv.notify_all();
+          }
+        })) {
+        }
+      }
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return left.load() == 0; });
+      (*log)->Release((*log)->last_seq());  // keep the disk use bounded
+    }
+    state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * 1000));
+  }
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_HttpLogAppend)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// A bucket of 1M keys (numbers, as `op: add` leaves them): its snapshot at a
+// barrier and its restore at start.
+kayak::Bucket* MillionKeyBucket() {
+  static kayak::Bucket* b = [] {
+    auto* bucket = new kayak::Bucket("b", 0);
+    for (int i = 0; i < 1'000'000; ++i) {
+      (void)bucket->Update("key-" + std::to_string(i), 1000 + i, [&](kayak::Json& v, bool) {
+        v = i * 0.5;
+        return kayak::Status::Ok();
+      });
+    }
+    return bucket;
+  }();
+  return b;
+}
+void BM_BucketSnapshot1M(benchmark::State& state) {
+  kayak::Bucket* b = MillionKeyBucket();
+  std::string out;
+  for (auto _ : state) {
+    out.clear();
+    b->SaveState(&out);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["bytes"] = static_cast<double>(out.size());
+}
+void BM_BucketRestore1M(benchmark::State& state) {
+  std::string saved;
+  MillionKeyBucket()->SaveState(&saved);
+  for (auto _ : state) {
+    kayak::Bucket b("r", 0);
+    benchmark::DoNotOptimize(b.RestoreState(saved));
+  }
+}
+BENCHMARK(BM_BucketSnapshot1M)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_BucketRestore1M)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

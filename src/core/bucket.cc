@@ -1,10 +1,62 @@
 #include "core/bucket.h"
 
 #include <algorithm>
+#include <charconv>
 
 #include "checkpoint/format.h"
 
 namespace kayak {
+
+namespace {
+
+// The values of add/min/max/count entries are numbers: read those without
+// the general JSON parser (a restore of 1M keys is mostly this). The result
+// is what nlohmann's parser gives: unsigned for a non-negative integer,
+// signed for a negative one, double otherwise. False: not a plain number.
+bool ParseNumber(const std::string& s, Json* out) {
+  if (s.empty() || s.size() > 64) return false;
+  const char* b = s.data();
+  const char* e = b + s.size();
+  const bool neg = *b == '-';
+  const char* digits = neg ? b + 1 : b;
+  if (digits == e || *digits < '0' || *digits > '9') return false;
+  if (*digits == '0' && digits + 1 < e && digits[1] >= '0' && digits[1] <= '9') return false;
+  bool integral = true;
+  for (const char* p = digits; p < e; ++p) {
+    const char c = *p;
+    if (c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
+      integral = false;
+    } else if (c < '0' || c > '9') {
+      return false;
+    }
+  }
+  if (integral) {
+    if (neg) {
+      int64_t v = 0;
+      auto r = std::from_chars(b, e, v);
+      if (r.ec != std::errc() || r.ptr != e) return false;
+      *out = v;
+    } else {
+      uint64_t v = 0;
+      auto r = std::from_chars(b, e, v);
+      if (r.ec != std::errc() || r.ptr != e) return false;
+      *out = v;
+    }
+    return true;
+  }
+  // JSON's number grammar is stricter than from_chars': leave the odd cases
+  // ("1.", ".5", "1e") to the parser.
+  const char* dot = std::find(digits, e, '.');
+  if (dot != e && (dot + 1 == e || dot[1] < '0' || dot[1] > '9')) return false;
+  if (e[-1] < '0' || e[-1] > '9') return false;
+  double v = 0;
+  auto r = std::from_chars(b, e, v);
+  if (r.ec != std::errc() || r.ptr != e) return false;
+  *out = v;
+  return true;
+}
+
+}  // namespace
 
 Status Bucket::Update(const std::string& key, int64_t now_ms,
                       const std::function<Status(Json& value, bool existed)>& update,
@@ -22,20 +74,88 @@ Status Bucket::Update(const std::string& key, int64_t now_ms,
     (void)ok;
     ins->second.entry.value = std::move(value);
     ins->second.entry.last_write_ms = now_ms;
+    ins->second.write_seq = ++next_seq_;
     write_order_.push_back(&ins->first);
     ins->second.order = std::prev(write_order_.end());
     if (result != nullptr) *result = ins->second.entry.value;
     changed_ = true;
+    TouchLocked(ins->first, ins->second);
     return Status::Ok();
   }
   Json value = it->second.entry.value;
   KAYAK_RETURN_IF_ERROR(update(value, true));
   it->second.entry.value = std::move(value);
   it->second.entry.last_write_ms = now_ms;
+  it->second.write_seq = ++next_seq_;
   write_order_.splice(write_order_.end(), write_order_, it->second.order);
   if (result != nullptr) *result = it->second.entry.value;
   changed_ = true;
+  TouchLocked(it->first, it->second);
   return Status::Ok();
+}
+
+void Bucket::TouchLocked(const std::string& key, Slot& slot) {
+  if (!tracking_ || slot.touched) return;
+  slot.touched = true;
+  touched_.push_back(key);
+}
+
+void Bucket::TrackChanges() {
+  std::lock_guard lock(mu_);
+  tracking_ = true;
+}
+
+void Bucket::TakeChanges(bool all, std::vector<Change>* out) {
+  std::lock_guard lock(mu_);
+  auto emit = [&](const std::string& key, Slot& slot) {
+    out->push_back(Change{key, false, slot.entry.last_write_ms, slot.write_seq,
+                          slot.entry.value.dump()});
+    slot.touched = false;
+  };
+  if (all) {
+    out->reserve(out->size() + entries_.size());
+    for (auto& [key, slot] : entries_) emit(key, slot);
+  } else {
+    for (const std::string& key : touched_) {
+      auto it = entries_.find(key);
+      if (it == entries_.end()) {
+        out->push_back(Change{key, true, 0, 0, {}});
+      } else if (it->second.touched) {
+        emit(key, it->second);
+      }
+    }
+  }
+  touched_.clear();
+  changed_ = false;
+}
+
+void BucketSnapshot::Apply(std::vector<Bucket::Change>&& changes) {
+  for (auto& c : changes) {
+    if (c.dropped) {
+      entries_.erase(c.key);
+    } else {
+      Rec& r = entries_[std::move(c.key)];
+      r.last_write_ms = c.last_write_ms;
+      r.write_seq = c.write_seq;
+      r.value = std::move(c.value);
+    }
+  }
+}
+
+void BucketSnapshot::Encode(std::string* out) const {
+  std::vector<std::pair<uint64_t, decltype(entries_)::const_pointer>> order;
+  order.reserve(entries_.size());
+  for (const auto& e : entries_) order.emplace_back(e.second.write_seq, &e);
+  std::sort(order.begin(), order.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  checkpoint::Encoder e;
+  e.U64(entries_.size());
+  for (const auto& [seq, entry] : order) {
+    e.Str(entry->first);
+    e.I64(entry->second.last_write_ms);
+    e.Str(entry->second.value);
+  }
+  out->append(e.out());
 }
 
 std::optional<Bucket::Entry> Bucket::Get(const std::string& key, int64_t now_ms) {
@@ -50,6 +170,7 @@ std::optional<Bucket::Entry> Bucket::Get(const std::string& key, int64_t now_ms)
 }
 
 void Bucket::EraseLocked(std::unordered_map<std::string, Slot>::iterator it) {
+  if (tracking_ && !it->second.touched) touched_.push_back(it->first);
   write_order_.erase(it->second.order);
   entries_.erase(it);
   changed_ = true;
@@ -78,21 +199,28 @@ Status Bucket::RestoreState(std::string_view data) {
   std::lock_guard lock(mu_);
   entries_.clear();
   write_order_.clear();
+  touched_.clear();
   checkpoint::Decoder d(data);
   uint64_t n = 0;
   if (!d.U64(&n)) return Status::Corruption("bucket '" + name_ + "' state is short");
+  if (n > data.size()) return Status::Corruption("bucket '" + name_ + "' state is short");
+  entries_.reserve(n);
+  std::string key, value;
   for (uint64_t i = 0; i < n; ++i) {
-    std::string key, value;
     int64_t last_write = 0;
     if (!d.Str(&key) || !d.I64(&last_write) || !d.Str(&value)) {
       return Status::Corruption("bucket '" + name_ + "' state is short");
     }
-    Json v = Json::parse(value, nullptr, false);
-    if (v.is_discarded()) return Status::Corruption("bucket '" + name_ + "' holds bad JSON");
+    Json v;
+    if (!ParseNumber(value, &v)) {
+      v = Json::parse(value, nullptr, false);
+      if (v.is_discarded()) return Status::Corruption("bucket '" + name_ + "' holds bad JSON");
+    }
     auto [it, fresh] = entries_.emplace(std::move(key), Slot{});
     if (!fresh) return Status::Corruption("bucket '" + name_ + "' state repeats a key");
     it->second.entry.value = std::move(v);
     it->second.entry.last_write_ms = last_write;
+    it->second.write_seq = ++next_seq_;
     write_order_.push_back(&it->first);
     it->second.order = std::prev(write_order_.end());
   }

@@ -46,10 +46,27 @@ class Bucket {
   size_t Size() const;
 
   // ---- checkpointing ----
-  // True if an entry was written or dropped since the last SaveState.
+  // True if an entry was written or dropped since the last SaveState or
+  // TakeChanges.
   bool StateChanged() const;
   // Appends a copy of every entry (oldest write first) and clears the flag.
   void SaveState(std::string* out);
+
+  // ---- incremental snapshots (with checkpointing) ----
+  // What changed since the last TakeChanges: written entries with their
+  // value encoded, and dropped keys. Costs what changed, not the bucket.
+  struct Change {
+    std::string key;
+    bool dropped = false;
+    int64_t last_write_ms = 0;
+    uint64_t write_seq = 0;  // orders entries by last write
+    std::string value;       // JSON
+  };
+  // From now on, remember which keys are written or dropped.
+  void TrackChanges();
+  // Moves the changes since the last call (every entry with `all`) into
+  // `out` and clears StateChanged().
+  void TakeChanges(bool all, std::vector<Change>* out);
   // Replaces every entry with what SaveState wrote.
   Status RestoreState(std::string_view data);
   // A page of entries in key order, starting after `after` (exclusive).
@@ -60,11 +77,14 @@ class Bucket {
   struct Slot {
     Entry entry;
     std::list<const std::string*>::iterator order;  // position in write_order_
+    uint64_t write_seq = 0;
+    bool touched = false;  // in touched_ since the last TakeChanges
   };
   bool ExpiredLocked(const Entry& e, int64_t now_ms) const {
     return idle_timeout_ms_ > 0 && now_ms - e.last_write_ms >= idle_timeout_ms_;
   }
   void EraseLocked(std::unordered_map<std::string, Slot>::iterator it);
+  void TouchLocked(const std::string& key, Slot& slot);
 
   const std::string name_;
   const int64_t idle_timeout_ms_;
@@ -73,6 +93,28 @@ class Bucket {
   // Keys from least to most recently written; the front expires first.
   std::list<const std::string*> write_order_;  // guarded by mu_
   bool changed_ = false;                       // guarded by mu_
+  uint64_t next_seq_ = 0;                      // guarded by mu_
+  bool tracking_ = false;                      // guarded by mu_
+  std::vector<std::string> touched_;           // guarded by mu_: written or dropped keys
+};
+
+// A bucket as of its last barrier, kept encoded by the checkpoint
+// coordinator: the changes a barrier takes are applied here, and the chunk is
+// encoded from it on the coordinator's thread, so a pipeline stops at a
+// barrier only for what changed. Encode writes what Bucket::SaveState would.
+class BucketSnapshot {
+ public:
+  void Apply(std::vector<Bucket::Change>&& changes);
+  void Encode(std::string* out) const;
+  size_t size() const { return entries_.size(); }
+
+ private:
+  struct Rec {
+    int64_t last_write_ms = 0;
+    uint64_t write_seq = 0;
+    std::string value;
+  };
+  std::unordered_map<std::string, Rec> entries_;
 };
 
 // The buckets of a graph, by name. Built once at start; lookups are lock-free.

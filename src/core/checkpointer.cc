@@ -16,6 +16,7 @@ Checkpointer::~Checkpointer() { Stop(); }
 size_t Checkpointer::AddRegion(Region region) {
   RegionState rs;
   rs.status.name = region.name;
+  for (Bucket* b : region.buckets) b->TrackChanges();
   for (auto* p : region.pipelines) rs.status.pipelines.push_back(p->id());
   rs.region = std::move(region);
   regions_.push_back(std::move(rs));
@@ -35,7 +36,11 @@ Status Checkpointer::CommitInitial(std::map<size_t, std::vector<checkpoint::Unit
     }
     for (Bucket* b : rs.region.buckets) {
       checkpoint::UnitState u{"b." + b->name(), rs.region.bucket_fingerprints[b], std::string()};
-      b->SaveState(&*u.data);
+      std::vector<Bucket::Change> all;
+      b->TakeChanges(/*all=*/true, &all);
+      BucketSnapshot& snap = rs.snapshots[b] = BucketSnapshot{};
+      snap.Apply(std::move(all));
+      snap.Encode(&*u.data);
       rs.bucket_saved_once[b] = true;
       list.push_back(std::move(u));
     }
@@ -86,6 +91,18 @@ void Checkpointer::Stop() {
 
 void Checkpointer::Decide(RegionState& rs, uint64_t id, bool committed) {
   for (auto* o : rs.region.two_phase) o->Decide(id, committed);
+}
+
+void Checkpointer::BarrierPause(size_t region, uint64_t id, int64_t us) {
+  std::lock_guard lock(mu_);
+  RegionState& rs = regions_[region];
+  if (id > rs.pause_id) {
+    rs.pause_id = id;
+    rs.status.barrier_pause_us = us;
+  } else if (id == rs.pause_id) {
+    rs.status.barrier_pause_us = std::max(rs.status.barrier_pause_us, us);
+  }
+  rs.status.longest_barrier_pause_us = std::max(rs.status.longest_barrier_pause_us, us);
 }
 
 void Checkpointer::OutputCommitted(size_t region, uint64_t id) {
@@ -157,8 +174,14 @@ void Checkpointer::ArriveAtBucket(size_t region, uint64_t id, Bucket* bucket) {
     u.fingerprint = rs.region.bucket_fingerprints[bucket];
     bool& saved_once = rs.bucket_saved_once[bucket];
     if (!saved_once || rs.inflight.full || bucket->StateChanged()) {
+      // Only what changed is copied here; the chunk is encoded at commit.
+      std::vector<Bucket::Change> changes;
+      bucket->TakeChanges(/*all=*/!saved_once, &changes);
+      BucketSnapshot& snap = rs.snapshots[bucket];
+      if (!saved_once) snap = BucketSnapshot{};
+      snap.Apply(std::move(changes));
       u.data.emplace();
-      bucket->SaveState(&*u.data);
+      rs.inflight.encode.emplace_back(rs.inflight.units.size(), bucket);
       saved_once = true;
     }
     rs.inflight.units.push_back(std::move(u));
@@ -204,12 +227,17 @@ void Checkpointer::CommitReady() {
     const int64_t started = in.started_mono_ms;
     const bool full = in.full;
     std::vector<checkpoint::UnitState> units = std::move(in.units);
+    std::vector<std::pair<size_t, const BucketSnapshot*>> encode;
+    for (const auto& [index, bucket] : in.encode) encode.emplace_back(index, &rs.snapshots[bucket]);
     for (auto it = meetings_.begin(); it != meetings_.end();) {
       it = it->first.second == id ? meetings_.erase(it) : std::next(it);
     }
     in = Inflight{};
-    // Keep other regions' pipelines moving while this one is written.
+    // Keep other regions' pipelines moving while this one is written. (No
+    // barrier of this region runs meanwhile, so its snapshots hold still:
+    // the next checkpoint starts on this thread.)
     mu_.unlock();
+    for (const auto& [index, snapshot] : encode) snapshot->Encode(&*units[index].data);
     checkpoint::CommitStats stats;
     const int64_t now_ms = clock_->NowMs();
     Status st = store_->Commit(rs.region.name, id, now_ms, units, &stats);

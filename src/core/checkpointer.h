@@ -33,6 +33,11 @@ struct RegionStatus {
   uint64_t bytes_reused = 0;
   uint64_t committed = 0;
   uint64_t abandoned = 0;
+  // The longest a pipeline of the region stopped at the newest checkpoint's
+  // barrier to snapshot its state (and meet the other writers of a bucket),
+  // and the longest since start, in microseconds.
+  int64_t barrier_pause_us = 0;
+  int64_t longest_barrier_pause_us = 0;
   std::string held_back;  // why the region is not checkpointing, or ""
   std::string last_error;
 };
@@ -81,6 +86,9 @@ class Checkpointer {
   // True when checkpoint `id` of `region` must carry every unit's state,
   // changed or not (the one before it did not commit).
   bool FullSave(size_t region, uint64_t id) const;
+  // A pipeline of `region` spent `us` at barrier `id` (its snapshot and the
+  // bucket meeting).
+  void BarrierPause(size_t region, uint64_t id, int64_t us);
   // A two-phase output of `region` committed checkpoint `id`.
   void OutputCommitted(size_t region, uint64_t id);
 
@@ -98,6 +106,9 @@ class Checkpointer {
     std::vector<checkpoint::UnitState> units;
     bool stop_after = false;
     bool full = false;  // every unit hands over its whole state
+    // Bucket units whose chunk is encoded from the bucket's snapshot at
+    // commit, off the pipeline threads: (index in `units`, bucket).
+    std::vector<std::pair<size_t, Bucket*>> encode;
   };
   // A durable checkpoint whose two-phase outputs have not all committed it.
   struct Awaiting {
@@ -116,7 +127,9 @@ class Checkpointer {
     // rather than point at chunks older than those changes.
     bool needs_full = false;
     std::map<Bucket*, bool> bucket_saved_once;
+    std::map<Bucket*, BucketSnapshot> snapshots;  // as of the last barrier
     Awaiting awaiting;
+    uint64_t pause_id = 0;  // the checkpoint status.barrier_pause_us is about
   };
   struct Meeting {
     size_t arrived = 0;

@@ -126,6 +126,7 @@ Status GraphManager::BuildEngine(const std::string& text) {
   o.ingest = &router_;
   restored_.clear();
   store_.reset();
+  const int64_t started = MonotonicMs();
   if (o.checkpointing) {
     store_ = std::make_unique<checkpoint::Store>(o.state_dir);
     uint64_t max_id = 0;
@@ -137,6 +138,12 @@ Status GraphManager::BuildEngine(const std::string& text) {
   first_checkpoint_id_ = o.first_checkpoint_id;
   auto engine = Engine::Build(spec, *opt_.registry, o, &el);
   if (engine == nullptr) return Status::Invalid(el.ToString());
+  if (!restored_.empty()) {
+    size_t bytes = 0;
+    for (const auto& [unit, u] : restored_) bytes += u.data.size();
+    KLOG_INFO("state restored in {} ms ({} units, {} bytes)", MonotonicMs() - started,
+              restored_.size(), bytes);
+  }
   engine_ = std::move(engine);
   spec_ = std::move(spec);
   return Status::Ok();

@@ -334,12 +334,19 @@ void PipelineRunner::Committed(const std::vector<checkpoint::UnitState>& units) 
 
 void PipelineRunner::DoBarrier(uint64_t id) {
   done_barrier_ = id;
+  auto t0 = std::chrono::steady_clock::now();
   checkpointer_->Ack(region_, id, CollectUnits(id));
-  // The barrier travels behind everything sent before it.
+  auto paused = std::chrono::steady_clock::now() - t0;
+  // The barrier travels behind everything sent before it. (A full queue
+  // blocks here as it would for a batch: backpressure, not a pause.)
   for (auto& o : outputs_) o->Push(Item{Item::Kind::kBarrier, nullptr, id});
   for (auto& e : downstream_) e.inbox->Push(e.lane, Item{Item::Kind::kBarrier, nullptr, id});
   // Writers of a shared bucket meet here before any writes past the cut.
+  t0 = std::chrono::steady_clock::now();
   for (Bucket* b : written_buckets_) checkpointer_->ArriveAtBucket(region_, id, b);
+  paused += std::chrono::steady_clock::now() - t0;
+  checkpointer_->BarrierPause(
+      region_, id, std::chrono::duration_cast<std::chrono::microseconds>(paused).count());
 }
 
 void PipelineRunner::OnUpstreamBarrier(size_t lane, uint64_t id) {

@@ -277,6 +277,8 @@ void Api::Checkpoints(bool take, Response* res) {
                            {"duration_ms", r.last_duration_ms},
                            {"bytes_written", r.bytes_written},
                            {"bytes_reused", r.bytes_reused},
+                           {"barrier_pause_us", r.barrier_pause_us},
+                           {"longest_barrier_pause_us", r.longest_barrier_pause_us},
                            {"committed", r.committed},
                            {"abandoned", r.abandoned},
                            {"held_back", r.held_back},

@@ -377,17 +377,20 @@ pipelines:
         seed = int(os.environ.get("KAYAK_SEED", random.randrange(1 << 30)))
         rng = random.Random(seed)
         print(f"\nseed {seed} (KAYAK_SEED={seed} replays it)", file=sys.stderr)
-        n = 1500
+        n = 3000
         b = self.broker(topics=("in:4", "out:2", "kayak-k-1.markers:1"))
         b.produce("in", n)
         group = "g-" + uuid.uuid4().hex[:8]
         state = self.path("state")
-        cfg = self.eos_config(b, group, slow=100000)
+        cfg = self.eos_config(b, group, slow=150000)
         for _ in range(2):
             s = self.start(cfg, server_config=self.server, state_dir=state)
-            wait_for(lambda: s.card("k", "input")["messages_in"] > 0, timeout=120,
-                     what="the input to consume")
-            time.sleep(rng.uniform(0.5, 2.5))
+            # (A run that got through the whole topic before its kill leaves
+            # nothing for the next one to consume.)
+            done = lambda: sum((checkpointed_offsets(state, "k") or {}).values()) >= n
+            wait_for(lambda: s.card("k", "input")["messages_in"] > 0 or done(), timeout=120,
+                     what=f"seed {seed}: the input to consume")
+            time.sleep(rng.uniform(0.3, 1.5))
             s.proc.send_signal(signal.SIGKILL)
             s.proc.wait(timeout=30)
             s.kill()

@@ -1,0 +1,360 @@
+#!/usr/bin/env python3
+"""Pipeline throughput, the cost of checkpoints, and memory, next to the machine's limits.
+
+    python3 bench/pipelines.py [--messages N] [--runs R] [--keys-big K] [--hold-secs S]
+                               [--smoke] [--with-http] [--with-kafka]
+
+Throughput (each workload R times; each round also runs the ceiling, a C
+program writing the same lines with buffered fwrite, bench/fwrite_ceiling.c):
+
+  dummy -> file                        the dummy input's ~200-byte template
+  file -> filter + map -> file         N lines of ~200 bytes, 10,000 keys
+  file -> rolling_window + bucket -> file, with 10,000 keys and with K keys
+
+each with no state directory, with --state-dir at the default interval (10 s)
+and at 1 s. A run is timed from the input's first message (its card) to the
+output card counting N, polled every 5 ms; its peak resident memory is
+VmHWM from /proc. Checkpoints (K keys in one bucket, taken on demand through
+POST /api/v1/checkpoints): bytes written and duration with 100% (the first),
+0%, 1% and 100% of the keys changed, the longest barrier pause of each, the
+time to restore the state at start, and the time from kill -9 to the first new
+output. Memory: a dummy input into a stdout output nobody reads, sampled every
+second for S seconds: it stays flat while the input is held.
+
+--with-http and --with-kafka also run bench/http_ingest.sh and
+bench/kafka_pipe.py and put their medians into the one table printed at the
+end. --smoke runs everything tiny (seconds), for the test suite.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KAYAK = os.environ.get("KAYAK_BIN", os.path.join(ROOT, "build", "kayak"))
+TEMPLATE = ('{"seq":{{seq}},"k":"key-{{seq}}","v":42.5,"sensor":"thermo-7","site":"plant-north",'
+            '"unit":"celsius","tags":["a","b","c"],"note":"a steady reading, well inside its band"}')
+
+
+def wait(cond, timeout, what, interval=0.005):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = cond()
+        if v:
+            return v
+        time.sleep(interval)
+    raise SystemExit(f"timed out waiting for {what}")
+
+
+def get(url, path, method="GET"):
+    req = urllib.request.Request(url + path, method=method, data=b"" if method == "POST" else None)
+    with urllib.request.urlopen(req, timeout=300) as r:
+        return json.loads(r.read())
+
+
+def card(url, pipeline, name):
+    for c in get(url, f"/api/v1/pipelines/{pipeline}")["components"]:
+        if c["name"] == name:
+            return c
+    raise SystemExit(f"no card {name}")
+
+
+def peak_rss_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def rss_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class Kayak:
+    """A kayak server in its own directory; stderr goes to a file."""
+
+    def __init__(self, work, pipelines, interval=None, state=None, stdout=subprocess.DEVNULL):
+        self.dir = tempfile.mkdtemp(dir=work)
+        with open(f"{self.dir}/p.yaml", "w") as f:
+            f.write(pipelines)
+        server = "listen: 127.0.0.1:0\nlog_level: info\n"
+        if interval:
+            server += f"checkpoint: {{interval_secs: {interval}}}\n"
+        with open(f"{self.dir}/s.yaml", "w") as f:
+            f.write(server)
+        args = [KAYAK, "--config", f"{self.dir}/p.yaml", "--server-config", f"{self.dir}/s.yaml"]
+        if state is not None:
+            args += ["--state-dir", state]
+        self.err = open(f"{self.dir}/stderr", "w+")
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(args, stderr=self.err, stdout=stdout)
+        self.url = wait(self._url, 60, "kayak to listen", 0.01)
+
+    def log(self):
+        self.err.seek(0)
+        return self.err.read()
+
+    def _url(self):
+        for line in self.log().splitlines():
+            if "API listening on " in line:
+                return line.split("API listening on ")[1].strip()
+        if self.proc.poll() is not None:
+            raise SystemExit(f"kayak exited:\n{self.log()}")
+        return None
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        self.proc.wait(timeout=120)
+        self.err.close()
+
+
+def write_data(path, n, keys, start=0, v_shift=0):
+    with open(path, "a") as f:
+        step = 100_000
+        for lo in range(start, start + n, step):
+            f.write("".join(
+                f'{{"seq":{i},"k":"key-{i % keys}","v":{(i + v_shift) % 1000},"sensor":"thermo-7",'
+                f'"site":"plant-north","unit":"celsius","tags":["a","b","c"],"note":"steady"}}\n'
+                for i in range(lo, min(lo + step, start + n))))
+
+
+def ceiling(work, n, binary):
+    out = os.path.join(work, "ceiling.ndjson")
+    r = subprocess.run([binary, out, str(n), TEMPLATE], capture_output=True, text=True,
+                       check=True, timeout=600)
+    os.unlink(out)
+    return float(r.stdout.split()[0])
+
+
+def timed_run(work, pipelines, n, interval, state):
+    """msg/s from the first message in to the n-th out, and the peak RSS."""
+    k = Kayak(work, pipelines, interval=interval, state=state)
+    try:
+        t0 = wait(lambda: card(k.url, "p", "input")["messages_in"] > 0 and time.monotonic(),
+                  120, "the first message")
+        t1 = wait(lambda: card(k.url, "p", "outputs[0]")["messages_out"] >= n and time.monotonic(),
+                  900, "every message out")
+        rss = peak_rss_mb(k.proc.pid)
+        cps = 0
+        if state is not None:
+            cps = sum(r["committed"] for r in get(k.url, "/api/v1/checkpoints")["regions"])
+        return n / (t1 - t0), rss, cps
+    finally:
+        k.stop()
+        shutil.rmtree(k.dir, ignore_errors=True)
+        if state:
+            shutil.rmtree(state, ignore_errors=True)
+
+
+def throughput(a, work, ceiling_bin, rows):
+    n = a.messages
+    small = os.path.join(work, "data-10k.ndjson")
+    big = os.path.join(work, "data-big.ndjson")
+    write_data(small, n, 10_000)
+    write_data(big, n, a.keys_big)
+    out = lambda d: f"{{file: {{path: {d}}}}}"
+    workloads = [
+        ("dummy -> file",
+         lambda d: f"pipelines:\n  p:\n    input: {{dummy: {{count: {n}, batch_size: 1000, "
+                   f"template: '{TEMPLATE}'}}}}\n    outputs: [{out(d)}]\n"),
+        ("file -> filter + map -> file",
+         lambda d: f"pipelines:\n  p:\n    input: {{file: {{path: {small}}}}}\n"
+                   f"    transforms: [{{filter: 'v >= 0'}}, {{map: {{w: 'v * 2'}}}}]\n"
+                   f"    outputs: [{out(d)}]\n"),
+    ]
+    for keys, data in (("10k", small), (f"{a.keys_big // 1000}k", big)):
+        workloads.append((
+            f"file -> rolling_window + bucket -> file, {keys} keys",
+            lambda d, data=data: (
+                f"buckets:\n  sums: {{}}\npipelines:\n  p:\n    input: {{file: {{path: {data}}}}}\n"
+                f"    transforms:\n      - rolling_window: {{key: k, field: v, window_messages: 10,"
+                f" aggregates: [count, sum]}}\n"
+                f"      - bucket: {{name: sums, key: k, op: add, field: v, as: total}}\n"
+                f"    outputs: [{out(d)}]\n")))
+    modes = [("", None), (", --state-dir (10 s)", 10), (", --state-dir (1 s)", 1)]
+    results = {}
+    ceilings = []
+    for r in range(a.runs):
+        ceilings.append(ceiling(work, n, ceiling_bin))
+        print(f"round {r + 1} fwrite ceiling: {ceilings[-1]:,.0f} msg/s", flush=True)
+        for name, make in workloads:
+            for suffix, interval in modes:
+                d = tempfile.mkdtemp(dir=work)
+                state = os.path.join(work, "state") if interval else None
+                rate, rss, cps = timed_run(work, make(d), n, interval, state)
+                shutil.rmtree(d, ignore_errors=True)
+                results.setdefault(name + suffix, []).append((rate, rss, cps))
+                print(f"round {r + 1} {name}{suffix}: {rate:,.0f} msg/s, peak {rss:.0f} MB, "
+                      f"{cps} checkpoints", flush=True)
+    ceil = statistics.median(ceilings)
+    rows.append(("fwrite ceiling (C, buffered)", ceilings, "msg/s", 1.0, None, ""))
+    for name, rs in results.items():
+        rates = [x[0] for x in rs]
+        base = name.split(", --state-dir")[0]
+        note = ""
+        if "--state-dir" in name:
+            plain = statistics.median(x[0] for x in results[base])
+            note = f"{statistics.median(rates) / plain - 1:+.1%} vs no state dir; " \
+                   f"{statistics.median(x[2] for x in rs):.0f} checkpoints"
+        rows.append((name, rates, "msg/s", statistics.median(rates) / ceil,
+                     max(x[1] for x in rs), note))
+
+
+def checkpoints(a, work, rows):
+    keys = a.keys_big
+    data = os.path.join(work, "ck.ndjson")
+    state = os.path.join(work, "ck-state")
+    write_data(data, keys, keys)
+    cfg = (f"buckets:\n  b: {{}}\npipelines:\n  p:\n    input: {{file: {{path: {data}, follow: true,"
+           f" poll_ms: 20}}}}\n    transforms: [{{bucket: {{name: b, key: k, op: set, field: v}}}}]\n"
+           f"    outputs: [{{file: {{path: {work}/ck-out}}}}]\n")
+    k = Kayak(work, cfg, interval=3600, state=state)
+    total = keys
+
+    def settle(n):
+        wait(lambda: card(k.url, "p", "outputs[0]")["messages_out"] >= n, 600, f"{n} out")
+
+    def checkpoint(label):
+        t0 = time.monotonic()
+        reg = get(k.url, "/api/v1/checkpoints", "POST")["regions"][0]
+        wall = time.monotonic() - t0
+        rows.append((f"checkpoint, {keys:,} keys, {label}", [reg["bytes_written"]], "bytes",
+                     None, None, f"duration {reg['duration_ms']} ms (call {wall * 1000:.0f} ms); "
+                                 f"longest barrier pause {reg['barrier_pause_us'] / 1000:.1f} ms"))
+        print(f"checkpoint {label}: {reg['bytes_written']:,} bytes, {reg['duration_ms']} ms, "
+              f"pause {reg['barrier_pause_us']} us", flush=True)
+
+    try:
+        settle(total)
+        checkpoint("first (every key new)")
+        checkpoint("0% changed")
+        for label, n in (("1% changed", keys // 100), ("100% changed", keys)):
+            write_data(data, n, n, start=total, v_shift=1)
+            total += n
+            settle(total)
+            checkpoint(label)
+        rows.append((f"peak memory, {keys:,}-key bucket", [peak_rss_mb(k.proc.pid)], "MB", None,
+                     None, ""))
+    finally:
+        k.stop()
+    # Restore: a savepoint was taken at the stop; the next start restores it.
+    k = Kayak(work, cfg, interval=3600, state=state)
+    try:
+        line = wait(lambda: next((l for l in k.log().splitlines() if "state restored in" in l),
+                                 None), 300, "the restore")
+        ms = int(line.split("state restored in ")[1].split(" ms")[0])
+        rows.append((f"restore of {keys:,} keys at start", [ms], "ms", None, None, ""))
+        # kill -9 with messages after the last checkpoint: time to the first new output.
+        write_data(data, 1000, 1000, start=total, v_shift=2)
+        total += 1000
+        settle(1000)
+    finally:
+        k.stop(signal.SIGKILL)
+    t0 = time.monotonic()
+    k = Kayak(work, cfg, interval=3600, state=state)
+    try:
+        wait(lambda: card(k.url, "p", "outputs[0]")["messages_out"] > 0, 300, "new output",
+             0.002)
+        rows.append((f"kill -9 to first new output, {keys:,} keys", [
+            (time.monotonic() - t0) * 1000], "ms", None, None, "process start, restore, replay"))
+    finally:
+        k.stop()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def backpressure(a, work, rows):
+    cfg = (f"pipelines:\n  p:\n    input: {{dummy: {{batch_size: 1000, template: '{TEMPLATE}'}}}}\n"
+           f"    outputs: [{{stdout: {{}}}}]\n")
+    k = Kayak(work, cfg, stdout=subprocess.PIPE)  # nobody reads it: the output blocks
+    try:
+        samples = []
+        for _ in range(a.hold_secs):
+            time.sleep(1)
+            samples.append((rss_mb(k.proc.pid), card(k.url, "p", "input")["messages_in"]))
+        first, last = samples[min(4, len(samples) - 1)], samples[-1]
+        rows.append((f"memory with a blocked output, {a.hold_secs} s", [last[0]], "MB", None,
+                     None, f"RSS {first[0]:.1f} MB at {min(5, len(samples))} s, {last[0]:.1f} MB "
+                           f"at the end, max {max(s[0] for s in samples):.1f}; input held at "
+                           f"{last[1]:,} messages (was {first[1]:,})"))
+        print(f"blocked output: {[round(s[0], 1) for s in samples]}", flush=True)
+    finally:
+        k.proc.kill()
+        k.proc.wait()
+
+
+def from_script(cmd, rows, pick):
+    """Runs another bench script and takes the rows of its final table."""
+    print("$ " + " ".join(cmd), flush=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=1800)
+    print(r.stdout[-3000:], flush=True)
+    if r.returncode != 0:
+        rows.append((cmd[0], [], "", None, None, "failed: " + r.stderr[-300:]))
+        return
+    for line in r.stdout.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and len(cells) >= 3 and not cells[0].startswith(("---", "target",
+                                                                                 "pipeline")):
+            rows.append(pick(cells))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--messages", type=int, default=1_000_000)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--keys-big", type=int, default=1_000_000)
+    ap.add_argument("--hold-secs", type=int, default=60)
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--with-http", action="store_true")
+    ap.add_argument("--with-kafka", action="store_true")
+    a = ap.parse_args()
+    if a.smoke:
+        a.messages, a.runs, a.keys_big, a.hold_secs = 2000, 1, 3000, 3
+    work = tempfile.mkdtemp(prefix="kayak-bench-")
+    started = time.monotonic()
+    rows = []
+    try:
+        ceiling_bin = os.path.join(work, "fwrite_ceiling")
+        subprocess.run(["cc", "-O2", "-o", ceiling_bin,
+                        os.path.join(ROOT, "bench", "fwrite_ceiling.c")], check=True)
+        throughput(a, work, ceiling_bin, rows)
+        checkpoints(a, work, rows)
+        backpressure(a, work, rows)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if a.with_http:
+        from_script(["bench/http_ingest.sh", "3", "5", "64"], rows,
+                    lambda c: ("http -> file: " + c[0], [c[1]], "posts/s", c[2], None,
+                               f"p50 {c[3]} ms, p99 {c[4]} ms"))
+    if a.with_kafka:
+        from_script([sys.executable, "bench/kafka_pipe.py", "--runs", "3"], rows,
+                    lambda c: (c[0], [c[1]], "msg/s", c[3], None, f"{c[2]} MB/s"))
+    print(f"\n{a.runs} runs of {a.messages:,} messages each (~200 bytes), "
+          f"{time.monotonic() - started:.0f} s in all; medians (min-max):\n")
+    print("| benchmark | median (min-max) | unit | ratio to ceiling | peak RSS MB | notes |")
+    print("|---|---|---|---|---|---|")
+    for name, vs, unit, ratio, rss, note in rows:
+        if vs and isinstance(vs[0], (int, float)):
+            m = statistics.median(vs)
+            v = f"{m:,.0f}" + (f" ({min(vs):,.0f}-{max(vs):,.0f})" if len(vs) > 1 else "")
+        else:
+            v = ", ".join(map(str, vs))
+        r = f"{ratio:.2f}" if isinstance(ratio, float) else (ratio or "")
+        print(f"| {name} | {v} | {unit} | {r} | {'' if rss is None else f'{rss:.0f}'} | {note} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
