@@ -1,5 +1,5 @@
 # Convenience targets; the scripts in scripts/ do the work.
-.PHONY: build test test-asan test-tsan soak fuzz bench-micro run clean
+.PHONY: build test test-asan test-tsan soak fuzz bench bench-micro run clean
 
 build:
 	./scripts/build.sh
@@ -28,6 +28,13 @@ fuzz: build
 	mkdir -p build/fuzz-corpus
 	build/tests/ingest_fuzz -max_total_time=600 -rss_limit_mb=1024 -timeout=5 \
 	  build/fuzz-corpus tests/fuzz/corpus
+
+# Every benchmark (micro, pipelines next to the fwrite ceiling, checkpoints,
+# memory, http next to nginx, kafka next to kcat), one table at the end;
+# about 13 minutes on 2 cores.
+bench: build
+	./scripts/install-deps.sh --bench
+	python3 bench/pipelines.py --with-micro --with-http --with-kafka
 
 # Per-message costs (bench/micro): medians of 5 repetitions.
 bench-micro: build

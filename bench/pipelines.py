@@ -2,7 +2,7 @@
 """Pipeline throughput, the cost of checkpoints, and memory, next to the machine's limits.
 
     python3 bench/pipelines.py [--messages N] [--runs R] [--keys-big K] [--hold-secs S]
-                               [--smoke] [--with-http] [--with-kafka]
+                               [--smoke] [--with-micro] [--with-http] [--with-kafka]
 
 Throughput (each workload R times; each round also runs the ceiling, a C
 program writing the same lines with buffered fwrite, bench/fwrite_ceiling.c):
@@ -21,9 +21,10 @@ time to restore the state at start, and the time from kill -9 to the first new
 output. Memory: a dummy input into a stdout output nobody reads, sampled every
 second for S seconds: it stays flat while the input is held.
 
---with-http and --with-kafka also run bench/http_ingest.sh and
-bench/kafka_pipe.py and put their medians into the one table printed at the
-end. --smoke runs everything tiny (seconds), for the test suite.
+--with-micro, --with-http and --with-kafka also run the micro benchmarks
+(build/tests/micro_bench), bench/http_ingest.sh and bench/kafka_pipe.py and put
+their medians into the one table printed at the end (`make bench` runs them
+all). --smoke runs everything tiny (seconds), for the test suite.
 """
 import argparse
 import json
@@ -310,21 +311,43 @@ def from_script(cmd, rows, pick):
             rows.append(pick(cells))
 
 
+def micro(a, rows):
+    """The Google Benchmark micro benchmarks (bench/micro), medians of 3."""
+    binary = os.environ.get("KAYAK_MICRO_BENCH", os.path.join(ROOT, "build", "tests",
+                                                              "micro_bench"))
+    args = [binary, "--benchmark_format=json"]
+    args += (["--benchmark_min_time=0.001"] if a.smoke else
+             ["--benchmark_repetitions=3", "--benchmark_report_aggregates_only=true"])
+    r = subprocess.run(args, capture_output=True, text=True, timeout=900, check=True)
+    for b in json.loads(r.stdout)["benchmarks"]:
+        if b.get("aggregate_name", "median") != "median":
+            continue
+        name = b.get("run_name", b["name"]).replace("BM_", "micro: ")
+        if "items_per_second" in b:
+            rows.append((name, [1e9 / b["items_per_second"]], "ns per message", None, None, ""))
+        else:
+            extra = f"{b['bytes'] / 1e6:.1f} MB" if "bytes" in b else ""
+            rows.append((name, [b["real_time"]], b["time_unit"], None, None, extra))
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--messages", type=int, default=1_000_000)
+    ap.add_argument("--messages", type=int, default=500_000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--keys-big", type=int, default=1_000_000)
     ap.add_argument("--hold-secs", type=int, default=60)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--with-http", action="store_true")
     ap.add_argument("--with-kafka", action="store_true")
+    ap.add_argument("--with-micro", action="store_true")
     a = ap.parse_args()
     if a.smoke:
         a.messages, a.runs, a.keys_big, a.hold_secs = 2000, 1, 3000, 3
     work = tempfile.mkdtemp(prefix="kayak-bench-")
     started = time.monotonic()
     rows = []
+    if a.with_micro or a.smoke:
+        micro(a, rows)
     try:
         ceiling_bin = os.path.join(work, "fwrite_ceiling")
         subprocess.run(["cc", "-O2", "-o", ceiling_bin,

@@ -26,6 +26,7 @@ if [ "${1:-}" = "--bench" ]; then
   PACKAGES+=(
     wrk                  # the HTTP load generator of the ingest benchmark
     nginx-light          # the ingest benchmark's ceiling: a server that answers 202 and nothing else
+    kcat                 # the kafka benchmark's ceiling: kcat -C | kcat -P
   )
 fi
 
