@@ -77,6 +77,9 @@ void Checkpointer::Start() {
 void Checkpointer::Stop() {
   {
     std::lock_guard lock(mu_);
+    // Once only: the engine stops the coordinator before it frees the
+    // pipelines and outputs, and the destructor must not touch them again.
+    if (stopping_) return;
     stopping_ = true;
     // No decision on an unfinished checkpoint would come any more.
     for (auto& rs : regions_) {
