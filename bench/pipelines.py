@@ -3,6 +3,7 @@
 
     python3 bench/pipelines.py [--messages N] [--runs R] [--keys-big K] [--hold-secs S]
                                [--smoke] [--with-micro] [--with-http] [--with-kafka]
+                               [--parts throughput,checkpoints,memory]
 
 Throughput (each workload R times; each round also runs the ceiling, a C
 program writing the same lines with buffered fwrite, bench/fwrite_ceiling.c):
@@ -315,11 +316,15 @@ def micro(a, rows):
     """The Google Benchmark micro benchmarks (bench/micro), medians of 3."""
     binary = os.environ.get("KAYAK_MICRO_BENCH", os.path.join(ROOT, "build", "tests",
                                                               "micro_bench"))
-    args = [binary, "--benchmark_format=json"]
+    out = tempfile.mktemp(prefix="kayak-micro-", suffix=".json")
+    args = [binary, f"--benchmark_out={out}", "--benchmark_out_format=json"]
     args += (["--benchmark_min_time=0.001"] if a.smoke else
              ["--benchmark_repetitions=3", "--benchmark_report_aggregates_only=true"])
-    r = subprocess.run(args, capture_output=True, text=True, timeout=900, check=True)
-    for b in json.loads(r.stdout)["benchmarks"]:
+    subprocess.run(args, capture_output=True, text=True, timeout=900, check=True)
+    with open(out) as f:
+        report = json.load(f)
+    os.unlink(out)
+    for b in report["benchmarks"]:
         if b.get("aggregate_name", "median") != "median":
             continue
         name = b.get("run_name", b["name"]).replace("BM_", "micro: ")
@@ -340,6 +345,8 @@ def main():
     ap.add_argument("--with-http", action="store_true")
     ap.add_argument("--with-kafka", action="store_true")
     ap.add_argument("--with-micro", action="store_true")
+    ap.add_argument("--parts", default="throughput,checkpoints,memory",
+                    help="which of throughput, checkpoints, memory to run")
     a = ap.parse_args()
     if a.smoke:
         a.messages, a.runs, a.keys_big, a.hold_secs = 2000, 1, 3000, 3
@@ -352,9 +359,13 @@ def main():
         ceiling_bin = os.path.join(work, "fwrite_ceiling")
         subprocess.run(["cc", "-O2", "-o", ceiling_bin,
                         os.path.join(ROOT, "bench", "fwrite_ceiling.c")], check=True)
-        throughput(a, work, ceiling_bin, rows)
-        checkpoints(a, work, rows)
-        backpressure(a, work, rows)
+        parts = a.parts.split(",")
+        if "throughput" in parts:
+            throughput(a, work, ceiling_bin, rows)
+        if "checkpoints" in parts:
+            checkpoints(a, work, rows)
+        if "memory" in parts:
+            backpressure(a, work, rows)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if a.with_http:

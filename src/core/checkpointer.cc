@@ -177,12 +177,15 @@ void Checkpointer::ArriveAtBucket(size_t region, uint64_t id, Bucket* bucket) {
     u.fingerprint = rs.region.bucket_fingerprints[bucket];
     bool& saved_once = rs.bucket_saved_once[bucket];
     if (!saved_once || rs.inflight.full || bucket->StateChanged()) {
-      // Only what changed is copied here; the chunk is encoded at commit.
+      // Only what changed is copied here; it is applied to the snapshot and
+      // the chunk encoded at commit, on the coordinator's thread.
       std::vector<Bucket::Change> changes;
       bucket->TakeChanges(/*all=*/!saved_once, &changes);
-      BucketSnapshot& snap = rs.snapshots[bucket];
-      if (!saved_once) snap = BucketSnapshot{};
-      snap.Apply(std::move(changes));
+      if (!saved_once) {
+        rs.snapshots[bucket] = BucketSnapshot{};
+        rs.pending[bucket].clear();
+      }
+      rs.pending[bucket].push_back(std::move(changes));
       u.data.emplace();
       rs.inflight.encode.emplace_back(rs.inflight.units.size(), bucket);
       saved_once = true;
@@ -230,8 +233,16 @@ void Checkpointer::CommitReady() {
     const int64_t started = in.started_mono_ms;
     const bool full = in.full;
     std::vector<checkpoint::UnitState> units = std::move(in.units);
-    std::vector<std::pair<size_t, const BucketSnapshot*>> encode;
-    for (const auto& [index, bucket] : in.encode) encode.emplace_back(index, &rs.snapshots[bucket]);
+    struct Encode {
+      size_t index;
+      BucketSnapshot* snapshot;
+      std::vector<std::vector<Bucket::Change>> changes;
+    };
+    std::vector<Encode> encode;
+    for (const auto& [index, bucket] : in.encode) {
+      encode.push_back({index, &rs.snapshots[bucket], std::move(rs.pending[bucket])});
+      rs.pending[bucket].clear();
+    }
     for (auto it = meetings_.begin(); it != meetings_.end();) {
       it = it->first.second == id ? meetings_.erase(it) : std::next(it);
     }
@@ -240,7 +251,10 @@ void Checkpointer::CommitReady() {
     // barrier of this region runs meanwhile, so its snapshots hold still:
     // the next checkpoint starts on this thread.)
     mu_.unlock();
-    for (const auto& [index, snapshot] : encode) snapshot->Encode(&*units[index].data);
+    for (auto& e : encode) {
+      for (auto& changes : e.changes) e.snapshot->Apply(std::move(changes));
+      e.snapshot->Encode(&*units[e.index].data);
+    }
     checkpoint::CommitStats stats;
     const int64_t now_ms = clock_->NowMs();
     Status st = store_->Commit(rs.region.name, id, now_ms, units, &stats);

@@ -127,7 +127,10 @@ class Checkpointer {
     // rather than point at chunks older than those changes.
     bool needs_full = false;
     std::map<Bucket*, bool> bucket_saved_once;
-    std::map<Bucket*, BucketSnapshot> snapshots;  // as of the last barrier
+    // A bucket as of the last commit, and the changes barriers took since
+    // (applied at the next commit, on the coordinator's thread).
+    std::map<Bucket*, BucketSnapshot> snapshots;
+    std::map<Bucket*, std::vector<std::vector<Bucket::Change>>> pending;
     Awaiting awaiting;
     uint64_t pause_id = 0;  // the checkpoint status.barrier_pause_us is about
   };
