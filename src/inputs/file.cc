@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "components.h"
+#include "inputs/http_body.h"
 
 namespace kayak {
 
@@ -249,7 +250,7 @@ class FileInput final : public Input {
   void Emit(std::string_view line, Batch* out) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.find_first_not_of(" \t") == std::string_view::npos) return;
-    if (!nlohmann::json::accept(line)) {
+    if (!IsJson(line)) {
       stats_->RecordError(current_ + " at byte " + std::to_string(offset_) +
                           ": skipped a line that is not JSON");
       return;

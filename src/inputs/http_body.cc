@@ -15,11 +15,13 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
-// Whether `text` is one JSON value. simdjson checks the common case about
-// nine times faster than nlohmann (docs/benchmarks.md); what it refuses is
-// asked of nlohmann, which parses the messages later, so that exactly what
-// nlohmann takes is accepted (simdjson refuses integers beyond 64 bits and
-// nesting deeper than 1024, which nlohmann takes).
+}  // namespace
+
+// simdjson checks the common case about nine times faster than nlohmann
+// (docs/benchmarks.md); what it refuses is asked of nlohmann, which parses
+// the messages later, so that exactly what nlohmann takes is accepted
+// (simdjson refuses integers beyond 64 bits and nesting deeper than 1024,
+// which nlohmann takes).
 bool IsJson(std::string_view text) {
   // One parser a thread, reused; its buffers grow to the largest text it
   // checked, so large texts go to nlohmann only.
@@ -30,8 +32,6 @@ bool IsJson(std::string_view text) {
   }
   return nlohmann::json::accept(text);
 }
-
-}  // namespace
 
 bool NormalizeIngestBody(std::string_view body, std::string* payload, size_t* messages,
                          std::string* error) {

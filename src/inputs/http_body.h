@@ -1,4 +1,5 @@
-// How the http input reads a post's body (shared with its tests and fuzzer).
+// How the http input reads a post's body (shared with its tests and fuzzer),
+// and the JSON check the inputs share.
 #pragma once
 
 #include <string>
@@ -10,6 +11,10 @@ namespace kayak {
 // spans several) or NDJSON (one message per non-empty line; CR LF allowed).
 // Fills `payload` with one message a line and `messages` with their count;
 // false with `error` (naming the line) for anything else, or an empty body.
+// Whether `text` is one JSON value, as nlohmann's parser would take it.
+// The http and file inputs check each message with it.
+bool IsJson(std::string_view text);
+
 bool NormalizeIngestBody(std::string_view body, std::string* payload, size_t* messages,
                          std::string* error);
 
