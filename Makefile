@@ -34,7 +34,7 @@ fuzz: build
 # about 13 minutes on 2 cores.
 bench: build
 	./scripts/install-deps.sh --bench
-	python3 bench/pipelines.py --with-micro --with-http --with-kafka
+	python3 -u bench/pipelines.py --with-micro --with-http --with-kafka
 
 # Per-message costs (bench/micro): medians of 5 repetitions.
 bench-micro: build

@@ -68,20 +68,21 @@ def card(url, pipeline, name):
     raise SystemExit(f"no card {name}")
 
 
-def peak_rss_mb(pid):
+def status_mb(pid, field):
+    """A memory line of /proc/<pid>/status (VmHWM: peak resident, VmRSS: now), in MB."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return 0.0
+
+
+def peak_rss_mb(pid):
+    return status_mb(pid, "VmHWM")
 
 
 def rss_mb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    return status_mb(pid, "VmRSS")
 
 
 class Kayak:

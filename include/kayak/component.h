@@ -176,7 +176,7 @@ class Output {
   // Before RestoreState, when the newest checkpoint of the region is about to
   // be restored: true if the commit of what `state` (from Checkpoint())
   // covers took place. False makes the region restore the checkpoint before.
-  virtual bool Committed(std::string_view state) {
+  virtual bool WasCommitted(std::string_view state) {
     (void)state;
     return true;
   }

@@ -285,7 +285,7 @@ void Engine::ConfirmTwoPhaseCommits(const GraphSpec& spec) {
           fell_back.count(it->second.region)) {
         continue;
       }
-      if (out->Committed(it->second.data)) continue;
+      if (out->WasCommitted(it->second.data)) continue;
       // Checkpoint N is durable but its outputs did not commit it: the
       // inputs still hold what followed checkpoint N-1 (they hear of a
       // checkpoint only after the commit), so the region replays from there.

@@ -608,7 +608,7 @@ class KafkaOutput final : public Output {
   // read_committed consumer sees it. In doubt (the broker cannot be asked),
   // false: the region replays from the checkpoint before, which may repeat
   // messages but never loses one.
-  bool Committed(std::string_view state) override {
+  bool WasCommitted(std::string_view state) override {
     if (!txn_.on || state.empty()) return true;
     auto j = nlohmann::json::parse(state, nullptr, false);
     if (!j.is_object() || !j["marker"].is_string()) return true;  // RestoreState reports it

@@ -126,6 +126,28 @@ pipelines:
     def rows(self):
         return [json.loads(l) for l in self.read_output("out")]
 
+    def kill_while_consuming(self, cfg, b, group, state, n, kills, rng, most_secs, seed):
+        """Starts pipeline `k` and kills it with SIGKILL `kills` times at random
+        instants while it consumes; after each kill the group's committed offsets
+        are never ahead of the last durable checkpoint."""
+        for _ in range(kills):
+            s = self.start(cfg, server_config=self.server, state_dir=state)
+            # Killed while consuming. (Not while joining the group: the mock
+            # broker then stalls later joins of the group for minutes, a limit
+            # of the mock, not of kayak. A run that got through the whole topic
+            # before its kill leaves nothing for the next one to consume.)
+            done = lambda: sum((checkpointed_offsets(state, "k") or {}).values()) >= n
+            wait_for(lambda: s.card("k", "input")["messages_in"] > 0 or done(), timeout=120,
+                     what=f"seed {seed}: the input to consume")
+            time.sleep(rng.uniform(0.2, most_secs))
+            s.proc.send_signal(signal.SIGKILL)
+            s.proc.wait(timeout=30)
+            s.kill()
+            ckpt = checkpointed_offsets(state, "k") or {}
+            for p, off in b.committed("in", group).items():
+                if off >= 0:
+                    self.assertLessEqual(off, ckpt.get(p, -1), f"seed {seed}: partition {p}")
+
 
 class KafkaTest(KafkaBase):
 
@@ -139,22 +161,7 @@ class KafkaTest(KafkaBase):
         group = "g-" + uuid.uuid4().hex[:8]
         state = self.path("state")
         cfg = self.config(b, group, slow=150000)
-        for _ in range(3):
-            s = self.start(cfg, server_config=self.server, state_dir=state)
-            # Killed while consuming, at a random instant. (Not while joining the
-            # group: the mock broker then stalls later joins of the group for
-            # minutes, a limit of the mock, not of kayak.)
-            wait_for(lambda: s.card("k", "input")["messages_in"] > 0, timeout=120,
-                     what="the input to consume")
-            time.sleep(rng.uniform(0.2, 2.0))
-            s.proc.send_signal(signal.SIGKILL)
-            s.proc.wait(timeout=30)
-            s.kill()
-            # The group's committed offsets are never ahead of the last durable checkpoint.
-            ckpt = checkpointed_offsets(state, "k") or {}
-            for p, off in b.committed("in", group).items():
-                if off >= 0:
-                    self.assertLessEqual(off, ckpt.get(p, -1), f"seed {seed}: partition {p}")
+        self.kill_while_consuming(cfg, b, group, state, n, 3, rng, 2.0, seed)
         s = self.start(cfg, server_config=self.server, state_dir=state)
         wait_for(lambda: len(self.read_output("out")) >= n, timeout=180,
                  what=f"seed {seed}: every message in the output")
@@ -383,21 +390,7 @@ pipelines:
         group = "g-" + uuid.uuid4().hex[:8]
         state = self.path("state")
         cfg = self.eos_config(b, group, slow=150000)
-        for _ in range(2):
-            s = self.start(cfg, server_config=self.server, state_dir=state)
-            # (A run that got through the whole topic before its kill leaves
-            # nothing for the next one to consume.)
-            done = lambda: sum((checkpointed_offsets(state, "k") or {}).values()) >= n
-            wait_for(lambda: s.card("k", "input")["messages_in"] > 0 or done(), timeout=120,
-                     what=f"seed {seed}: the input to consume")
-            time.sleep(rng.uniform(0.3, 1.5))
-            s.proc.send_signal(signal.SIGKILL)
-            s.proc.wait(timeout=30)
-            s.kill()
-            ckpt = checkpointed_offsets(state, "k") or {}
-            for p, off in b.committed("in", group).items():
-                if off >= 0:
-                    self.assertLessEqual(off, ckpt.get(p, -1), f"seed {seed}: partition {p}")
+        self.kill_while_consuming(cfg, b, group, state, n, 2, rng, 1.5, seed)
         s = self.start(cfg, server_config=self.server, state_dir=state)
         wait_for(lambda: len(self.read_output("out")) >= n, timeout=180,
                  what=f"seed {seed}: every message in the file output")
