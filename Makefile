@@ -31,7 +31,7 @@ fuzz: build
 
 # Every benchmark (micro, pipelines next to the fwrite ceiling, checkpoints,
 # memory, http next to nginx, kafka next to kcat), one table at the end;
-# about 13 minutes on 2 cores.
+# about 7 minutes on 2 cores.
 bench: build
 	./scripts/install-deps.sh --bench
 	python3 -u bench/pipelines.py --with-micro --with-http --with-kafka
