@@ -8,6 +8,7 @@
 #   ceiling   nginx, one worker, answering 202 to every POST and doing nothing
 #   memory    kayak, http input -> file output, no state directory
 #   logged    kayak, the same with --state-dir (each 202 after an fdatasync)
+#   logged1   the same with checkpoints every second (the default is 10 s)
 # Prints one line per run and a table of medians (posts/s, p50, p99) and the
 # ratio of each kayak target to the ceiling. Everything listens on 127.0.0.1.
 set -euo pipefail
@@ -62,7 +63,7 @@ CONF
 }
 
 start_kayak() {
-  local port=$1 state=$2 dir="$WORK/kayak-$1"
+  local port=$1 state=$2 interval=${3:-} dir="$WORK/kayak-$1"
   mkdir -p "$dir"
   cat > "$dir/pipelines.yaml" <<CONF
 pipelines:
@@ -71,10 +72,12 @@ pipelines:
     outputs: [{file: {path: $dir/out, max_part_bytes: 1073741824}}]
 CONF
   printf 'listen: 127.0.0.1:%s\nlog_level: warn\n' "$port" > "$dir/server.yaml"
+  [ -n "$interval" ] && printf 'checkpoint: {interval_secs: %s}\n' "$interval" >> "$dir/server.yaml"
   local args=(--config "$dir/pipelines.yaml" --server-config "$dir/server.yaml")
   [ -n "$state" ] && args+=(--state-dir "$dir/state")
   "$KAYAK" "${args[@]}" 2>"$dir/stderr" &
   PIDS+=($!)
+  LAST_PID=$!
   wait_port "$port"
   # the input serves once its pipeline started (503 before)
   for _ in $(seq 1 100); do
@@ -103,30 +106,38 @@ PY
 }
 
 P_CEIL=$(free_port); start_nginx "$P_CEIL"
-P_MEM=$(free_port); start_kayak "$P_MEM" ""
-P_LOG=$(free_port); start_kayak "$P_LOG" yes
+P_MEM=$(free_port); start_kayak "$P_MEM" ""; PID_MEM=$LAST_PID
+P_LOG=$(free_port); start_kayak "$P_LOG" yes; PID_LOG=$LAST_PID
+P_LOG1=$(free_port); start_kayak "$P_LOG1" yes 1; PID_LOG1=$LAST_PID
 declare -A R
 for run in $(seq 1 "$RUNS"); do
-  for t in ceiling memory logged; do
-    case $t in ceiling) p=$P_CEIL ;; memory) p=$P_MEM ;; logged) p=$P_LOG ;; esac
+  for t in ceiling memory logged logged1; do
+    case $t in
+      ceiling) p=$P_CEIL ;; memory) p=$P_MEM ;; logged) p=$P_LOG ;; logged1) p=$P_LOG1 ;;
+    esac
     r=$(measure "$p")
     echo "run $run $t: posts/s p50_ms p99_ms non2xx = $r"
     R[$t]+="$r;"
   done
 done
-python3 - "${R[ceiling]}" "${R[memory]}" "${R[logged]}" "$CONNS" "$SECS" "$RUNS" <<'PY'
+peak() { awk '/^VmHWM:/ {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
+python3 - "${R[ceiling]}" "${R[memory]}" "${R[logged]}" "${R[logged1]}" "$CONNS" "$SECS" "$RUNS" \
+  "" "$(peak "$PID_MEM")" "$(peak "$PID_LOG")" "$(peak "$PID_LOG1")" <<'PY'
 import statistics, sys
-names = ["ceiling (nginx, 202)", "http input, no state dir", "http input, --state-dir (fsynced log)"]
-rows = [[list(map(float, r.split())) for r in col.split(";") if r] for col in sys.argv[1:4]]
-conns, secs, runs = sys.argv[4:7]
+names = ["ceiling (nginx, 202)", "http input, no state dir",
+         "http input, --state-dir (fsynced log, checkpoints every 10 s)",
+         "http input, --state-dir (fsynced log, checkpoints every 1 s)"]
+rows = [[list(map(float, r.split())) for r in col.split(";") if r] for col in sys.argv[1:5]]
+conns, secs, runs = sys.argv[5:8]
+peaks = sys.argv[8:12]
 ceil = statistics.median(r[0] for r in rows[0])
 print(f"\n{runs} runs x {secs} s, {conns} connections, medians (min-max of posts/s):")
-print("| target | posts/s | ratio to ceiling | p50 ms | p99 ms | non-2xx |")
-print("|---|---|---|---|---|---|")
-for name, rs in zip(names, rows):
+print("| target | posts/s | ratio to ceiling | p50 ms | p99 ms | non-2xx | peak RSS MB |")
+print("|---|---|---|---|---|---|---|")
+for name, rs, pk in zip(names, rows, peaks):
     rps = [r[0] for r in rs]
     med = statistics.median(rps)
     print(f"| {name} | {med:,.0f} ({min(rps):,.0f}-{max(rps):,.0f}) | {med / ceil:.2f} | "
           f"{statistics.median(r[1] for r in rs):.2f} | {statistics.median(r[2] for r in rs):.2f} | "
-          f"{int(sum(r[3] for r in rs))} |")
+          f"{int(sum(r[3] for r in rs))} | {pk} |")
 PY

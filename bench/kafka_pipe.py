@@ -61,7 +61,7 @@ def card(url, pipeline, name):
     return None
 
 
-def run_kayak(work, bootstrap, n, output, state, eos=False):
+def run_kayak(work, bootstrap, n, output, state, eos=False, label=""):
     d = tempfile.mkdtemp(dir=work)
     group = "b-" + uuid.uuid4().hex[:8]
     if output == "kafka":
@@ -104,9 +104,24 @@ def run_kayak(work, bootstrap, n, output, state, eos=False):
         wait(lambda: card(u, "p", "outputs[0]")["messages_out"] >= n, 600, "every message out")
         return n / (time.monotonic() - t0)
     finally:
+        PEAKS.setdefault(label, []).append(peak_rss_mb(p.pid))
         p.terminate()
         p.wait(timeout=60)
         err.close()
+
+
+PEAKS = {}  # run name -> kayak's peak resident MB per run
+
+
+def peak_rss_mb(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
 
 
 def watched(proc, topic, n):
@@ -167,17 +182,18 @@ def main():
                 else:
                     v = run_kayak(work, bootstrap, a.messages,
                                   "file" if "file" in name else "kafka", "state" in name,
-                                  "exactly_once" in name)
+                                  "exactly_once" in name, name)
                 results[name].append(v)
                 print(f"run {r + 1} {name}: {v:,.0f} msg/s", flush=True)
         base = statistics.median(results["kcat pipe"])
         print(f"\n{a.runs} runs, {a.messages:,} messages of about 40 bytes, medians (min-max):")
-        print("| pipeline | msg/s | MB/s | ratio to kcat |")
-        print("|---|---|---|---|")
+        print("| pipeline | msg/s | MB/s | ratio to kcat | peak RSS MB |")
+        print("|---|---|---|---|---|")
         for name, vs in results.items():
             m = statistics.median(vs)
+            peak = f"{max(PEAKS[name]):.0f}" if name in PEAKS else ""
             print(f"| {name} | {m:,.0f} ({min(vs):,.0f}-{max(vs):,.0f}) | "
-                  f"{m * size / a.messages / 1e6:.1f} | {m / base:.2f} |")
+                  f"{m * size / a.messages / 1e6:.1f} | {m / base:.2f} | {peak} |")
     finally:
         broker.stdin.close()
         broker.wait(timeout=30)

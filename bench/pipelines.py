@@ -371,11 +371,13 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
     if a.with_http:
         from_script(["bench/http_ingest.sh", "3", "5", "64"], rows,
-                    lambda c: ("http -> file: " + c[0], [c[1]], "posts/s", c[2], None,
+                    lambda c: ("http -> file: " + c[0], [c[1]], "posts/s", c[2],
+                               float(c[6]) if len(c) > 6 and c[6] else None,
                                f"p50 {c[3]} ms, p99 {c[4]} ms"))
     if a.with_kafka:
         from_script([sys.executable, "bench/kafka_pipe.py", "--runs", "3"], rows,
-                    lambda c: (c[0], [c[1]], "msg/s", c[3], None, f"{c[2]} MB/s"))
+                    lambda c: (c[0], [c[1]], "msg/s", c[3],
+                               float(c[4]) if len(c) > 4 and c[4] else None, f"{c[2]} MB/s"))
     print(f"\n{a.runs} runs of {a.messages:,} messages each (~200 bytes), "
           f"{time.monotonic() - started:.0f} s in all; medians (min-max):\n")
     print("| benchmark | median (min-max) | unit | ratio to ceiling | peak RSS MB | notes |")

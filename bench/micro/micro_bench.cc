@@ -119,7 +119,23 @@ void BM_TransformRollingWindow(benchmark::State& s) {
 void BM_TransformBucketAdd(benchmark::State& s) {
   RunTransform(s, "bucket: {name: b, key: k, op: add, field: value}");
 }
+void BM_TransformRemove(benchmark::State& s) { RunTransform(s, "remove: [tags, device.ver]"); }
+void BM_TransformRename(benchmark::State& s) { RunTransform(s, "rename: {user: who}"); }
+void BM_TransformLookup(benchmark::State& s) {
+  RunTransform(s, "lookup: {bucket: b, key: k, as: seen}");
+}
+void BM_TransformBuffer(benchmark::State& s) {
+  RunTransform(s, "buffer: {max_messages: 1000}");
+}
+void BM_TransformLua(benchmark::State& s) {
+  RunTransform(s, "lua: {script: 'function process(m) m.w = m.value * 2 return m end'}");
+}
 BENCHMARK(BM_TransformFilter)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TransformRemove)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TransformRename)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TransformLookup)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TransformBuffer)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TransformLua)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TransformMap)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TransformRollingWindow)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TransformBucketAdd)->Unit(benchmark::kMicrosecond);
