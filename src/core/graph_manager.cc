@@ -413,13 +413,21 @@ GraphManager::Answer GraphManager::Put(const std::string& kind, const std::strin
   return Apply(std::move(buckets), std::move(pipelines), kind, name, created ? 201 : 200);
 }
 
+std::optional<GraphManager::Answer> GraphManager::FindLive(std::unique_lock<std::mutex>& lock,
+                                                          const std::string& id,
+                                                          Entries::iterator* it) {
+  if (!WaitStarted(lock)) return Answer{503, Json{{"error", "the server is stopping"}}};
+  *it = pipelines_.find(id);
+  if (*it == pipelines_.end() || !(*it)->second.live()) {
+    return Answer{404, Json{{"error", "no pipeline '" + id + "'"}}};
+  }
+  return std::nullopt;
+}
+
 GraphManager::Answer GraphManager::Delete(const std::string& id) {
   std::unique_lock lock(mu_);
-  if (!WaitStarted(lock)) return {503, Json{{"error", "the server is stopping"}}};
-  auto it = pipelines_.find(id);
-  if (it == pipelines_.end() || !it->second.live()) {
-    return {404, Json{{"error", "no pipeline '" + id + "'"}}};
-  }
+  Entries::iterator it;
+  if (auto no = FindLive(lock, id, &it)) return *no;
   std::vector<std::string> fed;
   for (const auto& p : spec_.pipelines) {
     if (std::find(p.upstreams.begin(), p.upstreams.end(), id) != p.upstreams.end()) {
@@ -483,11 +491,8 @@ GraphManager::Answer GraphManager::Revert(const std::string& id) {
 
 GraphManager::Answer GraphManager::Restart(const std::string& id) {
   std::unique_lock lock(mu_);
-  if (!WaitStarted(lock)) return {503, Json{{"error", "the server is stopping"}}};
-  auto it = pipelines_.find(id);
-  if (it == pipelines_.end() || !it->second.live()) {
-    return {404, Json{{"error", "no pipeline '" + id + "'"}}};
-  }
+  Entries::iterator it;
+  if (auto no = FindLive(lock, id, &it)) return *no;
   if (Status st = Rebuild(Compose(buckets_, pipelines_, "", "").text, started_); !st.ok()) {
     return {500, Json{{"error", "the graph did not build again: " + st.message()}}};
   }

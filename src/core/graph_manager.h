@@ -18,6 +18,7 @@
 #include <memory>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,10 @@ class GraphManager {
   void Seed(const std::string& file_text);
   // Waits (under `lock`) for Start; false if the server stops instead.
   bool WaitStarted(std::unique_lock<std::mutex>& lock);
+  // Once the graph started, the live pipeline `id` in `*it`; otherwise the
+  // answer saying why not (503 while stopping, 404).
+  std::optional<Answer> FindLive(std::unique_lock<std::mutex>& lock, const std::string& id,
+                                 Entries::iterator* it);
   Answer Apply(Entries buckets, Entries pipelines, const std::string& kind,
                const std::string& name, unsigned ok_status);
   int64_t NowMs() const;

@@ -395,6 +395,14 @@ class KafkaInput final : public Input {
   Offsets unstored_;   // without a state dir: handed over, not yet stored for auto-commit
 };
 
+// Takes librdkafka's error object: its text, and whether retrying may help.
+std::string TakeError(rd_kafka_error_t* e, bool* retriable = nullptr) {
+  std::string why = rd_kafka_error_string(e);
+  if (retriable != nullptr) *retriable = rd_kafka_error_is_retriable(e);
+  rd_kafka_error_destroy(e);
+  return why;
+}
+
 // exactly_once: one Kafka transaction per checkpoint interval, committed
 // once the checkpoint is durable (docs/durability.md, "Exactly-once into
 // Kafka").
@@ -436,8 +444,7 @@ class KafkaOutput final : public Output {
       // Fences an earlier producer with this transactional.id and aborts the
       // transaction it left open.
       if (rd_kafka_error_t* e = rd_kafka_init_transactions(rk_, 30000)) {
-        const std::string why = rd_kafka_error_string(e);
-        rd_kafka_error_destroy(e);
+        const std::string why = TakeError(e);
         Destroy();
         return Status::Unavailable("kafka output: cannot start transactions (transactional.id " +
                                    txn_.id + "): " + why);
@@ -463,8 +470,7 @@ class KafkaOutput final : public Output {
       if (!txn_failed_.empty()) return Status::Unavailable(txn_failed_);
       if (!txn_open_ && !batch.empty()) {
         if (rd_kafka_error_t* e = rd_kafka_begin_transaction(rk_)) {
-          const std::string why = rd_kafka_error_string(e);
-          rd_kafka_error_destroy(e);
+          const std::string why = TakeError(e);
           FailTransaction("cannot begin a transaction: " + why);
           return Status::Unavailable(txn_failed_);
         }
@@ -564,14 +570,12 @@ class KafkaOutput final : public Output {
     if (!txn_failed_.empty()) return Status::Invalid(txn_failed_);
     CrashPoint("kafka_before_marker");
     if (!marker_sent_) {
-      const std::string value =
-          nlohmann::json{{"transactional_id", txn_.id}, {"checkpoint", id}, {"marker", pending_marker_}}
-              .dump();
-      const rd_kafka_resp_err_t e = rd_kafka_producev(
-          rk_, RD_KAFKA_V_TOPIC(txn_.marker_topic.c_str()), RD_KAFKA_V_PARTITION(0),
-          RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
-          RD_KAFKA_V_KEY(txn_.id.data(), txn_.id.size()), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-          RD_KAFKA_V_OPAQUE(this), RD_KAFKA_V_END);
+      const std::string value = nlohmann::json{{"transactional_id", txn_.id},
+                                               {"checkpoint", id},
+                                               {"marker", pending_marker_}}
+                                    .dump();
+      const rd_kafka_resp_err_t e =
+          Produce(txn_.marker_topic, txn_.id, value, {}, /*has_key=*/true, /*partition=*/0);
       if (e) {
         FailTransaction(std::string("cannot produce the commit marker to ") + txn_.marker_topic +
                         ": " + rd_kafka_err2str(e));
@@ -586,9 +590,8 @@ class KafkaOutput final : public Output {
       committed_marker_ = pending_marker_;
       return Status::Ok();
     }
-    const std::string why = rd_kafka_error_string(e);
-    const bool retriable = rd_kafka_error_is_retriable(e);
-    rd_kafka_error_destroy(e);
+    bool retriable = false;
+    const std::string why = TakeError(e, &retriable);
     if (retriable) return Status::Unavailable("kafka output: commit: " + why);
     FailTransaction("commit of checkpoint " + std::to_string(id) + ": " + why);
     return Status::Invalid(txn_failed_);
@@ -639,7 +642,9 @@ class KafkaOutput final : public Output {
     if (txn_.on) {
       if (rk_ != nullptr && txn_open_) {
         // What it holds comes back from the last checkpoint on the next start.
-        if (rd_kafka_error_t* e = rd_kafka_abort_transaction(rk_, 10000)) rd_kafka_error_destroy(e);
+        if (rd_kafka_error_t* e = rd_kafka_abort_transaction(rk_, 10000)) {
+          KLOG_WARN("kafka output: abort of the transaction: {}", TakeError(e));
+        }
         KLOG_INFO("kafka output: aborted the transaction open since the last checkpoint");
         txn_open_ = false;
       }
@@ -663,7 +668,7 @@ class KafkaOutput final : public Output {
   rd_kafka_resp_err_t Produce(const std::string& topic, const std::string& key,
                               std::string_view value,
                               const std::vector<std::pair<std::string, std::string>>& headers,
-                              bool has_key = true) {
+                              bool has_key = true, int32_t partition = RD_KAFKA_PARTITION_UA) {
     rd_kafka_headers_t* hdrs = nullptr;
     if (!headers.empty()) {
       hdrs = rd_kafka_headers_new(headers.size());
@@ -681,13 +686,15 @@ class KafkaOutput final : public Output {
                     rk_, RD_KAFKA_V_RKT(topic_handle_),
                     RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
                     RD_KAFKA_V_KEY(has_key ? key.data() : nullptr, has_key ? key.size() : 0),
-                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(this),
+                    RD_KAFKA_V_PARTITION(partition), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                    RD_KAFKA_V_OPAQUE(this),
                     RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END)
               : rd_kafka_producev(
                     rk_, RD_KAFKA_V_TOPIC(topic.c_str()),
                     RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
                     RD_KAFKA_V_KEY(has_key ? key.data() : nullptr, has_key ? key.size() : 0),
-                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(this),
+                    RD_KAFKA_V_PARTITION(partition), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                    RD_KAFKA_V_OPAQUE(this),
                     RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
       if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
         rd_kafka_poll(rk_, 10);
@@ -714,7 +721,7 @@ class KafkaOutput final : public Output {
     if (txn_failed_.empty()) {
       if (rk_ != nullptr && txn_open_) {
         if (rd_kafka_error_t* e = rd_kafka_abort_transaction(rk_, 10000)) {
-          rd_kafka_error_destroy(e);
+          KLOG_WARN("kafka output: abort of the transaction: {}", TakeError(e));
         }
       }
       txn_open_ = false;
