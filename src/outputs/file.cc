@@ -106,7 +106,15 @@ class FileOutput final : public Output {
       KAYAK_RETURN_IF_ERROR(ClosePart());
     }
     if (fd_ < 0) KAYAK_RETURN_IF_ERROR(OpenPart(now));
-    KAYAK_RETURN_IF_ERROR(WriteAll(fd_, buf_.data(), buf_.size(), part_path_));
+    // A write that failed part way left a torn batch after the last good
+    // byte; it is cut off (durably) before anything is appended again, so a
+    // part only ever holds whole lines of whole batches.
+    if (torn_) KAYAK_RETURN_IF_ERROR(CutBack());
+    if (Status st = WriteAll(fd_, buf_.data(), buf_.size(), part_path_); !st.ok()) {
+      torn_ = true;
+      (void)CutBack();  // tried again before the next write if it fails now
+      return st;
+    }
     part_bytes_ += buf_.size();
     return Status::Ok();
   }
@@ -153,6 +161,23 @@ class FileOutput final : public Output {
     return Status::Ok();
   }
 
+  // Truncates the open part to the bytes of whole batches written to it and
+  // makes that length durable: an fsync after the cut, so a power loss
+  // cannot bring the torn bytes back in front of the retried batch.
+  Status CutBack() {
+    if (::ftruncate(fd_, static_cast<off_t>(part_bytes_)) != 0) {
+      return Status::FromErrno("cut " + part_path_ + " back to " + std::to_string(part_bytes_) +
+                                   " bytes after a failed write",
+                               errno);
+    }
+    if (::fdatasync(fd_) != 0) {
+      return SyncFailed(Status::FromErrno("fdatasync " + part_path_ + " after cutting it back",
+                                          errno));
+    }
+    torn_ = false;
+    return Status::Ok();
+  }
+
   Status OpenPart(int64_t now) {
     char name[32];
     std::snprintf(name, sizeof(name), "part-%010lld.ndjson", static_cast<long long>(next_seq_));
@@ -169,6 +194,7 @@ class FileOutput final : public Output {
 
   Status ClosePart() {
     if (fd_ < 0) return Status::Ok();
+    if (torn_) KAYAK_RETURN_IF_ERROR(CutBack());
     // A finished part is made durable before the next one starts, so a
     // reader that sees part N+1 can trust part N.
     const int rc = ::fdatasync(fd_);
@@ -198,6 +224,7 @@ class FileOutput final : public Output {
   int64_t part_opened_ms_ = 0;
   std::string buf_;  // reused for every batch
   bool restored_ = false;
+  bool torn_ = false;        // a write failed part way; the part is longer than part_bytes_
   bool dir_synced_ = true;   // false from a part's creation to the next directory fsync
   std::string sync_error_;   // set by the first failed fdatasync; sticky
   std::string restore_part_;

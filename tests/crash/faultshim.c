@@ -9,8 +9,12 @@
 //     issued after that fsync returned);
 //   * fails calls on demand: FAULTSHIM_RULES names a file that is re-read
 //     whenever it changes, one rule a line, `<op> <path-prefix> <errno>`,
-//     op in write|fsync|rename|open|ftruncate|unlink|any, errno ENOSPC|EIO.
-//     A matching call fails without running and is logged as `F`.
+//     op in write|fsync|rename|open|ftruncate|unlink|any|short, errno
+//     ENOSPC|EIO. A matching call fails without running and is logged as
+//     `F`. `short` (never matched by `any`) is a short write: the call
+//     writes the first half of its buffer and returns that count, and the
+//     next write on that descriptor fails with the errno, as a disk that
+//     fills up part way through a write does.
 //
 // Log lines (fields separated by a tab):
 //   O path trunc        open that created or truncated (trunc 1) a file
@@ -52,6 +56,7 @@ typedef struct {
 static pthread_mutex_t mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 static char* fd_path[MAX_FDS];
 static int fd_is_dir[MAX_FDS];
+static int fd_owes[MAX_FDS];  // errno the next write fails with, after a short write
 static char roots[MAX_ROOTS][512];
 static int n_roots = -1;
 static int log_fd = -1;
@@ -199,7 +204,8 @@ static void load_rules(void) {
 static int fault(const char* op, const char* path) {
   load_rules();
   for (int i = 0; i < n_rules; i++) {
-    if ((strcmp(rules[i].op, op) == 0 || strcmp(rules[i].op, "any") == 0) &&
+    if ((strcmp(rules[i].op, op) == 0 ||
+         (strcmp(rules[i].op, "any") == 0 && strcmp(op, "short") != 0)) &&
         strncmp(path, rules[i].prefix, strlen(rules[i].prefix)) == 0) {
       log_line("F\t%s\t%s\t%d\n", op, path, rules[i].err);
       return rules[i].err;
@@ -212,6 +218,7 @@ static void remember(int fd, const char* path) {
   if (fd < 0 || fd >= MAX_FDS) return;
   free(fd_path[fd]);
   fd_path[fd] = strdup(path);
+  fd_owes[fd] = 0;
   struct stat st;
   fd_is_dir[fd] = fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
 }
@@ -288,12 +295,16 @@ static ssize_t do_write(int fd, const void* buf, size_t n, off_t off, int positi
     pthread_mutex_unlock(&mu);
     return positional ? real_pwrite(fd, buf, n, off) : real_write(fd, buf, n);
   }
-  int err = fault("write", path);
+  int err = fd_owes[fd];
+  fd_owes[fd] = 0;
+  if (err) log_line("F\tshort\t%s\t%d\n", path, err);
+  if (!err) err = fault("write", path);
   if (err) {
     pthread_mutex_unlock(&mu);
     errno = err;
     return -1;
   }
+  if (n > 1 && (fd_owes[fd] = fault("short", path)) != 0) n /= 2;
   ssize_t w = positional ? real_pwrite(fd, buf, n, off) : real_write(fd, buf, n);
   int saved = errno;
   if (w > 0) {
