@@ -171,6 +171,9 @@ Status HttpLog::Scan(uint64_t restored_seq) {
       }
       off += kRecordHeader + len;
       seg.last_seq = seq;
+      // The backlog is what is logged and not yet handed over: the payloads
+      // of the records a restart replays, as reads subtract them.
+      if (seq > restored_seq) backlog_ += len;
       ++expect;
     }
     seg.end = off;
@@ -200,9 +203,6 @@ Status HttpLog::Scan(uint64_t restored_seq) {
   durable_seq_ = last;
   next_seq_ = std::max(last, restored_seq) + 1;
   if (restored_seq > last) durable_seq_ = restored_seq;
-  for (const auto& s : segments_) {
-    if (s.last_seq > restored_seq) backlog_ += s.end - kSegmentHeader;  // roughly: replay to come
-  }
   KLOG_INFO("http log {}: {} segments, last sequence {}, resuming after {}", opt_.dir,
             segments_.size(), last, restored_seq);
   return Status::Ok();

@@ -4,7 +4,7 @@ import json
 import os
 import signal
 
-from harness import KayakTest, wait_for
+from harness import KayakTest, http, wait_for
 
 SHIM = os.environ.get("KAYAK_FAULTSHIM", "")
 SERVER = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 1, timeout_secs: 20}\n"
@@ -62,3 +62,35 @@ pipelines:
         self.assertEqual(s.stop(), 0)
         lines = self.read_output("out")
         self.assertEqual([json.loads(l) for l in lines], rows)
+
+
+class HttpBacklogAfterKillTest(KayakTest):
+    """After a kill -9 the http input's backlog is the payloads still to be
+    replayed, not whole segments: once the replay is read, posts are taken."""
+
+    def test_backlog_empties_after_replay(self):
+        out = self.path("out")
+        cfg = f"""
+pipelines:
+  h:
+    input: {{http: {{path: /ingest/h, max_backlog_bytes: 4096}}}}
+    outputs: [{{file: {{path: {out}}}}}]
+"""
+        # Only the checkpoint taken at start: a restart replays every post.
+        server = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 3600}\n"
+        s = self.start(cfg, server_config=server, state_dir=self.path("state"))
+        n = 400  # 400 record headers are more than the 4096-byte bound
+        for i in range(n):
+            status, _, body = http("POST", s.url + "/ingest/h", json.dumps({"i": i}).encode())
+            self.assertEqual(status, 202, body)
+        wait_for(lambda: len(self.read_output("out")) >= n, what="every post in the output")
+        s.proc.send_signal(signal.SIGKILL)
+        s.proc.wait(timeout=30)
+        s = self.start(cfg, server_config=server, state_dir=self.path("state"))
+        wait_for(lambda: s.card("h", "input")["messages_out"] >= n, timeout=60,
+                 what="the replay to be read")
+
+        def taken():
+            status, _, _ = http("POST", s.url + "/ingest/h", b'{"i": -1}')
+            return status == 202
+        wait_for(taken, timeout=20, what="a post to be taken after the replay")
