@@ -417,14 +417,15 @@ class KafkaOutput final : public Output {
  public:
   KafkaOutput(std::string brokers, std::string topic, std::shared_ptr<const expr::Expr> topic_expr,
               std::shared_ptr<const expr::Expr> key, Properties props, Transactions txn,
-              const Clock* clock)
+              const Clock* clock, ComponentStats* stats)
       : brokers_(std::move(brokers)),
         topic_(std::move(topic)),
         topic_expr_(std::move(topic_expr)),
         key_(std::move(key)),
         props_(std::move(props)),
         txn_(std::move(txn)),
-        clock_(clock) {}
+        clock_(clock),
+        stats_(stats) {}
 
   ~KafkaOutput() override { Destroy(); }
 
@@ -478,8 +479,8 @@ class KafkaOutput final : public Output {
       }
     }
     KAYAK_RETURN_IF_ERROR(Resend());
-    size_t failed = 0;
-    std::string error;
+    size_t failed = 0, dropped = 0;
+    std::string error, drop_error;
     std::string computed_key;
     for (const auto& m : batch.messages) {
       const std::string* key = &m.key();
@@ -509,12 +510,24 @@ class KafkaOutput final : public Output {
           }
         }
         if (!why.empty()) {
-          if (failed++ == 0) error = why;
+          // Permanent: the same message fails the same way on every try.
+          // It is dropped and counted, never retried, so the rest of the
+          // batch is produced once.
+          if (dropped++ == 0) drop_error = why;
           continue;
         }
       }
       const rd_kafka_resp_err_t e = Produce(*topic, *key, m.payload(), m.headers());
       if (e && failed++ == 0) error = rd_kafka_err2str(e);
+    }
+    if (dropped > 0) {
+      const std::string why = "kafka output: dropped " + std::to_string(dropped) + " of " +
+                              std::to_string(batch.size()) +
+                              " messages whose own expression failed (not retried): " + drop_error;
+      KLOG_WARN("{}", why);
+      if (stats_ != nullptr) {
+        for (size_t i = 0; i < dropped; ++i) stats_->RecordError(why);
+      }
     }
     if (txn_.on && (failed > 0 || !txn_lost_.empty())) {
       // A retry of the batch would put its produced part in twice.
@@ -893,6 +906,7 @@ class KafkaOutput final : public Output {
   const Properties props_;
   const Transactions txn_;
   const Clock* clock_;
+  ComponentStats* const stats_;  // the output's card: messages dropped on their own expression
   rd_kafka_t* rk_ = nullptr;
   rd_kafka_topic_t* topic_handle_ = nullptr;  // for topic_, when set
   // With transactions (output thread only):
@@ -966,8 +980,9 @@ ComponentDef KafkaOutputDef() {
                  "message produced before it";
   d.bad_input = "a message the producer gives up on (message.timeout.ms) is kept and produced "
                 "again, holding the pipeline and failing checkpoints until it is delivered; a "
-                "key or topic expression that fails on a message fails its batch; a bad "
-                "property name is a config error";
+                "message whose `key` or `topic_expr` fails is dropped, counted as an error on "
+                "the card and logged, never retried (the rest of its batch is produced once); "
+                "a bad property name is a config error";
   d.props = {
       {"brokers", PropType::kStringList, true, "", "bootstrap brokers"},
       {"topic", PropType::kString, false, "", "the topic to produce to"},
@@ -1027,7 +1042,7 @@ ComponentDef KafkaOutputDef() {
     }
     if (o.failed()) return nullptr;
     return std::make_unique<KafkaOutput>(Brokers(o), o.String("topic"), topic_expr, key, props,
-                                         std::move(txn), ctx.clock);
+                                         std::move(txn), ctx.clock, ctx.stats);
   };
   return d;
 }

@@ -255,6 +255,53 @@ pipelines:
         wait_for(lambda: len(seqs()) >= 300, timeout=120, what="every message read back")
         self.assertEqual(seqs(), set(range(300)))
 
+    def test_a_message_whose_key_fails_is_dropped_once_and_the_rest_produced_once(self):
+        # `key: 'k + 1'` fails on the one message whose k is a string (a
+        # type error): it is dropped and counted, the other 49 of its batch
+        # are produced once, and the output goes on (no retry of the batch).
+        b = self.broker(topics=("in:1", "out:1", "out2:1", "kayak-k-0.markers:1"))
+        group = "g-" + uuid.uuid4().hex[:8]
+        for exactly_once in (False, True):
+            with self.subTest(exactly_once=exactly_once):
+                topic = "out" if not exactly_once else "out2"
+                cfg = f"""
+pipelines:
+  k:
+    input: {{http: {{path: /in}}}}
+    outputs: [{{kafka: {{brokers: "{b.bootstrap}", topic: {topic}, key: 'k + 1',
+                         exactly_once: {str(exactly_once).lower()}}}}}]
+"""
+                state = self.path(f"state-{exactly_once}")
+                s = self.start(cfg, server_config=self.server, state_dir=state)
+                rows = [{"seq": i, "k": i} for i in range(50)]
+                rows[17]["k"] = "bad"
+                body = "\n".join(json.dumps(r) for r in rows)
+                wait_for(lambda: http("POST", s.url + "/in", body.encode())[0] == 202,
+                         what="the post to be taken")
+                wait_for(lambda: s.card("k", "outputs[0]")["errors"] >= 1, timeout=60,
+                         what="the bad message counted")
+                ok = b'{"seq": 50, "k": 50}'
+                self.assertEqual(http("POST", s.url + "/in", ok)[0], 202)
+                # a checkpoint commits after the drop: the output is not stuck
+                c0 = sum(r["committed"] for r in s.get_json("/api/v1/checkpoints")["regions"])
+                wait_for(lambda: sum(r["committed"] for r in
+                                     s.get_json("/api/v1/checkpoints")["regions"]) >= c0 + 2,
+                         timeout=60, what="checkpoints after the bad message")
+                card = s.card("k", "outputs[0]")
+                self.assertEqual(card["errors"], 1, card)
+                self.assertIn("key", card["last_error"])
+                self.assertEqual(s.stop(), 0)
+                back = self.path(f"back-{exactly_once}")
+                self.start(f"""
+pipelines:
+  back:
+    input: {{kafka: {{brokers: "{b.bootstrap}", topics: [{topic}], group: r-{group}-{topic}}}}}
+    outputs: [{{file: {{path: {back}}}}}]
+""")
+                seqs = lambda: [json.loads(l)["seq"] for l in self.read_output(back)]
+                wait_for(lambda: len(seqs()) >= 50, timeout=90, what="the read-back")
+                self.assertEqual(sorted(seqs()), [i for i in range(51) if i != 17])
+
     def test_a_bad_property_name_is_a_config_error(self):
         cfg = ("pipelines:\n  k:\n    input: {kafka: {brokers: 127.0.0.1:1, topics: [t], group: g,"
                " properties: {no.such.property: x}}}\n    outputs: [{stdout: {}}]\n")
