@@ -42,18 +42,46 @@ bool ParseRetry(const YAML::Node& value, const std::string& file, RetryPolicy* o
   return ok;
 }
 
+// The bucket a bucket or lookup transform uses, if any, and whether it writes it.
+bool BucketOf(const ComponentSpec& t, std::string* name, bool* writes) {
+  const bool bucket = t.def->type == "bucket";
+  if (!bucket && t.def->type != "lookup") return false;
+  const YAML::Node n = t.value[bucket ? "name" : "bucket"];
+  if (!n.IsScalar()) return false;
+  *name = n.Scalar();
+  const YAML::Node op = t.value["op"];
+  *writes = bucket && !(op.IsScalar() && op.Scalar() == "lookup");
+  return true;
+}
+
 // Buckets that a pipeline's transforms write (bucket transforms other than
 // lookups), and every bucket it reads or writes.
 void BucketsOf(const PipelineSpec& p, std::set<std::string>* written, std::set<std::string>* used) {
   for (const auto& t : p.transforms) {
-    const bool bucket = t.def->type == "bucket";
-    if (!bucket && t.def->type != "lookup") continue;
-    const YAML::Node name = t.value[bucket ? "name" : "bucket"];
-    if (!name.IsScalar()) continue;
-    used->insert(name.Scalar());
-    const YAML::Node op = t.value["op"];
-    if (bucket && !(op.IsScalar() && op.Scalar() == "lookup")) written->insert(name.Scalar());
+    std::string name;
+    bool writes = false;
+    if (!BucketOf(t, &name, &writes)) continue;
+    used->insert(name);
+    if (writes) written->insert(name);
   }
+}
+
+// True if two transforms of the pipeline use one bucket and one of them
+// writes it: run per batch, the second would see writes of later messages.
+bool TransformsShareState(const PipelineSpec& p) {
+  std::map<std::string, int> uses;
+  std::set<std::string> written;
+  for (const auto& t : p.transforms) {
+    std::string name;
+    bool writes = false;
+    if (!BucketOf(t, &name, &writes)) continue;
+    ++uses[name];
+    if (writes) written.insert(name);
+  }
+  for (const auto& b : written) {
+    if (uses[b] >= 2) return true;
+  }
+  return false;
 }
 
 // Applies a recovered unit when the component's config is unchanged.
@@ -168,6 +196,7 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
                                                        options.clock);
       runner->AddOutput(std::move(runner_out), std::move(card));
     }
+    runner->SetPerMessage(TransformsShareState(p));
     by_id[p.id] = runner.get();
     engine->pipelines_.push_back(std::move(runner));
   }

@@ -115,6 +115,10 @@ class PipelineRunner {
   void SetInput(std::unique_ptr<Input> input, std::unique_ptr<ComponentStats> card);
   void SetUpstreamInbox(std::unique_ptr<Inbox> inbox, std::unique_ptr<ComponentStats> card);
   void AddTransform(std::unique_ptr<Transform> t, std::unique_ptr<ComponentStats> card);
+  // Runs the chain one message at a time: set when two transforms of the
+  // chain share a bucket and one writes it, so that a message sees exactly
+  // the state the messages before it left, whatever the batch size.
+  void SetPerMessage(bool on) { per_message_ = on; }
   void AddOutput(std::unique_ptr<OutputRunner> out, std::unique_ptr<ComponentStats> card);
   // Batches this pipeline emits go also to `lane` of `inbox`.
   void AddDownstream(Inbox* inbox, size_t lane) { downstream_.push_back({inbox, lane}); }
@@ -153,6 +157,9 @@ class PipelineRunner {
  private:
   void Run();
   void RunChain(Batch batch, size_t first);
+  // Runs transforms [first, end) over `batch` in place; false if one failed
+  // (the batch is dropped, the card says why).
+  bool RunTransforms(Batch* batch, size_t first);
   void Emit(Batch batch);
   void TickTransforms(int64_t now_ms);
   bool ReadSource(Batch* batch);
@@ -193,6 +200,7 @@ class PipelineRunner {
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool input_done_ = false;       // pipeline thread only
+  bool per_message_ = false;
   int64_t backoff_ms_ = 0;        // pipeline thread only
   int64_t last_tick_ms_ = 0;      // pipeline thread only
   std::thread thread_;

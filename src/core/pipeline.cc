@@ -535,20 +535,37 @@ void PipelineRunner::TickTransforms(int64_t now_ms) {
 }
 
 void PipelineRunner::RunChain(Batch batch, size_t first) {
+  if (!per_message_ || batch.size() <= 1) {
+    if (RunTransforms(&batch, first)) Emit(std::move(batch));
+    return;
+  }
+  Batch out;
+  out.messages.reserve(batch.size());
+  Batch one;
+  for (auto& m : batch.messages) {
+    one.messages.clear();
+    one.messages.push_back(std::move(m));
+    if (!RunTransforms(&one, first)) continue;
+    for (auto& r : one.messages) out.messages.push_back(std::move(r));
+  }
+  Emit(std::move(out));
+}
+
+bool PipelineRunner::RunTransforms(Batch* batch, size_t first) {
   for (size_t i = first; i < transforms_.size(); ++i) {
     ComponentStats* card = transform_cards_[i];
-    card->AddIn(batch.size());
-    Status st = transforms_[i]->Process(&batch);
+    card->AddIn(batch->size());
+    Status st = transforms_[i]->Process(batch);
     if (!st.ok()) {
       card->RecordError(st.message());
       KLOG_WARN("pipeline {}: transform {} ({}) dropped a batch of {} messages: {}", id_,
-                card->name(), card->type(), batch.size(), st.message());
-      return;
+                card->name(), card->type(), batch->size(), st.message());
+      return false;
     }
-    card->AddOut(batch.size());
-    if (batch.empty()) return;
+    card->AddOut(batch->size());
+    if (batch->empty()) return false;
   }
-  Emit(std::move(batch));
+  return true;
 }
 
 void PipelineRunner::Emit(Batch batch) {

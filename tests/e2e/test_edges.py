@@ -94,3 +94,35 @@ pipelines:
             status, _, _ = http("POST", s.url + "/ingest/h", b'{"i": -1}')
             return status == 202
         wait_for(taken, timeout=20, what="a post to be taken after the replay")
+
+
+class LookupPerMessageTest(KayakTest):
+    """A message sees exactly the state the messages before it left, whatever
+    the batch size: a bucket written and read in one pipeline."""
+
+    def test_lookup_sees_only_earlier_messages(self):
+        rows = [{"k": "a", "v": v} for v in (5, 7, 3, 9)]
+        src = self.write_ndjson("in.ndjson", rows)
+        for batch_size in (1, 1000):
+            with self.subTest(batch_size=batch_size):
+                out = f"out-{batch_size}"
+                cfg = f"""
+buckets:
+  m: {{}}
+  s: {{}}
+pipelines:
+  p:
+    input: {{file: {{path: {src}, batch_size: {batch_size}}}}}
+    transforms:
+      - lookup: {{bucket: s, key: k, as: before}}
+      - bucket: {{name: s, key: k, op: add, field: v}}
+      - bucket: {{name: m, key: k, op: max, field: v}}
+      - lookup: {{bucket: m, key: k, as: maxv}}
+    outputs: [{{file: {{path: {self.path(out)}}}}}]
+"""
+                s = self.start(cfg)
+                wait_for(lambda: len(self.read_output(out)) >= 4, what="four rows")
+                got = [json.loads(l) for l in self.read_output(out)]
+                self.assertEqual([r["maxv"] for r in got], [5, 7, 7, 9])
+                self.assertEqual([r["before"] for r in got], [None, 5, 12, 15])
+                self.assertEqual(s.stop(), 0)
