@@ -1,5 +1,6 @@
 // dummy: a generator of messages from a template with a sequence number.
 #include <algorithm>
+#include <charconv>
 #include <thread>
 
 #include "common/clock.h"
@@ -66,6 +67,27 @@ class DummyInput final : public Input {
 
   std::string Position() const override { return "generated " + std::to_string(produced_); }
 
+  // The sequence number generated last: a restart continues after it, so a
+  // finished `count` stays finished and the numbers after the checkpoint
+  // come again (with a new {{now_ms}}).
+  bool Rewindable() const override { return true; }
+  std::string SavePosition() const override {
+    return "{\"seq\":" + std::to_string(produced_) + "}";
+  }
+  Status RestorePosition(std::string_view position) override {
+    int64_t seq = -1;
+    const std::string_view head = "{\"seq\":";
+    if (position.size() > head.size() + 1 && position.substr(0, head.size()) == head &&
+        position.back() == '}') {
+      const std::string_view digits = position.substr(head.size(), position.size() - head.size() - 1);
+      const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), seq);
+      if (ec != std::errc() || end != digits.data() + digits.size()) seq = -1;
+    }
+    if (seq < 0) return Status::Corruption("dummy input: unreadable checkpointed position");
+    produced_ = seq;
+    return Status::Ok();
+  }
+
  private:
   enum Placeholder { kNone, kSeq, kNow };
   struct Part {
@@ -89,7 +111,9 @@ ComponentDef DummyInputDef() {
   d.type = "dummy";
   d.help = "Generates messages from a template; `{{seq}}` is the sequence number (1, 2, ...) "
            "and `{{now_ms}}` the generation time.";
-  d.checkpoint = "nothing: not rewindable; messages in flight at a crash are lost";
+  d.checkpoint = "the last sequence number generated: a restart continues after it (a finished "
+                 "`count` stays finished); what was generated after the checkpoint is "
+                 "generated again with the same numbers";
   d.bad_input =
       "nothing to read; it cannot get bad input";
   d.props = {

@@ -126,3 +126,42 @@ pipelines:
                 self.assertEqual([r["maxv"] for r in got], [5, 7, 7, 9])
                 self.assertEqual([r["before"] for r in got], [None, 5, 12, 15])
                 self.assertEqual(s.stop(), 0)
+
+
+class FinishedDummyTest(KayakTest):
+    """A finished finite input stays finished: `count: 10` into a count
+    bucket is 10 after any number of graceful restarts and kills."""
+
+    def test_count_stays_ten_across_restarts(self):
+        cfg = """
+buckets:
+  c: {}
+pipelines:
+  d:
+    input: {dummy: {count: 10, template: '{"k":"a","seq":{{seq}}}'}}
+    transforms:
+      - bucket: {name: c, key: k, op: count}
+"""
+        state = self.path("state")
+        for i in range(3):
+            s = self.start(cfg, server_config=SERVER, state_dir=state)
+            wait_for(lambda: s.card("d", "input")["state"] == "finished", what="the dummy to finish")
+            wait_for(lambda: s.get_json("/api/v1/buckets/c?key=a")["value"] == 10,
+                     what="a count of 10")
+            if i == 1:
+                c0 = committed(s)
+                wait_for(lambda: committed(s) > c0, what="a checkpoint")
+                s.proc.send_signal(signal.SIGKILL)
+                s.proc.wait(timeout=30)
+            else:
+                self.assertEqual(s.stop(), 0)
+        s = self.start(cfg, server_config=SERVER, state_dir=state)
+        wait_for(lambda: s.card("d", "input")["state"] == "finished", what="the dummy to finish")
+        self.assertEqual(s.get_json("/api/v1/buckets/c?key=a")["value"], 10)
+        # a change through the API to another pipeline does not run it again
+        status, _, b = http("PUT", s.url + "/api/v1/pipelines/other",
+                            b"input: {dummy: {count: 1}}\noutputs: [{stdout: {}}]\n")
+        self.assertIn(status, (200, 201, 202), b)
+        wait_for(lambda: s.card("other", "input")["state"] == "finished", what="the new pipeline")
+        wait_for(lambda: s.card("d", "input")["state"] == "finished", what="the dummy to finish")
+        self.assertEqual(s.get_json("/api/v1/buckets/c?key=a")["value"], 10)
