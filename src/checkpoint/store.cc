@@ -24,15 +24,25 @@ namespace {
 
 constexpr size_t kManifestsKept = 2;  // the newest and the one to fall back to
 
-std::vector<std::string> ListDir(const std::string& dir) {
-  std::vector<std::string> out;
+// The directory's entries; an error when it cannot be listed (callers that
+// only tidy up ignore it).
+Status ListDir(const std::string& dir, std::vector<std::string>* out) {
   DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return out;
+  if (d == nullptr) return Status::FromErrno("list " + dir, errno);
+  errno = 0;
   while (dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
-    if (name != "." && name != "..") out.push_back(name);
+    if (name != "." && name != "..") out->push_back(name);
   }
+  const int err = errno;
   ::closedir(d);
+  if (err != 0) return Status::FromErrno("list " + dir, err);
+  return Status::Ok();
+}
+
+std::vector<std::string> ListDir(const std::string& dir) {
+  std::vector<std::string> out;
+  (void)ListDir(dir, &out);
   return out;
 }
 
@@ -104,10 +114,13 @@ Status Store::CheckChunk(const Record& r, std::string* data) {
   return Status::Ok();
 }
 
-Status Store::Recover(std::map<std::string, RestoredUnit>* out, uint64_t* max_id) {
+Status Store::Recover(std::map<std::string, RestoredUnit>* out, uint64_t* max_id,
+                      const std::set<std::string>& discard) {
   *max_id = 0;
+  std::vector<std::string> names;
+  KAYAK_RETURN_IF_ERROR(ListDir(dir_, &names));
   std::map<std::string, std::vector<std::pair<uint64_t, std::string>>> by_region;
-  for (const auto& name : ListDir(dir_)) {
+  for (const auto& name : names) {
     std::string region;
     uint64_t id = 0;
     if (ParseManifestName(name, &region, &id)) {
@@ -115,44 +128,73 @@ Status Store::Recover(std::map<std::string, RestoredUnit>* out, uint64_t* max_id
       *max_id = std::max(*max_id, id);
     }
   }
+  for (const auto& region : discard) {
+    if (!by_region.count(region)) {
+      KLOG_WARN("--discard-state {}: {} holds no checkpoint of that region; nothing discarded",
+                region, dir_);
+    }
+  }
   for (auto& [region, files] : by_region) {
     std::sort(files.rbegin(), files.rend());  // newest first
-    for (size_t i = 0; i < files.size(); ++i) {
-      const auto& [id, file] = files[i];
-      auto m = ReadManifest(file);
-      Status st = m.ok() ? Status::Ok() : m.status();
-      std::map<std::string, std::string> data;
-      if (st.ok()) {
-        for (const auto& [unit, rec] : m->units) {
-          st = CheckChunk(rec, &data[unit]);
-          if (!st.ok()) break;
+    if (discard.count(region)) {
+      // The operator's choice (--discard-state): the region starts empty.
+      for (const auto& [id, file] : files) {
+        if (::unlink((dir_ + "/" + file).c_str()) != 0 && errno != ENOENT) {
+          return Status::FromErrno("remove " + dir_ + "/" + file, errno);
         }
       }
-      if (!st.ok()) {
-        KLOG_ERROR("checkpoint {} of region {} is unusable ({}); falling back to the one before",
-                   id, region, st.message());
-        continue;
-      }
-      KLOG_INFO("restoring region {} from checkpoint {}", region, id);
-      for (auto& [unit, d] : data) {
-        const Record& rec = m->units[unit];
-        auto& slot = (*out)[unit];
-        if (slot.checkpoint_id <= id) {
-          slot = RestoredUnit{rec.fingerprint, std::move(d), id, region};
-          latest_[unit] = rec;
-        }
-      }
-      auto& kept = manifests_[region];
-      // The one before stays, its chunks unchecked until FallBack needs it;
-      // older ones are garbage.
-      if (i + 1 < files.size()) {
-        if (auto before = ReadManifest(files[i + 1].second); before.ok()) {
-          kept.push_back(std::move(before.value()));
-        }
-      }
-      kept.push_back(std::move(m.value()));
-      break;
+      KAYAK_RETURN_IF_ERROR(SyncDir(dir_));
+      KLOG_WARN("--discard-state {}: discarded the region's checkpoints (newest {}, {} "
+                "manifests); the region starts empty and its inputs start from their "
+                "configured beginning",
+                region, files.front().first, files.size());
+      continue;
     }
+    // The newest committed checkpoint is the only one to restore: inputs may
+    // have released what came before it (the http log its posts, kafka its
+    // group offsets), so an older one could lose data and starting empty
+    // would. One that cannot be read stops the start, with every file kept.
+    const auto& [id, file] = files.front();
+    auto m = ReadManifest(file);
+    Status st = m.ok() ? Status::Ok() : m.status();
+    std::map<std::string, std::string> data;
+    if (st.ok()) {
+      for (const auto& [unit, rec] : m->units) {
+        st = CheckChunk(rec, &data[unit]);
+        if (!st.ok()) break;
+      }
+    }
+    if (!st.ok()) {
+      return Status::Corruption(
+          "checkpoint " + std::to_string(id) + " of region " + region + " in " + dir_ +
+          " cannot be read (" + st.message() + "); kayak does not start on state it cannot "
+          "read and keeps every file. Repair the file, or start with --discard-state " + region +
+          " to start that region empty (its inputs then begin from their configured start)");
+    }
+    KLOG_INFO("restoring region {} from checkpoint {}", region, id);
+    for (auto& [unit, d] : data) {
+      const Record& rec = m->units[unit];
+      auto& slot = (*out)[unit];
+      if (slot.checkpoint_id <= id) {
+        slot = RestoredUnit{rec.fingerprint, std::move(d), id, region};
+        latest_[unit] = rec;
+      }
+    }
+    auto& kept = manifests_[region];
+    // The one before stays, its chunks unchecked until FallBack needs it;
+    // older ones are garbage.
+    if (files.size() > 1) {
+      auto before = ReadManifest(files[1].second);
+      if (!before.ok()) {
+        return Status::Corruption("checkpoint " + std::to_string(files[1].first) + " of region " +
+                                  region + " in " + dir_ + " cannot be read (" +
+                                  before.status().message() +
+                                  "); it is kept for a fall-back, so kayak does not start. "
+                                  "Repair it, or start with --discard-state " + region);
+      }
+      kept.push_back(std::move(before.value()));
+    }
+    kept.push_back(std::move(m.value()));
   }
   CollectGarbage();
   return Status::Ok();
@@ -162,8 +204,21 @@ Status Store::FallBack(const std::string& region, std::map<std::string, Restored
   auto it = manifests_.find(region);
   if (it == manifests_.end() || it->second.empty()) return Status::Ok();
   auto& kept = it->second;
-  const Manifest newest = std::move(kept.back());
-  kept.pop_back();
+  const Manifest& newest = kept.back();
+  // The checkpoint before is read first: one that cannot be read stops the
+  // start with every file kept (never a reason to start empty).
+  std::map<std::string, std::string> data;
+  const Manifest* before = kept.size() > 1 ? &kept[kept.size() - 2] : nullptr;
+  if (before != nullptr) {
+    for (const auto& [unit, rec] : before->units) {
+      if (Status st = CheckChunk(rec, &data[unit]); !st.ok()) {
+        return Status::Corruption("checkpoint " + std::to_string(before->id) + " of region " +
+                                  region + ", the one to go back to, cannot be read (" +
+                                  st.message() + "); kayak does not start. Repair it, or "
+                                  "start with --discard-state " + region);
+      }
+    }
+  }
   for (const auto& [unit, r] : newest.units) {
     auto o = out->find(unit);
     if (o != out->end() && o->second.checkpoint_id == newest.id) out->erase(o);
@@ -174,33 +229,22 @@ Status Store::FallBack(const std::string& region, std::map<std::string, Restored
     return Status::FromErrno("remove " + dir_ + "/" + newest.file, errno);
   }
   KAYAK_RETURN_IF_ERROR(SyncDir(dir_));
-  Status result;
-  if (kept.empty()) {
+  const uint64_t newest_id = newest.id;
+  kept.pop_back();
+  if (before == nullptr) {
     KLOG_WARN("region {}: no checkpoint before {} is left; the region starts empty", region,
-              newest.id);
+              newest_id);
   } else {
-    const Manifest& before = kept.back();
-    std::map<std::string, std::string> data;
-    for (const auto& [unit, rec] : before.units) {
-      result = CheckChunk(rec, &data[unit]);
-      if (!result.ok()) break;
-    }
-    if (result.ok()) {
-      KLOG_INFO("restoring region {} from checkpoint {} instead of {}", region, before.id,
-                newest.id);
-      for (auto& [unit, d] : data) {
-        const Record& rec = before.units.at(unit);
-        (*out)[unit] = RestoredUnit{rec.fingerprint, std::move(d), before.id, region};
-        latest_[unit] = rec;
-      }
-    } else {
-      KLOG_ERROR("region {}: checkpoint {} is unusable ({}); the region starts empty", region,
-                 before.id, result.message());
-      kept.clear();
+    const Manifest& b = kept.back();
+    KLOG_INFO("restoring region {} from checkpoint {} instead of {}", region, b.id, newest_id);
+    for (auto& [unit, d] : data) {
+      const Record& rec = b.units.at(unit);
+      (*out)[unit] = RestoredUnit{rec.fingerprint, std::move(d), b.id, region};
+      latest_[unit] = rec;
     }
   }
   CollectGarbage();
-  return result;
+  return Status::Ok();
 }
 
 Status Store::DropRegionsExcept(const std::set<std::string>& live) {

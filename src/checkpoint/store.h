@@ -51,17 +51,21 @@ class Store {
  public:
   explicit Store(std::string dir) : dir_(std::move(dir)) {}
 
-  // Reads every region's newest manifest whose own checksum and whose
-  // chunks' checksums hold, falling back to the previous one (and logging
-  // why) when they do not; keeps the one before it for FallBack; then
-  // removes every file no kept manifest names.
+  // Reads every region's newest manifest and its chunks, checking their
+  // checksums; keeps the one before it for FallBack; then removes every file
+  // no kept manifest names. A manifest or chunk that cannot be read (bad
+  // checksum, I/O error) is an error naming the file, and nothing is
+  // removed: state is never silently dropped. The regions in `discard` (the
+  // operator's --discard-state) lose their manifests and start empty.
   // `out` gets each unit's state; `max_id` the highest checkpoint id seen.
-  Status Recover(std::map<std::string, RestoredUnit>* out, uint64_t* max_id);
+  Status Recover(std::map<std::string, RestoredUnit>* out, uint64_t* max_id,
+                 const std::set<std::string>& discard = {});
 
   // After Recover: the region's newest checkpoint is not to be restored (a
   // two-phase output's commit of it did not happen). Removes its manifest
   // and puts the checkpoint before it into `out` instead (none left: the
-  // region's units are taken out of `out`).
+  // region's units are taken out of `out`; one that cannot be read is an
+  // error).
   Status FallBack(const std::string& region, std::map<std::string, RestoredUnit>* out);
 
   // Removes the manifests of every region not in `live` (a deleted

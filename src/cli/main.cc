@@ -1,6 +1,6 @@
 // kayak: the command line (SPEC section 1).
 //
-//   kayak --config FILE [--state-dir DIR] [--server-config FILE]
+//   kayak --config FILE [--state-dir DIR [--discard-state REGION]...] [--server-config FILE]
 //   kayak check FILE
 //   kayak --version
 //
@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cctype>
 #include <map>
+#include <set>
 #include <memory>
 #include <cstdio>
 #include <cstring>
@@ -40,7 +41,7 @@ constexpr int kExitLocked = 3;
 
 const char* kUsage =
     "usage:\n"
-    "  kayak --config FILE [--state-dir DIR] [--server-config FILE]\n"
+    "  kayak --config FILE [--state-dir DIR [--discard-state REGION]...] [--server-config FILE]\n"
     "  kayak check FILE\n"
     "  kayak --version\n";
 
@@ -51,6 +52,7 @@ int Usage(const std::string& problem) {
 
 struct Args {
   std::string config, state_dir, server_config, check_file;
+  std::set<std::string> discard_state;  // --discard-state REGION, repeatable
   bool check = false, version = false, help = false;
 };
 
@@ -93,6 +95,10 @@ bool ParseArgs(int argc, char** argv, Args* a, std::string* problem) {
       if (!take(&a->state_dir)) return false;
     } else if (arg == "--server-config") {
       if (!take(&a->server_config)) return false;
+    } else if (arg == "--discard-state") {
+      std::string region;
+      if (!take(&region)) return false;
+      a->discard_state.insert(region);
     } else if (arg == "--version" && !has_value) {
       a->version = true;
     } else if ((arg == "--help" || arg == "-h") && !has_value) {
@@ -117,6 +123,10 @@ bool ParseArgs(int argc, char** argv, Args* a, std::string* problem) {
   }
   if (a->config.empty()) {
     *problem = "--config is required";
+    return false;
+  }
+  if (!a->discard_state.empty() && a->state_dir.empty()) {
+    *problem = "--discard-state needs --state-dir";
     return false;
   }
   return true;
@@ -199,6 +209,7 @@ int Serve(const Args& args) {
   GraphManager::Options gopts;
   gopts.registry = &BuiltinComponents();
   gopts.engine = eopts;
+  gopts.discard_state = args.discard_state;
   GraphManager graph(gopts);
   {
     auto text = checkpoint::ReadWholeFile(args.config);

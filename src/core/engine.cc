@@ -136,7 +136,8 @@ void ValidateComponents(const GraphSpec& spec, ErrorList* errors, bool checkpoin
 }
 
 std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegistry& registry,
-                                      const EngineOptions& options, ErrorList* errors) {
+                                      const EngineOptions& options, ErrorList* errors,
+                                      Status* fatal) {
   (void)registry;
   InitLogging();  // before any pipeline thread logs
   std::unique_ptr<Engine> engine(new Engine(options));
@@ -201,11 +202,16 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
     engine->pipelines_.push_back(std::move(runner));
   }
   if (!errors->empty()) return nullptr;
-  if (options.checkpointing && options.store != nullptr) engine->SetUpCheckpointing(spec);
+  if (options.checkpointing && options.store != nullptr) {
+    if (Status st = engine->SetUpCheckpointing(spec); !st.ok()) {
+      if (fatal != nullptr) *fatal = st;
+      return nullptr;
+    }
+  }
   return engine;
 }
 
-void Engine::SetUpCheckpointing(const GraphSpec& spec) {
+Status Engine::SetUpCheckpointing(const GraphSpec& spec) {
   const EngineOptions& o = options_;
   checkpointer_ = std::make_unique<Checkpointer>(o.store, o.checkpoint_interval_ms,
                                                  o.checkpoint_timeout_ms, o.clock);
@@ -267,7 +273,7 @@ void Engine::SetUpCheckpointing(const GraphSpec& spec) {
   for (size_t i = 0; i < n; ++i) region_index[i] = region_of_root[find(i)];
   std::vector<size_t> ids;
   for (auto& r : regions) ids.push_back(checkpointer_->AddRegion(r));
-  ConfirmTwoPhaseCommits(spec);
+  KAYAK_RETURN_IF_ERROR(ConfirmTwoPhaseCommits(spec));
   for (size_t i = 0; i < n; ++i) {
     const PipelineSpec& ps = spec.pipelines[i];
     PipelineRunner* p = pipelines_[i].get();
@@ -298,11 +304,12 @@ void Engine::SetUpCheckpointing(const GraphSpec& spec) {
     RestoreUnit(o, "b." + b.name, b.fingerprint, ("bucket " + b.name).c_str(),
                 [&](const std::string& d) { return bucket->RestoreState(d); });
   }
+  return Status::Ok();
 }
 
-void Engine::ConfirmTwoPhaseCommits(const GraphSpec& spec) {
+Status Engine::ConfirmTwoPhaseCommits(const GraphSpec& spec) {
   const EngineOptions& o = options_;
-  if (o.restored == nullptr) return;
+  if (o.restored == nullptr) return Status::Ok();
   std::set<std::string> fell_back;  // regions of the store
   for (size_t i = 0; i < spec.pipelines.size(); ++i) {
     const PipelineSpec& ps = spec.pipelines[i];
@@ -323,11 +330,10 @@ void Engine::ConfirmTwoPhaseCommits(const GraphSpec& spec) {
                 "back to the checkpoint before and replays",
                 ps.id, k, it->second.checkpoint_id, region);
       fell_back.insert(region);
-      if (Status st = o.store->FallBack(region, o.restored); !st.ok()) {
-        KLOG_ERROR("region {}: {}", region, st.message());
-      }
+      KAYAK_RETURN_IF_ERROR(o.store->FallBack(region, o.restored));
     }
   }
+  return Status::Ok();
 }
 
 Engine::~Engine() {

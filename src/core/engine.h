@@ -235,8 +235,11 @@ class Engine {
  public:
   // Builds every component. Component errors (a bad expression, a bad option
   // value) are added to `errors` with their place in the file; then nullptr.
+  // State that cannot be restored (a checkpoint to fall back to that cannot
+  // be read) sets `*fatal`, if given, and returns nullptr.
   static std::unique_ptr<Engine> Build(const GraphSpec& spec, const ComponentRegistry& registry,
-                                       const EngineOptions& options, ErrorList* errors);
+                                       const EngineOptions& options, ErrorList* errors,
+                                       Status* fatal = nullptr);
   ~Engine();
 
   void Start();
@@ -255,11 +258,11 @@ class Engine {
 
  private:
   explicit Engine(EngineOptions options) : options_(options) {}
-  void SetUpCheckpointing(const GraphSpec& spec);
+  Status SetUpCheckpointing(const GraphSpec& spec);
   // Before restoring: asks each two-phase output whether the checkpoint it
   // is about to restore was committed to it, and makes the region restore
   // the one before where it was not.
-  void ConfirmTwoPhaseCommits(const GraphSpec& spec);
+  Status ConfirmTwoPhaseCommits(const GraphSpec& spec);
   Status CommitInitialCheckpoint();
 
   EngineOptions options_;

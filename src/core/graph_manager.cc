@@ -48,7 +48,8 @@ int CountLines(const std::string& s) { return static_cast<int>(std::count(s.begi
 
 }  // namespace
 
-GraphManager::GraphManager(Options options) : opt_(std::move(options)) {}
+GraphManager::GraphManager(Options options)
+    : opt_(std::move(options)), discard_pending_(opt_.discard_state) {}
 
 GraphManager::~GraphManager() { Stop(); }
 
@@ -130,13 +131,17 @@ Status GraphManager::BuildEngine(const std::string& text) {
   if (o.checkpointing) {
     store_ = std::make_unique<checkpoint::Store>(o.state_dir);
     uint64_t max_id = 0;
-    KAYAK_RETURN_IF_ERROR(store_->Recover(&restored_, &max_id));
+    // Only the first build discards: later ones restore what this run committed.
+    KAYAK_RETURN_IF_ERROR(store_->Recover(&restored_, &max_id, discard_pending_));
+    discard_pending_.clear();
     o.store = store_.get();
     o.restored = &restored_;
     o.first_checkpoint_id = max_id + 1;
   }
   first_checkpoint_id_ = o.first_checkpoint_id;
-  auto engine = Engine::Build(spec, *opt_.registry, o, &el);
+  Status fatal;
+  auto engine = Engine::Build(spec, *opt_.registry, o, &el, &fatal);
+  if (!fatal.ok()) return fatal;
   if (engine == nullptr) return Status::Invalid(el.ToString());
   if (!restored_.empty()) {
     size_t bytes = 0;

@@ -35,6 +35,8 @@ class GraphManager {
     const ComponentRegistry* registry = nullptr;
     // Without store, restored or ingest: the manager provides them.
     EngineOptions engine;
+    // Regions whose checkpoints the first start discards (--discard-state).
+    std::set<std::string> discard_state;
   };
   // An answer for the API: status and JSON body.
   struct Answer {
@@ -110,6 +112,7 @@ class GraphManager {
   int64_t NowMs() const;
 
   const Options opt_;
+  std::set<std::string> discard_pending_;  // opt_.discard_state until the first build used it
   mutable std::mutex mu_;
   std::condition_variable started_cv_;  // Start or Stop happened
   IngestRouter router_;  // outlives every engine: the listener looks paths up here

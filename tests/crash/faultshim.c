@@ -9,9 +9,10 @@
 //     issued after that fsync returned);
 //   * fails calls on demand: FAULTSHIM_RULES names a file that is re-read
 //     whenever it changes, one rule a line, `<op> <path-prefix> <errno>`,
-//     op in write|fsync|rename|open|ftruncate|unlink|any|short, errno
+//     op in write|fsync|rename|open|ftruncate|unlink|read|any|short, errno
 //     ENOSPC|EIO. A matching call fails without running and is logged as
-//     `F`. `short` (never matched by `any`) is a short write: the call
+//     `F`. `read` (never matched by `any`) fails reads of tracked files, as
+//     a bad sector does. `short` (never matched by `any`) is a short write: the call
 //     writes the first half of its buffer and returns that count, and the
 //     next write on that descriptor fails with the errno, as a disk that
 //     fills up part way through a write does.
@@ -69,6 +70,7 @@ static int n_rules;
 static int (*real_open)(const char*, int, ...);
 static int (*real_close)(int);
 static ssize_t (*real_write)(int, const void*, size_t);
+static ssize_t (*real_read)(int, void*, size_t);
 static ssize_t (*real_pwrite)(int, const void*, size_t, off_t);
 static int (*real_fsync)(int);
 static int (*real_fdatasync)(int);
@@ -92,6 +94,7 @@ static void init(void) {
   real_open = next("open");
   real_close = next("close");
   real_write = next("write");
+  real_read = next("read");
   real_pwrite = next("pwrite");
   real_fsync = next("fsync");
   real_fdatasync = next("fdatasync");
@@ -184,7 +187,7 @@ static void load_rules(void) {
   int fd = real_open(rules_path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
   char text[4096];
-  ssize_t len = read(fd, text, sizeof(text) - 1);
+  ssize_t len = real_read(fd, text, sizeof(text) - 1);
   real_close(fd);
   if (len <= 0) return;
   text[len] = '\0';
@@ -205,7 +208,8 @@ static int fault(const char* op, const char* path) {
   load_rules();
   for (int i = 0; i < n_rules; i++) {
     if ((strcmp(rules[i].op, op) == 0 ||
-         (strcmp(rules[i].op, "any") == 0 && strcmp(op, "short") != 0)) &&
+         (strcmp(rules[i].op, "any") == 0 && strcmp(op, "short") != 0 &&
+          strcmp(op, "read") != 0)) &&
         strncmp(path, rules[i].prefix, strlen(rules[i].prefix)) == 0) {
       log_line("F\t%s\t%s\t%d\n", op, path, rules[i].err);
       return rules[i].err;
@@ -319,6 +323,19 @@ static ssize_t do_write(int fd, const void* buf, size_t n, off_t off, int positi
 }
 
 ssize_t write(int fd, const void* buf, size_t n) { return do_write(fd, buf, n, 0, 0); }
+
+ssize_t read(int fd, void* buf, size_t n) {
+  pthread_mutex_lock(&mu);
+  init();
+  const char* path = fd_tracked(fd);
+  int err = path != NULL ? fault("read", path) : 0;
+  pthread_mutex_unlock(&mu);
+  if (err) {
+    errno = err;
+    return -1;
+  }
+  return real_read(fd, buf, n);
+}
 ssize_t pwrite(int fd, const void* buf, size_t n, off_t off) { return do_write(fd, buf, n, off, 1); }
 ssize_t pwrite64(int fd, const void* buf, size_t n, off_t off) {
   return do_write(fd, buf, n, off, 1);

@@ -18,6 +18,16 @@ def shim_env(roots, rules):
                                                    "verify_asan_link_order=0"]))}
 
 
+def state_files(state):
+    """The checkpoint files in a state directory and their bytes."""
+    out = {}
+    for name in os.listdir(state):
+        if name.startswith(("chunk-", "MANIFEST-")):
+            with open(os.path.join(state, name), "rb") as f:
+                out[name] = f.read()
+    return out
+
+
 def committed(s):
     return sum(r["committed"] for r in s.get_json("/api/v1/checkpoints")["regions"])
 
@@ -165,3 +175,66 @@ pipelines:
         wait_for(lambda: s.card("other", "input")["state"] == "finished", what="the new pipeline")
         wait_for(lambda: s.card("d", "input")["state"] == "finished", what="the dummy to finish")
         self.assertEqual(s.get_json("/api/v1/buckets/c?key=a")["value"], 10)
+
+
+class UnreadableStateTest(KayakTest):
+    """A checkpoint that cannot be read is never a reason to start empty: the
+    server exits 1 naming the file and keeps every file; --discard-state is
+    the operator's explicit way to start the region empty."""
+
+    CFG = """
+buckets:
+  c: {}
+pipelines:
+  d:
+    input: {dummy: {count: 50, batch_size: 5, template: '{"k":"a"}'}}
+    transforms:
+      - bucket: {name: c, key: k, op: count}
+"""
+
+    def run_once(self, state):
+        s = self.start(self.CFG, server_config=SERVER, state_dir=state)
+        wait_for(lambda: s.get_json("/api/v1/buckets/c?key=a")["value"] == 50, what="50 counted")
+        c0 = committed(s)
+        wait_for(lambda: committed(s) > c0, what="a checkpoint")
+        self.assertEqual(s.stop(), 0)
+
+    def refused(self, state, env=None):
+        before = state_files(state)
+        s = self.start(self.CFG, server_config=SERVER, state_dir=state, wait=False, env=env)
+        code = s.proc.wait(timeout=30)
+        s._reader.join(timeout=5)
+        self.assertEqual(code, 1, s.stderr())
+        after = state_files(state)
+        self.assertEqual(after, before, "a refused start must keep every file as it was")
+        return s.stderr()
+
+    def test_a_corrupt_chunk_stops_the_start_until_discarded(self):
+        state = self.path("state")
+        self.run_once(state)
+        chunk = sorted(f for f in os.listdir(state) if f.startswith("chunk-") and "b.c" in f)[-1]
+        with open(os.path.join(state, chunk), "r+b") as f:
+            f.seek(-1, os.SEEK_END)
+            b = f.read(1)
+            f.seek(-1, os.SEEK_END)
+            f.write(bytes([b[0] ^ 0x5A]))
+        err = self.refused(state)
+        self.assertIn(chunk, err)
+        self.assertIn("--discard-state d", err)
+        s = self.start(self.CFG, server_config=SERVER, state_dir=state,
+                       extra_args=["--discard-state", "d"])
+        self.assertIn("--discard-state d: discarded", s.stderr())
+        wait_for(lambda: s.get_json("/api/v1/buckets/c?key=a")["value"] == 50,
+                 what="the region starting empty and counting again")
+
+    def test_an_io_error_reading_state_stops_the_start(self):
+        state = self.path("state")
+        self.run_once(state)
+        rules = self.path("rules")
+        with open(rules, "w") as f:
+            f.write(f"read {state} EIO\n")
+        err = self.refused(state, env=shim_env([state], rules))
+        self.assertIn("Input/output error", err)
+        os.remove(rules)
+        s = self.start(self.CFG, server_config=SERVER, state_dir=state)
+        self.assertEqual(s.get_json("/api/v1/buckets/c?key=a")["value"], 50)

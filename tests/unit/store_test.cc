@@ -129,22 +129,85 @@ TEST_F(StoreTest, CommitThenRecover) {
   EXPECT_EQ(units["p.a.t0"].fingerprint, "fpt");
 }
 
-TEST_F(StoreTest, CorruptNewestManifestFallsBackToThePrevious) {
+// Recover on state it cannot read: an error naming the file, every file kept.
+TEST_F(StoreTest, CorruptNewestManifestStopsTheStartAndKeepsEveryFile) {
   CommitValues({"one", "two"});
   FlipByte(ManifestName("r", 2), 3);
-  auto units = Recover();
-  EXPECT_EQ(units["u"].data, "one");
-  EXPECT_EQ(units["u"].checkpoint_id, 1u);
-  // The unusable checkpoint's files are gone; the good one stays.
-  const auto files = Files();
-  EXPECT_EQ(std::count(files.begin(), files.end(), ManifestName("r", 2)), 0);
-  EXPECT_EQ(std::count(files.begin(), files.end(), ManifestName("r", 1)), 1);
+  const auto before = Files();
+  Store s(dir_);
+  std::map<std::string, RestoredUnit> out;
+  uint64_t id = 0;
+  Status st = s.Recover(&out, &id);
+  EXPECT_EQ(st.code(), Code::kCorruption);
+  EXPECT_NE(st.message().find(ManifestName("r", 2)), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("--discard-state r"), std::string::npos) << st.message();
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(Files(), before);
 }
 
-TEST_F(StoreTest, CorruptChunkFallsBackToThePrevious) {
+TEST_F(StoreTest, CorruptChunkStopsTheStart) {
   CommitValues({"one", "two"});
   FlipByte(ChunkName(2, "u"), 1);
-  EXPECT_EQ(Recover()["u"].data, "one");
+  Store s(dir_);
+  std::map<std::string, RestoredUnit> out;
+  uint64_t id = 0;
+  Status st = s.Recover(&out, &id);
+  EXPECT_EQ(st.code(), Code::kCorruption);
+  EXPECT_NE(st.message().find(ChunkName(2, "u")), std::string::npos) << st.message();
+}
+
+// Both kept manifests name the chunk of a unit that did not change: one
+// flipped byte makes both unusable. Before, the region started empty.
+TEST_F(StoreTest, ASharedChunkThatCannotBeReadStopsTheStart) {
+  {
+    Store s(dir_);
+    std::map<std::string, RestoredUnit> none;
+    uint64_t id;
+    ASSERT_TRUE(s.Recover(&none, &id).ok());
+    CommitStats st;
+    ASSERT_TRUE(s.Commit("r", 1, 1, {{"u", "f", std::string("same")}, {"v", "f", std::string("a")}},
+                         &st).ok());
+    ASSERT_TRUE(s.Commit("r", 2, 1, {{"u", "f", std::nullopt}, {"v", "f", std::string("b")}},
+                         &st).ok());
+  }
+  FlipByte(ChunkName(1, "u"), 1);
+  const auto before = Files();
+  Store s(dir_);
+  std::map<std::string, RestoredUnit> out;
+  uint64_t id = 0;
+  EXPECT_EQ(s.Recover(&out, &id).code(), Code::kCorruption);
+  EXPECT_EQ(Files(), before);
+}
+
+TEST_F(StoreTest, DiscardStateIsTheOperatorsChoice) {
+  CommitValues({"one", "two"});
+  FlipByte(ChunkName(2, "u"), 1);
+  Store s(dir_);
+  std::map<std::string, RestoredUnit> out;
+  uint64_t id = 0;
+  ASSERT_TRUE(s.Recover(&out, &id, {"r"}).ok());
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(id, 2u);  // new checkpoints still number after the discarded ones
+  EXPECT_TRUE(Files().empty());
+}
+
+TEST_F(StoreTest, AnUnreadableDirectoryStopsTheStart) {
+  Store s((dir_ / "missing").string());
+  std::map<std::string, RestoredUnit> out;
+  uint64_t id = 0;
+  EXPECT_FALSE(s.Recover(&out, &id).ok());
+}
+
+TEST_F(StoreTest, FallBackToAnUnreadableCheckpointStopsTheStartAndKeepsEveryFile) {
+  CommitValues({"v1", "v2"});
+  FlipByte(ChunkName(1, "u"), 1);
+  Store s(dir_);
+  std::map<std::string, RestoredUnit> out;
+  uint64_t id = 0;
+  ASSERT_TRUE(s.Recover(&out, &id).ok());
+  const auto before = Files();
+  EXPECT_EQ(s.FallBack("r", &out).code(), Code::kCorruption);
+  EXPECT_EQ(Files(), before);
 }
 
 TEST_F(StoreTest, FilesNoManifestNamesAreRemovedAtStart) {
