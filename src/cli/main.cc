@@ -205,6 +205,7 @@ int Serve(const Args& args) {
   if (eopts.checkpointing) {
     eopts.checkpoint_interval_ms = server.checkpoint_interval_secs * 1000;
     eopts.checkpoint_timeout_ms = server.checkpoint_timeout_secs * 1000;
+    eopts.stop_timeout_ms = server.stop_timeout_secs * 1000;
   }
   GraphManager::Options gopts;
   gopts.registry = &BuiltinComponents();
@@ -284,8 +285,12 @@ int Serve(const Args& args) {
     }
   });
   second.detach();
-  graph.Stop();
+  const bool clean = graph.Stop();
   listener.Stop();
+  if (!clean) {
+    KLOG_ERROR("stopped without a savepoint in every region (see above); exit 1");
+    return kExitRuntime;
+  }
   KLOG_INFO("stopped cleanly");
   return kExitOk;
 }

@@ -77,7 +77,12 @@ bool LoadServerConfigText(const std::string& text, const std::string& file, Serv
     }
     return true;
   };
-  check_keys(root, "the server config", {"listen", "log_level", "auth", "checkpoint", "limits"});
+  check_keys(root, "the server config",
+             {"listen", "log_level", "auth", "checkpoint", "limits", "stop_timeout_secs"});
+  if (auto v = root["stop_timeout_secs"];
+      v.IsDefined() && !IntOf(v, 1, &out->stop_timeout_secs, 86400)) {
+    err(v, "stop_timeout_secs must be a whole number of seconds from 1 to 86400");
+  }
   if (auto n = root["listen"]; n.IsDefined()) {
     if (!n.IsScalar() || !ParseListen(n.Scalar(), &out->listen_host, &out->listen_port)) {
       err(n, "listen must be host:port, for example 127.0.0.1:7070");

@@ -15,6 +15,9 @@ struct ServerConfig {
   std::string auth_token_file;  // "" = no authentication
   int64_t checkpoint_interval_secs = 10;
   int64_t checkpoint_timeout_secs = 60;
+  // A graceful stop waits this long for its savepoint, then exits 1 saying
+  // which region did not reach it (docs/durability.md).
+  int64_t stop_timeout_secs = 30;
   int64_t max_body_bytes = 10 * 1024 * 1024;
   int64_t max_header_bytes = 16 * 1024;
   int64_t read_timeout_secs = 30;

@@ -280,7 +280,10 @@ void Checkpointer::CommitReady() {
       }
       KLOG_DEBUG("checkpoint {} of region {} committed in {} ms ({} bytes written, {} reused)", id,
                  rs.region.name, done - started, stats.bytes_written, stats.bytes_reused);
-      if (stop_after) KLOG_INFO("savepoint {} of region {} committed", id, rs.region.name);
+      if (stop_after) {
+        rs.savepoint_committed = true;
+        KLOG_INFO("savepoint {} of region {} committed", id, rs.region.name);
+      }
     } else {
       rs.status.abandoned++;
       rs.status.last_error = st.message();
@@ -322,22 +325,42 @@ void Checkpointer::Run() {
   }
 }
 
-bool Checkpointer::Savepoint() {
+std::vector<Checkpointer::Missed> Checkpointer::Savepoint(int64_t wait_ms) {
   std::unique_lock lock(mu_);
-  if (!thread_.joinable()) return false;
+  std::vector<Missed> missed;
+  if (!thread_.joinable()) {
+    for (const auto& rs : regions_) {
+      missed.push_back({rs.region.name, "the checkpoint coordinator is not running",
+                        rs.status.last_committed_id});
+    }
+    return missed;
+  }
   for (auto& rs : regions_) {
+    rs.savepoint_committed = false;
     if (rs.status.held_back.empty()) rs.savepoint_requested = true;
   }
   cv_.notify_all();
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms_ + 2000);
-  const bool done = cv_.wait_until(lock, deadline, [&] {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  cv_.wait_until(lock, deadline, [&] {
     return std::none_of(regions_.begin(), regions_.end(),
                         [](const RegionState& rs) { return rs.savepoint_requested; });
   });
-  bool all = done;
-  for (const auto& rs : regions_) all = all && rs.status.held_back.empty();
-  return all;
+  for (auto& rs : regions_) {
+    if (rs.savepoint_committed) continue;
+    std::string why;
+    if (!rs.status.held_back.empty()) {
+      why = "held back: " + rs.status.held_back;
+    } else if (rs.savepoint_requested) {
+      why = "not complete after " + std::to_string(wait_ms / 1000) + " s";
+      // Still requested: no later checkpoint is to stop the sources.
+      rs.savepoint_requested = false;
+    } else {
+      why = "abandoned: " + (rs.status.last_error.empty() ? std::string("unknown reason")
+                                                          : rs.status.last_error);
+    }
+    missed.push_back({rs.region.name, why, rs.status.last_committed_id});
+  }
+  return missed;
 }
 
 bool Checkpointer::CheckpointNow(int64_t wait_ms) {

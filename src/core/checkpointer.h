@@ -71,9 +71,16 @@ class Checkpointer {
                        const std::set<size_t>& incomplete);
   void Start();
   // Takes a savepoint of every region: sources stop right after the
-  // barrier. Waits until each region committed or timed out. Returns true
-  // when every region committed.
-  bool Savepoint();
+  // barrier. Waits at most `wait_ms` for each region to commit it. Returns
+  // the regions that did not (held back, abandoned, still running), each
+  // with why and the checkpoint a restart replays from; empty when every
+  // region committed its savepoint.
+  struct Missed {
+    std::string region;
+    std::string why;
+    uint64_t last_committed_id = 0;
+  };
+  std::vector<Missed> Savepoint(int64_t wait_ms);
   void Stop();
 
   // ---- from pipeline and output threads ----
@@ -122,6 +129,7 @@ class Checkpointer {
     Inflight inflight;  // id == 0: none
     int64_t next_due_mono_ms = 0;
     bool savepoint_requested = false;
+    bool savepoint_committed = false;  // the savepoint asked for last committed
     // Set when a checkpoint fails or is abandoned: components that saved
     // into it reset their "changed" flags, so the next one saves everything
     // rather than point at chunks older than those changes.

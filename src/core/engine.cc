@@ -391,18 +391,29 @@ void Engine::Start() {
             buckets_.All().size());
 }
 
-void Engine::Stop() {
-  if (!started_ || stopped_) return;
+std::vector<Checkpointer::Missed> Engine::Stop() {
+  std::vector<Checkpointer::Missed> missed;
+  if (!started_ || stopped_) return missed;
   stopped_ = true;
   if (checkpointer_) {
     // A savepoint first: sources stop right after its barrier, so the next
     // start replays nothing.
-    if (checkpointer_->Savepoint()) {
+    missed = checkpointer_->Savepoint(options_.stop_timeout_ms);
+    if (missed.empty()) {
       KLOG_INFO("savepoint committed; a restart will replay nothing");
-    } else {
-      KLOG_WARN("the savepoint did not complete in every region; a restart replays from the "
-                "last committed checkpoint");
     }
+    for (const auto& m : missed) {
+      KLOG_ERROR("region {} did not reach its savepoint ({}); its pipelines are stopped without "
+                 "it, and the next start replays from checkpoint {}",
+                 m.region, m.why, m.last_committed_id);
+    }
+  }
+  if (!missed.empty()) {
+    // Nothing waits for a stuck output: the coordinator stops (releasing
+    // pipelines at a bucket meeting) and every pipeline is aborted. What it
+    // held is replayed from the last committed checkpoint.
+    checkpointer_->Stop();
+    for (auto& p : pipelines_) p->Abort();
   }
   for (auto& p : pipelines_) {
     if (p->is_source()) p->RequestStop();
@@ -411,6 +422,7 @@ void Engine::Stop() {
   for (auto& p : pipelines_) p->Join();
   if (checkpointer_) checkpointer_->Stop();
   KLOG_INFO("engine stopped");
+  return missed;
 }
 
 }  // namespace kayak

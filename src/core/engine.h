@@ -217,6 +217,8 @@ struct EngineOptions {
   uint64_t first_checkpoint_id = 1;
   int64_t checkpoint_interval_ms = 10000;
   int64_t checkpoint_timeout_ms = 60000;
+  // How long a graceful stop (or a graph change) waits for its savepoint.
+  int64_t stop_timeout_ms = 30000;
   size_t edge_queue_batches = 8;    // per edge lane
   size_t output_queue_batches = 8;  // in front of each output
   // Where http inputs register their paths; the engine's own when null. A
@@ -244,8 +246,12 @@ class Engine {
 
   void Start();
   // Graceful stop: sources stop reading, in-flight batches drain to the
-  // outputs, every thread is joined.
-  void Stop();
+  // outputs, every thread is joined. With checkpointing, a savepoint first;
+  // a region that does not commit it within options.stop_timeout_ms (an
+  // output stuck retrying, say) is aborted instead: its in-flight batches are
+  // dropped and the next start replays them from its last committed
+  // checkpoint. Returns those regions (empty: a clean stop).
+  std::vector<Checkpointer::Missed> Stop();
 
   const std::vector<std::unique_ptr<PipelineRunner>>& pipelines() const { return pipelines_; }
   PipelineRunner* Find(const std::string& id) const;

@@ -317,14 +317,16 @@ void GraphManager::Start() {
   started_cv_.notify_all();
 }
 
-void GraphManager::Stop() {
+bool GraphManager::Stop() {
+  bool clean = true;
   {
     std::lock_guard lock(mu_);
-    if (stopped_) return;
+    if (stopped_) return true;
     stopped_ = true;
-    if (engine_) engine_->Stop();
+    if (engine_) clean = engine_->Stop().empty();
   }
   started_cv_.notify_all();
+  return clean;
 }
 
 // A change that comes between the listener's start and the graph's waits for

@@ -55,7 +55,9 @@ class GraphManager {
   // Starts the engine and returns once its inputs are open (at most 5 s).
   void Start();
   // Graceful stop with a savepoint (Engine::Stop). Later API calls get 503.
-  void Stop();
+  // False when a region did not reach its savepoint within the stop timeout
+  // (the log says which, and from which checkpoint the next start replays).
+  bool Stop();
 
   IngestRouter* ingest() { return &router_; }
   // The running engine. Call on the API thread; valid until the next change.

@@ -238,3 +238,32 @@ pipelines:
         os.remove(rules)
         s = self.start(self.CFG, server_config=SERVER, state_dir=state)
         self.assertEqual(s.get_json("/api/v1/buckets/c?key=a")["value"], 50)
+
+
+class StuckStopTest(KayakTest):
+    """A graceful stop waits at most stop_timeout_secs for its savepoint, then
+    exits 1 naming the region and the checkpoint the next start replays from;
+    nothing accepted is lost."""
+
+    def test_stop_with_a_stuck_output_ends_and_replays(self):
+        src = self.write_ndjson("in.ndjson", [{"i": i} for i in range(5)])
+        # port 9 on loopback: nothing listens, every write fails
+        cfg = f"""
+pipelines:
+  stuck:
+    input: {{file: {{path: {src}}}}}
+    outputs: [{{http: {{url: 'http://127.0.0.1:9/x', timeout_ms: 200}}}}]
+"""
+        server = SERVER + "stop_timeout_secs: 2\n"
+        s = self.start(cfg, server_config=server, state_dir=self.path("state"))
+        wait_for(lambda: s.card("stuck", "outputs[0]")["state"] == "retrying",
+                 what="the output to retry")
+        code = s.stop(timeout=20)
+        self.assertEqual(code, 1, s.stderr())
+        err = s.stderr()
+        self.assertRegex(err, r"region stuck did not reach its savepoint .*replays from "
+                              r"checkpoint \d+")
+        self.assertNotIn("savepoint committed", err)
+        # the next start reads the five lines again: none was lost
+        s = self.start(cfg, server_config=server, state_dir=self.path("state"))
+        wait_for(lambda: s.card("stuck", "input")["messages_out"] >= 5, what="the replay")
