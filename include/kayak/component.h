@@ -39,12 +39,16 @@ class ComponentStats {
   void AddIn(uint64_t n) { in_.fetch_add(n, std::memory_order_relaxed); }
   void AddOut(uint64_t n) { out_.fetch_add(n, std::memory_order_relaxed); }
   void RecordError(const std::string& message);
-  void SetState(ComponentState s) { state_.store(static_cast<int>(s)); }
+  // Also records when the state last changed (wall clock), so a card can say
+  // "retrying since T".
+  void SetState(ComponentState s);
 
   uint64_t in() const { return in_.load(std::memory_order_relaxed); }
   uint64_t out() const { return out_.load(std::memory_order_relaxed); }
   uint64_t errors() const { return errors_.load(std::memory_order_relaxed); }
   ComponentState state() const { return static_cast<ComponentState>(state_.load()); }
+  // Wall-clock milliseconds of the last change of state() (0: never changed).
+  int64_t state_since_ms() const { return state_since_ms_.load(std::memory_order_relaxed); }
   std::string last_error() const;
   // An input's position, published by its pipeline thread for the card.
   void SetPosition(std::string position);
@@ -54,6 +58,7 @@ class ComponentStats {
   const std::string name_, kind_, type_;
   std::atomic<uint64_t> in_{0}, out_{0}, errors_{0};
   std::atomic<int> state_{static_cast<int>(ComponentState::kStarting)};
+  std::atomic<int64_t> state_since_ms_{0};
   mutable std::mutex mu_;
   std::string last_error_;  // guarded by mu_
   std::string position_;    // guarded by mu_

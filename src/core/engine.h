@@ -259,6 +259,7 @@ class Engine {
   // The paths http inputs serve; the listener looks requests up here.
   IngestRouter* ingest() { return options_.ingest != nullptr ? options_.ingest : &ingest_; }
   const Clock* clock() const { return options_.clock; }
+  int64_t checkpoint_interval_ms() const { return options_.checkpoint_interval_ms; }
   // nullptr without a state directory.
   Checkpointer* checkpointer() { return checkpointer_.get(); }
 

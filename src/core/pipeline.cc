@@ -34,6 +34,12 @@ const char* PipelineStatusName(PipelineStatus s) {
   return "unknown";
 }
 
+void ComponentStats::SetState(ComponentState s) {
+  if (state_.exchange(static_cast<int>(s)) != static_cast<int>(s)) {
+    state_since_ms_.store(SystemClock::Get()->NowMs(), std::memory_order_relaxed);
+  }
+}
+
 void ComponentStats::RecordError(const std::string& message) {
   errors_.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard lock(mu_);

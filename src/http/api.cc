@@ -109,7 +109,8 @@ Json PipelineJson(const PipelineRunner& p, bool with_config, int version) {
               {"messages_in", c->in()},
               {"messages_out", c->out()},
               {"errors", c->errors()},
-              {"last_error", c->last_error()}};
+              {"last_error", c->last_error()},
+              {"state_since_ms", c->state_since_ms()}};
     if (c->kind() == "input") card["position"] = c->position();
     cards.push_back(std::move(card));
   }
@@ -159,6 +160,10 @@ void Api::Handle(const Request& req, Response* res) {
   if (path == "/health") {
     if (!get) return MethodNotAllowed(res, "GET");
     return Health(res);
+  }
+  if (path == "/ready") {
+    if (!get) return MethodNotAllowed(res, "GET");
+    return Ready(res);
   }
   if (path == "/metrics") {
     if (!get) return MethodNotAllowed(res, "GET");
@@ -216,6 +221,58 @@ void Api::Handle(const Request& req, Response* res) {
 void Api::Send(const GraphManager::Answer& a, Response* res) { SendJson(res, a.status, a.body); }
 
 void Api::Health(Response* res) { SendJson(res, 200, Json{{"status", "ok"}}); }
+
+Json Api::NotReadyReasons() {
+  Json reasons = Json::array();
+  Engine* e = engine();
+  if (e == nullptr) {
+    reasons.push_back(Json{{"reason", "the graph is not running"}});
+    return reasons;
+  }
+  for (const auto& p : e->pipelines()) {
+    const PipelineStatus st = p->status();
+    if (st != PipelineStatus::kRunning && st != PipelineStatus::kFinished) {
+      reasons.push_back(Json{{"reason", std::string("pipeline ") + PipelineStatusName(st)},
+                             {"pipeline", p->id()}});
+    }
+    for (const auto* c : p->cards()) {
+      const ComponentState cs = c->state();
+      if (cs != ComponentState::kRetrying && cs != ComponentState::kFailed) continue;
+      Json r{{"reason", std::string(c->kind()) + " " + ComponentStateName(cs)},
+             {"pipeline", p->id()},
+             {"component", c->name()},
+             {"type", c->type()},
+             {"since_ms", c->state_since_ms()},
+             {"last_error", c->last_error()}};
+      reasons.push_back(std::move(r));
+    }
+  }
+  if (Checkpointer* cp = e->checkpointer()) {
+    const int64_t now = e->clock()->NowMs();
+    const int64_t late = 3 * e->checkpoint_interval_ms();
+    for (const auto& r : cp->Regions()) {
+      if (!r.held_back.empty()) {
+        reasons.push_back(Json{{"reason", "region held back"}, {"region", r.name},
+                               {"why", r.held_back}});
+      } else if (r.last_committed_ms == 0 || now - r.last_committed_ms > late) {
+        Json j{{"reason", "region not checkpointing"},
+               {"region", r.name},
+               {"last_committed_id", r.last_committed_id},
+               {"last_committed_ms", r.last_committed_ms},
+               {"last_error", r.last_error}};
+        reasons.push_back(std::move(j));
+      }
+    }
+  }
+  return reasons;
+}
+
+void Api::Ready(Response* res) {
+  Json reasons = NotReadyReasons();
+  const bool ready = reasons.empty();
+  SendJson(res, ready ? 200 : 503,
+           Json{{"status", ready ? "ready" : "not ready"}, {"reasons", std::move(reasons)}});
+}
 
 void Api::ListPipelines(Response* res) {
   Json list = Json::array();
@@ -300,6 +357,20 @@ void Api::Metrics(Response* res) {
   auto labels = [](const PipelineRunner& p, const ComponentStats& c) {
     return "pipeline=\"" + p.id() + "\",component=\"" + c.name() + "\",type=\"" + c.type() + "\"";
   };
+  family("kayak_ready", "gauge", "1 when /ready answers 200, else 0.");
+  const Json reasons = NotReadyReasons();
+  out += "kayak_ready " + std::string(reasons.empty() ? "1" : "0") + "\n";
+  family("kayak_not_ready_reasons", "gauge", "How many reasons /ready lists.");
+  out += "kayak_not_ready_reasons " + std::to_string(reasons.size()) + "\n";
+  family("kayak_component_state_since_ms", "gauge",
+         "Wall-clock ms of a component's last change of state (retrying since, failed since).");
+  for (const auto& p : pipelines) {
+    for (const auto* c : p->cards()) {
+      sample("kayak_component_state_since_ms",
+             labels(*p, *c) + ",state=\"" + ComponentStateName(c->state()) + "\"",
+             static_cast<uint64_t>(c->state_since_ms()));
+    }
+  }
   family("kayak_messages_in_total", "counter", "Messages a component received.");
   for (const auto& p : pipelines) {
     for (const auto* c : p->cards()) sample("kayak_messages_in_total", labels(*p, *c), c->in());
@@ -360,7 +431,8 @@ body{font-family:system-ui,sans-serif;margin:2em;background:#fafafa}
 .c{border:1px solid #ccc;border-radius:4px;padding:.5em;min-width:11em;font-size:.9em}
 .failed,.retrying{border-color:#c00;background:#fee}
 .err{color:#c00;font-size:.8em}
-</style></head><body><h1>kayak</h1><div id="g">loading…</div>
+.ready{border:1px solid #c00;background:#fee;padding:.5em 1em;border-radius:6px;margin-bottom:1em}
+</style></head><body><h1>kayak</h1><div id="ready"></div><div id="g">loading…</div>
 <script>
 let asked=false;
 function esc(s){return String(s).replace(/[&<>"]/g,c=>({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;'}[c]))}
@@ -375,6 +447,11 @@ async function load(){
     return;
   }
   const d=await r.json();
+  const rd=await (await fetch('/ready')).json();
+  document.getElementById('ready').innerHTML=rd.reasons.length?'<div class="ready"><b>not ready</b><ul>'+
+    rd.reasons.map(x=>'<li>'+esc(x.reason)+' '+esc(x.pipeline||x.region||'')+(x.component?' '+esc(x.component):'')+
+    (x.since_ms?' since '+esc(new Date(x.since_ms).toISOString()):'')+
+    (x.why||x.last_error?': '+esc(x.why||x.last_error):'')+'</li>').join('')+'</ul></div>':'';
   document.getElementById('g').innerHTML=d.pipelines.map(p=>
     '<div class="p"><b>'+esc(p.id)+'</b> '+esc(p.status)+
     (p.upstreams.length?' ← '+p.upstreams.map(esc).join(', '):'')+

@@ -19,6 +19,11 @@ class Api {
 
  private:
   void Health(Response* res);
+  // 200 when every pipeline runs and every region checkpoints on time, else
+  // 503; the body lists why not (docs/api.md).
+  void Ready(Response* res);
+  // What keeps the server from being ready: one object per reason.
+  nlohmann::ordered_json NotReadyReasons();
   void Metrics(Response* res);
   void ListPipelines(Response* res);
   void GetPipeline(const std::string& id, Response* res);

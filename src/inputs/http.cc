@@ -231,7 +231,8 @@ ComponentDef HttpInputDef() {
       "backlog is full; a torn last record after a crash is dropped (it was never acknowledged)";
   d.props = {
       {"path", PropType::kString, true, "",
-       "where to POST, such as /ingest/orders; not under /api and not / or /health or /metrics"},
+       "where to POST, such as /ingest/orders; not under /api and not / or /health, /ready or "
+       "/metrics"},
       {"token", PropType::kString, false, "",
        "a bearer token posts must carry (use ${ENV} to keep it out of the file)"},
       {"batch_size", PropType::kInt, false, "1000", "most posts per batch"},
@@ -243,7 +244,8 @@ ComponentDef HttpInputDef() {
   d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
     const std::string path = o.String("path");
     if (path.empty() || path[0] != '/') o.Error("path", "must start with /");
-    if (path == "/" || path == "/health" || path == "/metrics" || path == "/api" ||
+    if (path == "/" || path == "/health" || path == "/ready" || path == "/metrics" ||
+        path == "/api" ||
         path.rfind("/api/", 0) == 0) {
       o.Error("path", "is taken by the admin API; choose another, such as /ingest/...");
     }

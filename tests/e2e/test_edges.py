@@ -1,8 +1,11 @@
 """The edges of durability (issue 15): each test reproduces one defect a
 review or a black-box run found, over the real binary."""
+import http.server
 import json
 import os
 import signal
+import socket
+import threading
 
 from harness import KayakTest, http, wait_for
 
@@ -267,3 +270,57 @@ pipelines:
         # the next start reads the five lines again: none was lost
         s = self.start(cfg, server_config=server, state_dir=self.path("state"))
         wait_for(lambda: s.card("stuck", "input")["messages_out"] >= 5, what="the replay")
+
+
+class ReadyTest(KayakTest):
+    """/health is liveness; /ready is 200 only when every pipeline runs and
+    every region checkpoints on time, else 503 with the reasons."""
+
+    def test_ready_names_a_retrying_output_and_recovers(self):
+        src = self.write_ndjson("in.ndjson", [{"i": i} for i in range(3)])
+        # an http output to a port nothing listens on yet
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        cfg = f"""
+pipelines:
+  p:
+    input: {{file: {{path: {src}}}}}
+    outputs: [{{http: {{url: 'http://127.0.0.1:{port}/x', timeout_ms: 200}}}}]
+"""
+        s = self.start(cfg, server_config=SERVER, state_dir=self.path("state"))
+        wait_for(lambda: s.get("/ready")[0] == 503, what="not ready")
+        status, body = s.get("/ready")
+        reasons = json.loads(body)["reasons"]
+        self.assertTrue(any(r.get("component") == "outputs[0]" and r["reason"] == "output retrying"
+                            and r["since_ms"] > 0 for r in reasons), reasons)
+        self.assertEqual(s.get("/health")[0], 200)
+        status, metrics = s.get("/metrics")
+        self.assertIn("kayak_ready 0", metrics)
+        # a listener comes up: the output delivers, checkpoints commit, ready
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *a):
+                pass
+        sock.close()
+        srv = http.server.HTTPServer(("127.0.0.1", port), H)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        wait_for(lambda: s.get("/ready")[0] == 200, timeout=30, what="ready")
+        self.assertIn("kayak_ready 1", s.get("/metrics")[1])
+
+    def test_a_failed_pipeline_is_not_ready(self):
+        cfg = """
+pipelines:
+  p:
+    input: {file: {path: /nonexistent/dir/in.ndjson}}
+    outputs: [{stdout: {}}]
+"""
+        s = self.start(cfg)
+        wait_for(lambda: s.get("/ready")[0] == 503, what="not ready")
+        self.assertEqual(s.get("/health")[0], 200)
