@@ -1,11 +1,11 @@
 """The edges of durability (issue 15): each test reproduces one defect a
 review or a black-box run found, over the real binary."""
-import http.server
 import json
 import os
 import signal
 import socket
 import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
 from harness import KayakTest, http, wait_for
 
@@ -298,7 +298,7 @@ pipelines:
         status, metrics = s.get("/metrics")
         self.assertIn("kayak_ready 0", metrics)
         # a listener comes up: the output delivers, checkpoints commit, ready
-        class H(http.server.BaseHTTPRequestHandler):
+        class H(BaseHTTPRequestHandler):
             def do_POST(self):
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 self.send_response(200)
@@ -307,7 +307,7 @@ pipelines:
             def log_message(self, *a):
                 pass
         sock.close()
-        srv = http.server.HTTPServer(("127.0.0.1", port), H)
+        srv = HTTPServer(("127.0.0.1", port), H)
         threading.Thread(target=srv.serve_forever, daemon=True).start()
         self.addCleanup(srv.server_close)
         self.addCleanup(srv.shutdown)
