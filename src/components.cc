@@ -39,7 +39,8 @@ class Builtins final : public ComponentRegistry {
 PropDef RetryPropDef() {
   return {"retry", PropType::kStringMap, false, "{base_ms: 100, max_ms: 5000, max_attempts: 5}",
           "backoff between attempts to write a batch; without a state dir a batch that still "
-          "fails after max_attempts is dropped and counted"};
+          "fails after max_attempts is dropped and counted",
+          PropRole::kTuning};
 }
 
 ComponentDef PipelineInputDef() {
@@ -78,7 +79,12 @@ std::string ComponentReferenceMarkdown() {
       "Every option is checked when the config is loaded: an unknown option, a missing required "
       "one or a value of the wrong type is reported as `file:line:column: message`.\n"
       "The 'In a checkpoint' line says what the component hands over at a checkpoint barrier "
-      "when the server runs with `--state-dir` (see `durability.md` for what is built so far).\n";
+      "when the server runs with `--state-dir` (see `durability.md` for what is built so far).\n"
+      "An option's role says what a change of it does to the component's checkpointed state: "
+      "an *identity* option decides what the component reads or computes, and changing it "
+      "makes that state start empty (an input starts from its configured beginning); a "
+      "*tuning* option decides only how fast or in what chunks, and changing it keeps the "
+      "state (`durability.md`, 'Config changes').\n";
   for (const char* kind : {"input", "transform", "output"}) {
     out += std::string("\n## ") + (std::string(kind) == "input" ? "Inputs" :
                                    std::string(kind) == "transform" ? "Transforms" : "Outputs") +
@@ -90,12 +96,13 @@ std::string ComponentReferenceMarkdown() {
       out += "- On bad input: " + d->bad_input + ".\n";
       out += "- In a checkpoint: " + d->checkpoint + ".\n";
       if (!d->props.empty()) {
-        out += "\n| option | type | required | default | meaning |\n|---|---|---|---|---|\n";
+        out += "\n| option | type | required | default | role | meaning |\n"
+               "|---|---|---|---|---|---|\n";
         for (const auto& p : d->props) {
           out += "| `" + p.name + "` | " + PropTypeName(p.type) + " | " +
                  (p.required ? "yes" : "no") + " | " +
-                 (p.default_text.empty() ? "" : "`" + p.default_text + "`") + " | " + p.help +
-                 " |\n";
+                 (p.default_text.empty() ? "" : "`" + p.default_text + "`") + " | " +
+                 (p.role == PropRole::kTuning ? "tuning" : "identity") + " | " + p.help + " |\n";
         }
       }
     }

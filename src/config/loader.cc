@@ -183,7 +183,19 @@ class GraphLoader {
     c->mark = MarkOf(file_, kv.first);
     c->value = kv.second;
     c->fingerprint = type + ":";
-    Canonical(kv.second, &c->fingerprint);
+    if (c->def->shape == Shape::kOptions && kv.second.IsMap()) {
+      // Tuning options decide how fast, not what: changing one keeps the state.
+      YAML::Node identity(YAML::NodeType::Map);
+      for (const auto& o : kv.second) {
+        const std::string name = o.first.IsScalar() ? o.first.Scalar() : "";
+        bool tuning = false;
+        for (const auto& p : c->def->props) tuning = tuning || (p.name == name && p.role == PropRole::kTuning);
+        if (!tuning) identity[o.first] = o.second;
+      }
+      Canonical(identity, &c->fingerprint);
+    } else {
+      Canonical(kv.second, &c->fingerprint);
+    }
     return ValidateShape(*c->def, kv.second, c->mark, errors_);
   }
 

@@ -22,7 +22,9 @@ struct ComponentSpec {
   const ComponentDef* def = nullptr;
   YAML::Node value;         // options or shorthand value
   SourceMark mark;          // of the one-key map
-  std::string fingerprint;  // canonical text of type + options: "same config" for restore
+  // Canonical text of the type and its identity options (tuning options,
+  // PropRole::kTuning, left out): "the same component" for a restore.
+  std::string fingerprint;
 };
 
 struct PipelineSpec {

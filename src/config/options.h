@@ -54,13 +54,20 @@ enum class PropType {
 };
 const char* PropTypeName(PropType t);
 
+// Whether an option decides *what* a component computes or reads (its
+// identity: a change makes its checkpointed state start empty) or only *how
+// fast* (tuning: a change keeps the state). docs/durability.md.
+enum class PropRole { kIdentity, kTuning };
+
 struct PropDef {
   std::string name;
   PropType type;
   bool required = false;
   std::string default_text;  // shown in docs; "" = no default
   std::string help;
+  PropRole role = PropRole::kIdentity;
 };
+
 
 // The shape of a component's value in YAML.
 enum class Shape {

@@ -44,6 +44,18 @@ void AppendIndented(std::string* out, const std::string& body, int* lines) {
   *lines = n;
 }
 
+// Regions that did not reach the savepoint before a change, in its answer:
+// the change runs, and they replay from their last committed checkpoint.
+void AddMissed(const std::vector<Checkpointer::Missed>& missed, Json* body) {
+  if (missed.empty()) return;
+  Json list = Json::array();
+  for (const auto& m : missed) {
+    list.push_back(Json{{"region", m.region}, {"why", m.why},
+                        {"replays_from_checkpoint", m.last_committed_id}});
+  }
+  (*body)["savepoint_missed"] = std::move(list);
+}
+
 int CountLines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
 
 }  // namespace
@@ -154,11 +166,19 @@ Status GraphManager::BuildEngine(const std::string& text) {
   return Status::Ok();
 }
 
-Status GraphManager::Rebuild(const std::string& text, bool start) {
+Status GraphManager::Rebuild(const std::string& text, bool start, bool persist,
+                             std::vector<Checkpointer::Missed>* missed) {
   if (engine_) {
-    engine_->Stop();  // a savepoint: the new engine restores exactly where this one stopped
+    // A savepoint: the new engine restores exactly where this one stopped
+    // (or, for a region that missed it, from its last committed checkpoint).
+    auto m = engine_->Stop();
+    if (missed != nullptr) *missed = std::move(m);
     engine_.reset();
   }
+  // The new graph is stored before its engine commits a checkpoint taken
+  // with it: after a crash at any point the graph that is restored is the
+  // one its newest checkpoint was taken with (or the change not yet made).
+  if (persist) KAYAK_RETURN_IF_ERROR(Persist());
   KAYAK_RETURN_IF_ERROR(BuildEngine(text));
   if (!start) return Status::Ok();
   StartEngine();
@@ -353,21 +373,18 @@ GraphManager::Answer GraphManager::Apply(Entries buckets, Entries pipelines,
   const std::string old_text = Compose(buckets_, pipelines_, "", "").text;
   std::swap(buckets_, buckets);
   std::swap(pipelines_, pipelines);
-  Status st = Rebuild(Compose(buckets_, pipelines_, "", "").text, started_);
+  std::vector<Checkpointer::Missed> missed;
+  Status st = Rebuild(Compose(buckets_, pipelines_, "", "").text, started_, /*persist=*/true,
+                      &missed);
   if (!st.ok()) {
-    KLOG_ERROR("graph: the new graph did not build ({}); going back to the one before",
+    KLOG_ERROR("graph: the new graph did not start ({}); going back to the one before",
                st.message());
     std::swap(buckets_, buckets);
     std::swap(pipelines_, pipelines);
-    if (Status back = Rebuild(old_text, started_); !back.ok()) {
-      KLOG_ERROR("graph: the graph before did not build again: {}", back.message());
+    if (Status back = Rebuild(old_text, started_, /*persist=*/true); !back.ok()) {
+      KLOG_ERROR("graph: the graph before did not start again: {}", back.message());
     }
-    return {500, Json{{"error", "the new graph did not build: " + st.message()}}};
-  }
-  if (Status p = Persist(); !p.ok()) {
-    KLOG_ERROR("graph: the change runs but is not stored: {}", p.message());
-    return {500, Json{{"error", "the change runs but could not be stored (it is lost at the next "
-                                "restart): " + p.message()}}};
+    return {500, Json{{"error", "the new graph did not start: " + st.message()}}};
   }
   const Entries& es = kind == "bucket" ? buckets_ : pipelines_;
   auto it = es.find(name);
@@ -376,6 +393,7 @@ GraphManager::Answer GraphManager::Apply(Entries buckets, Entries pipelines,
     body["version"] = it->second.versions.back().number;
     body["change"] = it->second.versions.back().change;
   }
+  AddMissed(missed, &body);
   return {ok_status, std::move(body)};
 }
 
@@ -500,11 +518,14 @@ GraphManager::Answer GraphManager::Restart(const std::string& id) {
   std::unique_lock lock(mu_);
   Entries::iterator it;
   if (auto no = FindLive(lock, id, &it)) return *no;
-  if (Status st = Rebuild(Compose(buckets_, pipelines_, "", "").text, started_); !st.ok()) {
+  std::vector<Checkpointer::Missed> missed;
+  if (Status st = Rebuild(Compose(buckets_, pipelines_, "", "").text, started_, false, &missed);
+      !st.ok()) {
     return {500, Json{{"error", "the graph did not build again: " + st.message()}}};
   }
-  return {200, Json{{"id", id}, {"version", it->second.versions.back().number},
-                    {"change", "restarted"}}};
+  Json body{{"id", id}, {"version", it->second.versions.back().number}, {"change", "restarted"}};
+  AddMissed(missed, &body);
+  return {200, std::move(body)};
 }
 
 GraphManager::Answer GraphManager::Versions(const std::string& id) const {

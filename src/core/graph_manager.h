@@ -97,7 +97,11 @@ class GraphManager {
   // lines and columns.
   bool Validate(const Composed& c, GraphSpec* spec, nlohmann::ordered_json* errors) const;
   // Stops the engine and builds and starts one for `text`.
-  Status Rebuild(const std::string& text, bool start);
+  // Stops the running engine (a savepoint), stores the graph when `persist`,
+  // builds the engine for `text` and starts it when `start`. `missed` gets
+  // the regions that did not reach the savepoint.
+  Status Rebuild(const std::string& text, bool start, bool persist = false,
+                 std::vector<Checkpointer::Missed>* missed = nullptr);
   Status BuildEngine(const std::string& text);
   void StartEngine();
   Status Persist() const;

@@ -117,10 +117,10 @@ ComponentDef DummyInputDef() {
   d.bad_input =
       "nothing to read; it cannot get bad input";
   d.props = {
-      {"rate_per_sec", PropType::kNumber, false, "0", "messages per second; 0 = as fast as it can"},
+      {"rate_per_sec", PropType::kNumber, false, "0", "messages per second; 0 = as fast as it can", PropRole::kTuning},
       {"count", PropType::kInt, false, "0", "messages to generate, then finish; 0 = no end"},
       {"template", PropType::kString, false, R"({"seq":{{seq}}})", "the payload of each message"},
-      {"batch_size", PropType::kInt, false, "100", "most messages per batch"},
+      {"batch_size", PropType::kInt, false, "100", "most messages per batch", PropRole::kTuning},
   };
   d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
     if (o.Number("rate_per_sec") < 0) o.Error("rate_per_sec", "must be >= 0");

@@ -293,8 +293,8 @@ ComponentDef LuaDef() {
       "a payload that is not JSON, a Lua error, the instruction or memory limit, or a returned value with no JSON form (a function, a table with mixed keys) is a transform error; a script that does not compile or define process is a config error";
   d.props = {
       {"script", PropType::kString, true, "", "Lua source defining process(msg)"},
-      {"max_instructions", PropType::kInt, false, "1000000", "per message"},
-      {"max_memory_bytes", PropType::kInt, false, "67108864", "for the whole Lua state"},
+      {"max_instructions", PropType::kInt, false, "1000000", "per message", PropRole::kTuning},
+      {"max_memory_bytes", PropType::kInt, false, "67108864", "for the whole Lua state", PropRole::kTuning},
   };
   d.make_transform = [](const Options& o, const ComponentContext&) -> std::unique_ptr<Transform> {
     if (o.Int("max_instructions") < kHookEvery) {

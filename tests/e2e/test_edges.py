@@ -324,3 +324,36 @@ pipelines:
         s = self.start(cfg)
         wait_for(lambda: s.get("/ready")[0] == 503, what="not ready")
         self.assertEqual(s.get("/health")[0], 200)
+
+
+class TuningChangeTest(KayakTest):
+    """Changing a tuning option (batch_size) keeps the input's position: a
+    count bucket does not count the file twice. An identity option (the
+    path) makes the input start from its beginning."""
+
+    def cfg(self, src, batch_size):
+        return f"""
+buckets:
+  c: {{}}
+pipelines:
+  p:
+    input: {{file: {{path: {src}, batch_size: {batch_size}}}}}
+    transforms:
+      - bucket: {{name: c, key: k, op: count}}
+    outputs: [{{file: {{path: {self.path('out')}, max_part_bytes: {batch_size * 1000}}}}}]
+"""
+
+    def test_batch_size_change_keeps_the_position(self):
+        src = self.write_ndjson("in.ndjson", [{"k": "a", "i": i} for i in range(500)])
+        state = self.path("state")
+        for batch_size in (50, 100, 7):
+            s = self.start(self.cfg(src, batch_size), server_config=SERVER, state_dir=state)
+            wait_for(lambda: s.card("p", "input")["state"] == "finished", what="the input to end")
+            self.assertEqual(s.get_json("/api/v1/buckets/c?key=a")["value"], 500, batch_size)
+            self.assertEqual(s.stop(), 0)
+        self.assertEqual(len(self.read_output("out")), 500)
+        # an identity change: another file is read from its start
+        src2 = self.write_ndjson("in2.ndjson", [{"k": "a", "i": i} for i in range(20)])
+        s = self.start(self.cfg(src2, 7), server_config=SERVER, state_dir=state)
+        wait_for(lambda: s.card("p", "input")["state"] == "finished", what="the input to end")
+        self.assertEqual(s.get_json("/api/v1/buckets/c?key=a")["value"], 520)
