@@ -261,6 +261,9 @@ int Serve(const Args& args) {
                           api.Handle(req, res);
                         });
   listener.SetIngest(graph.ingest());
+  listener.SetAsyncHandler([&api](const http::Request& req, IngestDone done) {
+    return api.HandleAsync(req, std::move(done));
+  });
   if (Status st = listener.Start(); !st.ok()) {
     KLOG_ERROR("{}", st.message());
     return kExitRuntime;

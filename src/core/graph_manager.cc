@@ -61,16 +61,59 @@ int CountLines(const std::string& s) { return static_cast<int>(std::count(s.begi
 }  // namespace
 
 GraphManager::GraphManager(Options options)
-    : opt_(std::move(options)), discard_pending_(opt_.discard_state) {}
+    : opt_(std::move(options)), discard_pending_(opt_.discard_state) {
+  change_thread_ = std::thread([this] { ChangeLoop(); });
+}
 
 GraphManager::~GraphManager() { Stop(); }
 
 int64_t GraphManager::NowMs() const { return opt_.engine.clock->NowMs(); }
 
+std::shared_ptr<Engine> GraphManager::engine() const {
+  std::lock_guard lock(view_mu_);
+  return engine_;
+}
+
+void GraphManager::Publish() {
+  std::lock_guard lock(view_mu_);
+  view_pipelines_ = pipelines_;
+}
+
+bool GraphManager::Submit(std::function<Answer()> change, std::function<void(Answer)> done) {
+  {
+    std::lock_guard lock(changes_mu_);
+    if (changes_closed_ || changes_.size() >= kMaxQueuedChanges) return false;
+    changes_.push_back(Change{std::move(change), std::move(done)});
+  }
+  changes_cv_.notify_one();
+  return true;
+}
+
+void GraphManager::ChangeLoop() {
+  for (;;) {
+    Change c;
+    {
+      std::unique_lock lock(changes_mu_);
+      changes_cv_.wait(lock, [&] { return changes_closed_ || !changes_.empty(); });
+      if (changes_.empty()) return;  // closed and drained
+      c = std::move(changes_.front());
+      changes_.pop_front();
+    }
+    Answer a;
+    try {
+      a = c.run();
+    } catch (const std::exception& e) {
+      KLOG_ERROR("graph: a change failed: {}", e.what());
+      a = {500, Json{{"error", std::string("the change failed: ") + e.what()}}};
+    }
+    c.done(std::move(a));
+  }
+}
+
 int GraphManager::CurrentVersion(const std::string& id) const {
-  std::lock_guard lock(mu_);
-  auto it = pipelines_.find(id);
-  if (it == pipelines_.end() || !it->second.live()) return 0;
+  std::lock_guard lock(view_mu_);
+  auto it = view_pipelines_.find(id);
+  if (it == view_pipelines_.end() || !it->second.live()) return 0;
   return it->second.versions.back().number;
 }
 
@@ -161,7 +204,10 @@ Status GraphManager::BuildEngine(const std::string& text) {
     KLOG_INFO("state restored in {} ms ({} units, {} bytes)", MonotonicMs() - started,
               restored_.size(), bytes);
   }
-  engine_ = std::move(engine);
+  {
+    std::lock_guard lock(view_mu_);
+    engine_ = std::move(engine);
+  }
   spec_ = std::move(spec);
   return Status::Ok();
 }
@@ -173,7 +219,14 @@ Status GraphManager::Rebuild(const std::string& text, bool start, bool persist,
     // (or, for a region that missed it, from its last committed checkpoint).
     auto m = engine_->Stop();
     if (missed != nullptr) *missed = std::move(m);
-    engine_.reset();
+    // Gone before the next is built (its http inputs give their paths up in
+    // their destructors); the API holds a copy only while it answers.
+    std::weak_ptr<Engine> old = engine_;
+    {
+      std::lock_guard lock(view_mu_);
+      engine_.reset();
+    }
+    while (!old.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   // The new graph is stored before its engine commits a checkpoint taken
   // with it: after a crash at any point the graph that is restored is the
@@ -324,6 +377,7 @@ Status GraphManager::Init(const std::string& file_text, const std::string& file_
                            "/graph/GRAPH) with the config file is not valid: " + errs.dump());
   }
   KAYAK_RETURN_IF_ERROR(BuildEngine(c.text));
+  Publish();
   if (stored) KLOG_INFO("graph: versions loaded from {}/graph/GRAPH", opt_.engine.state_dir);
   return Persist();
 }
@@ -338,15 +392,22 @@ void GraphManager::Start() {
 }
 
 bool GraphManager::Stop() {
-  bool clean = true;
   {
     std::lock_guard lock(mu_);
     if (stopped_) return true;
     stopped_ = true;
-    if (engine_) clean = engine_->Stop().empty();
   }
-  started_cv_.notify_all();
-  return clean;
+  started_cv_.notify_all();  // a change waiting for the start gets 503
+  // The change running ends (its stop is bounded by the stop timeout); the
+  // ones queued behind it are answered 503.
+  {
+    std::lock_guard lock(changes_mu_);
+    changes_closed_ = true;
+  }
+  changes_cv_.notify_all();
+  if (change_thread_.joinable()) change_thread_.join();
+  std::lock_guard lock(mu_);
+  return engine_ == nullptr || engine_->Stop().empty();
 }
 
 // A change that comes between the listener's start and the graph's waits for
@@ -373,6 +434,7 @@ GraphManager::Answer GraphManager::Apply(Entries buckets, Entries pipelines,
   const std::string old_text = Compose(buckets_, pipelines_, "", "").text;
   std::swap(buckets_, buckets);
   std::swap(pipelines_, pipelines);
+  Publish();
   std::vector<Checkpointer::Missed> missed;
   Status st = Rebuild(Compose(buckets_, pipelines_, "", "").text, started_, /*persist=*/true,
                       &missed);
@@ -381,6 +443,7 @@ GraphManager::Answer GraphManager::Apply(Entries buckets, Entries pipelines,
                st.message());
     std::swap(buckets_, buckets);
     std::swap(pipelines_, pipelines);
+    Publish();
     if (Status back = Rebuild(old_text, started_, /*persist=*/true); !back.ok()) {
       KLOG_ERROR("graph: the graph before did not start again: {}", back.message());
     }
@@ -529,9 +592,9 @@ GraphManager::Answer GraphManager::Restart(const std::string& id) {
 }
 
 GraphManager::Answer GraphManager::Versions(const std::string& id) const {
-  std::lock_guard lock(mu_);
-  auto it = pipelines_.find(id);
-  if (it == pipelines_.end()) return {404, Json{{"error", "no pipeline '" + id + "'"}}};
+  std::lock_guard lock(view_mu_);
+  auto it = view_pipelines_.find(id);
+  if (it == view_pipelines_.end()) return {404, Json{{"error", "no pipeline '" + id + "'"}}};
   Json vs = Json::array();
   for (const auto& v : it->second.versions) {
     vs.push_back(Json{{"version", v.number}, {"created_ms", v.created_ms}, {"change", v.change},

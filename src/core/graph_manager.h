@@ -17,6 +17,9 @@
 #include <map>
 #include <memory>
 #include <condition_variable>
+#include <deque>
+#include <functional>
+#include <thread>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -60,10 +63,18 @@ class GraphManager {
   bool Stop();
 
   IngestRouter* ingest() { return &router_; }
-  // The running engine. Call on the API thread; valid until the next change.
-  Engine* engine() { return engine_.get(); }
+  // The running engine, or null while a change replaces it. Any thread; the
+  // caller keeps it alive for as long as it holds the pointer.
+  std::shared_ptr<Engine> engine() const;
   // The version number of a pipeline's running config (0 if unknown).
   int CurrentVersion(const std::string& id) const;
+
+  // Runs `change` (Put, Delete, Revert or Restart) on the graph's own thread,
+  // never the caller's, and hands its answer to `done` there. Changes run one
+  // at a time, in order; false (nothing runs) when kMaxQueuedChanges wait
+  // already or the server is stopping.
+  static constexpr size_t kMaxQueuedChanges = 16;
+  bool Submit(std::function<Answer()> change, std::function<void(Answer)> done);
 
   // kind: "pipeline" or "bucket". `body` is YAML or JSON holding one.
   Answer Put(const std::string& kind, const std::string& name, const std::string& body);
@@ -117,6 +128,10 @@ class GraphManager {
                const std::string& name, unsigned ok_status);
   int64_t NowMs() const;
 
+  void ChangeLoop();
+  // After the entries changed: what readers on other threads see.
+  void Publish();
+
   const Options opt_;
   std::set<std::string> discard_pending_;  // opt_.discard_state until the first build used it
   mutable std::mutex mu_;
@@ -126,11 +141,27 @@ class GraphManager {
   std::map<std::string, checkpoint::RestoredUnit> restored_;
   GraphSpec spec_;
   uint64_t first_checkpoint_id_ = 0;  // of the running engine
-  std::unique_ptr<Engine> engine_;
+  std::shared_ptr<Engine> engine_;  // replaced under view_mu_
   Entries buckets_, pipelines_;
   std::vector<std::string> order_;  // pipeline ids and "bucket:" names, first seen first
   bool started_ = false;
   bool stopped_ = false;
+
+  // What the API reads while a change runs: the engine pointer and a copy of
+  // the pipelines' versions.
+  mutable std::mutex view_mu_;
+  Entries view_pipelines_;  // guarded by view_mu_
+
+  // Changes from the API wait here for the change thread.
+  struct Change {
+    std::function<Answer()> run;
+    std::function<void(Answer)> done;
+  };
+  std::mutex changes_mu_;
+  std::condition_variable changes_cv_;
+  std::deque<Change> changes_;   // guarded by changes_mu_
+  bool changes_closed_ = false;  // guarded by changes_mu_
+  std::thread change_thread_;
 };
 
 }  // namespace kayak

@@ -142,21 +142,13 @@ void Api::Handle(const Request& req, Response* res) {
   const std::string query = q == std::string::npos ? "" : target.substr(q + 1);
   const bool get = req.method() == bhttp::verb::get || req.method() == bhttp::verb::head;
 
-  // The admin API's routes demand the bearer token when one is set; the
-  // health check, the metrics and the dashboard's page (whose calls to the
-  // API carry the token) do not.
-  if (!token_.empty() && (path == "/api" || path.rfind("/api/", 0) == 0)) {
-    const auto auth = req[bhttp::field::authorization];
-    switch (CheckBearer(std::string_view(auth.data(), auth.size()), token_)) {
-      case BearerCheck::kOk:
-        break;
-      case BearerCheck::kMissing:
-        res->set(bhttp::field::www_authenticate, "Bearer realm=\"kayak\"");
-        return JsonError(res, 401, "the admin API needs \"Authorization: Bearer <token>\"");
-      case BearerCheck::kWrong:
-        return JsonError(res, 403, "the bearer token is not the admin API's");
-    }
-  }
+  if (!Authorized(req, path, res)) return;
+  // Held for this request: a change on the change thread may replace it.
+  current_ = graph_->engine();
+  struct Release {
+    std::shared_ptr<Engine>* held;
+    ~Release() { held->reset(); }
+  } release{&current_};
   if (path == "/health") {
     if (!get) return MethodNotAllowed(res, "GET");
     return Health(res);
@@ -165,13 +157,17 @@ void Api::Handle(const Request& req, Response* res) {
     if (!get) return MethodNotAllowed(res, "GET");
     return Ready(res);
   }
-  if (path == "/metrics") {
-    if (!get) return MethodNotAllowed(res, "GET");
-    return Metrics(res);
-  }
   if (path == "/" || path == "/index.html") {
     if (!get) return MethodNotAllowed(res, "GET");
     return Dashboard(res);
+  }
+  if (engine() == nullptr) {
+    res->set(bhttp::field::retry_after, "1");
+    return JsonError(res, 503, "a change to the graph is being applied; try again");
+  }
+  if (path == "/metrics") {
+    if (!get) return MethodNotAllowed(res, "GET");
+    return Metrics(res);
   }
   static const std::string kPipelines = "/api/v1/pipelines";
   static const std::string kBuckets = "/api/v1/buckets/";
@@ -219,6 +215,70 @@ void Api::Handle(const Request& req, Response* res) {
 }
 
 void Api::Send(const GraphManager::Answer& a, Response* res) { SendJson(res, a.status, a.body); }
+
+bool Api::Authorized(const Request& req, const std::string& path, Response* res) {
+  // The admin API's routes demand the bearer token when one is set; the
+  // health and readiness checks, the metrics and the dashboard's page (whose
+  // calls to the API carry the token) do not.
+  if (token_.empty() || (path != "/api" && path.rfind("/api/", 0) != 0)) return true;
+  const auto auth = req[bhttp::field::authorization];
+  switch (CheckBearer(std::string_view(auth.data(), auth.size()), token_)) {
+    case BearerCheck::kOk:
+      return true;
+    case BearerCheck::kMissing:
+      res->set(bhttp::field::www_authenticate, "Bearer realm=\"kayak\"");
+      JsonError(res, 401, "the admin API needs \"Authorization: Bearer <token>\"");
+      return false;
+    case BearerCheck::kWrong:
+      JsonError(res, 403, "the bearer token is not the admin API's");
+      return false;
+  }
+  return false;
+}
+
+bool Api::HandleAsync(const Request& req, IngestDone done) {
+  const std::string target(req.target());
+  const std::string path = target.substr(0, target.find('?'));
+  const auto method = req.method();
+  static const std::string kPipelines = "/api/v1/pipelines/";
+  static const std::string kBuckets = "/api/v1/buckets/";
+  std::function<GraphManager::Answer()> change;
+  if (path.rfind(kPipelines, 0) == 0 && path.size() > kPipelines.size()) {
+    const std::string rest = path.substr(kPipelines.size());
+    const size_t slash = rest.find('/');
+    const std::string id = UrlDecode(rest.substr(0, slash));
+    const std::string action = slash == std::string::npos ? "" : rest.substr(slash + 1);
+    GraphManager* g = graph_;
+    if (action.empty() && method == bhttp::verb::put) {
+      change = [g, id, body = req.body()] { return g->Put("pipeline", id, body); };
+    } else if (action.empty() && method == bhttp::verb::delete_) {
+      change = [g, id] { return g->Delete(id); };
+    } else if (action == "revert" && method == bhttp::verb::post) {
+      change = [g, id] { return g->Revert(id); };
+    } else if (action == "restart" && method == bhttp::verb::post) {
+      change = [g, id] { return g->Restart(id); };
+    }
+  } else if (path.rfind(kBuckets, 0) == 0 && path.size() > kBuckets.size() &&
+             path.find('/', kBuckets.size()) == std::string::npos &&
+             method == bhttp::verb::put) {
+    change = [g = graph_, name = UrlDecode(path.substr(kBuckets.size())), body = req.body()] {
+      return g->Put("bucket", name, body);
+    };
+  } else if (path == "/api/v1/checkpoints" && method == bhttp::verb::post) {
+    change = [this] { return TakeCheckpoint(); };
+  }
+  if (!change) return false;
+  Response refused;
+  if (!Authorized(req, path, &refused)) return false;  // Handle answers 401 or 403
+  auto reply = [done](const GraphManager::Answer& a) {
+    done(IngestReply{a.status, a.body.dump(), a.status == 503 ? 1u : 0u});
+  };
+  if (!graph_->Submit(std::move(change), reply)) {
+    reply({503, Json{{"error", "too many changes are waiting, or the server is stopping; "
+                               "try again"}}});
+  }
+  return true;
+}
 
 void Api::Health(Response* res) { SendJson(res, 200, Json{{"status", "ok"}}); }
 
@@ -317,14 +377,9 @@ void Api::GetBucket(const std::string& name, const std::string& query, Response*
   SendJson(res, 200, body);
 }
 
-void Api::Checkpoints(bool take, Response* res) {
-  Checkpointer* cp = engine()->checkpointer();
-  if (cp == nullptr) {
-    if (take) return JsonError(res, 409, "checkpointing is off: start the server with --state-dir");
-    return SendJson(res, 200, Json{{"checkpointing", false}, {"regions", Json::array()}});
-  }
-  bool ok = true;
-  if (take) ok = cp->CheckpointNow(120000);
+namespace {
+
+Json CheckpointsJson(Checkpointer* cp) {
   Json regions = Json::array();
   for (const auto& r : cp->Regions()) {
     regions.push_back(Json{{"region", r.name},
@@ -341,8 +396,31 @@ void Api::Checkpoints(bool take, Response* res) {
                            {"held_back", r.held_back},
                            {"last_error", r.last_error}});
   }
-  SendJson(res, take && !ok ? 503 : 200,
-           Json{{"checkpointing", true}, {"regions", std::move(regions)}});
+  return Json{{"checkpointing", true}, {"regions", std::move(regions)}};
+}
+
+}  // namespace
+
+void Api::Checkpoints(bool take, Response* res) {
+  // With the listener's async handler a POST never comes here: it is taken
+  // on the change thread (HandleAsync).
+  if (take) return Send(TakeCheckpoint(), res);
+  Checkpointer* cp = engine()->checkpointer();
+  if (cp == nullptr) {
+    return SendJson(res, 200, Json{{"checkpointing", false}, {"regions", Json::array()}});
+  }
+  SendJson(res, 200, CheckpointsJson(cp));
+}
+
+GraphManager::Answer Api::TakeCheckpoint() {
+  std::shared_ptr<Engine> e = graph_->engine();
+  if (e == nullptr) return {503, Json{{"error", "a change to the graph is being applied"}}};
+  Checkpointer* cp = e->checkpointer();
+  if (cp == nullptr) {
+    return {409, Json{{"error", "checkpointing is off: start the server with --state-dir"}}};
+  }
+  const bool ok = cp->CheckpointNow(120000);
+  return {ok ? 200u : 503u, CheckpointsJson(cp)};
 }
 
 void Api::Metrics(Response* res) {

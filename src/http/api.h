@@ -11,11 +11,18 @@ namespace kayak::http {
 
 class Api {
  public:
-  // `graph` must outlive the Api. Called on the HTTP thread only. With a
+  // `graph` must outlive the Api. Handle and HandleAsync are called on the
+  // HTTP thread only. With a
   // `token`, every route under /api demands "Authorization: Bearer <token>".
   explicit Api(GraphManager* graph, std::string token = "")
       : graph_(graph), token_(std::move(token)) {}
   void Handle(const Request& req, Response* res);
+  // The routes that change the graph (PUT, DELETE, revert, restart, a bucket
+  // declaration) and POST /api/v1/checkpoints: run on the graph's change
+  // thread, never the listener's, and answered through `done`. False for
+  // every other request (and for one the token check refuses), which
+  // Handle then answers.
+  bool HandleAsync(const Request& req, IngestDone done);
 
  private:
   void Health(Response* res);
@@ -31,9 +38,17 @@ class Api {
   void Dashboard(Response* res);
   void Checkpoints(bool take, Response* res);
 
-  // The running engine; a change through the API replaces it.
-  Engine* engine() { return graph_->engine(); }
+  // The running engine, held for the request being answered (a change on
+  // the change thread may replace it meanwhile); null while it is replaced.
+  Engine* engine() { return current_.get(); }
   void Send(const GraphManager::Answer& a, Response* res);
+  // False (with `res` set to 401 or 403) when the route needs the token and
+  // the request does not carry it.
+  bool Authorized(const Request& req, const std::string& path, Response* res);
+  // POST /api/v1/checkpoints on the change thread.
+  GraphManager::Answer TakeCheckpoint();
+
+  std::shared_ptr<Engine> current_;  // HTTP thread only
 
   GraphManager* graph_;
   const std::string token_;

@@ -147,12 +147,14 @@ class AnswerQueue {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(Socket socket, const ServerLimits& limits, const Handler& handler,
-          IngestRouter* ingest, AnswerQueue* answers, std::atomic<size_t>* live)
+          const AsyncHandler& async, IngestRouter* ingest, AnswerQueue* answers,
+          std::atomic<size_t>* live)
       : socket_(std::move(socket)),
         timer_(socket_.get_executor()),
         buffer_(limits.max_header_bytes + 4 * kReadSize),
         limits_(limits),
         handler_(handler),
+        async_(async),
         ingest_(ingest),
         answers_(answers),
         live_(live) {}
@@ -258,7 +260,9 @@ class Session : public std::enable_shared_from_this<Session> {
       res_.version(parts_.version);
       if (Ingest()) return;  // answered when the input has logged the post
       try {
-        handler_(parts_.ToRequest(), &res_);
+        const Request req = parts_.ToRequest();
+        if (Async(req)) return;  // answered when the handler says (a graph change)
+        handler_(req, &res_);
       } catch (const std::exception& e) {
         KLOG_ERROR("http: handler failed on {}: {}", parts_.target, e.what());
         res_ = {};
@@ -297,6 +301,24 @@ class Session : public std::enable_shared_from_this<Session> {
                    });
     posting_thread_.store(std::thread::id());
     return true;
+  }
+
+  // A request the async handler takes is answered from its thread, through
+  // the answer queue, like a post.
+  bool Async(const Request& req) {
+    if (!async_) return false;
+    deadline_ = Clock::time_point::max();
+    posting_thread_.store(std::this_thread::get_id());
+    const bool taken = async_(req, [self = shared_from_this()](IngestReply reply) mutable {
+      if (self->posting_thread_.load() == std::this_thread::get_id()) {
+        self->Answer(std::move(reply));
+        return;
+      }
+      AnswerQueue* q = self->answers_;
+      q->Push(std::move(self), std::move(reply));
+    });
+    posting_thread_.store(std::thread::id());
+    return taken;
   }
 
   // Ingest answers are the hot path: written from one pre-sized string
@@ -369,6 +391,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Response res_;
   const ServerLimits& limits_;
   const Handler& handler_;
+  const AsyncHandler& async_;
   IngestRouter* ingest_;
   AnswerQueue* answers_;
   std::atomic<std::thread::id> posting_thread_{};  // set while Post runs
@@ -410,6 +433,7 @@ struct Server::Impl {
   // Sessions left in `io` refer to the members above it; it must go first.
   ServerLimits limits;
   Handler handler;
+  AsyncHandler async;
   IngestRouter* ingest = nullptr;
   std::atomic<size_t> live{0};
   asio::io_context io{kThreads};
@@ -427,7 +451,8 @@ struct Server::Impl {
           socket.close(ignored);
         } else {
           live.fetch_add(1);
-          std::make_shared<Session>(std::move(socket), limits, handler, ingest, &answers, &live)
+          std::make_shared<Session>(std::move(socket), limits, handler, async, ingest, &answers,
+                                    &live)
               ->Start();
         }
       }
@@ -445,6 +470,8 @@ Server::Server(std::string host, uint16_t port, ServerLimits limits, Handler han
 Server::~Server() { Stop(); }
 
 void Server::SetIngest(IngestRouter* router) { impl_->ingest = router; }
+
+void Server::SetAsyncHandler(AsyncHandler handler) { impl_->async = std::move(handler); }
 
 Status Server::Start() {
   beast::error_code ec;

@@ -20,17 +20,18 @@
 #include <thread>
 #include <vector>
 
+#include "core/ingest.h"
 #include "kayak/status.h"
-
-namespace kayak {
-class IngestRouter;
-}
 
 namespace kayak::http {
 
 using Request = boost::beast::http::request<boost::beast::http::string_body>;
 using Response = boost::beast::http::response<boost::beast::http::string_body>;
 using Handler = std::function<void(const Request&, Response*)>;
+// A handler that answers later: returns true when it took the request and
+// will call `done` exactly once, from any thread (the answer is written by
+// the I/O thread); false to leave the request to the Handler. Must not block.
+using AsyncHandler = std::function<bool(const Request&, IngestDone done)>;
 
 struct ServerLimits {
   uint64_t max_body_bytes = 10 * 1024 * 1024;  // larger bodies get 413
@@ -47,6 +48,8 @@ class Server {
   // Requests for a path an http input registered in `router` go to that
   // input (answered when it says so) instead of `handler`. Before Start.
   void SetIngest(IngestRouter* router);
+  // Requests the async handler takes are answered when it says. Before Start.
+  void SetAsyncHandler(AsyncHandler handler);
   // Binds and starts the I/O thread. An error if the address cannot be bound.
   Status Start();
   void Stop();

@@ -5,6 +5,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 from harness import KayakTest, http, wait_for
@@ -357,3 +358,43 @@ pipelines:
         s = self.start(self.cfg(src2, 7), server_config=SERVER, state_dir=state)
         wait_for(lambda: s.card("p", "input")["state"] == "finished", what="the input to end")
         self.assertEqual(s.get_json("/api/v1/buckets/c?key=a")["value"], 520)
+
+
+class ChangeWhileStuckTest(KayakTest):
+    """A graph change while an output is failing runs off the listener's
+    thread: /health and every read keep answering, and the change answers
+    within the stop timeout, naming the region that missed its savepoint."""
+
+    def test_change_with_a_stuck_output_does_not_hang_the_server(self):
+        src = self.write_ndjson("in.ndjson", [{"i": i} for i in range(5)])
+        cfg = f"""
+pipelines:
+  stuck:
+    input: {{file: {{path: {src}}}}}
+    outputs: [{{http: {{url: 'http://127.0.0.1:9/x', timeout_ms: 200}}}}]
+"""
+        server = SERVER + "stop_timeout_secs: 4\n"
+        s = self.start(cfg, server_config=server, state_dir=self.path("state"))
+        wait_for(lambda: s.card("stuck", "outputs[0]")["state"] == "retrying",
+                 what="the output to retry")
+        answer = {}
+
+        def put():
+            answer["r"] = http("PUT", s.url + "/api/v1/pipelines/other",
+                               b"input: {dummy: {count: 3}}\noutputs: [{stdout: {}}]\n")
+        t = threading.Thread(target=put)
+        started = time.monotonic()
+        t.start()
+        # the listener answers while the change waits for the stuck region
+        while t.is_alive() and time.monotonic() - started < 3:
+            status, _ = s.get("/health")
+            self.assertEqual(status, 200)
+            self.assertIn(s.get("/ready")[0], (200, 503))
+            time.sleep(0.2)
+        t.join(timeout=30)
+        self.assertFalse(t.is_alive(), "the change did not answer")
+        status, _, body = answer["r"]
+        self.assertEqual(status, 201, body)
+        missed = json.loads(body)["savepoint_missed"]
+        self.assertEqual([m["region"] for m in missed], ["stuck"])
+        wait_for(lambda: s.card("other", "input")["state"] == "finished", what="the new pipeline")
