@@ -499,7 +499,9 @@ void PipelineRunner::Run() {
     } else {
       bool all_ended = false;
       if (ReadUpstream(&batch, &all_ended)) RunChain(std::move(batch), 0);
-      if (all_ended) break;
+      // Only an abort stops a downstream pipeline before its upstreams end
+      // (its inbox is closed then, and their ends may never arrive).
+      if (all_ended || stop_) break;
     }
     const int64_t mono = MonotonicMs();
     if (mono - last_tick_ms_ >= kTickEveryMs) {

@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/format.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "components.h"
@@ -22,6 +24,15 @@ namespace {
 
 constexpr size_t kReadChunk = 1 << 20;
 constexpr size_t kMaxLineBytes = 16 << 20;  // a longer line is skipped and counted
+
+// A file's identity, kept in the checkpoint: a file replaced by another under
+// the same name is read from its start (SPEC 4).
+struct FileId {
+  uint64_t dev = 0, ino = 0;
+  uint64_t head_bytes = 0;  // of the first kHeadBytes, as many as there were
+  uint32_t head_crc = 0;
+};
+constexpr size_t kHeadBytes = 4096;
 
 class FileInput final : public Input {
  public:
@@ -74,7 +85,7 @@ class FileInput final : public Input {
       if (has_next || !follow_) {
         // A last line without a newline is a message once the file is done.
         if (!buf_.empty() && !follow_) {
-          Emit(std::string_view(buf_), out);
+          Emit(std::string_view(buf_), offset_, out);
           offset_ += buf_.size();
           buf_.clear();
         }
@@ -107,13 +118,16 @@ class FileInput final : public Input {
   std::string SavePosition() const override {
     nlohmann::json j;
     j["done"] = last_done_;
+    if (done_id_.has_value()) j["done_id"] = IdJson(*done_id_);
     if (fd_ >= 0) {
       j["file"] = current_;
       j["offset"] = offset_;
+      j["id"] = IdJson(FileId{dev_, inode_, head_bytes_, head_crc_});
     } else {
       // Not reading yet: still where a restore (or a truncation) put it.
       j["file"] = reopen_;
       j["offset"] = reopen_offset_;
+      if (reopen_id_.has_value()) j["id"] = IdJson(*reopen_id_);
     }
     return j.dump();
   }
@@ -127,6 +141,19 @@ class FileInput final : public Input {
     last_done_ = j["done"].get<std::string>();
     reopen_ = j["file"].get<std::string>();
     reopen_offset_ = j["offset"].get<uint64_t>();
+    // The files' identities (positions written before they were kept have none).
+    reopen_id_ = IdFrom(j["id"]);
+    done_id_ = IdFrom(j["done_id"]);
+    // The file read to its end, replaced since by another under its name:
+    // that one is read from its start.
+    if (reopen_.empty() && !last_done_.empty() && done_id_.has_value()) {
+      const std::string why = NotTheSame(last_done_, *done_id_);
+      if (!why.empty()) {
+        KLOG_WARN("file input: {} {}; reading it from the start", last_done_, why);
+        reopen_ = last_done_;
+        reopen_offset_ = 0;
+      }
+    }
     return Status::Ok();
   }
 
@@ -185,21 +212,35 @@ class FileInput final : public Input {
     fd_ = fd;
     current_ = next;
     inode_ = st.st_ino;
+    dev_ = st.st_dev;
+    // The first bytes, to know the file again after a restart (SPEC 4: a
+    // file replaced by another under the same name is read from its start).
+    std::string head(kHeadBytes, '\0');
+    const ssize_t got = ::pread(fd, head.data(), kHeadBytes, 0);
+    head_bytes_ = got > 0 ? static_cast<uint64_t>(got) : 0;
+    head_crc_ = checkpoint::Crc32c(head.data(), head_bytes_);
     offset_ = 0;
     read_pos_ = 0;
     buf_.clear();
     if (reopen_offset_ > 0) {
-      // Resuming at a checkpointed offset. A file now shorter than that was
-      // truncated or replaced since: read it from the start.
-      if (static_cast<uint64_t>(st.st_size) >= reopen_offset_ &&
-          ::lseek(fd_, static_cast<off_t>(reopen_offset_), SEEK_SET) >= 0) {
+      // Resuming at a checkpointed offset. A file now shorter than that, or
+      // not the file the checkpoint was taken on, was truncated or replaced
+      // since: read it from the start.
+      std::string why;
+      if (static_cast<uint64_t>(st.st_size) < reopen_offset_) {
+        why = "is shorter than its checkpointed offset " + std::to_string(reopen_offset_);
+      } else if (reopen_id_.has_value()) {
+        why = NotTheSame(next, *reopen_id_);
+      }
+      if (why.empty() && ::lseek(fd_, static_cast<off_t>(reopen_offset_), SEEK_SET) >= 0) {
         offset_ = read_pos_ = reopen_offset_;
       } else {
-        KLOG_WARN("file input: {} is shorter than its checkpointed offset {}; reading it from "
-                  "the start", next, reopen_offset_);
+        KLOG_WARN("file input: {} {}; reading it from the start", next,
+                  why.empty() ? "cannot be positioned" : why);
       }
       reopen_offset_ = 0;
     }
+    reopen_id_.reset();
     done_with_all_ = false;
     return Status::Ok();
   }
@@ -209,7 +250,40 @@ class FileInput final : public Input {
       ::close(fd_);
       fd_ = -1;
       last_done_ = current_;
+      done_id_ = FileId{dev_, inode_, head_bytes_, head_crc_};
     }
+  }
+
+  static nlohmann::json IdJson(const FileId& id) {
+    return nlohmann::json{{"dev", id.dev}, {"ino", id.ino}, {"head_bytes", id.head_bytes},
+                          {"head_crc", id.head_crc}};
+  }
+  static std::optional<FileId> IdFrom(const nlohmann::json& j) {
+    if (!j.is_object() || !j["dev"].is_number_unsigned() || !j["ino"].is_number_unsigned() ||
+        !j["head_bytes"].is_number_unsigned() || !j["head_crc"].is_number_unsigned()) {
+      return std::nullopt;
+    }
+    return FileId{j["dev"].get<uint64_t>(), j["ino"].get<uint64_t>(),
+                  j["head_bytes"].get<uint64_t>(), j["head_crc"].get<uint32_t>()};
+  }
+
+  // Why the file at `path` is not the one `id` describes, or "" if it is.
+  static std::string NotTheSame(const std::string& path, const FileId& id) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return "";  // gone: nothing to read again
+    struct stat st{};
+    std::string head(kHeadBytes, '\0');
+    const bool stat_ok = ::fstat(fd, &st) == 0;
+    const ssize_t got = ::pread(fd, head.data(), kHeadBytes, 0);
+    ::close(fd);
+    if (!stat_ok || st.st_dev != id.dev || st.st_ino != id.ino) {
+      return "is another file (device and inode) than the one checkpointed";
+    }
+    if (got < 0 || static_cast<uint64_t>(got) < id.head_bytes ||
+        checkpoint::Crc32c(head.data(), id.head_bytes) != id.head_crc) {
+      return "does not begin with the bytes the checkpointed file began with";
+    }
+    return "";
   }
 
   ssize_t ReadMore() {
@@ -236,7 +310,7 @@ class FileInput final : public Input {
     while (out->messages.size() < batch_size_) {
       const size_t nl = buf_.find('\n', start);
       if (nl == std::string::npos) break;
-      Emit(std::string_view(buf_).substr(start, nl - start), out);
+      Emit(std::string_view(buf_).substr(start, nl - start), offset_ + start, out);
       start = nl + 1;
       took = true;
     }
@@ -247,11 +321,12 @@ class FileInput final : public Input {
     return took;
   }
 
-  void Emit(std::string_view line, Batch* out) {
+  // `at`: the byte offset of the line in the file.
+  void Emit(std::string_view line, uint64_t at, Batch* out) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.find_first_not_of(" \t") == std::string_view::npos) return;
     if (!IsJson(line)) {
-      stats_->RecordError(current_ + " at byte " + std::to_string(offset_) +
+      stats_->RecordError(current_ + " at byte " + std::to_string(at) +
                           ": skipped a line that is not JSON");
       return;
     }
@@ -266,6 +341,11 @@ class FileInput final : public Input {
   ComponentStats* stats_;
 
   int fd_ = -1;
+  uint64_t dev_ = 0;
+  uint64_t head_bytes_ = 0;
+  uint32_t head_crc_ = 0;
+  std::optional<FileId> reopen_id_;  // the checkpointed file's identity, until reopened
+  std::optional<FileId> done_id_;    // last_done_'s identity
   std::string current_;    // the open file
   std::string last_done_;  // the last file read to its end
   std::string reopen_;     // a file to open next (truncated, or restored)

@@ -384,7 +384,10 @@ pipelines:
         self.assertIn('kayak_checkpoint_held_back{region="after_broken"} 1', metrics)
         self.assertIn('kayak_checkpoint_held_back{region="fine"} 0', metrics)
         self.assertRegex(metrics, r'kayak_checkpoints_committed_total\{region="fine"\} [1-9]')
-        self.assertEqual(s.stop(), 0)
+        # the held-back region cannot take the savepoint: the stop says so, exit 1
+        self.assertEqual(s.stop(), 1)
+        self.assertRegex(s.stderr(), r"region after_broken did not reach its savepoint \(held back")
+        self.assertRegex(s.stderr(), r"savepoint \d+ of region fine committed")
 
 
 if __name__ == "__main__":

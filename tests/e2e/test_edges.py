@@ -398,3 +398,42 @@ pipelines:
         missed = json.loads(body)["savepoint_missed"]
         self.assertEqual([m["region"] for m in missed], ["stuck"])
         wait_for(lambda: s.card("other", "input")["state"] == "finished", what="the new pipeline")
+
+
+class FileInputEdgesTest(KayakTest):
+    def test_a_bad_line_is_reported_at_its_own_byte(self):
+        good = json.dumps({"i": 0}) + "\n"
+        text = good * 100 + "not json\n" + good
+        with open(self.path("in.ndjson"), "w") as f:
+            f.write(text)
+        cfg = f"""
+pipelines:
+  p:
+    input: {{file: {{path: {self.path('in.ndjson')}}}}}
+    outputs: [{{file: {{path: {self.path('out')}}}}}]
+"""
+        s = self.start(cfg)
+        wait_for(lambda: s.card("p", "input")["errors"] == 1, what="the bad line counted")
+        self.assertIn(f"at byte {len(good) * 100}:", s.card("p", "input")["last_error"])
+
+    def test_a_replaced_longer_file_is_read_from_its_start(self):
+        src = self.path("in.ndjson")
+        self.write_ndjson("in.ndjson", [{"v": "old", "i": i} for i in range(50)])
+        cfg = f"""
+pipelines:
+  p:
+    input: {{file: {{path: {src}}}}}
+    outputs: [{{file: {{path: {self.path('out')}}}}}]
+"""
+        state = self.path("state")
+        s = self.start(cfg, server_config=SERVER, state_dir=state)
+        wait_for(lambda: s.card("p", "input")["state"] == "finished", what="the first file")
+        self.assertEqual(s.stop(), 0)
+        # another file under the same name, longer, with other bytes
+        os.remove(src)
+        self.write_ndjson("in.ndjson", [{"v": "new", "i": i, "pad": "x" * 20} for i in range(80)])
+        s = self.start(cfg, server_config=SERVER, state_dir=state)
+        wait_for(lambda: len(self.read_output("out")) >= 130, what="the new file from its start")
+        rows = [json.loads(l) for l in self.read_output("out")]
+        self.assertEqual([r["i"] for r in rows if r["v"] == "new"], list(range(80)))
+        self.assertIn("reading it from the start", s.stderr())
