@@ -302,11 +302,10 @@ class GraphLoader {
         }
       }
     }
-    if (!ok) {
-      for (auto& p : *specs) out->pipelines.push_back(std::move(p));
-      return;
-    }
-    // Depth-first search for cycles, emitting a topological order.
+    // Depth-first search for cycles, emitting a topological order. Runs
+    // whatever else is wrong, so that `check` reports every error at once;
+    // edges already reported (unknown upstreams, a pipeline reading itself)
+    // are left out.
     std::vector<int> color(specs->size(), 0);  // 0 new, 1 on stack, 2 done
     std::vector<size_t> order;
     std::vector<size_t> stack;
@@ -315,7 +314,9 @@ class GraphLoader {
       color[i] = 1;
       stack.push_back(i);
       for (const auto& up : (*specs)[i].upstreams) {
-        const size_t j = index[up];
+        auto found = index.find(up);
+        if (found == index.end() || found->second == i) continue;
+        const size_t j = found->second;
         if (color[j] == 1) {
           std::string path;
           bool on = false;
@@ -337,7 +338,7 @@ class GraphLoader {
     for (size_t i = 0; i < specs->size(); ++i) {
       if (color[i] == 0) visit(i);
     }
-    if (cyclic) {
+    if (cyclic || !ok) {
       for (auto& p : *specs) out->pipelines.push_back(std::move(p));
       return;
     }

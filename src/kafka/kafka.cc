@@ -25,6 +25,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <map>
+#include <cstring>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -167,6 +168,18 @@ class KafkaInput final : public Input {
     (void)finished;
     rd_kafka_t* rk = rk_.load();
     if (!subscribed_) KAYAK_RETURN_IF_ERROR(Subscribe(rk));
+    if (unreachable_.load()) {
+      // No broker answered: the card says retrying (not running) until one
+      // answers a metadata request or a message comes.
+      const rd_kafka_metadata_t* md = nullptr;
+      if (rd_kafka_metadata(rk, 0, nullptr, &md, 500) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        rd_kafka_metadata_destroy(md);
+        unreachable_.store(false);
+      } else {
+        std::lock_guard lock(unreachable_mu_);
+        return Status::Unavailable("kafka: no broker reachable: " + unreachable_why_);
+      }
+    }
     if (!ctx_.checkpointing) StoreOffsets(rk);  // the previous batch went through the chain
     // Up to wait_ms for the first message, then up to batch_wait_ms for a
     // full batch; messages are taken from the consumer's queue in bulk.
@@ -283,6 +296,7 @@ class KafkaInput final : public Input {
   }
 
   void Take(rd_kafka_message_t* m, Batch* out) {
+    unreachable_.store(false);
     const char* topic_name = rd_kafka_topic_name(m->rkt);
     if (!last_valid_ || m->partition != last_partition_ || last_topic_ != topic_name) {
       last_valid_ = true;
@@ -344,6 +358,7 @@ class KafkaInput final : public Input {
         auto it = self->positions_.find({parts->elems[i].topic, parts->elems[i].partition});
         if (it != self->positions_.end()) parts->elems[i].offset = it->second;
       }
+      if (self->ctx_.checkpointing && self->start_ == "latest") self->PinLatest(rk, parts);
       rd_kafka_assign(rk, parts);
       KLOG_INFO("kafka input: assigned {} partitions", parts->cnt);
       self->assigned_.store(true);
@@ -360,9 +375,63 @@ class KafkaInput final : public Input {
     }
   }
 
+  // `start: latest` under checkpointing: a partition assigned with neither a
+  // checkpointed position nor a committed offset starts at the end it has
+  // *now*, and that offset is committed to the group at once, so a restart
+  // before the first checkpoint resumes there instead of at a later end
+  // (which would skip what came in between). The position is in every
+  // checkpoint from then on.
+  void PinLatest(rd_kafka_t* rk, rd_kafka_topic_partition_list_t* parts) {
+    rd_kafka_topic_partition_list_t* open = rd_kafka_topic_partition_list_new(parts->cnt);
+    for (int i = 0; i < parts->cnt; ++i) {
+      if (!positions_.count({parts->elems[i].topic, parts->elems[i].partition})) {
+        rd_kafka_topic_partition_list_add(open, parts->elems[i].topic, parts->elems[i].partition);
+      }
+    }
+    if (open->cnt > 0 && rd_kafka_committed(rk, open, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      rd_kafka_topic_partition_list_t* pin = rd_kafka_topic_partition_list_new(open->cnt);
+      for (int i = 0; i < open->cnt; ++i) {
+        const auto& e = open->elems[i];
+        int64_t at = e.offset;
+        if (at < 0) {
+          int64_t low = 0, high = 0;
+          if (rd_kafka_query_watermark_offsets(rk, e.topic, e.partition, &low, &high, 10000) !=
+              RD_KAFKA_RESP_ERR_NO_ERROR) {
+            continue;  // left to auto.offset.reset, as before
+          }
+          at = high;
+          rd_kafka_topic_partition_list_add(pin, e.topic, e.partition)->offset = at;
+        }
+        positions_[{e.topic, e.partition}] = at;
+        for (int k = 0; k < parts->cnt; ++k) {
+          if (parts->elems[k].partition == e.partition &&
+              std::strcmp(parts->elems[k].topic, e.topic) == 0) {
+            parts->elems[k].offset = at;
+          }
+        }
+      }
+      if (pin->cnt > 0) {
+        const rd_kafka_resp_err_t ce = rd_kafka_commit(rk, pin, /*async=*/0);
+        if (ce) KLOG_WARN("kafka input: committing the start offsets: {}", rd_kafka_err2str(ce));
+      }
+      rd_kafka_topic_partition_list_destroy(pin);
+    } else if (open->cnt > 0) {
+      KLOG_WARN("kafka input: the group's committed offsets could not be read; partitions "
+                "without a checkpointed position start at the latest offset");
+    }
+    rd_kafka_topic_partition_list_destroy(open);
+  }
+
   static void OnError(rd_kafka_t* rk, int err, const char* reason, void* opaque) {
     (void)rk;
     auto* self = static_cast<KafkaInput*>(opaque);
+    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || err == RD_KAFKA_RESP_ERR__RESOLVE) {
+      // Counted when Read reports it (the pipeline retries it).
+      std::lock_guard lock(self->unreachable_mu_);
+      self->unreachable_why_ = reason;
+      self->unreachable_.store(true);
+      return;
+    }
     if (self->ctx_.stats) {
       self->ctx_.stats->RecordError(std::string("kafka: ") +
                                     rd_kafka_err2str(static_cast<rd_kafka_resp_err_t>(err)) +
@@ -384,6 +453,10 @@ class KafkaInput final : public Input {
   bool restore_commit_ = false;
   bool commit_after_assign_ = false;
   std::atomic<bool> assigned_{false};  // set by the rebalance callback, read by Committed
+  // Set by the error callback when no broker can be reached; Read clears it.
+  std::atomic<bool> unreachable_{false};
+  std::mutex unreachable_mu_;
+  std::string unreachable_why_;  // guarded by unreachable_mu_
   Offsets positions_;  // pipeline thread (and the rebalance callback, on it)
   rd_kafka_queue_t* queue_ = nullptr;         // the consumer's queue, read in bulk
   std::vector<rd_kafka_message_t*> taken_;    // reused for every read

@@ -187,11 +187,44 @@ class KafkaTest(KafkaBase):
         wait_for(lambda: s.card("k", "input")["errors"] > 0, timeout=60,
                  what="the broker outage on the card")
         self.assertIn("kafka", s.card("k", "input")["last_error"])
+        # retrying, not running, while no broker answers (and /ready says so)
+        wait_for(lambda: s.card("k", "input")["state"] == "retrying", timeout=60,
+                 what="the input to show that it retries")
+        self.assertEqual(s.get("/ready")[0], 503)
         b.command("up 1")
         b.produce("in", 500)
         wait_for(lambda: len(self.read_output("out")) >= 1000, timeout=120,
                  what="the messages produced after the broker came back")
         self.assertEqual(sorted(r["seq"] for r in self.rows()), sorted(list(range(500)) * 2))
+        wait_for(lambda: s.card("k", "input")["state"] == "running", what="running again")
+
+    def test_start_latest_loses_nothing_to_a_kill_before_the_first_checkpoint(self):
+        # The position where `latest` put each partition is pinned at
+        # assignment: a kill -9 before any checkpoint covers the partition
+        # restarts there, not at a later end.
+        b = self.broker(topics=("in:2",))
+        b.produce("in", 100)  # before the start: not read
+        group = "g-" + uuid.uuid4().hex[:8]
+        cfg = f"""
+pipelines:
+  k:
+    input: {{kafka: {{brokers: "{b.bootstrap}", topics: [in], group: {group}, start: latest,
+                      properties: {{session.timeout.ms: "6000", heartbeat.interval.ms: "500"}}}}}}
+    outputs: [{{file: {{path: {self.path('out')}}}}}]
+"""
+        server = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 3600}\n"
+        s = self.start(cfg, server_config=server, state_dir=self.path("state"))
+        wait_for(lambda: "assigned" in s.stderr(), timeout=60, what="the assignment")
+        b.produce("in", 50)  # after the assignment: read from the pinned end
+        wait_for(lambda: len(self.read_output("out")) >= 50, timeout=60, what="the 50 new ones")
+        s.proc.send_signal(signal.SIGKILL)
+        s.proc.wait(timeout=30)
+        s = self.start(cfg, server_config=server, state_dir=self.path("state"))
+        # the file output went back to the checkpoint taken at start (empty):
+        # the 50 must come again
+        wait_for(lambda: len(self.read_output("out")) >= 50, timeout=60,
+                 what="the 50 read again after the kill")
+        self.assertEqual(sorted(r["seq"] for r in self.rows()), list(range(50)))
 
     def test_kafka_output_delivers_every_message(self):
         b = self.broker(topics=("in:4", "out:2"))

@@ -105,6 +105,24 @@ TEST(Config, StructureErrors) {
               "5:26", "pipeline 'p' already serves /in");
 }
 
+// A cycle is reported together with the other graph errors (an unknown
+// upstream used to hide it).
+TEST(Config, ACycleIsReportedBesideAnUnknownUpstream) {
+  const std::string text =
+      "pipelines:\n"                   // 1
+      "  a:\n"                         // 2
+      "    input: {pipeline: b}\n"     // 3
+      "  b:\n"                         // 4
+      "    input: {pipeline: a}\n"     // 5
+      "  c:\n"                         // 6
+      "    input: {pipeline: nope}\n"; // 7
+  size_t count = 0;
+  const std::string out = CheckText(text, &count);
+  ExpectError(out, Pos(text, 7, "pipeline"), "unknown pipeline 'nope'");
+  EXPECT_NE(out.find("cycle between pipelines"), std::string::npos) << out;
+  EXPECT_EQ(count, 2u) << out;
+}
+
 TEST(Config, EnvironmentInterpolation) {
   ::setenv("KAYAK_TEST_DIR", "/tmp/in", 1);
   ::unsetenv("KAYAK_TEST_UNSET");
