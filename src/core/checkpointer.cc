@@ -163,6 +163,12 @@ bool Checkpointer::FullSave(size_t region, uint64_t id) const {
   return in.id == id && in.full;
 }
 
+bool Checkpointer::IsSavepoint(size_t region, uint64_t id) const {
+  std::lock_guard lock(mu_);
+  const Inflight& in = regions_[region].inflight;
+  return in.id == id && in.stop_after;
+}
+
 void Checkpointer::ArriveAtBucket(size_t region, uint64_t id, Bucket* bucket) {
   std::unique_lock lock(mu_);
   RegionState& rs = regions_[region];

@@ -93,6 +93,9 @@ class Checkpointer {
   // True when checkpoint `id` of `region` must carry every unit's state,
   // changed or not (the one before it did not commit).
   bool FullSave(size_t region, uint64_t id) const;
+  // True when checkpoint `id` of `region` is a savepoint (nothing comes
+  // after it: the region is stopping).
+  bool IsSavepoint(size_t region, uint64_t id) const;
   // A pipeline of `region` spent `us` at barrier `id` (its snapshot and the
   // bucket meeting).
   void BarrierPause(size_t region, uint64_t id, int64_t us);

@@ -201,6 +201,7 @@ class PipelineRunner {
   std::condition_variable stop_cv_;
   bool input_done_ = false;       // pipeline thread only
   bool per_message_ = false;
+  bool past_savepoint_ = false;  // pipeline thread only: no timer releases after it
   int64_t backoff_ms_ = 0;        // pipeline thread only
   int64_t last_tick_ms_ = 0;      // pipeline thread only
   std::thread thread_;

@@ -340,6 +340,9 @@ void PipelineRunner::Committed(const std::vector<checkpoint::UnitState>& units) 
 
 void PipelineRunner::DoBarrier(uint64_t id) {
   done_barrier_ = id;
+  // Past a savepoint's barrier nothing is released by a timer: what the
+  // transforms hold is in the savepoint, and released after the restart.
+  if (checkpointer_->IsSavepoint(region_, id)) past_savepoint_ = true;
   auto t0 = std::chrono::steady_clock::now();
   checkpointer_->Ack(region_, id, CollectUnits(id));
   auto paused = std::chrono::steady_clock::now() - t0;
@@ -532,6 +535,7 @@ void PipelineRunner::Run() {
 }
 
 void PipelineRunner::TickTransforms(int64_t now_ms) {
+  if (past_savepoint_) return;
   for (size_t i = 0; i < transforms_.size(); ++i) {
     Batch due;
     transforms_[i]->Tick(now_ms, &due);

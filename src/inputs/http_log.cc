@@ -363,8 +363,11 @@ Status HttpLog::WriteBatch(std::vector<Pending>* batch, uint64_t first_seq) {
     // may report the next one clean without the data, so the file is not
     // trusted again). On replay, a later segment's first sequence ends the
     // earlier one, so nothing of this batch can come back.
-    if (::ftruncate(write_fd_, static_cast<off_t>(end)) != 0) {
-      KLOG_WARN("http log {}: cannot cut the failed batch off {}: {}", opt_.dir, path,
+    // The cut is made durable too: otherwise a power loss before the next
+    // segment is durable could bring back records whose posts were answered
+    // 503 (a client that sent them again would see them twice).
+    if (::ftruncate(write_fd_, static_cast<off_t>(end)) != 0 || ::fdatasync(write_fd_) != 0) {
+      KLOG_WARN("http log {}: cannot cut the failed batch off {} durably: {}", opt_.dir, path,
                 std::strerror(errno));
     }
     ::close(write_fd_);

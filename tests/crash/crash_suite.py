@@ -24,6 +24,7 @@ as the replayed prefix of a restarted run.
 
 Ends with one line:
     crash summary: kill_points=N messages=M lost=0 double_counted=0 byte_mismatches=0 disk_faults=F
+                   output_faults=O refused_starts=R config_changes=3
 and exits non-zero if anything was lost, double counted or mismatched.
 """
 import argparse
@@ -43,6 +44,7 @@ from test_kafka import Broker, checkpointed_offsets, oracle as kafka_oracle  # n
 
 KEYS = 23
 WINDOW_SECS = 30
+GEN = 400  # messages of the dummy input `gen`, counted into `counts` under key "gen"
 CRASH_POINTS = ["after_chunks", "before_rename", "before_dir_fsync", "after_dir_fsync"]
 SERVER = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 1, timeout_secs: 20}\n"
 OUTPUTS = {"p.main.o0": "main", "p.merged.o0": "merged", "p.other.o0": "other"}
@@ -74,10 +76,23 @@ def write_inputs(d, n):
             f.write(json.dumps({"seq": i, "g": f"g{i % 5}", "x": i % 13}) + "\n")
 
 
-def config(d, slow):
+# Config variants a restart may take (part_kills): the same computation
+# under a tuning change, an identity change of a stateless transform, and a
+# change to an unrelated pipeline; the oracle holds for every one of them.
+VARIANTS = ["base", "tuning", "identity", "unrelated"]
+
+
+def config(d, slow, variant="base"):
     # Region 1: main -> windowed (event time) + buckets + buffer -> file and stdout;
-    #           main and side merge into `merged`, which counts into a bucket.
+    #           main and side merge into `merged`, which counts into a bucket
+    #           that `gen` (a finite dummy input) writes too.
     # Region 2: other -> count window -> file (commits independently).
+    # (main's batch size stays: its buffer releases at 25 held, so other
+    # batch boundaries could leave a tail held at the end of the input.)
+    side_batch, other_batch, part_bytes = (11, 13, 65536) if variant == "tuning" else \
+        (30, 25, 67108864)
+    lua_note = " -- v2" if variant == "identity" else ""
+    spare = "  spare:\n    input: {dummy: {count: 5}}\n" if variant == "unrelated" else ""
     return f"""
 buckets:
   sums: {{}}
@@ -87,26 +102,31 @@ pipelines:
   main:
     input: {{file: {{path: {d}/main.ndjson, batch_size: 40}}}}
     transforms:
-      - lua: {{script: 'function process(m) for i=1,{slow} do end return m end'}}
+      - lua: {{script: 'function process(m) for i=1,{slow} do end return m end{lua_note}'}}
       - rolling_window: {{key: k, field: v, window_secs: {WINDOW_SECS}, time_field: ts, aggregates: [count, sum, min, max]}}
       - bucket: {{name: sums, key: k, op: add, field: v, as: total}}
       - bucket: {{name: maxes, key: k, op: max, field: v}}
       - buffer: {{max_messages: 25}}
-    outputs: [{{file: {{path: {d}/out/main}}}}, {{stdout: {{}}}}]
+    outputs: [{{file: {{path: {d}/out/main, max_part_bytes: {part_bytes}}}}}, {{stdout: {{}}}}]
   side:
-    input: {{file: {{path: {d}/side.ndjson, batch_size: 30}}}}
+    input: {{file: {{path: {d}/side.ndjson, batch_size: {side_batch}}}}}
+  gen:
+    input: {{dummy: {{count: {GEN}, batch_size: 7, template: '{{"seq":{{{{seq}}}},"k":"gen"}}'}}}}
+    transforms:
+      - lua: {{script: 'function process(m) for i=1,{slow} do end return m end'}}
+      - bucket: {{name: counts, key: k, op: count}}
   merged:
     input: {{pipeline: [main, side]}}
     transforms:
       - bucket: {{name: counts, key: k, op: count}}
     outputs: [{{file: {{path: {d}/out/merged}}}}]
   other:
-    input: {{file: {{path: {d}/other.ndjson, batch_size: 25}}}}
+    input: {{file: {{path: {d}/other.ndjson, batch_size: {other_batch}}}}}
     transforms:
       - lua: {{script: 'function process(m) for i=1,{slow} do end return m end'}}
       - rolling_window: {{key: g, field: x, window_messages: 9, aggregates: [count, sum]}}
     outputs: [{{file: {{path: {d}/out/other}}}}]
-"""
+{spare}"""
 
 
 def oracle(n):
@@ -133,6 +153,7 @@ def oracle(n):
     for i in range(n // 2):
         k = f"k{i % KEYS}"
         counts[k] = counts.get(k, 0) + 1
+    counts["gen"] = GEN
     other_rows = []
     ow = {}
     for i in range(n // 4):
@@ -161,7 +182,7 @@ def read_dir(path):
 class Counts:
     def __init__(self):
         self.kill_points = self.messages = self.lost = self.double = self.mismatches = 0
-        self.disk_faults = 0
+        self.disk_faults = self.output_faults = self.refusals = 0
 
     def ok(self):
         return self.lost == self.double == self.mismatches == 0 and self.kill_points > 0
@@ -186,6 +207,7 @@ def finished(s, d, n):
     try:
         return (s.card("main", "input")["state"] == "finished"
                 and s.card("side", "input")["state"] == "finished"
+                and s.card("gen", "input")["state"] == "finished"
                 and s.card("other", "input")["state"] == "finished"
                 and len(read_dir(f"{d}/out/merged").splitlines()) >= n + n // 2
                 and len(read_dir(f"{d}/out/other").splitlines()) >= n // 4
@@ -221,8 +243,8 @@ def shim_env(d, rules=None):
     return env
 
 
-def start(d, slow, env=None):
-    return Server(d, config(d, slow), server_config=SERVER, state_dir=f"{d}/state",
+def start(d, slow, env=None, variant="base"):
+    return Server(d, config(d, slow, variant), server_config=SERVER, state_dir=f"{d}/state",
                   capture_stdout=True, env=env)
 
 
@@ -246,11 +268,9 @@ def check_final(s, d, n, stdout_runs, c, label):
     for name, want in buckets.items():
         check_bucket(s, name, want, c, label)
     s.stop()
-    c.messages += n + n // 2 + n // 4
-    if stdout_runs is None:
-        return
-    stdout_runs.append(list(s.stdout_lines))
-    # file outputs: byte for byte
+    c.messages += n + n // 2 + n // 4 + GEN
+    # file outputs: byte for byte (window aggregates and running totals are
+    # in every row), in power-loss states too
     for name, rows in (("main", main_rows), ("other", other_rows)):
         if read_dir(f"{d}/out/{name}") != ndjson_bytes(rows):
             c.mismatches += 1
@@ -260,6 +280,9 @@ def check_final(s, d, n, stdout_runs, c, label):
         c.mismatches += 1
         c.lost += len(set(range(n + n // 2)) - set(merged))
         print(f"{label}: merged output is not every message exactly once")
+    if stdout_runs is None:
+        return  # a power-loss state: what earlier runs printed is not known
+    stdout_runs.append(list(s.stdout_lines))
     # stdout: every seq at least once; a repeat only as the replayed tail of a killed run
     seen = set()
     for i, lines in enumerate(stdout_runs):
@@ -287,7 +310,10 @@ def part_kills(d, kills, rng, n, slow, c, verbose):
         crash = {}
         if k % 5 == 4:  # every fifth kill lands inside a commit, at a named step of a later one
             crash["KAYAK_CRASH_POINT"] = f"{CRASH_POINTS[(k // 5) % len(CRASH_POINTS)]}:{rng.randint(1, 4)}"
-        s = start(d, slow, {**env, **crash})
+        variant = VARIANTS[k % len(VARIANTS)]  # each restart may come with a config change
+        if k == kills // 2:
+            refuse_unreadable_state(d, slow, env, c, verbose)
+        s = start(d, slow, {**env, **crash}, variant)
         if crash:
             s.proc.wait(timeout=60)
             if s.proc.returncode != -signal.SIGKILL:
@@ -303,9 +329,55 @@ def part_kills(d, kills, rng, n, slow, c, verbose):
         c.kill_points += 1
         if verbose:
             print(f"  kill {c.kill_points}: {crash.get('KAYAK_CRASH_POINT', 'random')}, "
-                  f"{len(s.stdout_lines)} lines printed", flush=True)
+                  f"config {variant}, {len(s.stdout_lines)} lines printed", flush=True)
     check_final(start(d, slow, env), d, n, stdout_runs, c, "kills")
     check_record(d, c, "kills")
+
+
+def state_files(state):
+    out = {}
+    for name in os.listdir(state):
+        if name.startswith(("chunk-", "MANIFEST-")):
+            with open(os.path.join(state, name), "rb") as f:
+                out[name] = f.read()
+    return out
+
+
+def refuse_unreadable_state(d, slow, env, c, verbose):
+    """A corrupt chunk, then reads of the state failing with EIO: each time the
+    server refuses to start (exit 1, the file named) and changes no file; the
+    run goes on once the damage is repaired."""
+    state = f"{d}/state"
+    chunks = sorted(f for f in os.listdir(state) if f.startswith("chunk-") and "-b." in f)
+    if not chunks:
+        return
+    victim = os.path.join(state, chunks[-1])
+    with open(victim, "rb") as f:
+        good = f.read()
+    with open(victim, "wb") as f:
+        f.write(good[:-1] + bytes([good[-1] ^ 0x5A]))
+    rules = f"{d}/rules-read"
+    for what, extra in (("a corrupt chunk", {}),
+                        ("EIO on reads", {"FAULTSHIM_RULES": rules})):
+        if extra:
+            with open(victim, "wb") as f:
+                f.write(good)
+            with open(rules, "w") as f:
+                f.write(f"read {state} EIO\n")
+        before = state_files(state)
+        s = Server(d, config(d, slow), server_config=SERVER, state_dir=state, wait=False,
+                   env={**env, **extra})
+        code = s.proc.wait(timeout=60)
+        s.kill()
+        named = os.path.basename(victim) in s.stderr() or "Input/output error" in s.stderr()
+        if code != 1 or not named or state_files(state) != before:
+            print(f"kills: with {what} the server exited {code} (want 1), named the file: "
+                  f"{named}, files unchanged: {state_files(state) == before}\n{s.stderr()[-2000:]}")
+            c.mismatches += 1
+        c.refusals += 1
+        if verbose:
+            print(f"  refused to start on {what}; every file kept", flush=True)
+    os.remove(rules)
 
 
 def check_record(d, c, label):
@@ -329,6 +401,33 @@ def part_disk(d, rng, n, slow, c, verbose):
     env = shim_env(d, rules)
     stdout_runs = []
     s = start(d, slow, env)
+    # Faults on the output directories first, while the workload surely runs:
+    # a short write (half the buffer written, then ENOSPC) and EIO on write.
+    # The output retries, holding its pipeline; its parts must end up whole
+    # lines, each once (check_final, byte for byte). A kill while the short
+    # writes go on restarts from the last checkpoint.
+    for pipeline, op, err, kill in (("main", "short", "ENOSPC", True),
+                                    ("merged", "write", "EIO", False)):
+        e0 = s.card(pipeline, "outputs[0]")["errors"]
+        with open(rules, "w") as f:
+            f.write(f"{op} {d}/out/{pipeline} {err}\n")
+        wait_for(lambda: s.card(pipeline, "outputs[0]")["errors"] >= e0 + 2, timeout=60,
+                 what=f"the {pipeline} output to fail under {op} {err}")
+        c.output_faults += 1
+        if kill:
+            kill_now(s)
+            stdout_runs.append(list(s.stdout_lines))
+            c.kill_points += 1
+            os.remove(rules)
+            s = start(d, slow, env)
+        else:
+            c1 = committed(s)
+            os.remove(rules)
+            wait_for(lambda: committed(s) > c1, timeout=90,
+                     what=f"commits to resume after {op} {err} on the output")
+        if verbose:
+            print(f"  output fault {op} {err} on out/{pipeline}: retried"
+                  f"{', killed while active' if kill else ''}", flush=True)
     faults = list(FAULTS)
     rng.shuffle(faults)
     kill_at = rng.randrange(len(faults))
@@ -502,7 +601,9 @@ def run(args):
         print(f"crash suite: {e}")
         c.mismatches += 1
     print(f"crash summary: kill_points={c.kill_points} messages={c.messages} lost={c.lost} "
-          f"double_counted={c.double} byte_mismatches={c.mismatches} disk_faults={c.disk_faults}",
+          f"double_counted={c.double} byte_mismatches={c.mismatches} disk_faults={c.disk_faults} "
+          f"output_faults={c.output_faults} refused_starts={c.refusals} "
+          f"config_changes={len(VARIANTS) - 1}",
           flush=True)
     if not c.ok():
         print(f"kept the work directory for inspection: {base}")
