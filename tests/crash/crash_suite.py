@@ -33,6 +33,7 @@ import os
 import random
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -106,6 +107,7 @@ pipelines:
       - rolling_window: {{key: k, field: v, window_secs: {WINDOW_SECS}, time_field: ts, aggregates: [count, sum, min, max]}}
       - bucket: {{name: sums, key: k, op: add, field: v, as: total}}
       - bucket: {{name: maxes, key: k, op: max, field: v}}
+      - lookup: {{bucket: maxes, key: k, as: vmax}}
       - buffer: {{max_messages: 25}}
     outputs: [{{file: {{path: {d}/out/main, max_part_bytes: {part_bytes}}}}}, {{stdout: {{}}}}]
   side:
@@ -148,7 +150,7 @@ def oracle(n):
         counts[k] = counts.get(k, 0) + 1
         row = {"seq": i, "k": k, "v": v, "ts": event_ts(i), "v_count": len(vals),
                "v_sum": float(sum(vals)), "v_min": float(min(vals)), "v_max": float(max(vals)),
-               "total": sums[k]}
+               "total": sums[k], "vmax": maxes[k]}
         main_rows.append(row)
     for i in range(n // 2):
         k = f"k{i % KEYS}"
@@ -348,10 +350,20 @@ def refuse_unreadable_state(d, slow, env, c, verbose):
     server refuses to start (exit 1, the file named) and changes no file; the
     run goes on once the damage is repaired."""
     state = f"{d}/state"
-    chunks = sorted(f for f in os.listdir(state) if f.startswith("chunk-") and "-b." in f)
+    # a bucket's chunk that the newest manifest of its region names
+    newest = {}
+    for name in os.listdir(state):
+        if name.startswith("MANIFEST-") and name.endswith(".kym"):
+            region, cid = name[len("MANIFEST-"):-len(".kym")].rsplit("-", 1)
+            newest[region] = max(newest.get(region, name), name)
+    chunks = []
+    for name in newest.values():
+        with open(os.path.join(state, name), "rb") as f:
+            m = json.loads(f.read()[32:])
+        chunks += [u["chunk"] for unit, u in m["units"].items() if unit.startswith("b.")]
     if not chunks:
         return
-    victim = os.path.join(state, chunks[-1])
+    victim = os.path.join(state, sorted(chunks)[-1])
     with open(victim, "rb") as f:
         good = f.read()
     with open(victim, "wb") as f:
@@ -367,7 +379,10 @@ def refuse_unreadable_state(d, slow, env, c, verbose):
         before = state_files(state)
         s = Server(d, config(d, slow), server_config=SERVER, state_dir=state, wait=False,
                    env={**env, **extra})
-        code = s.proc.wait(timeout=60)
+        try:
+            code = s.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            code = None  # it started on state it could not read
         s.kill()
         named = os.path.basename(victim) in s.stderr() or "Input/output error" in s.stderr()
         if code != 1 or not named or state_files(state) != before:
