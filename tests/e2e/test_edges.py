@@ -32,6 +32,21 @@ def state_files(state):
     return out
 
 
+def bucket_value(s, bucket, key):
+    """The entry's value, or None while there is none."""
+    status, body = s.get(f"/api/v1/buckets/{bucket}?key={key}")
+    return json.loads(body)["value"] if status == 200 else None
+
+
+def post_until_taken(s, path, body):
+    """Posts until 202: an http input answers 503 while it starts."""
+    def once():
+        status, _, text = http("POST", s.url + path, body)
+        assert status in (202, 503), f"{status}: {text}"
+        return status == 202
+    wait_for(once, what=f"a 202 from {path}")
+
+
 def committed(s):
     return sum(r["committed"] for r in s.get_json("/api/v1/checkpoints")["regions"])
 
@@ -95,8 +110,7 @@ pipelines:
         s = self.start(cfg, server_config=server, state_dir=self.path("state"))
         n = 400  # 400 record headers are more than the 4096-byte bound
         for i in range(n):
-            status, _, body = http("POST", s.url + "/ingest/h", json.dumps({"i": i}).encode())
-            self.assertEqual(status, 202, body)
+            post_until_taken(s, "/ingest/h", json.dumps({"i": i}).encode())
         wait_for(lambda: len(self.read_output("out")) >= n, what="every post in the output")
         s.proc.send_signal(signal.SIGKILL)
         s.proc.wait(timeout=30)
@@ -160,7 +174,7 @@ pipelines:
         for i in range(3):
             s = self.start(cfg, server_config=SERVER, state_dir=state)
             wait_for(lambda: s.card("d", "input")["state"] == "finished", what="the dummy to finish")
-            wait_for(lambda: s.get_json("/api/v1/buckets/c?key=a")["value"] == 10,
+            wait_for(lambda: bucket_value(s, "c", "a") == 10,
                      what="a count of 10")
             if i == 1:
                 c0 = committed(s)
@@ -198,7 +212,7 @@ pipelines:
 
     def run_once(self, state):
         s = self.start(self.CFG, server_config=SERVER, state_dir=state)
-        wait_for(lambda: s.get_json("/api/v1/buckets/c?key=a")["value"] == 50, what="50 counted")
+        wait_for(lambda: bucket_value(s, "c", "a") == 50, what="50 counted")
         c0 = committed(s)
         wait_for(lambda: committed(s) > c0, what="a checkpoint")
         self.assertEqual(s.stop(), 0)
@@ -228,7 +242,7 @@ pipelines:
         s = self.start(self.CFG, server_config=SERVER, state_dir=state,
                        extra_args=["--discard-state", "d"])
         self.assertIn("--discard-state d: discarded", s.stderr())
-        wait_for(lambda: s.get_json("/api/v1/buckets/c?key=a")["value"] == 50,
+        wait_for(lambda: bucket_value(s, "c", "a") == 50,
                  what="the region starting empty and counting again")
 
     def test_an_io_error_reading_state_stops_the_start(self):
