@@ -189,7 +189,9 @@ class GraphLoader {
       for (const auto& o : kv.second) {
         const std::string name = o.first.IsScalar() ? o.first.Scalar() : "";
         bool tuning = false;
-        for (const auto& p : c->def->props) tuning = tuning || (p.name == name && p.role == PropRole::kTuning);
+        for (const auto& p : c->def->props) {
+          tuning = tuning || (p.name == name && p.role == PropRole::kTuning);
+        }
         if (!tuning) identity[o.first] = o.second;
       }
       Canonical(identity, &c->fingerprint);

@@ -79,7 +79,8 @@ class DummyInput final : public Input {
     const std::string_view head = "{\"seq\":";
     if (position.size() > head.size() + 1 && position.substr(0, head.size()) == head &&
         position.back() == '}') {
-      const std::string_view digits = position.substr(head.size(), position.size() - head.size() - 1);
+      const std::string_view digits =
+          position.substr(head.size(), position.size() - head.size() - 1);
       const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), seq);
       if (ec != std::errc() || end != digits.data() + digits.size()) seq = -1;
     }
@@ -117,7 +118,8 @@ ComponentDef DummyInputDef() {
   d.bad_input =
       "nothing to read; it cannot get bad input";
   d.props = {
-      {"rate_per_sec", PropType::kNumber, false, "0", "messages per second; 0 = as fast as it can", PropRole::kTuning},
+      {"rate_per_sec", PropType::kNumber, false, "0", "messages per second; 0 = as fast as it can",
+       PropRole::kTuning},
       {"count", PropType::kInt, false, "0", "messages to generate, then finish; 0 = no end"},
       {"template", PropType::kString, false, R"({"seq":{{seq}}})", "the payload of each message"},
       {"batch_size", PropType::kInt, false, "100", "most messages per batch", PropRole::kTuning},

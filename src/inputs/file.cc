@@ -373,7 +373,8 @@ ComponentDef FileInputDef() {
       {"follow", PropType::kBool, false, "false",
        "keep reading: tail the last file and pick up new matching files"},
       {"batch_size", PropType::kInt, false, "1000", "most messages per batch", PropRole::kTuning},
-      {"poll_ms", PropType::kInt, false, "200", "how often a followed file is checked for growth", PropRole::kTuning},
+      {"poll_ms", PropType::kInt, false, "200", "how often a followed file is checked for growth",
+       PropRole::kTuning},
   };
   d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
     if (o.String("path").empty()) o.Error("path", "must not be empty");

@@ -234,12 +234,14 @@ ComponentDef HttpInputDef() {
        "where to POST, such as /ingest/orders; not under /api and not / or /health, /ready or "
        "/metrics"},
       {"token", PropType::kString, false, "",
-       "a bearer token posts must carry (use ${ENV} to keep it out of the file)", PropRole::kTuning},
+       "a bearer token posts must carry (use ${ENV} to keep it out of the file)",
+       PropRole::kTuning},
       {"batch_size", PropType::kInt, false, "1000", "most posts per batch", PropRole::kTuning},
       {"max_backlog_bytes", PropType::kInt, false, "67108864",
        "posted bytes not yet read by the pipeline before posts get 503", PropRole::kTuning},
       {"segment_bytes", PropType::kInt, false, "67108864",
-       "with a state directory: the log starts a new segment file past this size", PropRole::kTuning},
+       "with a state directory: the log starts a new segment file past this size",
+       PropRole::kTuning},
   };
   d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
     const std::string path = o.String("path");

@@ -97,7 +97,8 @@ ComponentDef HttpPollInputDef() {
       {"split", PropType::kString, false, "",
        "a field path (such as data.items) to an array: one message per element"},
       {"interval_ms", PropType::kInt, false, "5000", "time between polls", PropRole::kTuning},
-      {"timeout_ms", PropType::kInt, false, "10000", "connect, send and answer within this", PropRole::kTuning},
+      {"timeout_ms", PropType::kInt, false, "10000", "connect, send and answer within this",
+       PropRole::kTuning},
   };
   d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
     auto url = ParseHttpUrl(o.String("url"));

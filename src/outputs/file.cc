@@ -246,8 +246,10 @@ ComponentDef FileOutputDef() {
       "a failed write is retried by `retry` and, without a state dir, then dropped and counted; a directory that cannot be created fails the output at start (its card shows it and batches sent to it are counted as errors)";
   d.props = {
       {"path", PropType::kString, true, "", "the directory of parts (created if missing)"},
-      {"max_part_bytes", PropType::kInt, false, "67108864", "roll a part at this size", PropRole::kTuning},
-      {"max_part_secs", PropType::kInt, false, "3600", "roll a part at this age; 0 = never", PropRole::kTuning},
+      {"max_part_bytes", PropType::kInt, false, "67108864", "roll a part at this size",
+       PropRole::kTuning},
+      {"max_part_secs", PropType::kInt, false, "3600", "roll a part at this age; 0 = never",
+       PropRole::kTuning},
   };
   d.make_output = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Output> {
     if (o.String("path").empty()) o.Error("path", "must not be empty");

@@ -108,7 +108,8 @@ ComponentDef HttpOutputDef() {
       {"method", PropType::kString, false, "POST", "POST or PUT"},
       {"headers", PropType::kStringMap, false, "", "extra request headers"},
       {"format", PropType::kString, false, "array", "array (one JSON array) or ndjson"},
-      {"timeout_ms", PropType::kInt, false, "10000", "connect, send and answer within this", PropRole::kTuning},
+      {"timeout_ms", PropType::kInt, false, "10000", "connect, send and answer within this",
+       PropRole::kTuning},
   };
   d.make_output = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Output> {
     auto url = ParseHttpUrl(o.String("url"));

@@ -128,9 +128,12 @@ ComponentDef BufferDef() {
   d.bad_input =
       "none: it holds any payload";
   d.props = {
-      {"max_messages", PropType::kInt, false, "100000", "release at this many messages", PropRole::kTuning},
-      {"max_bytes", PropType::kInt, false, "67108864", "release at this many payload bytes", PropRole::kTuning},
-      {"max_secs", PropType::kNumber, false, "", "release this long after the oldest arrived", PropRole::kTuning},
+      {"max_messages", PropType::kInt, false, "100000", "release at this many messages",
+       PropRole::kTuning},
+      {"max_bytes", PropType::kInt, false, "67108864", "release at this many payload bytes",
+       PropRole::kTuning},
+      {"max_secs", PropType::kNumber, false, "", "release this long after the oldest arrived",
+       PropRole::kTuning},
   };
   d.make_transform = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Transform> {
     if (!o.Has("max_messages") && !o.Has("max_bytes") && !o.Has("max_secs")) {

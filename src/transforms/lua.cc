@@ -294,7 +294,8 @@ ComponentDef LuaDef() {
   d.props = {
       {"script", PropType::kString, true, "", "Lua source defining process(msg)"},
       {"max_instructions", PropType::kInt, false, "1000000", "per message", PropRole::kTuning},
-      {"max_memory_bytes", PropType::kInt, false, "67108864", "for the whole Lua state", PropRole::kTuning},
+      {"max_memory_bytes", PropType::kInt, false, "67108864", "for the whole Lua state",
+       PropRole::kTuning},
   };
   d.make_transform = [](const Options& o, const ComponentContext&) -> std::unique_ptr<Transform> {
     if (o.Int("max_instructions") < kHookEvery) {

@@ -304,11 +304,12 @@ pipelines:
     outputs: [{{http: {{url: 'http://127.0.0.1:{port}/x', timeout_ms: 200}}}}]
 """
         s = self.start(cfg, server_config=SERVER, state_dir=self.path("state"))
-        wait_for(lambda: s.get("/ready")[0] == 503, what="not ready")
-        status, body = s.get("/ready")
-        reasons = json.loads(body)["reasons"]
-        self.assertTrue(any(r.get("component") == "outputs[0]" and r["reason"] == "output retrying"
-                            and r["since_ms"] > 0 for r in reasons), reasons)
+        def output_retrying():
+            status, body = s.get("/ready")
+            return status == 503 and any(
+                r.get("component") == "outputs[0]" and r["reason"] == "output retrying"
+                and r["since_ms"] > 0 for r in json.loads(body)["reasons"])
+        wait_for(output_retrying, timeout=30, what="/ready naming the retrying output")
         self.assertEqual(s.get("/health")[0], 200)
         status, metrics = s.get("/metrics")
         self.assertIn("kayak_ready 0", metrics)
