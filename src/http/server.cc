@@ -287,18 +287,8 @@ class Session : public std::enable_shared_from_this<Session> {
       return true;
     }
     deadline_ = Clock::time_point::max();
-    // An input that replies inside Post (no state dir) is answered at once;
-    // a reply from the log's writer thread is queued for the I/O thread.
     posting_thread_.store(std::this_thread::get_id());
-    endpoint->Post(parts_.body, parts_.authorization,
-                   [self = shared_from_this()](IngestReply reply) mutable {
-                     if (self->posting_thread_.load() == std::this_thread::get_id()) {
-                       self->Answer(std::move(reply));
-                       return;
-                     }
-                     AnswerQueue* q = self->answers_;
-                     q->Push(std::move(self), std::move(reply));
-                   });
+    endpoint->Post(parts_.body, parts_.authorization, Replier());
     posting_thread_.store(std::thread::id());
     return true;
   }
@@ -309,16 +299,23 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!async_) return false;
     deadline_ = Clock::time_point::max();
     posting_thread_.store(std::this_thread::get_id());
-    const bool taken = async_(req, [self = shared_from_this()](IngestReply reply) mutable {
+    const bool taken = async_(req, Replier());
+    posting_thread_.store(std::thread::id());
+    return taken;
+  }
+
+  // The callback that answers a request handed to another thread: at once
+  // when it is called inside the hand-over (an input without a state dir, a
+  // full change queue), else queued for the I/O thread.
+  IngestDone Replier() {
+    return [self = shared_from_this()](IngestReply reply) mutable {
       if (self->posting_thread_.load() == std::this_thread::get_id()) {
         self->Answer(std::move(reply));
         return;
       }
       AnswerQueue* q = self->answers_;
       q->Push(std::move(self), std::move(reply));
-    });
-    posting_thread_.store(std::thread::id());
-    return taken;
+    };
   }
 
   // Ingest answers are the hot path: written from one pre-sized string

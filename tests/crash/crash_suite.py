@@ -42,6 +42,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from harness import Server, wait_for  # noqa: E402
 import crashstate  # noqa: E402
 from test_kafka import Broker, checkpointed_offsets, oracle as kafka_oracle  # noqa: E402
+from test_edges import state_files  # noqa: E402
 
 KEYS = 23
 WINDOW_SECS = 30
@@ -333,15 +334,6 @@ def part_kills(d, kills, rng, n, slow, c, verbose):
                   f"config {variant}, {len(s.stdout_lines)} lines printed", flush=True)
     check_final(start(d, slow, env), d, n, stdout_runs, c, "kills")
     check_record(d, c, "kills")
-
-
-def state_files(state):
-    out = {}
-    for name in os.listdir(state):
-        if name.startswith(("chunk-", "MANIFEST-")):
-            with open(os.path.join(state, name), "rb") as f:
-                out[name] = f.read()
-    return out
 
 
 def refuse_unreadable_state(d, slow, env, c, verbose):
