@@ -21,7 +21,7 @@ soak: build
 	KAYAK_BIN=$(CURDIR)/build/kayak KAYAK_FAULTSHIM=$(CURDIR)/build/tests/faultshim.so \
 	  KAYAK_MOCKBROKER=$(CURDIR)/build/tests/mockbroker \
 	  python3 tests/crash/crash_suite.py --kills 460 --messages 60000 --crash-states 12 \
-	  --kafka-kills 40 -v
+	  --kafka-kills 40 --http-kills 20 -v
 
 # The http input's request path under libFuzzer for ten minutes.
 fuzz: build

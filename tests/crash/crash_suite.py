@@ -36,6 +36,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
@@ -591,6 +592,101 @@ pipelines:
         b.close()
 
 
+class Poster:
+    """Posts `n` messages, one per request and in order, to whichever server
+    is up (`url` changes at every restart), sending a post again until it is
+    answered 202. A post whose answer was lost to a kill (the connection
+    broke) is *in doubt*: it may have been logged before the kill, so it may
+    come twice; every other post must come exactly once."""
+
+    def __init__(self, n, rng):
+        self.n, self.url, self.acked = n, None, 0
+        self.in_doubt = set()
+        self.stop = False
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        import urllib.error
+        import urllib.request
+        i = 0
+        while i < self.n and not self.stop:
+            url = self.url
+            if url is None:
+                time.sleep(0.01)
+                continue
+            body = json.dumps({"seq": i, "k": f"h{i % 7}"}).encode()
+            try:
+                req = urllib.request.Request(url + "/ingest/h", data=body, method="POST")
+                with urllib.request.urlopen(req, timeout=10) as r:
+                    if r.status == 202:
+                        i += 1
+                        self.acked = i
+                        continue
+            except urllib.error.HTTPError as e:
+                if e.code != 503:
+                    raise AssertionError(f"http: post {i} answered {e.code}")
+                time.sleep(0.01)
+            except (OSError, urllib.error.URLError):
+                self.in_doubt.add(i)  # the server went away mid-request
+                time.sleep(0.01)
+
+
+def part_http(d, kills, rng, n, c, verbose):
+    """An http input (write-ahead log) counted into a bucket and written to a
+    file, killed while a client posts. Every post answered 202 is in the
+    output; the bucket equals the output (state exactly once); a post comes
+    twice only if it was in doubt."""
+    os.makedirs(d, exist_ok=True)
+    cfg = f"""
+buckets:
+  hc: {{}}
+pipelines:
+  h:
+    input: {{http: {{path: /ingest/h, batch_size: 50}}}}
+    transforms:
+      - bucket: {{name: hc, key: k, op: count}}
+    outputs: [{{file: {{path: {d}/out}}}}]
+"""
+    poster = Poster(n, rng)
+    try:
+        for _ in range(kills):
+            s = Server(d, cfg, server_config=SERVER, state_dir=f"{d}/state")
+            poster.url = s.url
+            start_acked = poster.acked
+            wait_for(lambda: poster.acked > start_acked or poster.acked >= n, timeout=60,
+                     what="http: posts taken")
+            time.sleep(rng.uniform(0.1, 1.0))  # the random instant is what is tested
+            poster.url = None
+            kill_now(s)
+            c.kill_points += 1
+            if verbose:
+                print(f"  http kill {c.kill_points}: {poster.acked} posts acknowledged", flush=True)
+        s = Server(d, cfg, server_config=SERVER, state_dir=f"{d}/state")
+        poster.url = s.url
+        wait_for(lambda: poster.acked >= n, timeout=300, what="http: every post acknowledged")
+        wait_for(lambda: len({json.loads(l)["seq"] for l in read_dir(f"{d}/out").splitlines()})
+                 >= n, timeout=120, what="http: every post in the output")
+        rows = [json.loads(l) for l in read_dir(f"{d}/out").decode().splitlines()]
+        seqs = [r["seq"] for r in rows]
+        missing = set(range(n)) - set(seqs)
+        twice = {q for q in seqs if seqs.count(q) > 1} if len(seqs) != len(set(seqs)) else set()
+        if missing:
+            c.lost += len(missing)
+            print(f"http: acknowledged posts missing from the output: {sorted(missing)[:10]}")
+        if twice - poster.in_doubt:
+            c.double += len(twice - poster.in_doubt)
+            print(f"http: posts twice that were not in doubt: {sorted(twice - poster.in_doubt)[:10]}")
+        per_key = {}
+        for r in rows:
+            per_key[r["k"]] = per_key.get(r["k"], 0) + 1
+        check_bucket(s, "hc", per_key, c, "http")
+        s.stop()
+        c.messages += n
+    finally:
+        poster.stop = True
+
+
 def run(args):
     rng = random.Random(args.seed)
     n = args.messages
@@ -605,6 +701,8 @@ def run(args):
                       args.crash_states, c, args.verbose)
         part_kafka(os.path.join(base, "kafka"), args.kafka_kills, rng, max(n // 4, 300),
                    args.slow, c, args.verbose)
+        part_http(os.path.join(base, "http"), args.http_kills, rng, max(n // 6, 300), c,
+                  args.verbose)
     except AssertionError as e:
         print(f"crash suite: {e}")
         c.mismatches += 1
@@ -627,6 +725,7 @@ def main():
     ap.add_argument("--messages", type=int, default=12000)
     ap.add_argument("--crash-states", type=int, default=3, help="power-loss states to restart from")
     ap.add_argument("--kafka-kills", type=int, default=4, help="kills of the kafka workload")
+    ap.add_argument("--http-kills", type=int, default=4, help="kills of the http workload")
     ap.add_argument("--slow", type=int, default=150000, help="Lua loop per message, to stretch the run")
     ap.add_argument("-v", "--verbose", action="store_true")
     sys.exit(run(ap.parse_args()))
