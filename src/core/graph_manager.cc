@@ -444,8 +444,13 @@ GraphManager::Answer GraphManager::Apply(Entries buckets, Entries pipelines,
     std::swap(buckets_, buckets);
     std::swap(pipelines_, pipelines);
     Publish();
-    if (Status back = Rebuild(old_text, started_, /*persist=*/true); !back.ok()) {
+    if (Status back = Rebuild(old_text, started_); !back.ok()) {
       KLOG_ERROR("graph: the graph before did not start again: {}", back.message());
+    }
+    // The graph file may already hold the new graph: it goes back too.
+    if (Status p = Persist(); !p.ok()) {
+      KLOG_ERROR("graph: the graph file could not be put back ({}); a restart may start the "
+                 "change that failed", p.message());
     }
     return {500, Json{{"error", "the new graph did not start: " + st.message()}}};
   }
