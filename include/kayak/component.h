@@ -38,7 +38,8 @@ class ComponentStats {
 
   void AddIn(uint64_t n) { in_.fetch_add(n, std::memory_order_relaxed); }
   void AddOut(uint64_t n) { out_.fetch_add(n, std::memory_order_relaxed); }
-  void RecordError(const std::string& message);
+  // `count` errors (messages) with one last_error.
+  void RecordError(const std::string& message, uint64_t count = 1);
   // Also records when the state last changed (wall clock), so a card can say
   // "retrying since T".
   void SetState(ComponentState s);

@@ -114,6 +114,19 @@ Status Store::CheckChunk(const Record& r, std::string* data) {
   return Status::Ok();
 }
 
+Status Store::ReadChunks(const Manifest& m, std::map<std::string, std::string>* data) {
+  for (const auto& [unit, rec] : m.units) KAYAK_RETURN_IF_ERROR(CheckChunk(rec, &(*data)[unit]));
+  return Status::Ok();
+}
+
+Status Store::Unreadable(const std::string& region, uint64_t id, const Status& why) const {
+  return Status::Corruption(
+      "checkpoint " + std::to_string(id) + " of region " + region + " in " + dir_ +
+      " cannot be read (" + why.message() + "); kayak does not start on state it cannot "
+      "read and keeps every file. Repair the file, or start with --discard-state " + region +
+      " to start that region empty (its inputs then begin from their configured start)");
+}
+
 Status Store::Recover(std::map<std::string, RestoredUnit>* out, uint64_t* max_id,
                       const std::set<std::string>& discard) {
   *max_id = 0;
@@ -158,19 +171,8 @@ Status Store::Recover(std::map<std::string, RestoredUnit>* out, uint64_t* max_id
     auto m = ReadManifest(file);
     Status st = m.ok() ? Status::Ok() : m.status();
     std::map<std::string, std::string> data;
-    if (st.ok()) {
-      for (const auto& [unit, rec] : m->units) {
-        st = CheckChunk(rec, &data[unit]);
-        if (!st.ok()) break;
-      }
-    }
-    if (!st.ok()) {
-      return Status::Corruption(
-          "checkpoint " + std::to_string(id) + " of region " + region + " in " + dir_ +
-          " cannot be read (" + st.message() + "); kayak does not start on state it cannot "
-          "read and keeps every file. Repair the file, or start with --discard-state " + region +
-          " to start that region empty (its inputs then begin from their configured start)");
-    }
+    if (st.ok()) st = ReadChunks(*m, &data);
+    if (!st.ok()) return Unreadable(region, id, st);
     KLOG_INFO("restoring region {} from checkpoint {}", region, id);
     for (auto& [unit, d] : data) {
       const Record& rec = m->units[unit];
@@ -185,13 +187,7 @@ Status Store::Recover(std::map<std::string, RestoredUnit>* out, uint64_t* max_id
     // older ones are garbage.
     if (files.size() > 1) {
       auto before = ReadManifest(files[1].second);
-      if (!before.ok()) {
-        return Status::Corruption("checkpoint " + std::to_string(files[1].first) + " of region " +
-                                  region + " in " + dir_ + " cannot be read (" +
-                                  before.status().message() +
-                                  "); it is kept for a fall-back, so kayak does not start. "
-                                  "Repair it, or start with --discard-state " + region);
-      }
+      if (!before.ok()) return Unreadable(region, files[1].first, before.status());
       kept.push_back(std::move(before.value()));
     }
     kept.push_back(std::move(m.value()));
@@ -210,14 +206,7 @@ Status Store::FallBack(const std::string& region, std::map<std::string, Restored
   std::map<std::string, std::string> data;
   const Manifest* before = kept.size() > 1 ? &kept[kept.size() - 2] : nullptr;
   if (before != nullptr) {
-    for (const auto& [unit, rec] : before->units) {
-      if (Status st = CheckChunk(rec, &data[unit]); !st.ok()) {
-        return Status::Corruption("checkpoint " + std::to_string(before->id) + " of region " +
-                                  region + ", the one to go back to, cannot be read (" +
-                                  st.message() + "); kayak does not start. Repair it, or "
-                                  "start with --discard-state " + region);
-      }
-    }
+    if (Status st = ReadChunks(*before, &data); !st.ok()) return Unreadable(region, before->id, st);
   }
   for (const auto& [unit, r] : newest.units) {
     auto o = out->find(unit);

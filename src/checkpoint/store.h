@@ -100,6 +100,10 @@ class Store {
   };
   Result<Manifest> ReadManifest(const std::string& file);
   Status CheckChunk(const Record& r, std::string* data);
+  // Every chunk `m` names, checked, into `data` by unit.
+  Status ReadChunks(const Manifest& m, std::map<std::string, std::string>* data);
+  // The error that stops a start: checkpoint `id` of `region` cannot be read.
+  Status Unreadable(const std::string& region, uint64_t id, const Status& why) const;
   void CollectGarbage();
 
   const std::string dir_;

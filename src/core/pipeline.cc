@@ -40,8 +40,8 @@ void ComponentStats::SetState(ComponentState s) {
   }
 }
 
-void ComponentStats::RecordError(const std::string& message) {
-  errors_.fetch_add(1, std::memory_order_relaxed);
+void ComponentStats::RecordError(const std::string& message, uint64_t count) {
+  errors_.fetch_add(count, std::memory_order_relaxed);
   std::lock_guard lock(mu_);
   last_error_ = message;
 }

@@ -180,33 +180,25 @@ void Api::Handle(const Request& req, Response* res) {
     const size_t slash = rest.find('/');
     const std::string id = UrlDecode(rest.substr(0, slash));
     const std::string action = slash == std::string::npos ? "" : rest.substr(slash + 1);
-    const auto method = req.method();
+    // PUT, DELETE, revert and restart are taken by HandleAsync (the change
+    // thread) before they come here.
     if (action.empty()) {
       if (get) return GetPipeline(id, res);
-      if (method == bhttp::verb::put) return Send(graph_->Put("pipeline", id, req.body()), res);
-      if (method == bhttp::verb::delete_) return Send(graph_->Delete(id), res);
       return MethodNotAllowed(res, "GET, PUT, DELETE");
     }
     if (action == "versions") {
       if (!get) return MethodNotAllowed(res, "GET");
       return Send(graph_->Versions(id), res);
     }
-    if (action == "revert" || action == "restart") {
-      if (method != bhttp::verb::post) return MethodNotAllowed(res, "POST");
-      return Send(action == "revert" ? graph_->Revert(id) : graph_->Restart(id), res);
-    }
+    if (action == "revert" || action == "restart") return MethodNotAllowed(res, "POST");
   }
   if (path == "/api/v1/checkpoints") {
-    if (get) return Checkpoints(false, res);
-    if (req.method() == bhttp::verb::post) return Checkpoints(true, res);
+    if (get) return Checkpoints(res);
     return MethodNotAllowed(res, "GET, POST");
   }
   if (path.rfind(kBuckets, 0) == 0 && path.size() > kBuckets.size()) {
     const std::string name = path.substr(kBuckets.size());
     if (name.find('/') == std::string::npos) {
-      if (req.method() == bhttp::verb::put) {
-        return Send(graph_->Put("bucket", UrlDecode(name), req.body()), res);
-      }
       if (!get) return MethodNotAllowed(res, "GET, PUT");
       return GetBucket(UrlDecode(name), query, res);
     }
@@ -401,10 +393,7 @@ Json CheckpointsJson(Checkpointer* cp) {
 
 }  // namespace
 
-void Api::Checkpoints(bool take, Response* res) {
-  // With the listener's async handler a POST never comes here: it is taken
-  // on the change thread (HandleAsync).
-  if (take) return Send(TakeCheckpoint(), res);
+void Api::Checkpoints(Response* res) {
   Checkpointer* cp = engine()->checkpointer();
   if (cp == nullptr) {
     return SendJson(res, 200, Json{{"checkpointing", false}, {"regions", Json::array()}});

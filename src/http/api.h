@@ -36,7 +36,7 @@ class Api {
   void GetPipeline(const std::string& id, Response* res);
   void GetBucket(const std::string& name, const std::string& query, Response* res);
   void Dashboard(Response* res);
-  void Checkpoints(bool take, Response* res);
+  void Checkpoints(Response* res);  // GET; a POST goes to TakeCheckpoint
 
   // The running engine, held for the request being answered (a change on
   // the change thread may replace it meanwhile); null while it is replaced.

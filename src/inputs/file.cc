@@ -100,7 +100,7 @@ class FileInput final : public Input {
       // Following: was the file truncated or replaced?
       struct stat st{};
       if (::stat(current_.c_str(), &st) == 0 &&
-          (st.st_ino != inode_ || static_cast<uint64_t>(st.st_size) < read_pos_)) {
+          (st.st_ino != id_.ino || static_cast<uint64_t>(st.st_size) < read_pos_)) {
         KLOG_INFO("file input: {} was truncated or replaced; reading it from the start", current_);
         const std::string path = current_;
         CloseFile();
@@ -122,7 +122,7 @@ class FileInput final : public Input {
     if (fd_ >= 0) {
       j["file"] = current_;
       j["offset"] = offset_;
-      j["id"] = IdJson(FileId{dev_, inode_, head_bytes_, head_crc_});
+      j["id"] = IdJson(id_);
     } else {
       // Not reading yet: still where a restore (or a truncation) put it.
       j["file"] = reopen_;
@@ -147,7 +147,9 @@ class FileInput final : public Input {
     // The file read to its end, replaced since by another under its name:
     // that one is read from its start.
     if (reopen_.empty() && !last_done_.empty() && done_id_.has_value()) {
-      const std::string why = NotTheSame(last_done_, *done_id_);
+      const int fd = ::open(last_done_.c_str(), O_RDONLY | O_CLOEXEC);
+      const std::string why = fd >= 0 ? NotTheSame(fd, *done_id_) : "";  // gone: nothing to read
+      if (fd >= 0) ::close(fd);
       if (!why.empty()) {
         KLOG_WARN("file input: {} {}; reading it from the start", last_done_, why);
         reopen_ = last_done_;
@@ -211,14 +213,9 @@ class FileInput final : public Input {
     ::fstat(fd, &st);
     fd_ = fd;
     current_ = next;
-    inode_ = st.st_ino;
-    dev_ = st.st_dev;
-    // The first bytes, to know the file again after a restart (SPEC 4: a
-    // file replaced by another under the same name is read from its start).
-    std::string head(kHeadBytes, '\0');
-    const ssize_t got = ::pread(fd, head.data(), kHeadBytes, 0);
-    head_bytes_ = got > 0 ? static_cast<uint64_t>(got) : 0;
-    head_crc_ = checkpoint::Crc32c(head.data(), head_bytes_);
+    // To know the file again after a restart (SPEC 4: a file replaced by
+    // another under the same name is read from its start).
+    id_ = IdOf(fd, st);
     offset_ = 0;
     read_pos_ = 0;
     buf_.clear();
@@ -230,7 +227,7 @@ class FileInput final : public Input {
       if (static_cast<uint64_t>(st.st_size) < reopen_offset_) {
         why = "is shorter than its checkpointed offset " + std::to_string(reopen_offset_);
       } else if (reopen_id_.has_value()) {
-        why = NotTheSame(next, *reopen_id_);
+        why = NotTheSame(fd_, *reopen_id_);
       }
       if (why.empty() && ::lseek(fd_, static_cast<off_t>(reopen_offset_), SEEK_SET) >= 0) {
         offset_ = read_pos_ = reopen_offset_;
@@ -250,7 +247,7 @@ class FileInput final : public Input {
       ::close(fd_);
       fd_ = -1;
       last_done_ = current_;
-      done_id_ = FileId{dev_, inode_, head_bytes_, head_crc_};
+      done_id_ = id_;
     }
   }
 
@@ -267,18 +264,23 @@ class FileInput final : public Input {
                   j["head_bytes"].get<uint64_t>(), j["head_crc"].get<uint32_t>()};
   }
 
-  // Why the file at `path` is not the one `id` describes, or "" if it is.
-  static std::string NotTheSame(const std::string& path, const FileId& id) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return "";  // gone: nothing to read again
-    struct stat st{};
+  // The identity of the open file `fd` (`st` its fstat).
+  static FileId IdOf(int fd, const struct stat& st) {
     std::string head(kHeadBytes, '\0');
-    const bool stat_ok = ::fstat(fd, &st) == 0;
     const ssize_t got = ::pread(fd, head.data(), kHeadBytes, 0);
-    ::close(fd);
-    if (!stat_ok || st.st_dev != id.dev || st.st_ino != id.ino) {
+    const uint64_t n = got > 0 ? static_cast<uint64_t>(got) : 0;
+    return FileId{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), n,
+                  checkpoint::Crc32c(head.data(), n)};
+  }
+
+  // Why the open file `fd` is not the one `id` describes, or "" if it is.
+  static std::string NotTheSame(int fd, const FileId& id) {
+    struct stat st{};
+    if (::fstat(fd, &st) != 0 || st.st_dev != id.dev || st.st_ino != id.ino) {
       return "is another file (device and inode) than the one checkpointed";
     }
+    std::string head(id.head_bytes, '\0');
+    const ssize_t got = ::pread(fd, head.data(), id.head_bytes, 0);
     if (got < 0 || static_cast<uint64_t>(got) < id.head_bytes ||
         checkpoint::Crc32c(head.data(), id.head_bytes) != id.head_crc) {
       return "does not begin with the bytes the checkpointed file began with";
@@ -341,9 +343,7 @@ class FileInput final : public Input {
   ComponentStats* stats_;
 
   int fd_ = -1;
-  uint64_t dev_ = 0;
-  uint64_t head_bytes_ = 0;
-  uint32_t head_crc_ = 0;
+  FileId id_;  // of the open file
   std::optional<FileId> reopen_id_;  // the checkpointed file's identity, until reopened
   std::optional<FileId> done_id_;    // last_done_'s identity
   std::string current_;    // the open file
@@ -351,7 +351,6 @@ class FileInput final : public Input {
   std::string reopen_;     // a file to open next (truncated, or restored)
   uint64_t reopen_offset_ = 0;  // where to start in reopen_
   bool done_with_all_ = false;
-  ino_t inode_ = 0;
   uint64_t offset_ = 0;    // bytes of current_ handed over (whole lines)
   uint64_t read_pos_ = 0;  // bytes of current_ read into buf_
   std::string buf_;

@@ -296,7 +296,7 @@ class KafkaInput final : public Input {
   }
 
   void Take(rd_kafka_message_t* m, Batch* out) {
-    unreachable_.store(false);
+    if (unreachable_.load(std::memory_order_relaxed)) unreachable_.store(false);
     const char* topic_name = rd_kafka_topic_name(m->rkt);
     if (!last_valid_ || m->partition != last_partition_ || last_topic_ != topic_name) {
       last_valid_ = true;
@@ -598,9 +598,7 @@ class KafkaOutput final : public Output {
                               std::to_string(batch.size()) +
                               " messages whose own expression failed (not retried): " + drop_error;
       KLOG_WARN("{}", why);
-      if (stats_ != nullptr) {
-        for (size_t i = 0; i < dropped; ++i) stats_->RecordError(why);
-      }
+      if (stats_ != nullptr) stats_->RecordError(why, dropped);
     }
     if (txn_.on && (failed > 0 || !txn_lost_.empty())) {
       // A retry of the batch would put its produced part in twice.

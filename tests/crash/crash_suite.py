@@ -40,7 +40,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
-from harness import Server, wait_for  # noqa: E402
+from harness import Server, committed, region_stats, wait_for  # noqa: E402
 import crashstate  # noqa: E402
 from test_kafka import Broker, checkpointed_offsets, oracle as kafka_oracle  # noqa: E402
 from test_edges import state_files  # noqa: E402
@@ -190,17 +190,6 @@ class Counts:
 
     def ok(self):
         return self.lost == self.double == self.mismatches == 0 and self.kill_points > 0
-
-
-def region_stats(s):
-    try:
-        return s.get_json("/api/v1/checkpoints")["regions"]
-    except Exception:  # the server may be going down
-        return []
-
-
-def committed(s):
-    return sum(r["committed"] for r in region_stats(s))
 
 
 def abandoned(s):

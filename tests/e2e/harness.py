@@ -46,6 +46,28 @@ def http(method, url, body=None, headers=None):
         return e.code, dict(e.headers), e.read().decode()
 
 
+def post_until_taken(s, path, body):
+    """Posts `body` to `path` until 202: an http input answers 503 while it starts."""
+    def once():
+        status, _, text = http("POST", s.url + path, body)
+        assert status in (202, 503), f"{status}: {text}"
+        return status == 202
+    wait_for(once, what=f"a 202 from {path}")
+
+
+def region_stats(s):
+    """The regions of GET /api/v1/checkpoints ([] while the server goes down)."""
+    try:
+        return s.get_json("/api/v1/checkpoints")["regions"]
+    except Exception:
+        return []
+
+
+def committed(s):
+    """Checkpoints committed so far, summed over the regions."""
+    return sum(r["committed"] for r in region_stats(s))
+
+
 class Server:
     """A kayak server on a config; stderr is collected in the background."""
 

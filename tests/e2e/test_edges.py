@@ -8,7 +8,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
-from harness import KayakTest, http, wait_for
+from harness import KayakTest, committed, http, post_until_taken, wait_for
 
 SHIM = os.environ.get("KAYAK_FAULTSHIM", "")
 SERVER = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 1, timeout_secs: 20}\n"
@@ -36,19 +36,6 @@ def bucket_value(s, bucket, key):
     """The entry's value, or None while there is none."""
     status, body = s.get(f"/api/v1/buckets/{bucket}?key={key}")
     return json.loads(body)["value"] if status == 200 else None
-
-
-def post_until_taken(s, path, body):
-    """Posts until 202: an http input answers 503 while it starts."""
-    def once():
-        status, _, text = http("POST", s.url + path, body)
-        assert status in (202, 503), f"{status}: {text}"
-        return status == 202
-    wait_for(once, what=f"a 202 from {path}")
-
-
-def committed(s):
-    return sum(r["committed"] for r in s.get_json("/api/v1/checkpoints")["regions"])
 
 
 class ShortWriteTest(KayakTest):
@@ -258,24 +245,33 @@ pipelines:
         self.assertEqual(s.get_json("/api/v1/buckets/c?key=a")["value"], 50)
 
 
-class StuckStopTest(KayakTest):
-    """A graceful stop waits at most stop_timeout_secs for its savepoint, then
-    exits 1 naming the region and the checkpoint the next start replays from;
-    nothing accepted is lost."""
+class StuckOutputTest(KayakTest):
+    """Pipeline `stuck`: five lines into an http output nothing answers."""
 
-    def test_stop_with_a_stuck_output_ends_and_replays(self):
+    def start_stuck(self, stop_timeout_secs):
         src = self.write_ndjson("in.ndjson", [{"i": i} for i in range(5)])
         # port 9 on loopback: nothing listens, every write fails
-        cfg = f"""
+        self.stuck_cfg = f"""
 pipelines:
   stuck:
     input: {{file: {{path: {src}}}}}
     outputs: [{{http: {{url: 'http://127.0.0.1:9/x', timeout_ms: 200}}}}]
 """
-        server = SERVER + "stop_timeout_secs: 2\n"
-        s = self.start(cfg, server_config=server, state_dir=self.path("state"))
+        self.stuck_server = SERVER + f"stop_timeout_secs: {stop_timeout_secs}\n"
+        s = self.start(self.stuck_cfg, server_config=self.stuck_server,
+                       state_dir=self.path("state"))
         wait_for(lambda: s.card("stuck", "outputs[0]")["state"] == "retrying",
                  what="the output to retry")
+        return s
+
+
+class StuckStopTest(StuckOutputTest):
+    """A graceful stop waits at most stop_timeout_secs for its savepoint, then
+    exits 1 naming the region and the checkpoint the next start replays from;
+    nothing accepted is lost."""
+
+    def test_stop_with_a_stuck_output_ends_and_replays(self):
+        s = self.start_stuck(2)
         code = s.stop(timeout=20)
         self.assertEqual(code, 1, s.stderr())
         err = s.stderr()
@@ -283,7 +279,8 @@ pipelines:
                               r"checkpoint \d+")
         self.assertNotIn("savepoint committed", err)
         # the next start reads the five lines again: none was lost
-        s = self.start(cfg, server_config=server, state_dir=self.path("state"))
+        s = self.start(self.stuck_cfg, server_config=self.stuck_server,
+                       state_dir=self.path("state"))
         wait_for(lambda: s.card("stuck", "input")["messages_out"] >= 5, what="the replay")
 
 
@@ -375,23 +372,13 @@ pipelines:
         self.assertEqual(s.get_json("/api/v1/buckets/c?key=a")["value"], 520)
 
 
-class ChangeWhileStuckTest(KayakTest):
+class ChangeWhileStuckTest(StuckOutputTest):
     """A graph change while an output is failing runs off the listener's
     thread: /health and every read keep answering, and the change answers
     within the stop timeout, naming the region that missed its savepoint."""
 
     def test_change_with_a_stuck_output_does_not_hang_the_server(self):
-        src = self.write_ndjson("in.ndjson", [{"i": i} for i in range(5)])
-        cfg = f"""
-pipelines:
-  stuck:
-    input: {{file: {{path: {src}}}}}
-    outputs: [{{http: {{url: 'http://127.0.0.1:9/x', timeout_ms: 200}}}}]
-"""
-        server = SERVER + "stop_timeout_secs: 4\n"
-        s = self.start(cfg, server_config=server, state_dir=self.path("state"))
-        wait_for(lambda: s.card("stuck", "outputs[0]")["state"] == "retrying",
-                 what="the output to retry")
+        s = self.start_stuck(4)
         answer = {}
 
         def put():

@@ -11,7 +11,7 @@ import sys
 import time
 import uuid
 
-from harness import KayakTest, http, wait_for
+from harness import KayakTest, committed, http, wait_for
 
 MOCK = os.environ.get("KAYAK_MOCKBROKER", "")
 KEYS = 7
@@ -316,10 +316,9 @@ pipelines:
                 ok = b'{"seq": 50, "k": 50}'
                 self.assertEqual(http("POST", s.url + "/in", ok)[0], 202)
                 # a checkpoint commits after the drop: the output is not stuck
-                c0 = sum(r["committed"] for r in s.get_json("/api/v1/checkpoints")["regions"])
-                wait_for(lambda: sum(r["committed"] for r in
-                                     s.get_json("/api/v1/checkpoints")["regions"]) >= c0 + 2,
-                         timeout=60, what="checkpoints after the bad message")
+                c0 = committed(s)
+                wait_for(lambda: committed(s) >= c0 + 2, timeout=60,
+                         what="checkpoints after the bad message")
                 card = s.card("k", "outputs[0]")
                 self.assertEqual(card["errors"], 1, card)
                 self.assertIn("key", card["last_error"])

@@ -4,7 +4,7 @@ docs/lifecycle.md)."""
 import json
 import os
 
-from harness import KayakTest, http, wait_for
+from harness import KayakTest, http, post_until_taken, wait_for
 
 WINDOW = "{rolling_window: {key: k, field: v, window_messages: %d, aggregates: [count]}}"
 
@@ -32,12 +32,7 @@ class LifecycleTest(KayakTest):
         return status, json.loads(b)
 
     def accept(self, s, path, data):
-        """Posts until 202: an http input answers 503 while it starts (after a server start)."""
-        def once():
-            status, _, b = http("POST", s.url + path, data)
-            self.assertIn(status, (202, 503), b)
-            return status == 202 or None
-        wait_for(once, what=f"a 202 from {path}")
+        post_until_taken(s, path, data)
 
     def post(self, s, i, k="a"):
         self.accept(s, "/ingest/w", json.dumps({"id": i, "k": k, "v": 1}).encode())

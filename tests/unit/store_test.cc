@@ -35,6 +35,14 @@ class StoreTest : public ::testing::Test {
     if (max_id != nullptr) *max_id = id;
     return out;
   }
+  // Recover on a fresh store; `out` gets what it restored.
+  Status RecoverStatus(std::map<std::string, RestoredUnit>* out = nullptr,
+                       const std::set<std::string>& discard = {}) {
+    Store s(dir_);
+    std::map<std::string, RestoredUnit> none;
+    uint64_t id = 0;
+    return s.Recover(out != nullptr ? out : &none, &id, discard);
+  }
   std::vector<std::string> Files() {
     std::vector<std::string> out;
     for (const auto& e : fs::directory_iterator(dir_)) out.push_back(e.path().filename());
@@ -134,10 +142,8 @@ TEST_F(StoreTest, CorruptNewestManifestStopsTheStartAndKeepsEveryFile) {
   CommitValues({"one", "two"});
   FlipByte(ManifestName("r", 2), 3);
   const auto before = Files();
-  Store s(dir_);
   std::map<std::string, RestoredUnit> out;
-  uint64_t id = 0;
-  Status st = s.Recover(&out, &id);
+  Status st = RecoverStatus(&out);
   EXPECT_EQ(st.code(), Code::kCorruption);
   EXPECT_NE(st.message().find(ManifestName("r", 2)), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("--discard-state r"), std::string::npos) << st.message();
@@ -148,10 +154,7 @@ TEST_F(StoreTest, CorruptNewestManifestStopsTheStartAndKeepsEveryFile) {
 TEST_F(StoreTest, CorruptChunkStopsTheStart) {
   CommitValues({"one", "two"});
   FlipByte(ChunkName(2, "u"), 1);
-  Store s(dir_);
-  std::map<std::string, RestoredUnit> out;
-  uint64_t id = 0;
-  Status st = s.Recover(&out, &id);
+  Status st = RecoverStatus();
   EXPECT_EQ(st.code(), Code::kCorruption);
   EXPECT_NE(st.message().find(ChunkName(2, "u")), std::string::npos) << st.message();
 }
@@ -172,10 +175,7 @@ TEST_F(StoreTest, ASharedChunkThatCannotBeReadStopsTheStart) {
   }
   FlipByte(ChunkName(1, "u"), 1);
   const auto before = Files();
-  Store s(dir_);
-  std::map<std::string, RestoredUnit> out;
-  uint64_t id = 0;
-  EXPECT_EQ(s.Recover(&out, &id).code(), Code::kCorruption);
+  EXPECT_EQ(RecoverStatus().code(), Code::kCorruption);
   EXPECT_EQ(Files(), before);
 }
 
@@ -192,10 +192,8 @@ TEST_F(StoreTest, DiscardStateIsTheOperatorsChoice) {
 }
 
 TEST_F(StoreTest, AnUnreadableDirectoryStopsTheStart) {
-  Store s((dir_ / "missing").string());
-  std::map<std::string, RestoredUnit> out;
-  uint64_t id = 0;
-  EXPECT_FALSE(s.Recover(&out, &id).ok());
+  fs::remove_all(dir_);
+  EXPECT_FALSE(RecoverStatus().ok());
 }
 
 TEST_F(StoreTest, FallBackToAnUnreadableCheckpointStopsTheStartAndKeepsEveryFile) {
