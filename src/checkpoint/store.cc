@@ -129,6 +129,7 @@ Status Store::Unreadable(const std::string& region, uint64_t id, const Status& w
 
 Status Store::Recover(std::map<std::string, RestoredUnit>* out, uint64_t* max_id,
                       const std::set<std::string>& discard) {
+  std::lock_guard lock(mu_);
   *max_id = 0;
   std::vector<std::string> names;
   KAYAK_RETURN_IF_ERROR(ListDir(dir_, &names));
@@ -192,11 +193,31 @@ Status Store::Recover(std::map<std::string, RestoredUnit>* out, uint64_t* max_id
     }
     kept.push_back(std::move(m.value()));
   }
+  next_id_ = *max_id + 1;
   CollectGarbage();
   return Status::Ok();
 }
 
+Status Store::ReadLatest(const std::set<std::string>& skip,
+                         std::map<std::string, RestoredUnit>* out) {
+  std::lock_guard lock(mu_);
+  for (const auto& [region, kept] : manifests_) {
+    if (kept.empty() || skip.count(region)) continue;
+    const Manifest& m = kept.back();
+    std::map<std::string, std::string> data;
+    if (Status st = ReadChunks(m, &data); !st.ok()) return Unreadable(region, m.id, st);
+    for (auto& [unit, d] : data) {
+      auto& slot = (*out)[unit];
+      if (slot.checkpoint_id <= m.id) {
+        slot = RestoredUnit{m.units.at(unit).fingerprint, std::move(d), m.id, region};
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 Status Store::FallBack(const std::string& region, std::map<std::string, RestoredUnit>* out) {
+  std::lock_guard lock(mu_);
   auto it = manifests_.find(region);
   if (it == manifests_.end() || it->second.empty()) return Status::Ok();
   auto& kept = it->second;
@@ -237,6 +258,7 @@ Status Store::FallBack(const std::string& region, std::map<std::string, Restored
 }
 
 Status Store::DropRegionsExcept(const std::set<std::string>& live) {
+  std::lock_guard lock(mu_);
   for (const auto& name : ListDir(dir_)) {
     std::string region;
     uint64_t id = 0;
@@ -270,6 +292,7 @@ void Store::CollectGarbage() {
 
 Status Store::Commit(const std::string& region, uint64_t id, int64_t now_ms,
                      const std::vector<UnitState>& units, CommitStats* stats) {
+  std::lock_guard lock(mu_);
   std::vector<std::string> written;
   auto fail = [&](Status st) {
     for (const auto& f : written) ::unlink((dir_ + "/" + f).c_str());

@@ -11,12 +11,16 @@
 // fingerprint of the component's config, and the chunk's length and CRC.
 // docs/state_format.md has the byte-level format.
 //
-// Thread-safety: one thread (the checkpoint coordinator) calls Commit and
-// Discard; Recover is called once before that.
+// Thread-safety: Recover is called once, before anything else. After it,
+// every method may be called from any thread (each region's checkpoint
+// coordinator commits through the one store); they take one mutex, so
+// commits of different regions are written one after the other.
 #pragma once
 
 #include <cstdint>
+#include <atomic>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -68,6 +72,18 @@ class Store {
   // error).
   Status FallBack(const std::string& region, std::map<std::string, RestoredUnit>* out);
 
+  // After Recover, when regions are rebuilt: the state of every region's
+  // newest checkpoint except those in `skip` (regions that keep running),
+  // read and checked again, into `out` (for each unit, the newest
+  // checkpoint that holds it). One that cannot be read is an error, as at
+  // start.
+  Status ReadLatest(const std::set<std::string>& skip, std::map<std::string, RestoredUnit>* out);
+
+  // The id of the next checkpoint, of whichever region: ids grow across the
+  // whole store, so the newest checkpoint holding a unit is the one to
+  // restore even when the unit moved from one region to another.
+  uint64_t NextId() { return next_id_.fetch_add(1); }
+
   // Removes the manifests of every region not in `live` (a deleted
   // pipeline's), then every chunk no kept manifest names. Call once every
   // live region has committed.
@@ -107,6 +123,8 @@ class Store {
   void CollectGarbage();
 
   const std::string dir_;
+  std::atomic<uint64_t> next_id_{1};
+  std::mutex mu_;  // guards what follows, and orders commits
   // Kept manifests per region, newest last (at most two).
   std::map<std::string, std::vector<Manifest>> manifests_;
   // The newest committed record of each unit, for reuse when unchanged.

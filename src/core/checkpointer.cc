@@ -44,7 +44,7 @@ Status Checkpointer::CommitInitial(std::map<size_t, std::vector<checkpoint::Unit
       rs.bucket_saved_once[b] = true;
       list.push_back(std::move(u));
     }
-    const uint64_t id = next_id_++;
+    const uint64_t id = store_->NextId();
     checkpoint::CommitStats stats;
     const int64_t now = clock_->NowMs();
     Status st = store_->Commit(rs.region.name, id, now, list, &stats);
@@ -139,7 +139,7 @@ void Checkpointer::StartCheckpoint(size_t r, bool stop_after) {
   RegionState& rs = regions_[r];
   Inflight& in = rs.inflight;
   in = Inflight{};
-  in.id = next_id_++;
+  in.id = store_->NextId();
   in.started_mono_ms = MonotonicMs();
   in.expected = rs.region.pipelines.size() + rs.region.outputs + rs.region.buckets.size();
   in.stop_after = stop_after;

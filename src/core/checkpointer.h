@@ -167,12 +167,8 @@ class Checkpointer {
   std::condition_variable cv_;
   std::vector<RegionState> regions_;          // guarded by mu_
   std::map<std::pair<Bucket*, uint64_t>, Meeting> meetings_;  // guarded by mu_
-  uint64_t next_id_ = 1;                      // guarded by mu_
   bool stopping_ = false;                     // guarded by mu_
   std::thread thread_;
-
- public:
-  void SetNextId(uint64_t id) { next_id_ = id; }
 };
 
 }  // namespace kayak

@@ -107,6 +107,94 @@ void RestoreUnit(const EngineOptions& o, const std::string& unit, const std::str
 
 }  // namespace
 
+std::vector<size_t> GroupIntoRegions(const GraphSpec& spec) {
+  // Union-find over pipelines: joined by an edge or by a bucket they share.
+  const size_t n = spec.pipelines.size();
+  std::vector<size_t> parent(n);
+  for (size_t i = 0; i < n; ++i) parent[i] = i;
+  std::function<size_t(size_t)> find = [&](size_t i) {
+    return parent[i] == i ? i : parent[i] = find(parent[i]);
+  };
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < n; ++i) index[spec.pipelines[i].id] = i;
+  std::map<std::string, size_t> bucket_owner;
+  for (size_t i = 0; i < n; ++i) {
+    const PipelineSpec& p = spec.pipelines[i];
+    for (const auto& up : p.upstreams) {
+      auto it = index.find(up);
+      if (it != index.end()) parent[find(i)] = find(it->second);
+    }
+    std::set<std::string> written, used;
+    BucketsOf(p, &written, &used);
+    for (const auto& b : used) {
+      auto [it, fresh] = bucket_owner.emplace(b, i);
+      if (!fresh) parent[find(i)] = find(it->second);
+    }
+  }
+  // Each group is named by its first pipeline, so that the result does not
+  // depend on the order of the unions.
+  std::vector<size_t> first(n, n), out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t root = find(i);
+    if (first[root] == n) first[root] = i;
+    out[i] = first[root];
+  }
+  return out;
+}
+
+std::vector<RegionSpec> SplitIntoRegions(const GraphSpec& spec) {
+  const std::vector<size_t> group = GroupIntoRegions(spec);
+  std::map<size_t, size_t> slot;  // group -> index in out
+  std::vector<RegionSpec> out;
+  std::set<std::string> used_buckets;
+  const YAML::Node& root = spec.root;
+  auto dump = [](const YAML::Node& n) {
+    YAML::Emitter e;
+    e << n;
+    return std::string(e.c_str());
+  };
+  for (size_t i = 0; i < spec.pipelines.size(); ++i) {
+    auto [it, fresh] = slot.emplace(group[i], out.size());
+    if (fresh) {
+      out.emplace_back();
+      out.back().name = spec.pipelines[i].id;
+      out.back().spec.file = spec.file;
+      out.back().spec.root = spec.root;
+    }
+    RegionSpec& r = out[it->second];
+    const PipelineSpec& p = spec.pipelines[i];
+    r.spec.pipelines.push_back(p);
+    r.name = std::min(r.name, p.id);
+    r.key += "pipeline " + p.id + "\n";
+    if (root.IsMap() && root["pipelines"].IsMap()) r.key += dump(root["pipelines"][p.id]) + "\n";
+    std::set<std::string> written, used;
+    BucketsOf(p, &written, &used);
+    for (const auto& b : used) {
+      if (!r.bucket_names.insert(b).second) continue;
+      used_buckets.insert(b);
+    }
+  }
+  RegionSpec unused;  // buckets no pipeline uses: they still answer the API
+  for (const auto& b : spec.buckets) {
+    RegionSpec* r = &unused;
+    if (used_buckets.count(b.name)) {
+      for (auto& c : out) {
+        if (c.bucket_names.count(b.name)) r = &c;
+      }
+    }
+    r->spec.buckets.push_back(b);
+    r->bucket_names.insert(b.name);
+    r->key += "bucket " + b.name + "\n";
+    if (root.IsMap() && root["buckets"].IsMap()) r->key += dump(root["buckets"][b.name]) + "\n";
+  }
+  if (!unused.spec.buckets.empty()) {
+    unused.spec.file = spec.file;
+    unused.spec.root = spec.root;
+    out.push_back(std::move(unused));
+  }
+  return out;
+}
+
 void ValidateComponents(const GraphSpec& spec, ErrorList* errors, bool checkpointing) {
   BucketRegistry buckets;
   for (const auto& b : spec.buckets) buckets.Add(b.name, b.idle_timeout_secs * 1000);
@@ -215,31 +303,14 @@ Status Engine::SetUpCheckpointing(const GraphSpec& spec) {
   const EngineOptions& o = options_;
   checkpointer_ = std::make_unique<Checkpointer>(o.store, o.checkpoint_interval_ms,
                                                  o.checkpoint_timeout_ms, o.clock);
-  checkpointer_->SetNextId(o.first_checkpoint_id);
-  // Regions: pipelines joined by an edge or by a bucket they share.
   const size_t n = spec.pipelines.size();
-  std::vector<size_t> parent(n);
-  for (size_t i = 0; i < n; ++i) parent[i] = i;
-  std::function<size_t(size_t)> find = [&](size_t i) {
-    return parent[i] == i ? i : parent[i] = find(parent[i]);
-  };
-  std::map<std::string, size_t> index;
-  for (size_t i = 0; i < n; ++i) index[spec.pipelines[i].id] = i;
-  std::map<std::string, size_t> bucket_owner;
   std::vector<std::set<std::string>> written(n), used(n);
-  for (size_t i = 0; i < n; ++i) {
-    const PipelineSpec& p = spec.pipelines[i];
-    for (const auto& up : p.upstreams) parent[find(i)] = find(index[up]);
-    BucketsOf(p, &written[i], &used[i]);
-    for (const auto& b : used[i]) {
-      auto [it, fresh] = bucket_owner.emplace(b, i);
-      if (!fresh) parent[find(i)] = find(it->second);
-    }
-  }
+  for (size_t i = 0; i < n; ++i) BucketsOf(spec.pipelines[i], &written[i], &used[i]);
+  const std::vector<size_t> group = GroupIntoRegions(spec);
   std::map<size_t, size_t> region_of_root;
   std::vector<Checkpointer::Region> regions;
   for (size_t i = 0; i < n; ++i) {
-    const size_t root = find(i);
+    const size_t root = group[i];
     auto [it, fresh] = region_of_root.emplace(root, regions.size());
     if (fresh) {
       regions.emplace_back();
@@ -270,7 +341,7 @@ Status Engine::SetUpCheckpointing(const GraphSpec& spec) {
     for (auto* p : r.pipelines) r.name = std::min(r.name, p->id());
   }
   std::vector<size_t> region_index(n);
-  for (size_t i = 0; i < n; ++i) region_index[i] = region_of_root[find(i)];
+  for (size_t i = 0; i < n; ++i) region_index[i] = region_of_root[group[i]];
   std::vector<size_t> ids;
   for (auto& r : regions) ids.push_back(checkpointer_->AddRegion(r));
   KAYAK_RETURN_IF_ERROR(ConfirmTwoPhaseCommits(spec));

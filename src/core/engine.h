@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -215,7 +216,6 @@ struct EngineOptions {
   checkpoint::Store* store = nullptr;
   // Restored units; two-phase outputs may make a region fall back (Store::FallBack).
   std::map<std::string, checkpoint::RestoredUnit>* restored = nullptr;
-  uint64_t first_checkpoint_id = 1;
   int64_t checkpoint_interval_ms = 10000;
   int64_t checkpoint_timeout_ms = 60000;
   // How long a graceful stop (or a graph change) waits for its savepoint.
@@ -233,6 +233,24 @@ struct EngineOptions {
 // `checkpointing`: whether the server runs with a state directory (`kayak
 // check` cannot know, and assumes one).
 void ValidateComponents(const GraphSpec& spec, ErrorList* errors, bool checkpointing = true);
+
+// Pipelines joined by an edge or by a bucket they share form a region: they
+// are checkpointed together, and a graph change stops and rebuilds whole
+// regions. For each pipeline of `spec`, the index of the first pipeline of
+// its region.
+std::vector<size_t> GroupIntoRegions(const GraphSpec& spec);
+
+// One region of a graph as a graph of its own: its pipelines (upstreams
+// first) and the buckets they use. Buckets no pipeline uses form one more
+// part without pipelines.
+struct RegionSpec {
+  std::string name;  // its smallest pipeline id; "" for the unused buckets
+  // The config text of its pipelines and buckets: equal keys, same region.
+  std::string key;
+  std::set<std::string> bucket_names;
+  GraphSpec spec;
+};
+std::vector<RegionSpec> SplitIntoRegions(const GraphSpec& spec);
 
 class Engine {
  public:

@@ -61,7 +61,7 @@ int CountLines(const std::string& s) { return static_cast<int>(std::count(s.begi
 }  // namespace
 
 GraphManager::GraphManager(Options options)
-    : opt_(std::move(options)), discard_pending_(opt_.discard_state) {
+    : opt_(std::move(options)) {
   change_thread_ = std::thread([this] { ChangeLoop(); });
 }
 
@@ -69,9 +69,9 @@ GraphManager::~GraphManager() { Stop(); }
 
 int64_t GraphManager::NowMs() const { return opt_.engine.clock->NowMs(); }
 
-std::shared_ptr<Engine> GraphManager::engine() const {
+std::shared_ptr<const RunningGraph> GraphManager::view() const {
   std::lock_guard lock(view_mu_);
-  return engine_;
+  return view_;
 }
 
 void GraphManager::Publish() {
@@ -172,80 +172,157 @@ bool GraphManager::Validate(const Composed& c, GraphSpec* spec, Json* errors) co
   return false;
 }
 
-Status GraphManager::BuildEngine(const std::string& text) {
+Status GraphManager::OpenStore() {
+  if (!opt_.engine.checkpointing || store_) return Status::Ok();
+  auto store = std::make_unique<checkpoint::Store>(opt_.engine.state_dir);
+  uint64_t max_id = 0;
+  recover_started_ms_ = MonotonicMs();
+  KAYAK_RETURN_IF_ERROR(store->Recover(&restored_, &max_id, opt_.discard_state));
+  store_ = std::move(store);
+  return Status::Ok();
+}
+
+void GraphManager::PublishEngines(bool changing) {
+  std::vector<std::shared_ptr<Engine>> engines;
+  for (const auto& part : parts_) engines.push_back(part.engine);
+  std::vector<std::string> order;
+  for (const auto& p : spec_.pipelines) order.push_back(p.id);
+  auto view = std::make_shared<const RunningGraph>(std::move(engines), order, changing,
+                                                   opt_.engine.checkpointing, opt_.engine.clock,
+                                                   opt_.engine.checkpoint_interval_ms);
+  std::lock_guard lock(view_mu_);
+  view_ = std::move(view);
+}
+
+std::vector<Checkpointer::Missed> GraphManager::StopParts(
+    const std::vector<std::shared_ptr<Engine>>& engines) {
+  // In parallel: each waits at most the stop timeout for its savepoint, so
+  // the whole stop does too, however many regions are stuck.
+  std::vector<std::vector<Checkpointer::Missed>> each(engines.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < engines.size(); ++i) {
+    threads.emplace_back([&, i] { each[i] = engines[i]->Stop(); });
+  }
+  for (auto& t : threads) t.join();
+  std::vector<Checkpointer::Missed> missed;
+  for (auto& m : each) missed.insert(missed.end(), m.begin(), m.end());
+  return missed;
+}
+
+Status GraphManager::Rebuild(const std::string& text, bool start, bool persist,
+                             std::vector<Checkpointer::Missed>* missed,
+                             const std::string& restart) {
   GraphSpec spec;
   ErrorList el;
   if (!LoadGraphText(text, "graph", *opt_.registry, &spec, &el)) {
     return Status::Invalid(el.ToString());
   }
-  EngineOptions o = opt_.engine;
-  o.ingest = &router_;
-  restored_.clear();
-  store_.reset();
-  const int64_t started = MonotonicMs();
-  if (o.checkpointing) {
-    store_ = std::make_unique<checkpoint::Store>(o.state_dir);
-    uint64_t max_id = 0;
-    // Only the first build discards: later ones restore what this run committed.
-    KAYAK_RETURN_IF_ERROR(store_->Recover(&restored_, &max_id, discard_pending_));
-    discard_pending_.clear();
-    o.store = store_.get();
-    o.restored = &restored_;
-    o.first_checkpoint_id = max_id + 1;
-  }
-  first_checkpoint_id_ = o.first_checkpoint_id;
-  Status fatal;
-  auto engine = Engine::Build(spec, *opt_.registry, o, &el, &fatal);
-  if (!fatal.ok()) return fatal;
-  if (engine == nullptr) return Status::Invalid(el.ToString());
-  if (!restored_.empty()) {
-    size_t bytes = 0;
-    for (const auto& [unit, u] : restored_) bytes += u.data.size();
-    KLOG_INFO("state restored in {} ms ({} units, {} bytes)", MonotonicMs() - started,
-              restored_.size(), bytes);
-  }
-  {
-    std::lock_guard lock(view_mu_);
-    engine_ = std::move(engine);
-  }
-  spec_ = std::move(spec);
-  return Status::Ok();
-}
-
-Status GraphManager::Rebuild(const std::string& text, bool start, bool persist,
-                             std::vector<Checkpointer::Missed>* missed) {
-  if (engine_) {
-    // A savepoint: the new engine restores exactly where this one stopped
-    // (or, for a region that missed it, from its last committed checkpoint).
-    auto m = engine_->Stop();
-    if (missed != nullptr) *missed = std::move(m);
-    // Gone before the next is built (its http inputs give their paths up in
-    // their destructors); the API holds a copy only while it answers.
-    std::weak_ptr<Engine> old = engine_;
-    {
-      std::lock_guard lock(view_mu_);
-      engine_.reset();
+  std::vector<RegionSpec> regions = SplitIntoRegions(spec);
+  // A region whose pipelines and buckets are all unchanged keeps running;
+  // every other one stops at a savepoint and is built again from it.
+  std::map<std::string, size_t> old_by_key;
+  for (size_t i = 0; i < parts_.size(); ++i) old_by_key[parts_[i].key] = i;
+  std::vector<bool> kept(parts_.size(), false);
+  std::vector<Part> next(regions.size());
+  std::vector<size_t> to_build;
+  for (size_t r = 0; r < regions.size(); ++r) {
+    const bool restarting =
+        !restart.empty() && std::any_of(regions[r].spec.pipelines.begin(),
+                                        regions[r].spec.pipelines.end(),
+                                        [&](const PipelineSpec& p) { return p.id == restart; });
+    auto it = old_by_key.find(regions[r].key);
+    if (it != old_by_key.end() && !restarting && !kept[it->second]) {
+      kept[it->second] = true;
+      next[r] = parts_[it->second];
+    } else {
+      to_build.push_back(r);
     }
-    while (!old.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  // The new graph is stored before its engine commits a checkpoint taken
+  std::vector<std::shared_ptr<Engine>> stopping;
+  std::vector<Part> staying;
+  for (size_t i = 0; i < parts_.size(); ++i) {
+    if (kept[i]) {
+      staying.push_back(parts_[i]);
+    } else {
+      stopping.push_back(parts_[i].engine);
+    }
+  }
+  if (!stopping.empty()) {
+    PublishEngines(/*changing=*/true);  // readers see the regions stopping
+    // A savepoint: the new engines restore exactly where these stopped (or,
+    // for a region that missed it, from its last committed checkpoint).
+    auto m = StopParts(stopping);
+    if (missed != nullptr) *missed = std::move(m);
+    // Gone before the new ones are built (their http inputs give their paths
+    // up in their destructors); a reader holds a view only while it answers.
+    std::vector<std::weak_ptr<Engine>> old(stopping.begin(), stopping.end());
+    stopping.clear();
+    parts_ = staying;
+    PublishEngines(/*changing=*/true);
+    for (const auto& w : old) {
+      while (!w.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  // The new graph is stored before its engines commit a checkpoint taken
   // with it: after a crash at any point the graph that is restored is the
   // one its newest checkpoint was taken with (or the change not yet made).
   if (persist) KAYAK_RETURN_IF_ERROR(Persist());
-  KAYAK_RETURN_IF_ERROR(BuildEngine(text));
-  if (!start) return Status::Ok();
-  StartEngine();
+  EngineOptions o = opt_.engine;
+  o.ingest = &router_;
+  std::map<std::string, checkpoint::RestoredUnit> restored;
+  bool first = false;  // the build that restores what Recover read
+  if (o.checkpointing && !to_build.empty()) {
+    if (!restored_read_) {
+      restored = std::move(restored_);
+      restored_read_ = first = true;
+    } else {
+      // What the stopped regions committed (and what regions no longer
+      // running left), read again; running regions' units are not needed.
+      std::set<std::string> running;
+      for (const auto& part : staying) running.insert(part.name);
+      KAYAK_RETURN_IF_ERROR(store_->ReadLatest(running, &restored));
+    }
+    o.store = store_.get();
+    o.restored = &restored;
+  }
+  for (size_t r : to_build) {
+    Status fatal;
+    auto engine = Engine::Build(regions[r].spec, *opt_.registry, o, &el, &fatal);
+    if (!fatal.ok()) return fatal;
+    if (engine == nullptr) return Status::Invalid(el.ToString());
+    next[r] = Part{regions[r].name, regions[r].key, std::move(engine), false};
+  }
+  if (first && !restored.empty()) {
+    size_t bytes = 0;
+    for (const auto& [unit, u] : restored) bytes += u.data.size();
+    KLOG_INFO("state restored in {} ms ({} units, {} bytes)",
+              MonotonicMs() - recover_started_ms_, restored.size(), bytes);
+  }
+  parts_ = std::move(next);
+  spec_ = std::move(spec);
+  if (start) StartParts();
+  PublishEngines(/*changing=*/false);
+  if (!to_build.empty()) {
+    KLOG_INFO("graph: {} of {} regions built, {} kept running", to_build.size(), parts_.size(),
+              parts_.size() - to_build.size());
+  }
   return Status::Ok();
 }
 
-void GraphManager::StartEngine() {
-  engine_->Start();
+void GraphManager::StartParts() {
+  for (auto& part : parts_) {
+    if (part.started) continue;
+    part.engine->Start();
+    part.started = true;
+  }
   // Returns once the inputs are open (an http input answers 503 before), or
   // after a few seconds: an input that cannot open shows it on its card.
   const int64_t deadline = NowMs() + 5000;
-  for (const auto& p : engine_->pipelines()) {
-    while (p->status() == PipelineStatus::kStarting && NowMs() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  for (const auto& part : parts_) {
+    for (const auto& p : part.engine->pipelines()) {
+      while (p->status() == PipelineStatus::kStarting && NowMs() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
     }
   }
 }
@@ -376,7 +453,8 @@ Status GraphManager::Init(const std::string& file_text, const std::string& file_
     return Status::Invalid("the stored graph (" + opt_.engine.state_dir +
                            "/graph/GRAPH) with the config file is not valid: " + errs.dump());
   }
-  KAYAK_RETURN_IF_ERROR(BuildEngine(c.text));
+  KAYAK_RETURN_IF_ERROR(OpenStore());
+  KAYAK_RETURN_IF_ERROR(Rebuild(c.text, /*start=*/false));
   Publish();
   if (stored) KLOG_INFO("graph: versions loaded from {}/graph/GRAPH", opt_.engine.state_dir);
   return Persist();
@@ -386,7 +464,7 @@ void GraphManager::Start() {
   {
     std::lock_guard lock(mu_);
     started_ = true;
-    if (engine_) StartEngine();
+    StartParts();
   }
   started_cv_.notify_all();
 }
@@ -407,7 +485,9 @@ bool GraphManager::Stop() {
   changes_cv_.notify_all();
   if (change_thread_.joinable()) change_thread_.join();
   std::lock_guard lock(mu_);
-  return engine_ == nullptr || engine_->Stop().empty();
+  std::vector<std::shared_ptr<Engine>> engines;
+  for (const auto& part : parts_) engines.push_back(part.engine);
+  return StopParts(engines).empty();
 }
 
 // A change that comes between the listener's start and the graph's waits for
@@ -539,16 +619,18 @@ GraphManager::Answer GraphManager::Delete(const std::string& id) {
   e.versions.push_back(Version{e.versions.back().number + 1, NowMs(), "deleted", ""});
   e.from_api = true;
   Answer a = Apply(buckets_, std::move(pipelines), "pipeline", id, 200);
-  if (a.status != 200 || !opt_.engine.checkpointing) return a;
+  if (a.status != 200 || !opt_.engine.checkpointing || !store_) return a;
   // Its state goes: the checkpoints of a region that no longer exists (every
   // live region committed at the new engine's start, restored state
   // included), and its http input's logged posts.
   std::set<std::string> live;
   std::string uncommitted;
-  if (engine_ && engine_->checkpointer()) {
-    for (const auto& r : engine_->checkpointer()->Regions()) {
-      live.insert(r.name);
-      if (r.last_committed_id < first_checkpoint_id_) uncommitted = r.name;
+  for (const auto& part : parts_) {
+    if (Checkpointer* cp = part.engine->checkpointer()) {
+      for (const auto& r : cp->Regions()) {
+        live.insert(r.name);
+        if (r.committed == 0) uncommitted = r.name;
+      }
     }
   }
   if (!uncommitted.empty()) {
@@ -587,7 +669,7 @@ GraphManager::Answer GraphManager::Restart(const std::string& id) {
   Entries::iterator it;
   if (auto no = FindLive(lock, id, &it)) return *no;
   std::vector<Checkpointer::Missed> missed;
-  if (Status st = Rebuild(Compose(buckets_, pipelines_, "", "").text, started_, false, &missed);
+  if (Status st = Rebuild(Compose(buckets_, pipelines_, "", "").text, started_, false, &missed, id);
       !st.ok()) {
     return {500, Json{{"error", "the graph did not build again: " + st.message()}}};
   }

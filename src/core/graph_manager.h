@@ -1,15 +1,17 @@
 // The running graph and its history (SPEC 5.6 and 6, docs/lifecycle.md).
 //
-// Owns the engine. Creating, updating, reverting, restarting or deleting a
-// pipeline (or declaring a bucket) through the API validates the new graph
-// like a config file, stops the running engine at a savepoint, and builds and
-// starts the new one, which restores every component whose own config is
-// unchanged at the same place (checkpoint fingerprints). Every version is
-// kept; with a state directory in <state>/graph/GRAPH, so API changes survive
-// a restart.
+// Owns one engine per region of the graph. Creating, updating, reverting,
+// restarting or deleting a pipeline (or declaring a bucket) through the API
+// validates the new graph like a config file, stops only the regions the
+// change touches at a savepoint, and builds and starts them again, restoring
+// every component whose own config is unchanged at the same place
+// (checkpoint fingerprints); every other region keeps running. Every version
+// is kept; with a state directory in <state>/graph/GRAPH, so API changes
+// survive a restart.
 //
-// Threading: the API calls every operation on its one thread; Start and Stop
-// come from the main thread. One mutex orders them.
+// Threading: changes run on the manager's change thread (Submit); Init,
+// Start and Stop come from the main thread. One mutex orders them. Readers
+// on any thread take view().
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -28,6 +30,7 @@
 #include "checkpoint/store.h"
 #include "config/loader.h"
 #include "core/engine.h"
+#include "core/running_graph.h"
 #include "core/ingest.h"
 
 namespace kayak {
@@ -63,9 +66,9 @@ class GraphManager {
   bool Stop();
 
   IngestRouter* ingest() { return &router_; }
-  // The running engine, or null while a change replaces it. Any thread; the
-  // caller keeps it alive for as long as it holds the pointer.
-  std::shared_ptr<Engine> engine() const;
+  // The running graph as readers see it (null before Init). Any thread; the
+  // caller keeps its engines alive for as long as it holds the pointer.
+  std::shared_ptr<const RunningGraph> view() const;
   // The version number of a pipeline's running config (0 if unknown).
   int CurrentVersion(const std::string& id) const;
 
@@ -107,14 +110,24 @@ class GraphManager {
   // Loads and checks `c`; errors inside the body are reported at its own
   // lines and columns.
   bool Validate(const Composed& c, GraphSpec* spec, nlohmann::ordered_json* errors) const;
-  // Stops the engine and builds and starts one for `text`.
-  // Stops the running engine (a savepoint), stores the graph when `persist`,
-  // builds the engine for `text` and starts it when `start`. `missed` gets
-  // the regions that did not reach the savepoint.
+  // Makes the graph `text` run: regions whose pipelines and buckets are
+  // unchanged keep running; the others stop at a savepoint (all at once,
+  // each bounded by the stop timeout), the graph is stored when `persist`,
+  // and the new regions are built, restoring what was committed, and
+  // started when `start`. `missed` gets the regions that did not reach the
+  // savepoint. The region holding pipeline `restart` is rebuilt even when
+  // unchanged.
   Status Rebuild(const std::string& text, bool start, bool persist = false,
-                 std::vector<Checkpointer::Missed>* missed = nullptr);
-  Status BuildEngine(const std::string& text);
-  void StartEngine();
+                 std::vector<Checkpointer::Missed>* missed = nullptr,
+                 const std::string& restart = "");
+  // With checkpointing, once: opens the state directory and reads it.
+  Status OpenStore();
+  void StartParts();
+  // Stops `engines` at once; the regions that missed their savepoint.
+  static std::vector<Checkpointer::Missed> StopParts(
+      const std::vector<std::shared_ptr<Engine>>& engines);
+  // Publishes parts_ to readers.
+  void PublishEngines(bool changing);
   Status Persist() const;
   Status LoadStored(bool* found);
   void Seed(const std::string& file_text);
@@ -133,24 +146,33 @@ class GraphManager {
   void Publish();
 
   const Options opt_;
-  std::set<std::string> discard_pending_;  // opt_.discard_state until the first build used it
   mutable std::mutex mu_;
   std::condition_variable started_cv_;  // Start or Stop happened
   IngestRouter router_;  // outlives every engine: the listener looks paths up here
   std::unique_ptr<checkpoint::Store> store_;
+  // What Recover read, until the first build restores it.
   std::map<std::string, checkpoint::RestoredUnit> restored_;
+  bool restored_read_ = false;
+  int64_t recover_started_ms_ = 0;  // for the log line saying how long restoring took
   GraphSpec spec_;
-  uint64_t first_checkpoint_id_ = 0;  // of the running engine
-  std::shared_ptr<Engine> engine_;  // replaced under view_mu_
+  // One engine per region of the running graph (SplitIntoRegions).
+  struct Part {
+    std::string name;  // the region's
+    std::string key;   // RegionSpec::key: what it was built from
+    std::shared_ptr<Engine> engine;
+    bool started = false;
+  };
+  std::vector<Part> parts_;
   Entries buckets_, pipelines_;
   std::vector<std::string> order_;  // pipeline ids and "bucket:" names, first seen first
   bool started_ = false;
   bool stopped_ = false;
 
-  // What the API reads while a change runs: the engine pointer and a copy of
+  // What the API reads while a change runs: the running graph and a copy of
   // the pipelines' versions.
   mutable std::mutex view_mu_;
-  Entries view_pipelines_;  // guarded by view_mu_
+  std::shared_ptr<const RunningGraph> view_;  // guarded by view_mu_
+  Entries view_pipelines_;                    // guarded by view_mu_
 
   // Changes from the API wait here for the change thread.
   struct Change {

@@ -144,9 +144,9 @@ void Api::Handle(const Request& req, Response* res) {
 
   if (!Authorized(req, path, res)) return;
   // Held for this request: a change on the change thread may replace it.
-  current_ = graph_->engine();
+  current_ = graph_->view();
   struct Release {
-    std::shared_ptr<Engine>* held;
+    std::shared_ptr<const RunningGraph>* held;
     ~Release() { held->reset(); }
   } release{&current_};
   if (path == "/health") {
@@ -161,9 +161,9 @@ void Api::Handle(const Request& req, Response* res) {
     if (!get) return MethodNotAllowed(res, "GET");
     return Dashboard(res);
   }
-  if (engine() == nullptr) {
+  if (graph() == nullptr) {
     res->set(bhttp::field::retry_after, "1");
-    return JsonError(res, 503, "a change to the graph is being applied; try again");
+    return JsonError(res, 503, "the graph has not started yet; try again");
   }
   if (path == "/metrics") {
     if (!get) return MethodNotAllowed(res, "GET");
@@ -272,16 +272,26 @@ bool Api::HandleAsync(const Request& req, IngestDone done) {
   return true;
 }
 
+void Api::NotFound(Response* res, const std::string& what) {
+  if (graph()->changing()) {
+    res->set(bhttp::field::retry_after, "1");
+    return JsonError(res, 503, what + " running now: a change to the graph is being applied; "
+                                      "try again");
+  }
+  JsonError(res, 404, what);
+}
+
 void Api::Health(Response* res) { SendJson(res, 200, Json{{"status", "ok"}}); }
 
 Json Api::NotReadyReasons() {
   Json reasons = Json::array();
-  Engine* e = engine();
-  if (e == nullptr) {
+  const RunningGraph* g = graph();
+  if (g == nullptr) {
     reasons.push_back(Json{{"reason", "the graph is not running"}});
     return reasons;
   }
-  for (const auto& p : e->pipelines()) {
+  if (g->changing()) reasons.push_back(Json{{"reason", "a change to the graph is being applied"}});
+  for (const auto* p : g->pipelines()) {
     const PipelineStatus st = p->status();
     if (st != PipelineStatus::kRunning && st != PipelineStatus::kFinished) {
       reasons.push_back(Json{{"reason", std::string("pipeline ") + PipelineStatusName(st)},
@@ -299,10 +309,10 @@ Json Api::NotReadyReasons() {
       reasons.push_back(std::move(r));
     }
   }
-  if (Checkpointer* cp = e->checkpointer()) {
-    const int64_t now = e->clock()->NowMs();
-    const int64_t late = 3 * e->checkpoint_interval_ms();
-    for (const auto& r : cp->Regions()) {
+  if (g->checkpointing()) {
+    const int64_t now = g->clock()->NowMs();
+    const int64_t late = 3 * g->checkpoint_interval_ms();
+    for (const auto& r : g->Regions()) {
       if (!r.held_back.empty()) {
         reasons.push_back(Json{{"reason", "region held back"}, {"region", r.name},
                                {"why", r.held_back}});
@@ -328,20 +338,22 @@ void Api::Ready(Response* res) {
 
 void Api::ListPipelines(Response* res) {
   Json list = Json::array();
-  for (const auto& p : engine()->pipelines()) list.push_back(PipelineJson(*p, false, graph_->CurrentVersion(p->id())));
+  for (const auto* p : graph()->pipelines()) {
+    list.push_back(PipelineJson(*p, false, graph_->CurrentVersion(p->id())));
+  }
   SendJson(res, 200, Json{{"pipelines", std::move(list)}});
 }
 
 void Api::GetPipeline(const std::string& id, Response* res) {
-  PipelineRunner* p = engine()->Find(id);
-  if (p == nullptr) return JsonError(res, 404, "no pipeline '" + id + "'");
+  PipelineRunner* p = graph()->Find(id);
+  if (p == nullptr) return NotFound(res, "no pipeline '" + id + "'");
   SendJson(res, 200, PipelineJson(*p, true, graph_->CurrentVersion(id)));
 }
 
 void Api::GetBucket(const std::string& name, const std::string& query, Response* res) {
-  Bucket* b = engine()->buckets().Find(name);
-  if (b == nullptr) return JsonError(res, 404, "no bucket '" + name + "'");
-  const int64_t now = engine()->clock()->NowMs();
+  Bucket* b = graph()->FindBucket(name);
+  if (b == nullptr) return NotFound(res, "no bucket '" + name + "'");
+  const int64_t now = graph()->clock()->NowMs();
   std::string key;
   if (QueryParam(query, "key", &key)) {
     auto e = b->Get(key, now);
@@ -371,9 +383,9 @@ void Api::GetBucket(const std::string& name, const std::string& query, Response*
 
 namespace {
 
-Json CheckpointsJson(Checkpointer* cp) {
+Json CheckpointsJson(const std::vector<RegionStatus>& all) {
   Json regions = Json::array();
-  for (const auto& r : cp->Regions()) {
+  for (const auto& r : all) {
     regions.push_back(Json{{"region", r.name},
                            {"pipelines", r.pipelines},
                            {"last_committed_id", r.last_committed_id},
@@ -394,22 +406,23 @@ Json CheckpointsJson(Checkpointer* cp) {
 }  // namespace
 
 void Api::Checkpoints(Response* res) {
-  Checkpointer* cp = engine()->checkpointer();
-  if (cp == nullptr) {
+  if (!graph()->checkpointing()) {
     return SendJson(res, 200, Json{{"checkpointing", false}, {"regions", Json::array()}});
   }
-  SendJson(res, 200, CheckpointsJson(cp));
+  SendJson(res, 200, CheckpointsJson(graph()->Regions()));
 }
 
 GraphManager::Answer Api::TakeCheckpoint() {
-  std::shared_ptr<Engine> e = graph_->engine();
-  if (e == nullptr) return {503, Json{{"error", "a change to the graph is being applied"}}};
-  Checkpointer* cp = e->checkpointer();
-  if (cp == nullptr) {
+  std::shared_ptr<const RunningGraph> g = graph_->view();
+  if (g == nullptr) return {503, Json{{"error", "a change to the graph is being applied"}}};
+  if (!g->checkpointing()) {
     return {409, Json{{"error", "checkpointing is off: start the server with --state-dir"}}};
   }
-  const bool ok = cp->CheckpointNow(120000);
-  return {ok ? 200u : 503u, CheckpointsJson(cp)};
+  bool ok = true;
+  for (const auto& e : g->engines()) {
+    if (Checkpointer* cp = e->checkpointer()) ok = cp->CheckpointNow(120000) && ok;
+  }
+  return {ok ? 200u : 503u, CheckpointsJson(g->Regions())};
 }
 
 void Api::Metrics(Response* res) {
@@ -420,7 +433,7 @@ void Api::Metrics(Response* res) {
   auto sample = [&](const char* name, const std::string& labels, uint64_t v) {
     out += std::string(name) + "{" + labels + "} " + std::to_string(v) + "\n";
   };
-  const auto& pipelines = engine()->pipelines();
+  const auto& pipelines = graph()->pipelines();
   auto labels = [](const PipelineRunner& p, const ComponentStats& c) {
     return "pipeline=\"" + p.id() + "\",component=\"" + c.name() + "\",type=\"" + c.type() + "\"";
   };
@@ -457,11 +470,11 @@ void Api::Metrics(Response* res) {
     }
   }
   family("kayak_bucket_entries", "gauge", "Live entries in a bucket.");
-  for (const auto* b : engine()->buckets().All()) {
+  for (const auto* b : graph()->Buckets()) {
     sample("kayak_bucket_entries", "bucket=\"" + b->name() + "\"", b->Size());
   }
-  if (Checkpointer* cp = engine()->checkpointer()) {
-    const auto regions = cp->Regions();
+  if (graph()->checkpointing()) {
+    const auto regions = graph()->Regions();
     auto each = [&](const char* name, const char* type, const char* help, auto value) {
       family(name, type, help);
       for (const auto& r : regions) sample(name, "region=\"" + r.name + "\"", value(r));

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "core/engine.h"
+#include "core/running_graph.h"
 #include "core/graph_manager.h"
 #include "http/server.h"
 
@@ -38,9 +38,12 @@ class Api {
   void Dashboard(Response* res);
   void Checkpoints(Response* res);  // GET; a POST goes to TakeCheckpoint
 
-  // The running engine, held for the request being answered (a change on
-  // the change thread may replace it meanwhile); null while it is replaced.
-  Engine* engine() { return current_.get(); }
+  // The running graph, held for the request being answered (a change on
+  // the change thread may replace it meanwhile); null before the start.
+  const RunningGraph* graph() { return current_.get(); }
+  // 404 saying `what`; 503 with Retry-After while a change is being applied
+  // (the pipeline or bucket may be one being rebuilt).
+  void NotFound(Response* res, const std::string& what);
   void Send(const GraphManager::Answer& a, Response* res);
   // False (with `res` set to 401 or 403) when the route needs the token and
   // the request does not carry it.
@@ -48,7 +51,7 @@ class Api {
   // POST /api/v1/checkpoints on the change thread.
   GraphManager::Answer TakeCheckpoint();
 
-  std::shared_ptr<Engine> current_;  // HTTP thread only
+  std::shared_ptr<const RunningGraph> current_;  // HTTP thread only
 
   GraphManager* graph_;
   const std::string token_;

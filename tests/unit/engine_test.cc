@@ -195,5 +195,88 @@ TEST_F(EngineTest, GracefulStopDrainsBuffers) {
   EXPECT_EQ(SinkSize(), 10u);
 }
 
+// Regions: pipelines joined by an edge or a shared bucket; a graph change
+// rebuilds a region only when its key (the config text of its pipelines and
+// buckets) changed.
+TEST_F(EngineTest, SplitIntoRegionsByEdgesAndBuckets) {
+  const std::string yaml = R"(
+buckets:
+  shared: {}
+  lonely: {}
+pipelines:
+  b:
+    input: {dummy: {count: 1}}
+    transforms: [{bucket: {name: shared, key: k, op: count}}]
+    outputs: [{sink: {}}]
+  a:
+    input: {dummy: {count: 1}}
+    transforms: [{lookup: {bucket: shared, key: k, as: v}}]
+    outputs: [{sink: {}}]
+  c:
+    input: {dummy: {count: 2}}
+    outputs: [{sink: {}}]
+  d:
+    input: {pipeline: c}
+    outputs: [{sink: {}}]
+  e:
+    input: {dummy: {count: 3}}
+    outputs: [{sink: {}}]
+)";
+  GraphSpec spec;
+  ErrorList errors;
+  ASSERT_TRUE(LoadGraphText(yaml, "t.yaml", registry_, &spec, &errors)) << errors.ToString();
+  const auto regions = SplitIntoRegions(spec);
+  ASSERT_EQ(regions.size(), 4u);
+  auto ids = [](const RegionSpec& r) {
+    std::vector<std::string> out;
+    for (const auto& p : r.spec.pipelines) out.push_back(p.id);
+    return out;
+  };
+  EXPECT_EQ(regions[0].name, "a");  // named by its smallest id, in the graph's order
+  EXPECT_EQ(ids(regions[0]), (std::vector<std::string>{"b", "a"}));
+  EXPECT_EQ(regions[0].bucket_names, (std::set<std::string>{"shared"}));
+  EXPECT_EQ(regions[1].name, "c");
+  EXPECT_EQ(ids(regions[1]), (std::vector<std::string>{"c", "d"}));
+  EXPECT_EQ(regions[2].name, "e");
+  EXPECT_EQ(regions[3].name, "");  // the bucket no pipeline uses
+  EXPECT_EQ(regions[3].bucket_names, (std::set<std::string>{"lonely"}));
+  EXPECT_TRUE(regions[3].spec.pipelines.empty());
+
+  // Changing e changes only e's key; a tuning option counts as a change.
+  std::string changed = yaml;
+  changed.replace(changed.find("count: 3"), 8, "count: 3, batch_size: 2");
+  GraphSpec spec2;
+  ASSERT_TRUE(LoadGraphText(changed, "t.yaml", registry_, &spec2, &errors)) << errors.ToString();
+  const auto regions2 = SplitIntoRegions(spec2);
+  ASSERT_EQ(regions2.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(regions2[i].key == regions[i].key, regions[i].name != "e") << regions[i].name;
+  }
+}
+
+// Each region built as an engine of its own runs on its own.
+TEST_F(EngineTest, ARegionRunsAsAnEngineOfItsOwn) {
+  GraphSpec spec;
+  ErrorList errors;
+  ASSERT_TRUE(LoadGraphText(R"(
+pipelines:
+  x:
+    input: {dummy: {count: 4}}
+    outputs: [{sink: {}}]
+  y:
+    input: {dummy: {count: 6}}
+    outputs: [{sink: {}}]
+)", "t.yaml", registry_, &spec, &errors));
+  const auto regions = SplitIntoRegions(spec);
+  ASSERT_EQ(regions.size(), 2u);
+  auto y = Engine::Build(regions[1].spec, registry_, EngineOptions{}, &errors);
+  ASSERT_NE(y, nullptr) << errors.ToString();
+  ASSERT_EQ(y->pipelines().size(), 1u);
+  y->Start();
+  ASSERT_TRUE(WaitFor([&] { return SinkSize() == 6; }));
+  y->Stop();
+  EXPECT_EQ(SinkSize(), 6u);
+}
+
 }  // namespace
 }  // namespace kayak
