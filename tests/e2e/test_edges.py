@@ -428,6 +428,61 @@ class ChangeWhileStuckTest(StuckOutputTest):
         self.assertEqual(s.card("stuck", "input")["messages_out"], 5)
 
 
+TEMPLATE = '{"k":"x","seq":{{seq}}}'
+
+
+class RegionChangeTest(KayakTest):
+    """Changes to one region while another runs and checkpoints: the other is
+    never stopped, both stay exactly once, also across a kill -9."""
+
+    def b_body(self, batch_size):
+        return (f"input: {{dummy: {{count: 500, batch_size: {batch_size}, template: '{TEMPLATE}'}}}}\n"
+                f"transforms: [{{bucket: {{name: cb, key: k, op: count}}}}]\n"
+                f"outputs: [{{file: {{path: {self.path('out_b')}}}}}]\n").encode()
+
+    def test_changes_to_one_region_leave_the_other_exact(self):
+        cfg = f"""
+buckets:
+  ca: {{}}
+  cb: {{}}
+pipelines:
+  a:
+    input: {{dummy: {{count: 3000, rate_per_sec: 1000, batch_size: 50, template: '{TEMPLATE}'}}}}
+    transforms: [{{bucket: {{name: ca, key: k, op: count}}}}]
+    outputs: [{{file: {{path: {self.path('out_a')}}}}}]
+  b:
+    input: {{dummy: {{count: 500, batch_size: 100, template: '{TEMPLATE}'}}}}
+    transforms: [{{bucket: {{name: cb, key: k, op: count}}}}]
+    outputs: [{{file: {{path: {self.path('out_b')}}}}}]
+"""
+        state = self.path("state")
+        s = self.start(cfg, server_config=SERVER, state_dir=state)
+        wait_for(lambda: s.card("a", "input")["messages_out"] > 0, what="a to run")
+        since = s.card("a", "input")["state_since_ms"]
+        seen = 0
+        for batch_size in (50, 20, 7):  # tuning changes: b keeps its state
+            status, _, body = http("PUT", s.url + "/api/v1/pipelines/b", self.b_body(batch_size))
+            self.assertEqual(status, 200, body)
+            self.assertNotIn("savepoint_missed", json.loads(body))
+            a_out = s.card("a", "input")["messages_out"]
+            self.assertGreaterEqual(a_out, seen, "pipeline a was restarted")
+            seen = a_out
+            self.assertEqual(s.card("a", "input")["state_since_ms"], since)
+            wait_for(lambda: s.card("b", "input")["state"] == "finished", what="b to finish")
+            self.assertEqual(s.get_json("/api/v1/buckets/cb?key=x")["value"], 500)
+        # a committed checkpoints all along, in its own region
+        regions = {r["region"]: r for r in s.get_json("/api/v1/checkpoints")["regions"]}
+        self.assertEqual(set(regions), {"a", "b"})
+        s.kill()
+        s = self.start(cfg, server_config=SERVER, state_dir=state)
+        wait_for(lambda: s.card("a", "input")["state"] == "finished", timeout=30,
+                 what="a to finish after the restart")
+        self.assertEqual(s.get_json("/api/v1/buckets/ca?key=x")["value"], 3000)
+        self.assertEqual(s.get_json("/api/v1/buckets/cb?key=x")["value"], 500)
+        self.assertEqual(s.card("b", "input")["state"], "finished")
+        self.assertGreaterEqual(len(self.read_output("out_a")), 3000)
+
+
 class FileInputEdgesTest(KayakTest):
     def test_a_bad_line_is_reported_at_its_own_byte(self):
         good = json.dumps({"i": 0}) + "\n"
