@@ -4,11 +4,14 @@ import json
 import os
 import signal
 import socket
+import sys
 import textwrap
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crash"))
+import crashstate  # noqa: E402
 from harness import KayakTest, committed, http, post_until_taken, wait_for
 
 SHIM = os.environ.get("KAYAK_FAULTSHIM", "")
@@ -426,6 +429,44 @@ class ChangeWhileStuckTest(StuckOutputTest):
         self.assertEqual(after["state_since_ms"], before["state_since_ms"])
         self.assertGreaterEqual(after["errors"], before["errors"])
         self.assertEqual(s.card("stuck", "input")["messages_out"], 5)
+
+
+class HttpLogCutTest(KayakTest):
+    """A post whose log write fails is answered 503, and what reached the
+    segment is cut off durably (ftruncate, then fdatasync) before the next
+    segment takes posts: a power loss cannot bring the refused post back."""
+
+    def test_a_failed_log_write_is_cut_off_durably(self):
+        state = self.path("state")
+        rules, log = self.path("rules"), self.path("shim.log")
+        env = shim_env([os.path.join(state, "http")], rules)
+        env["FAULTSHIM_LOG"] = log
+        cfg = f"""
+pipelines:
+  p:
+    input: {{http: {{path: /in}}}}
+    outputs: [{{file: {{path: {self.path('out')}}}}}]
+"""
+        s = self.start(cfg, server_config=SERVER, state_dir=state, env=env)
+        post_until_taken(s, "/in", b'{"n": 1}')
+        with open(rules, "w") as f:
+            f.write(f"write {os.path.join(state, 'http')} EIO\n")
+        status, _, body = http("POST", s.url + "/in", b'{"n": 2}')
+        self.assertEqual(status, 503, body)
+        os.remove(rules)
+        post_until_taken(s, "/in", b'{"n": 3}')
+        s.kill()
+        ops = crashstate.parse(log)
+        failed = next(i for i, (op, args, _) in enumerate(ops) if op == "F" and args[0] == "write")
+        seg = ops[failed][1][1]
+        later = ops[failed + 1:]
+        cut = next(i for i, (op, args, _) in enumerate(later) if op == "T" and args[0] == seg)
+        synced = [i for i, (op, args, _) in enumerate(later) if op == "S" and args[0] == seg]
+        nxt = next(i for i, (op, args, _) in enumerate(later)
+                   if op in ("O", "W") and args[0] != seg)
+        self.assertTrue(any(cut < i < nxt for i in synced),
+                        f"the cut of {seg} was not fsynced before the next segment: "
+                        f"{[(op, args) for op, args, _ in later[:nxt + 1]]}")
 
 
 TEMPLATE = '{"k":"x","seq":{{seq}}}'
