@@ -48,6 +48,7 @@ ComponentDef PipelineInputDef() {
   d.kind = "input";
   d.type = "pipeline";
   d.shape = Shape::kStringOrList;
+  d.reads_pipelines = true;
   d.help = "Reads what other pipelines emit: `pipeline: upstream` or `pipeline: [a, b]` (merged).";
   d.checkpoint = "nothing: covered by the upstream pipelines' checkpoints";
   d.bad_input =
@@ -84,7 +85,8 @@ std::string ComponentReferenceMarkdown() {
       "an *identity* option decides what the component reads or computes, and changing it "
       "makes that state start empty (an input starts from its configured beginning); a "
       "*tuning* option decides only how fast or in what chunks, and changing it keeps the "
-      "state (`durability.md`, 'Config changes').\n";
+      "state (`durability.md`, 'Config changes'). The rules (ranges, choices) are checked when "
+      "the config is loaded, from the same table.\n";
   for (const char* kind : {"input", "transform", "output"}) {
     out += std::string("\n## ") + (std::string(kind) == "input" ? "Inputs" :
                                    std::string(kind) == "transform" ? "Transforms" : "Outputs") +
@@ -96,13 +98,16 @@ std::string ComponentReferenceMarkdown() {
       out += "- On bad input: " + d->bad_input + ".\n";
       out += "- In a checkpoint: " + d->checkpoint + ".\n";
       if (!d->props.empty()) {
-        out += "\n| option | type | required | default | role | meaning |\n"
-               "|---|---|---|---|---|---|\n";
+        out += "\n| option | type | required | default | role | rules | meaning |\n"
+               "|---|---|---|---|---|---|---|\n";
         for (const auto& p : d->props) {
+          std::string rules = p.RulesText();
+          if (!p.unit.empty()) rules += (rules.empty() ? "" : " ") + std::string("(") + p.unit + ")";
           out += "| `" + p.name + "` | " + PropTypeName(p.type) + " | " +
                  (p.required ? "yes" : "no") + " | " +
                  (p.default_text.empty() ? "" : "`" + p.default_text + "`") + " | " +
-                 (p.role == PropRole::kTuning ? "tuning" : "identity") + " | " + p.help + " |\n";
+                 (p.role == PropRole::kTuning ? "tuning" : "identity") + " | " + rules + " | " +
+                 p.help + (p.secret ? " (secret: the API shows `***`)" : "") + " |\n";
         }
       }
     }

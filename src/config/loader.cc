@@ -198,7 +198,61 @@ class GraphLoader {
     } else {
       Canonical(kv.second, &c->fingerprint);
     }
-    return ValidateShape(*c->def, kv.second, c->mark, errors_);
+    if (!ValidateShape(*c->def, kv.second, c->mark, errors_)) return false;
+    CollectRefs(c);
+    return kind != "output" || ParseRetry(c->value, &c->retry);
+  }
+
+  // What the component's options name, from its property table.
+  void CollectRefs(ComponentSpec* c) {
+    if (!c->value.IsMap()) return;
+    for (const auto& p : c->def->props) {
+      if (p.ref == PropRef::kNone) continue;
+      const YAML::Node v = c->value[p.name];
+      if (!v.IsDefined() || !v.IsScalar()) continue;
+      if (p.ref == PropRef::kServedPath) {
+        c->served_path = v.Scalar();
+        c->served_path_mark = MarkOf(file_, v);
+        continue;
+      }
+      bool writes = p.ref == PropRef::kBucketWrite;
+      if (writes && !p.reads_only_when.first.empty()) {
+        const YAML::Node w = c->value[p.reads_only_when.first];
+        if (w.IsScalar() && w.Scalar() == p.reads_only_when.second) writes = false;
+      }
+      c->buckets.push_back(BucketUse{v.Scalar(), writes, MarkOf(file_, v)});
+    }
+  }
+
+  // An output's `retry: {base_ms, max_ms, max_attempts}`.
+  bool ParseRetry(const YAML::Node& value, RetryPolicy* out) {
+    if (!value.IsMap()) return true;
+    const YAML::Node r = value["retry"];
+    if (!r.IsDefined() || r.IsNull()) return true;
+    bool ok = true;
+    for (const auto& kv : r) {
+      const std::string k = kv.first.Scalar();
+      int64_t* slot = k == "base_ms" ? &out->base_ms
+                      : k == "max_ms" ? &out->max_ms
+                      : k == "max_attempts" ? &out->max_attempts
+                                            : nullptr;
+      if (slot == nullptr) {
+        Err(kv.first, "unknown retry option '" + k + "' (known: base_ms, max_ms, max_attempts)");
+        ok = false;
+        continue;
+      }
+      char* end = nullptr;
+      const std::string& s = kv.second.Scalar();
+      const long long v = std::strtoll(s.c_str(), &end, 10);
+      if (s.empty() || *end != '\0' || v < 1) {
+        Err(kv.second, "retry." + k + " must be a whole number >= 1");
+        ok = false;
+        continue;
+      }
+      *slot = v;
+    }
+    if (out->max_ms < out->base_ms) out->max_ms = out->base_ms;
+    return ok;
   }
 
   bool LoadPipeline(const YAML::Node& key, const YAML::Node& body, PipelineSpec* p) {
@@ -228,7 +282,7 @@ class GraphLoader {
       ok = false;
     } else if (ComponentSpec c; LoadComponent("input", input, &c)) {
       p->input = std::move(c);
-      if (p->input.def->type == "pipeline") {
+      if (p->input.def->reads_pipelines) {
         const YAML::Node& v = p->input.value;
         if (v.IsScalar()) {
           p->upstreams.push_back(v.Scalar());
@@ -270,13 +324,12 @@ class GraphLoader {
     bool ok = true;
     std::map<std::string, std::string> http_paths;  // path -> the pipeline serving it
     for (auto& p : *specs) {
-      if (p.input.def != nullptr && p.input.def->type == "http" && p.input.value.IsMap()) {
-        const YAML::Node path = p.input.value["path"];
-        if (path.IsDefined() && path.IsScalar()) {
-          auto [it, fresh] = http_paths.emplace(path.Scalar(), p.id);
-          if (!fresh) {
-            Err(path, "http input: pipeline '" + it->second + "' already serves " + path.Scalar());
-          }
+      if (p.input.def != nullptr && !p.input.served_path.empty()) {
+        auto [it, fresh] = http_paths.emplace(p.input.served_path, p.id);
+        if (!fresh) {
+          errors_->Add(p.input.served_path_mark,
+                       p.input.def->type + " input: pipeline '" + it->second +
+                           "' already serves " + p.input.served_path);
         }
       }
       std::set<std::string> seen;
@@ -295,12 +348,11 @@ class GraphLoader {
         }
       }
       for (const auto& t : p.transforms) {
-        if (t.def->type != "bucket" && t.def->type != "lookup") continue;
-        const char* opt = t.def->type == "bucket" ? "name" : "bucket";
-        const YAML::Node n = t.value[opt];
-        if (n.IsDefined() && n.IsScalar() && !bucket_names_.count(n.Scalar())) {
-          Err(n, t.def->type + " transform: unknown bucket '" + n.Scalar() +
-                     "' (declare it under 'buckets')");
+        for (const auto& b : t.buckets) {
+          if (!bucket_names_.count(b.bucket)) {
+            errors_->Add(b.mark, t.def->type + " transform: unknown bucket '" + b.bucket +
+                                     "' (declare it under 'buckets')");
+          }
         }
       }
     }

@@ -18,10 +18,22 @@ class ComponentRegistry {
   virtual std::vector<const ComponentDef*> All() const = 0;
 };
 
+// A bucket a component names (PropRef::kBucketWrite/kBucketRead).
+struct BucketUse {
+  std::string bucket;
+  bool writes = false;
+  SourceMark mark;  // of the option's value
+};
+
 struct ComponentSpec {
   const ComponentDef* def = nullptr;
   YAML::Node value;         // options or shorthand value
   SourceMark mark;          // of the one-key map
+  // What its options name (from the property table's PropRef):
+  std::vector<BucketUse> buckets;
+  std::string served_path;   // "" = none
+  SourceMark served_path_mark;
+  RetryPolicy retry;         // outputs: their `retry` option
   // Canonical text of the type and its identity options (tuning options,
   // PropRole::kTuning, left out): "the same component" for a restore.
   std::string fingerprint;

@@ -141,6 +141,42 @@ bool CheckType(PropType type, const YAML::Node& v, std::string* why) {
   return true;
 }
 
+std::string NumberText(double x) {
+  if (x == static_cast<double>(static_cast<int64_t>(x))) {
+    return std::to_string(static_cast<int64_t>(x));
+  }
+  std::string s = std::to_string(x);
+  while (!s.empty() && s.back() == '0') s.pop_back();
+  return s;
+}
+
+// The table's rules for a value of the right type.
+bool CheckRules(const PropDef& p, const YAML::Node& v, std::string* why) {
+  if ((p.type == PropType::kInt || p.type == PropType::kNumber) && (p.min || p.max)) {
+    double x = 0;
+    ParseNumber(v.Scalar(), &x);
+    const bool low = p.min && (p.min_open ? x <= *p.min : x < *p.min);
+    const bool high = p.max && x > *p.max;
+    if (low || high) {
+      *why = "must be " + p.RulesText();
+      return false;
+    }
+  }
+  if (p.type == PropType::kString && !p.choices.empty() &&
+      std::find(p.choices.begin(), p.choices.end(), v.Scalar()) == p.choices.end()) {
+    *why = "must be " + p.RulesText() + ", not '" + v.Scalar() + "'";
+    return false;
+  }
+  if (p.non_empty) {
+    const bool empty = v.IsScalar() ? v.Scalar().empty() : v.size() == 0;
+    if (empty) {
+      *why = "must not be empty";
+      return false;
+    }
+  }
+  return true;
+}
+
 std::string KnownNames(const ComponentDef& def) {
   std::string s;
   for (const auto& p : def.props) {
@@ -151,6 +187,19 @@ std::string KnownNames(const ComponentDef& def) {
 }
 
 }  // namespace
+
+std::string PropDef::RulesText() const {
+  if (!choices.empty()) {
+    std::string s = "one of: ";
+    for (size_t i = 0; i < choices.size(); ++i) s += (i ? ", " : "") + choices[i];
+    return s;
+  }
+  if (min && max) return "between " + NumberText(*min) + " and " + NumberText(*max);
+  if (min) return (min_open ? "> " : ">= ") + NumberText(*min);
+  if (max) return "<= " + NumberText(*max);
+  if (non_empty) return "not empty";
+  return "";
+}
 
 bool ValidateShape(const ComponentDef& def, const YAML::Node& value, const SourceMark& mark,
                    ErrorList* errors) {
@@ -224,7 +273,7 @@ bool ValidateShape(const ComponentDef& def, const YAML::Node& value, const Sourc
         continue;
       }
       std::string why;
-      if (!CheckType(it->type, kv.second, &why)) {
+      if (!CheckType(it->type, kv.second, &why) || !CheckRules(*it, kv.second, &why)) {
         errors->Add(MarkOf(mark.file, kv.second), "option '" + name + "' of " + what + " " + why);
         ok = false;
       }

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,21 @@ const char* PropTypeName(PropType t);
 // fast* (tuning: a change keeps the state). docs/durability.md.
 enum class PropRole { kIdentity, kTuning };
 
+// What an option's value names, for the graph around the component: the
+// loader checks it (a bucket must be declared, a path served once) and the
+// engine wires it (regions, bucket writers) without knowing the component.
+enum class PropRef {
+  kNone,
+  kBucketWrite,  // a bucket the component writes (see PropDef::reads_only_when)
+  kBucketRead,   // a bucket the component only reads
+  kServedPath,   // a path the component serves on the server's listener
+};
+
+// One option of a component. The rules (range, choices, non-empty) are
+// checked when the config is loaded, with the option's place in the file;
+// the docs show them. Built with the setters below:
+//   PropDef{"batch_size", PropType::kInt, false, "100", "...", PropRole::kTuning}
+//       .Range(1, 100000)
 struct PropDef {
   std::string name;
   PropType type;
@@ -66,6 +82,40 @@ struct PropDef {
   std::string default_text;  // shown in docs; "" = no default
   std::string help;
   PropRole role = PropRole::kIdentity;
+  // ---- rules ----
+  std::optional<double> min, max;  // for kInt and kNumber
+  bool min_open = false;           // min itself is not allowed (> rather than >=)
+  std::vector<std::string> choices;  // for kString: the only values allowed
+  bool non_empty = false;            // for kString and kStringList
+  std::string unit;                  // shown in docs: ms, bytes, ...
+  // Never logged, never shown by the API (its value is replaced by "***").
+  bool secret = false;
+  PropRef ref = PropRef::kNone;
+  // For kBucketWrite: the component only reads the bucket when option
+  // `.first` has the value `.second` (a bucket transform with op: lookup).
+  std::pair<std::string, std::string> reads_only_when;
+
+  PropDef& Range(double lo, double hi) { min = lo; max = hi; return *this; }
+  PropDef& AtLeast(double lo) { min = lo; return *this; }
+  PropDef& Above(double lo) { min = lo; min_open = true; return *this; }
+  PropDef& OneOf(std::vector<std::string> values) { choices = std::move(values); return *this; }
+  PropDef& NonEmpty() { non_empty = true; return *this; }
+  PropDef& Unit(std::string u) { unit = std::move(u); return *this; }
+  PropDef& Secret() { secret = true; return *this; }
+  PropDef& Refers(PropRef r) { ref = r; return *this; }
+  PropDef& ReadsOnlyWhen(std::string option, std::string value) {
+    reads_only_when = {std::move(option), std::move(value)};
+    return *this;
+  }
+  // The rules as text for the docs ("1 to 100000", "one of: a, b"); "" = none.
+  std::string RulesText() const;
+};
+
+// Retry policy of an output (its `retry` option; every output has one).
+struct RetryPolicy {
+  int64_t base_ms = 100;
+  int64_t max_ms = 5000;
+  int64_t max_attempts = 5;  // without a state dir, then the batch is dropped and counted
 };
 
 
@@ -91,6 +141,8 @@ struct ComponentDef {
   std::string kind;  // input | transform | output
   std::string type;
   Shape shape = Shape::kOptions;
+  // An input whose value names the pipelines it reads (shape kStringOrList).
+  bool reads_pipelines = false;
   std::vector<PropDef> props;
   std::string help;
   std::string checkpoint;  // what it keeps in a checkpoint (docs)

@@ -10,59 +10,14 @@ namespace kayak {
 
 namespace {
 
-bool ParseRetry(const YAML::Node& value, const std::string& file, RetryPolicy* out,
-                ErrorList* errors) {
-  if (!value.IsMap()) return true;
-  const YAML::Node r = value["retry"];
-  if (!r.IsDefined() || r.IsNull()) return true;
-  bool ok = true;
-  for (const auto& kv : r) {
-    const std::string k = kv.first.Scalar();
-    int64_t* slot = k == "base_ms" ? &out->base_ms
-                    : k == "max_ms" ? &out->max_ms
-                    : k == "max_attempts" ? &out->max_attempts
-                                          : nullptr;
-    if (slot == nullptr) {
-      errors->Add(MarkOf(file, kv.first),
-                  "unknown retry option '" + k + "' (known: base_ms, max_ms, max_attempts)");
-      ok = false;
-      continue;
-    }
-    char* end = nullptr;
-    const std::string& s = kv.second.Scalar();
-    const long long v = std::strtoll(s.c_str(), &end, 10);
-    if (s.empty() || *end != '\0' || v < 1) {
-      errors->Add(MarkOf(file, kv.second), "retry." + k + " must be a whole number >= 1");
-      ok = false;
-      continue;
-    }
-    *slot = v;
-  }
-  if (out->max_ms < out->base_ms) out->max_ms = out->base_ms;
-  return ok;
-}
-
-// The bucket a bucket or lookup transform uses, if any, and whether it writes it.
-bool BucketOf(const ComponentSpec& t, std::string* name, bool* writes) {
-  const bool bucket = t.def->type == "bucket";
-  if (!bucket && t.def->type != "lookup") return false;
-  const YAML::Node n = t.value[bucket ? "name" : "bucket"];
-  if (!n.IsScalar()) return false;
-  *name = n.Scalar();
-  const YAML::Node op = t.value["op"];
-  *writes = bucket && !(op.IsScalar() && op.Scalar() == "lookup");
-  return true;
-}
-
 // Buckets that a pipeline's transforms write (bucket transforms other than
 // lookups), and every bucket it reads or writes.
 void BucketsOf(const PipelineSpec& p, std::set<std::string>* written, std::set<std::string>* used) {
   for (const auto& t : p.transforms) {
-    std::string name;
-    bool writes = false;
-    if (!BucketOf(t, &name, &writes)) continue;
-    used->insert(name);
-    if (writes) written->insert(name);
+    for (const auto& b : t.buckets) {
+      used->insert(b.bucket);
+      if (b.writes) written->insert(b.bucket);
+    }
   }
 }
 
@@ -72,11 +27,10 @@ bool TransformsShareState(const PipelineSpec& p) {
   std::map<std::string, int> uses;
   std::set<std::string> written;
   for (const auto& t : p.transforms) {
-    std::string name;
-    bool writes = false;
-    if (!BucketOf(t, &name, &writes)) continue;
-    ++uses[name];
-    if (writes) written.insert(name);
+    for (const auto& b : t.buckets) {
+      ++uses[b.bucket];
+      if (b.writes) written.insert(b.bucket);
+    }
   }
   for (const auto& b : written) {
     if (uses[b] >= 2) return true;
@@ -215,8 +169,6 @@ void ValidateComponents(const GraphSpec& spec, ErrorList* errors, bool checkpoin
       (void)t.def->make_transform(opts, ctx);
     }
     for (const auto& o : p.outputs) {
-      RetryPolicy retry;
-      (void)ParseRetry(o.value, spec.file, &retry, errors);
       Options opts(o.def, o.value, o.mark, errors);
       (void)o.def->make_output(opts, ctx);
     }
@@ -245,7 +197,7 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
 
     const ComponentSpec& in = p.input;
     auto in_card = std::make_unique<ComponentStats>("input", "input", in.def->type);
-    if (in.def->type == "pipeline") {
+    if (in.def->reads_pipelines) {
       runner->SetUpstreamInbox(
           std::make_unique<Inbox>(p.upstreams.size(), options.edge_queue_batches),
           std::move(in_card));
@@ -272,15 +224,13 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
     }
     for (size_t i = 0; i < p.outputs.size(); ++i) {
       const ComponentSpec& o = p.outputs[i];
-      RetryPolicy retry;
-      if (!ParseRetry(o.value, spec.file, &retry, errors)) continue;
       Options opts(o.def, o.value, o.mark, errors);
       auto card = std::make_unique<ComponentStats>("outputs[" + std::to_string(i) + "]", "output",
                                                    o.def->type);
       ctx.stats = card.get();
       auto out = o.def->make_output(opts, ctx);
       if (out == nullptr || opts.failed()) continue;
-      auto runner_out = std::make_unique<OutputRunner>(std::move(out), card.get(), retry,
+      auto runner_out = std::make_unique<OutputRunner>(std::move(out), card.get(), o.retry,
                                                        options.output_queue_batches,
                                                        options.clock);
       runner->AddOutput(std::move(runner_out), std::move(card));

@@ -27,13 +27,6 @@
 
 namespace kayak {
 
-// Retry policy of an output (its `retry` option).
-struct RetryPolicy {
-  int64_t base_ms = 100;
-  int64_t max_ms = 5000;
-  int64_t max_attempts = 5;  // without a state dir, then the batch is dropped and counted
-};
-
 // Runs one output on its own thread behind a bounded queue.
 class OutputRunner {
  public:

@@ -90,8 +90,15 @@ Json YamlToJson(const YAML::Node& n) {
   }
 }
 
+// A component's options as configured; secret ones (PropDef::secret) as "***".
 Json ComponentConfig(const ComponentSpec& c) {
-  return Json{{c.def->type, YamlToJson(c.value)}};
+  Json value = YamlToJson(c.value);
+  if (value.is_object()) {
+    for (const auto& p : c.def->props) {
+      if (p.secret && value.contains(p.name)) value[p.name] = "***";
+    }
+  }
+  return Json{{c.def->type, std::move(value)}};
 }
 
 Json PipelineJson(const PipelineRunner& p, bool with_config, int version) {

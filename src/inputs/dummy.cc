@@ -118,18 +118,13 @@ ComponentDef DummyInputDef() {
   d.bad_input =
       "nothing to read; it cannot get bad input";
   d.props = {
-      {"rate_per_sec", PropType::kNumber, false, "0", "messages per second; 0 = as fast as it can",
-       PropRole::kTuning},
-      {"count", PropType::kInt, false, "0", "messages to generate, then finish; 0 = no end"},
+      PropDef{"rate_per_sec", PropType::kNumber, false, "0", "messages per second; 0 = as fast as it can",
+       PropRole::kTuning}.AtLeast(0).Unit("messages/s"),
+      PropDef{"count", PropType::kInt, false, "0", "messages to generate, then finish; 0 = no end"}.AtLeast(0),
       {"template", PropType::kString, false, R"({"seq":{{seq}}})", "the payload of each message"},
-      {"batch_size", PropType::kInt, false, "100", "most messages per batch", PropRole::kTuning},
+      PropDef{"batch_size", PropType::kInt, false, "100", "most messages per batch", PropRole::kTuning}.Range(1, 100000),
   };
   d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
-    if (o.Number("rate_per_sec") < 0) o.Error("rate_per_sec", "must be >= 0");
-    if (o.Int("count") < 0) o.Error("count", "must be >= 0");
-    if (o.Int("batch_size") < 1 || o.Int("batch_size") > 100000) {
-      o.Error("batch_size", "must be between 1 and 100000");
-    }
     if (o.failed()) return nullptr;
     return std::make_unique<DummyInput>(o.Number("rate_per_sec"), o.Int("count"),
                                         o.String("template"), o.Int("batch_size"), ctx.clock);

@@ -368,21 +368,14 @@ ComponentDef FileInputDef() {
   d.bad_input =
       "a line that is not JSON is skipped and counted on the card (with its byte offset); a line over 16 MiB is skipped and counted; no file matching `path` without `follow` fails the input at start; a read error is retried with backoff; a followed file that shrinks or is replaced is read again from the start";
   d.props = {
-      {"path", PropType::kString, true, "", "a file or a glob such as data/*.ndjson"},
+      PropDef{"path", PropType::kString, true, "", "a file or a glob such as data/*.ndjson"}.NonEmpty(),
       {"follow", PropType::kBool, false, "false",
        "keep reading: tail the last file and pick up new matching files"},
-      {"batch_size", PropType::kInt, false, "1000", "most messages per batch", PropRole::kTuning},
-      {"poll_ms", PropType::kInt, false, "200", "how often a followed file is checked for growth",
-       PropRole::kTuning},
+      PropDef{"batch_size", PropType::kInt, false, "1000", "most messages per batch", PropRole::kTuning}.Range(1, 100000),
+      PropDef{"poll_ms", PropType::kInt, false, "200", "how often a followed file is checked for growth",
+       PropRole::kTuning}.Range(1, 60000).Unit("ms"),
   };
   d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
-    if (o.String("path").empty()) o.Error("path", "must not be empty");
-    if (o.Int("batch_size") < 1 || o.Int("batch_size") > 100000) {
-      o.Error("batch_size", "must be between 1 and 100000");
-    }
-    if (o.Int("poll_ms") < 1 || o.Int("poll_ms") > 60000) {
-      o.Error("poll_ms", "must be between 1 and 60000");
-    }
     if (o.failed()) return nullptr;
     return std::make_unique<FileInput>(o.String("path"), o.Bool("follow"), o.Int("batch_size"),
                                        o.Int("poll_ms"), ctx);

@@ -230,18 +230,18 @@ ComponentDef HttpInputDef() {
       "set; 503 with Retry-After when the log cannot be written (full disk, I/O error) or the "
       "backlog is full; a torn last record after a crash is dropped (it was never acknowledged)";
   d.props = {
-      {"path", PropType::kString, true, "",
+      PropDef{"path", PropType::kString, true, "",
        "where to POST, such as /ingest/orders; not under /api and not / or /health, /ready or "
-       "/metrics"},
-      {"token", PropType::kString, false, "",
+       "/metrics"}.Refers(PropRef::kServedPath),
+      PropDef{"token", PropType::kString, false, "",
        "a bearer token posts must carry (use ${ENV} to keep it out of the file)",
-       PropRole::kTuning},
-      {"batch_size", PropType::kInt, false, "1000", "most posts per batch", PropRole::kTuning},
-      {"max_backlog_bytes", PropType::kInt, false, "67108864",
-       "posted bytes not yet read by the pipeline before posts get 503", PropRole::kTuning},
-      {"segment_bytes", PropType::kInt, false, "67108864",
+       PropRole::kTuning}.Secret(),
+      PropDef{"batch_size", PropType::kInt, false, "1000", "most posts per batch", PropRole::kTuning}.Range(1, 100000),
+      PropDef{"max_backlog_bytes", PropType::kInt, false, "67108864",
+       "posted bytes not yet read by the pipeline before posts get 503", PropRole::kTuning}.AtLeast(1024).Unit("bytes"),
+      PropDef{"segment_bytes", PropType::kInt, false, "67108864",
        "with a state directory: the log starts a new segment file past this size",
-       PropRole::kTuning},
+       PropRole::kTuning}.AtLeast(4096).Unit("bytes"),
   };
   d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
     const std::string path = o.String("path");
@@ -254,11 +254,6 @@ ComponentDef HttpInputDef() {
     if (path.find_first_of("?# ") != std::string::npos) {
       o.Error("path", "must not hold '?', '#' or spaces");
     }
-    if (o.Int("batch_size") < 1 || o.Int("batch_size") > 100000) {
-      o.Error("batch_size", "must be between 1 and 100000");
-    }
-    if (o.Int("max_backlog_bytes") < 1024) o.Error("max_backlog_bytes", "must be at least 1024");
-    if (o.Int("segment_bytes") < 4096) o.Error("segment_bytes", "must be at least 4096");
     if (o.failed()) return nullptr;
     return std::make_unique<HttpInput>(path, o.String("token"), o.Int("batch_size"),
                                        o.Int("max_backlog_bytes"), o.Int("segment_bytes"), ctx);

@@ -91,29 +91,22 @@ ComponentDef HttpPollInputDef() {
                 "lacks the `split` array is an error on the card and retried with backoff";
   d.props = {
       {"url", PropType::kString, true, "", "http://host[:port]/path?query"},
-      {"method", PropType::kString, false, "GET", "GET or POST"},
-      {"headers", PropType::kStringMap, false, "", "request headers"},
+      PropDef{"method", PropType::kString, false, "GET", "GET or POST"}.OneOf({"GET", "POST"}),
+      PropDef{"headers", PropType::kStringMap, false, "", "request headers"}.Secret(),
       {"body", PropType::kString, false, "", "the request body (for POST)"},
       {"split", PropType::kString, false, "",
        "a field path (such as data.items) to an array: one message per element"},
-      {"interval_ms", PropType::kInt, false, "5000", "time between polls", PropRole::kTuning},
-      {"timeout_ms", PropType::kInt, false, "10000", "connect, send and answer within this",
-       PropRole::kTuning},
+      PropDef{"interval_ms", PropType::kInt, false, "5000", "time between polls", PropRole::kTuning}.Range(10, 86400000).Unit("ms"),
+      PropDef{"timeout_ms", PropType::kInt, false, "10000", "connect, send and answer within this",
+       PropRole::kTuning}.Range(1, 600000).Unit("ms"),
   };
   d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
     auto url = ParseHttpUrl(o.String("url"));
     if (!url.ok()) o.Error("url", url.status().message());
     const std::string method = o.String("method");
-    if (method != "GET" && method != "POST") o.Error("method", "must be GET or POST");
     FieldPath split;
     if (!o.String("split").empty() && !ParseFieldPath(o.String("split"), &split)) {
       o.Error("split", "is not a field path (such as data.items)");
-    }
-    if (o.Int("interval_ms") < 10 || o.Int("interval_ms") > 86400000) {
-      o.Error("interval_ms", "must be between 10 and 86400000");
-    }
-    if (o.Int("timeout_ms") < 1 || o.Int("timeout_ms") > 600000) {
-      o.Error("timeout_ms", "must be between 1 and 600000");
     }
     if (o.failed()) return nullptr;
     return std::make_unique<HttpPollInput>(url.value(), method, o.StringMap("headers"),

@@ -1007,29 +1007,20 @@ ComponentDef KafkaInputDef() {
                 "retries; a bad property name is a config error";
   d.props = {
       {"brokers", PropType::kStringList, true, "", "bootstrap brokers, a list or host:port,..."},
-      {"topics", PropType::kStringList, true, "", "topics to subscribe to"},
-      {"group", PropType::kString, true, "", "the consumer group id"},
-      {"start", PropType::kString, false, "earliest",
-       "earliest or latest: where a partition with no committed offset starts"},
-      {"batch_size", PropType::kInt, false, "1000", "most messages per batch", PropRole::kTuning},
-      {"batch_wait_ms", PropType::kInt, false, "50", "how long to wait to fill a batch",
-       PropRole::kTuning},
+      PropDef{"topics", PropType::kStringList, true, "", "topics to subscribe to"}.NonEmpty(),
+      PropDef{"group", PropType::kString, true, "", "the consumer group id"}.NonEmpty(),
+      PropDef{"start", PropType::kString, false, "earliest",
+       "earliest or latest: where a partition with no committed offset starts"}.OneOf({"earliest", "latest"}),
+      PropDef{"batch_size", PropType::kInt, false, "1000", "most messages per batch", PropRole::kTuning}.Range(1, 100000),
+      PropDef{"batch_wait_ms", PropType::kInt, false, "50", "how long to wait to fill a batch",
+       PropRole::kTuning}.Range(0, 60000).Unit("ms"),
       {"meta_field", PropType::kString, false, "",
        "a field to put the message's Kafka metadata under (object payloads)"},
-      {"properties", PropType::kStringMap, false, "",
-       "librdkafka consumer properties, by their librdkafka names"},
+      PropDef{"properties", PropType::kStringMap, false, "",
+       "librdkafka consumer properties, by their librdkafka names"}.Secret(),
   };
   d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
     const std::string start = o.String("start");
-    if (start != "earliest" && start != "latest") o.Error("start", "must be earliest or latest");
-    if (o.Strings("topics").empty()) o.Error("topics", "name at least one topic");
-    if (o.String("group").empty()) o.Error("group", "must not be empty");
-    if (o.Int("batch_size") < 1 || o.Int("batch_size") > 100000) {
-      o.Error("batch_size", "must be between 1 and 100000");
-    }
-    if (o.Int("batch_wait_ms") < 0 || o.Int("batch_wait_ms") > 60000) {
-      o.Error("batch_wait_ms", "must be between 0 and 60000");
-    }
     CheckProperties(o, o.StringMap("properties"));
     if (o.failed()) return nullptr;
     return std::make_unique<KafkaInput>(Brokers(o), o.Strings("topics"), o.String("group"), start,
@@ -1061,8 +1052,8 @@ ComponentDef KafkaOutputDef() {
       {"topic_expr", PropType::kExpr, false, "",
        "instead of `topic`: an expression giving each message's topic"},
       {"key", PropType::kExpr, false, "", "an expression for the message key"},
-      {"compression", PropType::kString, false, "none", "none, gzip, snappy, lz4 or zstd",
-       PropRole::kTuning},
+      PropDef{"compression", PropType::kString, false, "none", "none, gzip, snappy, lz4 or zstd",
+       PropRole::kTuning}.OneOf({"none", "gzip", "snappy", "lz4", "zstd"}),
       {"exactly_once", PropType::kBool, false, "false",
        "produce in one transaction per checkpoint interval, committed once the checkpoint is "
        "durable (needs --state-dir); read_committed consumers see every message once"},
@@ -1072,14 +1063,11 @@ ComponentDef KafkaOutputDef() {
       {"marker_topic", PropType::kString, false, "",
        "with exactly_once: where each commit leaves a marker, partition 0 (default "
        "<transactional_id>.markers); create it with one partition"},
-      {"properties", PropType::kStringMap, false, "",
-       "librdkafka producer properties, by their librdkafka names"},
+      PropDef{"properties", PropType::kStringMap, false, "",
+       "librdkafka producer properties, by their librdkafka names"}.Secret(),
   };
   d.make_output = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Output> {
     const std::string comp = o.String("compression");
-    if (comp != "none" && comp != "gzip" && comp != "snappy" && comp != "lz4" && comp != "zstd") {
-      o.Error("compression", "must be none, gzip, snappy, lz4 or zstd");
-    }
     auto props = o.StringMap("properties");
     props.insert(props.begin(), {"compression.codec", comp});
     CheckProperties(o, props);

@@ -245,16 +245,13 @@ ComponentDef FileOutputDef() {
   d.bad_input =
       "a failed write is retried by `retry` and, without a state dir, then dropped and counted; a directory that cannot be created fails the output at start (its card shows it and batches sent to it are counted as errors)";
   d.props = {
-      {"path", PropType::kString, true, "", "the directory of parts (created if missing)"},
-      {"max_part_bytes", PropType::kInt, false, "67108864", "roll a part at this size",
-       PropRole::kTuning},
-      {"max_part_secs", PropType::kInt, false, "3600", "roll a part at this age; 0 = never",
-       PropRole::kTuning},
+      PropDef{"path", PropType::kString, true, "", "the directory of parts (created if missing)"}.NonEmpty(),
+      PropDef{"max_part_bytes", PropType::kInt, false, "67108864", "roll a part at this size",
+       PropRole::kTuning}.AtLeast(1).Unit("bytes"),
+      PropDef{"max_part_secs", PropType::kInt, false, "3600", "roll a part at this age; 0 = never",
+       PropRole::kTuning}.AtLeast(0).Unit("s"),
   };
   d.make_output = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Output> {
-    if (o.String("path").empty()) o.Error("path", "must not be empty");
-    if (o.Int("max_part_bytes") < 1) o.Error("max_part_bytes", "must be >= 1");
-    if (o.Int("max_part_secs") < 0) o.Error("max_part_secs", "must be >= 0");
     if (o.failed()) return nullptr;
     return std::make_unique<FileOutput>(o.String("path"), o.Int("max_part_bytes"),
                                         o.Int("max_part_secs"), ctx.clock);

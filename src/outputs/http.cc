@@ -105,22 +105,17 @@ ComponentDef HttpOutputDef() {
                 "the batch is dropped and counted)";
   d.props = {
       {"url", PropType::kString, true, "", "http://host[:port]/path"},
-      {"method", PropType::kString, false, "POST", "POST or PUT"},
-      {"headers", PropType::kStringMap, false, "", "extra request headers"},
-      {"format", PropType::kString, false, "array", "array (one JSON array) or ndjson"},
-      {"timeout_ms", PropType::kInt, false, "10000", "connect, send and answer within this",
-       PropRole::kTuning},
+      PropDef{"method", PropType::kString, false, "POST", "POST or PUT"}.OneOf({"POST", "PUT"}),
+      PropDef{"headers", PropType::kStringMap, false, "", "extra request headers"}.Secret(),
+      PropDef{"format", PropType::kString, false, "array", "array (one JSON array) or ndjson"}.OneOf({"array", "ndjson"}),
+      PropDef{"timeout_ms", PropType::kInt, false, "10000", "connect, send and answer within this",
+       PropRole::kTuning}.Range(1, 600000).Unit("ms"),
   };
   d.make_output = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Output> {
     auto url = ParseHttpUrl(o.String("url"));
     if (!url.ok()) o.Error("url", url.status().message());
     const std::string method = o.String("method");
-    if (method != "POST" && method != "PUT") o.Error("method", "must be POST or PUT");
     const std::string format = o.String("format");
-    if (format != "array" && format != "ndjson") o.Error("format", "must be array or ndjson");
-    if (o.Int("timeout_ms") < 1 || o.Int("timeout_ms") > 600000) {
-      o.Error("timeout_ms", "must be between 1 and 600000");
-    }
     if (o.failed()) return nullptr;
     const std::string id = ctx.pipeline_id + "-" +
                            [&] {

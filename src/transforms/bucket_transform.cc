@@ -154,12 +154,12 @@ ComponentDef BucketTransformDef() {
   d.bad_input =
       "a missing key or value field, a value that is not a number for add/min/max, or an entry that holds a non-number for add/min/max/count is a transform error; the entry is left as it was";
   d.props = {
-      {"name", PropType::kString, true, "", "the bucket, declared under top-level `buckets`"},
+      PropDef{"name", PropType::kString, true, "", "the bucket, declared under top-level `buckets`"}.Refers(PropRef::kBucketWrite).ReadsOnlyWhen("op", "lookup"),
       {"key", PropType::kString, true, "", "field path of the key"},
-      {"op", PropType::kString, true, "", "set | add | min | max | count | append | lookup"},
+      PropDef{"op", PropType::kString, true, "", "set | add | min | max | count | append | lookup"}.OneOf({"set", "add", "min", "max", "count", "append", "lookup"}),
       {"field", PropType::kString, false, "", "field path of the value (not for count, lookup)"},
       {"as", PropType::kString, false, "", "field to put the entry's value into"},
-      {"max_items", PropType::kInt, false, "1000", "append: most values kept per key"},
+      PropDef{"max_items", PropType::kInt, false, "1000", "append: most values kept per key"}.AtLeast(1),
   };
   d.make_transform = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Transform> {
     Op op;
@@ -168,7 +168,6 @@ ComponentDef BucketTransformDef() {
                         "' (known: set, add, min, max, count, append, lookup)");
       return nullptr;
     }
-    if (o.Int("max_items") < 1) o.Error("max_items", "must be >= 1");
     return Make(o, ctx, "name", op, static_cast<size_t>(o.Int("max_items")));
   };
   return d;
@@ -183,7 +182,7 @@ ComponentDef LookupDef() {
   d.bad_input =
       "a missing key field or a payload that is not a JSON object is a transform error";
   d.props = {
-      {"bucket", PropType::kString, true, "", "the bucket to read"},
+      PropDef{"bucket", PropType::kString, true, "", "the bucket to read"}.Refers(PropRef::kBucketRead),
       {"key", PropType::kString, true, "", "field path of the key"},
       {"as", PropType::kString, true, "", "field to put the entry's value into"},
   };

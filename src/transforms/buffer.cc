@@ -128,26 +128,18 @@ ComponentDef BufferDef() {
   d.bad_input =
       "none: it holds any payload";
   d.props = {
-      {"max_messages", PropType::kInt, false, "100000", "release at this many messages",
-       PropRole::kTuning},
-      {"max_bytes", PropType::kInt, false, "67108864", "release at this many payload bytes",
-       PropRole::kTuning},
-      {"max_secs", PropType::kNumber, false, "", "release this long after the oldest arrived",
-       PropRole::kTuning},
+      PropDef{"max_messages", PropType::kInt, false, "100000", "release at this many messages",
+       PropRole::kTuning}.Range(1, 1000000),
+      PropDef{"max_bytes", PropType::kInt, false, "67108864", "release at this many payload bytes",
+       PropRole::kTuning}.Range(1, 1073741824).Unit("bytes"),
+      PropDef{"max_secs", PropType::kNumber, false, "", "release this long after the oldest arrived",
+       PropRole::kTuning}.Above(0).Unit("s"),
   };
   d.make_transform = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Transform> {
     if (!o.Has("max_messages") && !o.Has("max_bytes") && !o.Has("max_secs")) {
       o.Error("max_messages", "give at least one of max_messages, max_bytes, max_secs");
       return nullptr;
     }
-    if (o.Has("max_messages") && (o.Int("max_messages") < 1 || o.Int("max_messages") > 1000000)) {
-      o.Error("max_messages", "must be between 1 and 1000000");
-    }
-    if (o.Has("max_bytes") && (o.Int("max_bytes") < 1 || o.Int("max_bytes") > (1LL << 30))) {
-      o.Error("max_bytes", "must be between 1 and 1073741824");
-    }
-    if (o.Has("max_secs") && o.Number("max_secs") <= 0) o.Error("max_secs", "must be > 0");
-    if (o.failed()) return nullptr;
     return std::make_unique<BufferTransform>(
         static_cast<size_t>(o.Has("max_messages") ? o.Int("max_messages") : kDefaultMaxMessages),
         static_cast<size_t>(o.Has("max_bytes") ? o.Int("max_bytes") : kDefaultMaxBytes),

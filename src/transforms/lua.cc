@@ -293,15 +293,11 @@ ComponentDef LuaDef() {
       "a payload that is not JSON, a Lua error, the instruction or memory limit, or a returned value with no JSON form (a function, a table with mixed keys) is a transform error; a script that does not compile or define process is a config error";
   d.props = {
       {"script", PropType::kString, true, "", "Lua source defining process(msg)"},
-      {"max_instructions", PropType::kInt, false, "1000000", "per message", PropRole::kTuning},
-      {"max_memory_bytes", PropType::kInt, false, "67108864", "for the whole Lua state",
-       PropRole::kTuning},
+      PropDef{"max_instructions", PropType::kInt, false, "1000000", "per message", PropRole::kTuning}.AtLeast(kHookEvery),
+      PropDef{"max_memory_bytes", PropType::kInt, false, "67108864", "for the whole Lua state",
+       PropRole::kTuning}.AtLeast(1048576).Unit("bytes"),
   };
   d.make_transform = [](const Options& o, const ComponentContext&) -> std::unique_ptr<Transform> {
-    if (o.Int("max_instructions") < kHookEvery) {
-      o.Error("max_instructions", "must be >= " + std::to_string(kHookEvery));
-    }
-    if (o.Int("max_memory_bytes") < (1 << 20)) o.Error("max_memory_bytes", "must be >= 1048576");
     if (o.failed()) return nullptr;
     auto t = std::make_unique<LuaTransform>();
     std::string error;

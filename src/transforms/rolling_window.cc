@@ -244,18 +244,18 @@ ComponentDef RollingWindowDef() {
   d.props = {
       {"key", PropType::kString, false, "", "field path of the key; absent = one window for all"},
       {"field", PropType::kString, true, "", "field path of the numeric value"},
-      {"window_secs", PropType::kNumber, false, "", "window length in seconds of event time"},
-      {"window_messages", PropType::kInt, false, "", "window length in messages"},
+      PropDef{"window_secs", PropType::kNumber, false, "", "window length in seconds of event time"}.Above(0).Unit("s"),
+      PropDef{"window_messages", PropType::kInt, false, "", "window length in messages"}.AtLeast(1),
       {"time_field", PropType::kString, false, "",
        "field holding the event time (epoch s, epoch ms, or RFC 3339); default arrival time"},
       {"aggregates", PropType::kStringList, false, "[count, sum, avg, min, max]",
        "which aggregates to add"},
-      {"idle_timeout_secs", PropType::kNumber, false, "0",
-       "drop a key not written for this long (wall clock); 0 = never"},
-      {"max_keys", PropType::kInt, false, "2000000",
-       "most keys held; a new key past it evicts the least recently written"},
-      {"max_points_per_key", PropType::kInt, false, "100000",
-       "most points in one key's window; the oldest go first"},
+      PropDef{"idle_timeout_secs", PropType::kNumber, false, "0",
+       "drop a key not written for this long (wall clock); 0 = never"}.AtLeast(0).Unit("s"),
+      PropDef{"max_keys", PropType::kInt, false, "2000000",
+       "most keys held; a new key past it evicts the least recently written"}.AtLeast(1),
+      PropDef{"max_points_per_key", PropType::kInt, false, "100000",
+       "most points in one key's window; the oldest go first"}.AtLeast(1),
   };
   d.make_transform = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Transform> {
     RollingWindow::Config c;
@@ -274,7 +274,6 @@ ComponentDef RollingWindowDef() {
     }
     if (by_count) {
       c.window_messages = o.Int("window_messages");
-      if (c.window_messages <= 0) o.Error("window_messages", "must be > 0");
     }
     if (o.Has("time_field")) {
       PathOption(o, "time_field", &c.time_field);
@@ -293,9 +292,6 @@ ComponentDef RollingWindowDef() {
       c.aggs = kCount | kSum | kAvg | kMin | kMax;
     }
     c.idle_timeout_ms = static_cast<int64_t>(o.Number("idle_timeout_secs") * 1000);
-    if (c.idle_timeout_ms < 0) o.Error("idle_timeout_secs", "must be >= 0");
-    if (o.Int("max_keys") < 1) o.Error("max_keys", "must be >= 1");
-    if (o.Int("max_points_per_key") < 1) o.Error("max_points_per_key", "must be >= 1");
     c.max_keys = static_cast<size_t>(o.Int("max_keys"));
     c.max_points_per_key = static_cast<size_t>(o.Int("max_points_per_key"));
     if (o.failed()) return nullptr;

@@ -488,7 +488,7 @@ buckets:
   cb: {{}}
 pipelines:
   a:
-    input: {{dummy: {{count: 3000, rate_per_sec: 1000, batch_size: 50, template: '{TEMPLATE}'}}}}
+    input: {{dummy: {{count: 6000, rate_per_sec: 1000, batch_size: 50, template: '{TEMPLATE}'}}}}
     transforms: [{{bucket: {{name: ca, key: k, op: count}}}}]
     outputs: [{{file: {{path: {self.path('out_a')}}}}}]
   b:
@@ -505,10 +505,11 @@ pipelines:
             status, _, body = http("PUT", s.url + "/api/v1/pipelines/b", self.b_body(batch_size))
             self.assertEqual(status, 200, body)
             self.assertNotIn("savepoint_missed", json.loads(body))
-            a_out = s.card("a", "input")["messages_out"]
-            self.assertGreaterEqual(a_out, seen, "pipeline a was restarted")
-            seen = a_out
-            self.assertEqual(s.card("a", "input")["state_since_ms"], since)
+            a = s.card("a", "input")
+            self.assertGreaterEqual(a["messages_out"], seen, "pipeline a was restarted")
+            seen = a["messages_out"]
+            if a["state"] == "running":  # not yet finished (a slow machine)
+                self.assertEqual(a["state_since_ms"], since, "pipeline a was restarted")
             wait_for(lambda: s.card("b", "input")["state"] == "finished", what="b to finish")
             self.assertEqual(s.get_json("/api/v1/buckets/cb?key=x")["value"], 500)
         # a committed checkpoints all along, in its own region
@@ -518,10 +519,10 @@ pipelines:
         s = self.start(cfg, server_config=SERVER, state_dir=state)
         wait_for(lambda: s.card("a", "input")["state"] == "finished", timeout=30,
                  what="a to finish after the restart")
-        self.assertEqual(s.get_json("/api/v1/buckets/ca?key=x")["value"], 3000)
+        self.assertEqual(s.get_json("/api/v1/buckets/ca?key=x")["value"], 6000)
         self.assertEqual(s.get_json("/api/v1/buckets/cb?key=x")["value"], 500)
         self.assertEqual(s.card("b", "input")["state"], "finished")
-        self.assertGreaterEqual(len(self.read_output("out_a")), 3000)
+        self.assertGreaterEqual(len(self.read_output("out_a")), 6000)
 
 
 class FileInputEdgesTest(KayakTest):

@@ -81,6 +81,57 @@ TEST(Config, ManyMistakesReportedAtOnceWithLineAndColumn) {
   EXPECT_EQ(count, 11u) << out;
 }
 
+// The property table carries the rules: ranges, choices and non-empty
+// values are checked at load, at the option's value, with the same words the
+// docs show; no component checks them by hand.
+TEST(Config, PropertyTableRules) {
+  const std::string text =
+      "pipelines:\n"                                                       // 1
+      "  p:\n"                                                             // 2
+      "    input: {file: {path: '', batch_size: 0}}\n"                     // 3
+      "    transforms:\n"                                                  // 4
+      "      - buffer: {max_secs: 0}\n"                                    // 5
+      "    outputs:\n"                                                     // 6
+      "      - http: {url: 'http://127.0.0.1:1/x', format: xml, timeout_ms: 600001}\n"  // 7
+      "  q:\n"                                                             // 8
+      "    input: {kafka: {brokers: [b], topics: [], group: g, start: middle}}\n";     // 9
+  size_t count = 0;
+  const std::string out = CheckText(text, &count);
+  ExpectError(out, Pos(text, 3, "''"), "option 'path' of file input must not be empty");
+  ExpectError(out, Pos(text, 3, "0}"), "option 'batch_size' of file input must be between 1 and 100000");
+  ExpectError(out, Pos(text, 5, "0}"), "option 'max_secs' of buffer transform must be > 0");
+  ExpectError(out, Pos(text, 7, "xml"), "must be one of: array, ndjson, not 'xml'");
+  ExpectError(out, Pos(text, 7, "600001"), "must be between 1 and 600000");
+  ExpectError(out, Pos(text, 9, "[]"), "option 'topics' of kafka input must not be empty");
+  ExpectError(out, Pos(text, 9, "middle"), "must be one of: earliest, latest");
+  EXPECT_EQ(count, 7u) << out;
+}
+
+// What a component's options name comes from its table (PropRef): the
+// loader and the engine know no component by its type.
+TEST(Config, BucketsAndPathsComeFromTheTable) {
+  GraphSpec spec;
+  ErrorList errors;
+  ASSERT_TRUE(LoadGraphText(
+      "buckets: {b: {}}\n"
+      "pipelines:\n"
+      "  p:\n"
+      "    input: {http: {path: /in}}\n"
+      "    transforms:\n"
+      "      - bucket: {name: b, key: k, op: count}\n"
+      "      - bucket: {name: b, key: k, op: lookup, as: v}\n"
+      "      - lookup: {bucket: b, key: k, as: w}\n",
+      "p.yaml", BuiltinComponents(), &spec, &errors)) << errors.ToString();
+  const PipelineSpec& p = spec.pipelines[0];
+  EXPECT_EQ(p.input.served_path, "/in");
+  ASSERT_EQ(p.transforms.size(), 3u);
+  ASSERT_EQ(p.transforms[0].buckets.size(), 1u);
+  EXPECT_TRUE(p.transforms[0].buckets[0].writes);
+  EXPECT_FALSE(p.transforms[1].buckets[0].writes);  // op: lookup only reads
+  EXPECT_FALSE(p.transforms[2].buckets[0].writes);
+  EXPECT_EQ(p.transforms[2].buckets[0].bucket, "b");
+}
+
 TEST(Config, StructureErrors) {
   ExpectError(CheckText("pipelines: []\n"), "1:12", "'pipelines' must be a map");
   ExpectError(CheckText("pipes: {}\n"), "1:1", "unknown top-level key 'pipes'");
