@@ -14,11 +14,11 @@
 #include <string>
 
 #include "../../tests/unit/test_util.h"
-#include "checkpoint/format.h"
-#include "core/bucket.h"
+#include "common/format.h"
+#include "state/bucket.h"
 #include "expr/expr.h"
-#include "inputs/http_body.h"
-#include "inputs/http_log.h"
+#include "common/ndjson.h"
+#include "connectors/http/log.h"
 #include "kayak/message.h"
 
 namespace {

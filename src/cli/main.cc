@@ -21,14 +21,14 @@
 #include <string>
 #include <thread>
 
-#include "checkpoint/format.h"
+#include "common/format.h"
 #include "cli/state_dir.h"
 #include "common/log.h"
 #include "components.h"
 #include "config/server_config.h"
-#include "core/engine.h"
-#include "core/graph_manager.h"
-#include "http/api.h"
+#include "engine/engine.h"
+#include "engine/graph_manager.h"
+#include "server/api.h"
 #include "kayak/version.h"
 
 namespace kayak {

@@ -3,7 +3,7 @@
 // transform, the same read under its own name.
 #include "common/clock.h"
 #include "components.h"
-#include "core/bucket.h"
+#include "state/bucket.h"
 #include "transforms/field_access.h"
 
 namespace kayak {

@@ -1,6 +1,6 @@
 // buffer: holds messages until max_messages, max_bytes or max_secs, then
 // releases them as one batch.
-#include "checkpoint/format.h"
+#include "common/format.h"
 #include "common/clock.h"
 #include "components.h"
 

@@ -6,7 +6,7 @@
 #include <list>
 #include <unordered_map>
 
-#include "checkpoint/format.h"
+#include "common/format.h"
 #include "common/clock.h"
 #include "components.h"
 #include "transforms/field_access.h"

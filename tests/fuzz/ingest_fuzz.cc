@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "inputs/http_body.h"
+#include "common/ndjson.h"
 
 namespace bhttp = boost::beast::http;
 

@@ -1,4 +1,4 @@
-#include "core/channel.h"
+#include "engine/channel.h"
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 #include "components.h"
 #include "config/loader.h"
 #include "config/server_config.h"
-#include "core/engine.h"
+#include "engine/engine.h"
 
 namespace kayak {
 namespace {

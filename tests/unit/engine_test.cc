@@ -1,6 +1,6 @@
 // The engine end to end in one process: a merge of two upstreams, and
 // backpressure from a blocked output.
-#include "core/engine.h"
+#include "engine/engine.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -14,7 +14,7 @@
 #include <set>
 #include <thread>
 
-#include "checkpoint/store.h"
+#include "state/store.h"
 #include "common/clock.h"
 #include "components.h"
 

@@ -8,9 +8,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "inputs/http_body.h"
-#include "inputs/http_log.h"
-#include "net/http_client.h"
+#include "common/ndjson.h"
+#include "connectors/http/log.h"
+#include "connectors/http/client.h"
 
 namespace kayak {
 namespace {

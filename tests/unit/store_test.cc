@@ -1,6 +1,6 @@
 // The checkpoint store: commit, recover, fall back from corruption, reuse
 // unchanged state, collect garbage.
-#include "checkpoint/store.h"
+#include "state/store.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "checkpoint/format.h"
-#include "core/bucket.h"
+#include "common/format.h"
+#include "state/bucket.h"
 
 namespace kayak::checkpoint {
 namespace {

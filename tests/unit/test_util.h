@@ -7,7 +7,7 @@
 
 #include "common/clock.h"
 #include "components.h"
-#include "core/bucket.h"
+#include "state/bucket.h"
 
 namespace kayak::testing {
 

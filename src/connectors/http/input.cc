@@ -1,0 +1,264 @@
+// http: messages POSTed to a path on the server's listener (SPEC 4, 5.5).
+// With a state directory each post is logged and fsynced before its 202;
+// without one it is queued in memory (bounded) and acknowledged at once.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <mutex>
+
+#include "common/bearer.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "components.h"
+#include "kayak/ingest.h"
+#include "common/ndjson.h"
+#include "connectors/http/log.h"
+
+namespace kayak {
+
+namespace {
+
+std::string ErrorBody(const std::string& message) {
+  return nlohmann::json{{"error", message}}.dump();
+}
+
+class HttpEndpoint final : public IngestEndpoint {
+ public:
+  HttpEndpoint(std::string token, ComponentStats* stats, uint64_t max_backlog)
+      : token_(std::move(token)), stats_(stats), max_backlog_(max_backlog) {}
+
+  // The log opens on the pipeline thread; until then posts get 503.
+  void SetLog(std::shared_ptr<HttpLog> log) {
+    std::lock_guard lock(mu_);
+    log_ = std::move(log);
+  }
+
+  void Post(std::string_view body, std::string_view authorization, IngestDone done) override {
+    if (!token_.empty()) {
+      switch (CheckBearer(authorization, token_)) {
+        case BearerCheck::kOk:
+          break;
+        case BearerCheck::kMissing:
+          done({401, ErrorBody("this input needs \"Authorization: Bearer <token>\""), 0});
+          return;
+        case BearerCheck::kWrong:
+          done({403, ErrorBody("the bearer token is not this input's"), 0});
+          return;
+      }
+    }
+    std::string payload;
+    size_t n = 0;
+    std::string error;
+    if (!NormalizeIngestBody(body, &payload, &n, &error)) {
+      if (stats_) stats_->RecordError("rejected a post: " + error);
+      done({400, ErrorBody(error), 0});
+      return;
+    }
+    std::shared_ptr<HttpLog> log;
+    {
+      std::lock_guard lock(mu_);
+      log = log_;
+    }
+    if (log == nullptr) {
+      done({503, ErrorBody("the input is starting; send it again"), 1});
+      return;
+    }
+    auto reply = [done, n](Status st, uint64_t seq) {
+      if (st.ok()) {
+        done({202, "{\"accepted\":" + std::to_string(n) + ",\"seq\":" + std::to_string(seq) + "}",
+              0});
+      } else {
+        done({503, ErrorBody("the post could not be logged: " + st.message() + "; send it again"),
+              1});
+      }
+    };
+    if (!log->Append(std::move(payload), reply)) {
+      done({503,
+            ErrorBody("the input's backlog is full (" + std::to_string(max_backlog_) +
+                      " bytes not yet read by its pipeline) or it is stopping; send it again"),
+            1});
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::shared_ptr<HttpLog> log_;  // guarded by mu_; null until Open and after the input is gone
+  const std::string token_;
+  ComponentStats* stats_;
+  const uint64_t max_backlog_;
+};
+
+// A busy input waits this long to fill a batch: fewer, larger batches for
+// the pipeline. A post's 202 does not wait for it.
+constexpr int64_t kLingerMs = 5;
+
+class HttpInput final : public Input {
+ public:
+  HttpInput(std::string path, std::string token, int64_t batch_size, int64_t max_backlog,
+            int64_t segment_bytes, const ComponentContext& ctx)
+      : path_(std::move(path)),
+        token_(std::move(token)),
+        batch_size_(static_cast<size_t>(batch_size)),
+        max_backlog_(static_cast<uint64_t>(max_backlog)),
+        segment_bytes_(static_cast<uint64_t>(segment_bytes)),
+        ctx_(ctx) {
+    // The path is served from the moment the graph is built, so a post that
+    // comes while the pipeline starts gets 503 (retry), not 404.
+    if (ctx_.ingest == nullptr) return;  // `kayak check`
+    endpoint_ = std::make_shared<HttpEndpoint>(token_, ctx_.stats, max_backlog_);
+    register_status_ = ctx_.ingest->Register(path_, endpoint_);
+    if (!register_status_.ok()) endpoint_.reset();
+  }
+
+  ~HttpInput() override {
+    if (endpoint_) {
+      ctx_.ingest->Unregister(path_, endpoint_.get());
+      endpoint_->SetLog(nullptr);
+    }
+    if (log_) log_->Close();
+  }
+
+  Status Open() override {
+    if (ctx_.ingest == nullptr) return Status::Internal("http input: no listener to serve on");
+    KAYAK_RETURN_IF_ERROR(register_status_);
+    HttpLog::Options o;
+    if (ctx_.checkpointing && !ctx_.state_dir.empty()) {
+      o.dir = ctx_.state_dir + "/http/" + ctx_.pipeline_id;
+    }
+    o.max_backlog_bytes = max_backlog_;
+    o.segment_bytes = segment_bytes_;
+    auto log = HttpLog::Open(o, consumed_);
+    if (!log.ok()) return log.status();
+    log_ = std::move(log.value());
+    endpoint_->SetLog(log_);
+    return Status::Ok();
+  }
+
+  Status Read(Batch* out, int64_t wait_ms, bool* finished) override {
+    (void)finished;  // an http input never ends
+    records_.clear();
+    KAYAK_RETURN_IF_ERROR(
+        log_->Read(consumed_, batch_size_, 4 << 20, wait_ms, &records_, kLingerMs));
+    const int64_t now = ctx_.clock->NowMs();
+    for (auto& r : records_) {
+      consumed_ = r.seq;
+      std::string_view p = r.payload;
+      if (p.find('\n') == std::string_view::npos) {  // one message: no copy
+        out->messages.emplace_back(std::move(r.payload), now);
+        continue;
+      }
+      size_t start = 0;
+      while (start <= p.size()) {
+        size_t nl = p.find('\n', start);
+        if (nl == std::string_view::npos) nl = p.size();
+        if (nl > start) out->messages.emplace_back(std::string(p.substr(start, nl - start)), now);
+        start = nl + 1;
+      }
+    }
+    return Status::Ok();
+  }
+
+  bool StopAccepting() override {
+    if (log_) log_->Close();  // further posts get 503; the queue is read to the end
+    return log_ != nullptr;
+  }
+
+  std::string Position() const override {
+    return "post " + std::to_string(consumed_) + " of " +
+           std::to_string(log_ ? log_->last_seq() : consumed_);
+  }
+
+  bool Rewindable() const override { return true; }
+  std::string SavePosition() const override {
+    return nlohmann::json{{"seq", consumed_}}.dump();
+  }
+  Status RestorePosition(std::string_view position) override {
+    auto j = nlohmann::json::parse(position, nullptr, false);
+    if (!j.is_object() || !j["seq"].is_number_unsigned()) {
+      return Status::Corruption("http input: unreadable checkpointed position");
+    }
+    consumed_ = j["seq"].get<uint64_t>();
+    return Status::Ok();
+  }
+
+  // Segments are kept until the checkpoint before the newest covers them:
+  // the store falls back to that one if the newest turns out unreadable.
+  void Committed(std::string_view position) override {
+    auto j = nlohmann::json::parse(position, nullptr, false);
+    if (!j.is_object() || !j["seq"].is_number_unsigned()) return;
+    const uint64_t seq = j["seq"].get<uint64_t>();
+    uint64_t release = 0;
+    {
+      std::lock_guard lock(committed_mu_);
+      release = last_committed_;
+      last_committed_ = seq;
+    }
+    if (log_ && release > 0) log_->Release(release);
+  }
+
+ private:
+  const std::string path_;
+  const std::string token_;
+  const size_t batch_size_;
+  const uint64_t max_backlog_;
+  const uint64_t segment_bytes_;
+  ComponentContext ctx_;
+  std::shared_ptr<HttpLog> log_;  // shared with the endpoint while posts are in flight
+  std::shared_ptr<HttpEndpoint> endpoint_;
+  Status register_status_;
+  std::vector<LogRecord> records_;  // reused for every read
+  uint64_t consumed_ = 0;           // the last post handed over, pipeline thread only
+  std::mutex committed_mu_;
+  uint64_t last_committed_ = 0;  // guarded by committed_mu_
+};
+
+}  // namespace
+
+ComponentDef HttpInputDef() {
+  ComponentDef d;
+  d.kind = "input";
+  d.type = "http";
+  d.help = "Messages POSTed to `path` on the server's listener. A body is one JSON value (one "
+           "message) or NDJSON (one message a line). With a state directory a post is answered "
+           "202 only once it is in the input's write-ahead log and fsynced; posts that arrive "
+           "while an fsync runs share the next one. Without one, 202 once queued in memory.";
+  d.checkpoint = "the sequence number of the last post handed to the pipeline; a restart replays "
+                 "every logged post after it";
+  d.bad_input =
+      "400 for a body that is not JSON or NDJSON (nothing is logged); 413 over "
+      "`limits.max_body_bytes`; 401 without and 403 with a wrong bearer token when `token` is "
+      "set; 503 with Retry-After when the log cannot be written (full disk, I/O error) or the "
+      "backlog is full; a torn last record after a crash is dropped (it was never acknowledged)";
+  d.props = {
+      PropDef{"path", PropType::kString, true, "",
+       "where to POST, such as /ingest/orders; not under /api and not / or /health, /ready or "
+       "/metrics"}.Refers(PropRef::kServedPath),
+      PropDef{"token", PropType::kString, false, "",
+       "a bearer token posts must carry (use ${ENV} to keep it out of the file)",
+       PropRole::kTuning}.Secret(),
+      PropDef{"batch_size", PropType::kInt, false, "1000", "most posts per batch", PropRole::kTuning}.Range(1, 100000),
+      PropDef{"max_backlog_bytes", PropType::kInt, false, "67108864",
+       "posted bytes not yet read by the pipeline before posts get 503", PropRole::kTuning}.AtLeast(1024).Unit("bytes"),
+      PropDef{"segment_bytes", PropType::kInt, false, "67108864",
+       "with a state directory: the log starts a new segment file past this size",
+       PropRole::kTuning}.AtLeast(4096).Unit("bytes"),
+  };
+  d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
+    const std::string path = o.String("path");
+    if (path.empty() || path[0] != '/') o.Error("path", "must start with /");
+    if (path == "/" || path == "/health" || path == "/ready" || path == "/metrics" ||
+        path == "/api" ||
+        path.rfind("/api/", 0) == 0) {
+      o.Error("path", "is taken by the admin API; choose another, such as /ingest/...");
+    }
+    if (path.find_first_of("?# ") != std::string::npos) {
+      o.Error("path", "must not hold '?', '#' or spaces");
+    }
+    if (o.failed()) return nullptr;
+    return std::make_unique<HttpInput>(path, o.String("token"), o.Int("batch_size"),
+                                       o.Int("max_backlog_bytes"), o.Int("segment_bytes"), ctx);
+  };
+  return d;
+}
+
+}  // namespace kayak

@@ -1,0 +1,405 @@
+#include "engine/checkpointer.h"
+
+#include <algorithm>
+
+#include "common/log.h"
+#include "engine/engine.h"
+
+namespace kayak {
+
+Checkpointer::Checkpointer(checkpoint::Store* store, int64_t interval_ms, int64_t timeout_ms,
+                           const Clock* clock)
+    : store_(store), interval_ms_(interval_ms), timeout_ms_(timeout_ms), clock_(clock) {}
+
+Checkpointer::~Checkpointer() { Stop(); }
+
+size_t Checkpointer::AddRegion(Region region) {
+  RegionState rs;
+  rs.status.name = region.name;
+  for (Bucket* b : region.buckets) b->TrackChanges();
+  for (auto* p : region.pipelines) rs.status.pipelines.push_back(p->id());
+  rs.region = std::move(region);
+  regions_.push_back(std::move(rs));
+  return regions_.size() - 1;
+}
+
+Status Checkpointer::CommitInitial(std::map<size_t, std::vector<checkpoint::UnitState>> units,
+                                   const std::set<size_t>& incomplete) {
+  std::lock_guard lock(mu_);
+  Status result;
+  for (size_t r = 0; r < regions_.size(); ++r) {
+    RegionState& rs = regions_[r];
+    auto& list = units[r];
+    if (incomplete.count(r)) {  // an output could not start: nothing to commit
+      rs.needs_full = true;
+      continue;
+    }
+    for (Bucket* b : rs.region.buckets) {
+      checkpoint::UnitState u{"b." + b->name(), rs.region.bucket_fingerprints[b], std::string()};
+      std::vector<Bucket::Change> all;
+      b->TakeChanges(/*all=*/true, &all);
+      BucketSnapshot& snap = rs.snapshots[b] = BucketSnapshot{};
+      snap.Apply(std::move(all));
+      snap.Encode(&*u.data);
+      rs.bucket_saved_once[b] = true;
+      list.push_back(std::move(u));
+    }
+    const uint64_t id = store_->NextId();
+    checkpoint::CommitStats stats;
+    const int64_t now = clock_->NowMs();
+    Status st = store_->Commit(rs.region.name, id, now, list, &stats);
+    if (st.ok()) {
+      rs.status.last_committed_id = id;
+      rs.status.last_committed_ms = now;
+      rs.status.bytes_written = stats.bytes_written;
+      rs.status.bytes_reused = stats.bytes_reused;
+      rs.status.committed++;
+      for (auto* p : rs.region.pipelines) p->Committed(list);
+    } else {
+      rs.status.abandoned++;
+      rs.status.last_error = st.message();
+      rs.needs_full = true;
+      result = st;
+    }
+  }
+  return result;
+}
+
+void Checkpointer::Start() {
+  {
+    std::lock_guard lock(mu_);
+    const int64_t now = MonotonicMs();
+    for (auto& rs : regions_) rs.next_due_mono_ms = now + interval_ms_;
+  }
+  thread_ = std::thread([this] { Run(); });
+}
+
+void Checkpointer::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    // Once only: the engine stops the coordinator before it frees the
+    // pipelines and outputs, and the destructor must not touch them again.
+    if (stopping_) return;
+    stopping_ = true;
+    // No decision on an unfinished checkpoint would come any more.
+    for (auto& rs : regions_) {
+      if (rs.inflight.id != 0) Decide(rs, rs.inflight.id, false);
+    }
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard lock(mu_);
+  NotifyInputs();  // for a savepoint whose outputs committed just now
+}
+
+void Checkpointer::Decide(RegionState& rs, uint64_t id, bool committed) {
+  for (auto* o : rs.region.two_phase) o->Decide(id, committed);
+}
+
+void Checkpointer::BarrierPause(size_t region, uint64_t id, int64_t us) {
+  std::lock_guard lock(mu_);
+  RegionState& rs = regions_[region];
+  if (id > rs.pause_id) {
+    rs.pause_id = id;
+    rs.status.barrier_pause_us = us;
+  } else if (id == rs.pause_id) {
+    rs.status.barrier_pause_us = std::max(rs.status.barrier_pause_us, us);
+  }
+  rs.status.longest_barrier_pause_us = std::max(rs.status.longest_barrier_pause_us, us);
+}
+
+void Checkpointer::OutputCommitted(size_t region, uint64_t id) {
+  std::lock_guard lock(mu_);
+  Awaiting& a = regions_[region].awaiting;
+  if (a.id != id || a.remaining == 0) return;
+  a.remaining--;
+  cv_.notify_all();
+}
+
+void Checkpointer::NotifyInputs() {
+  for (auto& rs : regions_) {
+    Awaiting& a = rs.awaiting;
+    if (a.id == 0 || a.remaining > 0) continue;
+    for (auto* p : rs.region.pipelines) p->Committed(a.units);
+    a = Awaiting{};
+  }
+}
+
+std::string Checkpointer::HeldBack(const RegionState& rs) const {
+  for (auto* p : rs.region.pipelines) {
+    if (p->status() == PipelineStatus::kFailed) {
+      return "pipeline " + p->id() + " stopped without a savepoint (failed); the region does "
+             "not commit until it is rebuilt or deleted";
+    }
+  }
+  return "";
+}
+
+void Checkpointer::StartCheckpoint(size_t r, bool stop_after) {
+  RegionState& rs = regions_[r];
+  Inflight& in = rs.inflight;
+  in = Inflight{};
+  in.id = store_->NextId();
+  in.started_mono_ms = MonotonicMs();
+  in.expected = rs.region.pipelines.size() + rs.region.outputs + rs.region.buckets.size();
+  in.stop_after = stop_after;
+  in.full = rs.needs_full;
+  KLOG_DEBUG("checkpoint {} of region {} started", in.id, rs.region.name);
+  for (auto* p : rs.region.sources) p->RequestBarrier(in.id, stop_after);
+}
+
+void Checkpointer::Ack(size_t region, uint64_t id, std::vector<checkpoint::UnitState> units) {
+  std::lock_guard lock(mu_);
+  Inflight& in = regions_[region].inflight;
+  if (in.id != id) return;  // abandoned, or already complete
+  for (auto& u : units) in.units.push_back(std::move(u));
+  in.acks++;
+  cv_.notify_all();
+}
+
+bool Checkpointer::FullSave(size_t region, uint64_t id) const {
+  std::lock_guard lock(mu_);
+  const Inflight& in = regions_[region].inflight;
+  return in.id == id && in.full;
+}
+
+bool Checkpointer::IsSavepoint(size_t region, uint64_t id) const {
+  std::lock_guard lock(mu_);
+  const Inflight& in = regions_[region].inflight;
+  return in.id == id && in.stop_after;
+}
+
+void Checkpointer::ArriveAtBucket(size_t region, uint64_t id, Bucket* bucket) {
+  std::unique_lock lock(mu_);
+  RegionState& rs = regions_[region];
+  if (rs.inflight.id != id) return;
+  Meeting& m = meetings_[{bucket, id}];
+  m.arrived++;
+  if (m.arrived >= rs.region.writers[bucket]) {
+    // Every writer is at the barrier: none writes past the cut while the
+    // bucket is copied.
+    checkpoint::UnitState u;
+    u.unit = "b." + bucket->name();
+    u.fingerprint = rs.region.bucket_fingerprints[bucket];
+    bool& saved_once = rs.bucket_saved_once[bucket];
+    if (!saved_once || rs.inflight.full || bucket->StateChanged()) {
+      // Only what changed is copied here; it is applied to the snapshot and
+      // the chunk encoded at commit, on the coordinator's thread.
+      std::vector<Bucket::Change> changes;
+      bucket->TakeChanges(/*all=*/!saved_once, &changes);
+      if (!saved_once) {
+        rs.snapshots[bucket] = BucketSnapshot{};
+        rs.pending[bucket].clear();
+      }
+      rs.pending[bucket].push_back(std::move(changes));
+      u.data.emplace();
+      rs.inflight.encode.emplace_back(rs.inflight.units.size(), bucket);
+      saved_once = true;
+    }
+    rs.inflight.units.push_back(std::move(u));
+    rs.inflight.acks++;
+    m.done = true;
+    cv_.notify_all();
+    return;
+  }
+  cv_.wait(lock, [&] {
+    auto it = meetings_.find({bucket, id});
+    return stopping_ || it == meetings_.end() || it->second.done;
+  });
+}
+
+void Checkpointer::AbandonOverdue(int64_t now_mono) {
+  for (auto& rs : regions_) {
+    Inflight& in = rs.inflight;
+    if (in.id == 0 || now_mono - in.started_mono_ms < timeout_ms_) continue;
+    KLOG_WARN("checkpoint {} of region {} abandoned: not complete after {} s ({} of {} parts "
+              "reported); the previous checkpoint stays in force",
+              in.id, rs.region.name, timeout_ms_ / 1000, in.acks, in.expected);
+    rs.status.abandoned++;
+    rs.status.last_error = "checkpoint " + std::to_string(in.id) + " timed out";
+    for (auto it = meetings_.begin(); it != meetings_.end();) {
+      it = it->first.second == in.id ? meetings_.erase(it) : std::next(it);
+    }
+    if (in.stop_after) rs.savepoint_requested = false;
+    rs.needs_full = true;
+    Decide(rs, in.id, false);
+    in = Inflight{};
+    rs.next_due_mono_ms = now_mono + interval_ms_;
+  }
+  cv_.notify_all();
+}
+
+void Checkpointer::CommitReady() {
+  for (size_t r = 0; r < regions_.size(); ++r) {
+    RegionState& rs = regions_[r];
+    Inflight& in = rs.inflight;
+    if (in.id == 0 || in.acks < in.expected) continue;
+    const uint64_t id = in.id;
+    const bool stop_after = in.stop_after;
+    const int64_t started = in.started_mono_ms;
+    const bool full = in.full;
+    std::vector<checkpoint::UnitState> units = std::move(in.units);
+    struct Encode {
+      size_t index;
+      BucketSnapshot* snapshot;
+      std::vector<std::vector<Bucket::Change>> changes;
+    };
+    std::vector<Encode> encode;
+    for (const auto& [index, bucket] : in.encode) {
+      encode.push_back({index, &rs.snapshots[bucket], std::move(rs.pending[bucket])});
+      rs.pending[bucket].clear();
+    }
+    for (auto it = meetings_.begin(); it != meetings_.end();) {
+      it = it->first.second == id ? meetings_.erase(it) : std::next(it);
+    }
+    in = Inflight{};
+    // Keep other regions' pipelines moving while this one is written. (No
+    // barrier of this region runs meanwhile, so its snapshots hold still:
+    // the next checkpoint starts on this thread.)
+    mu_.unlock();
+    for (auto& e : encode) {
+      for (auto& changes : e.changes) e.snapshot->Apply(std::move(changes));
+      e.snapshot->Encode(&*units[e.index].data);
+    }
+    checkpoint::CommitStats stats;
+    const int64_t now_ms = clock_->NowMs();
+    Status st = store_->Commit(rs.region.name, id, now_ms, units, &stats);
+    mu_.lock();
+    const int64_t done = MonotonicMs();
+    if (st.ok()) {
+      rs.status.last_committed_id = id;
+      rs.status.last_committed_ms = now_ms;
+      rs.status.last_duration_ms = done - started;
+      rs.status.bytes_written = stats.bytes_written;
+      rs.status.bytes_reused = stats.bytes_reused;
+      rs.status.committed++;
+      rs.status.last_error.clear();  // the region commits again
+      if (full) rs.needs_full = false;
+      if (rs.region.two_phase.empty()) {
+        for (auto* p : rs.region.pipelines) p->Committed(units);
+      } else {
+        // Inputs release what this checkpoint covers (offsets, the http
+        // log) only once the two-phase outputs made it visible: until then
+        // a restart may have to go back to the checkpoint before.
+        rs.awaiting = Awaiting{id, rs.region.two_phase.size(), std::move(units)};
+        Decide(rs, id, true);
+      }
+      KLOG_DEBUG("checkpoint {} of region {} committed in {} ms ({} bytes written, {} reused)", id,
+                 rs.region.name, done - started, stats.bytes_written, stats.bytes_reused);
+      if (stop_after) {
+        rs.savepoint_committed = true;
+        KLOG_INFO("savepoint {} of region {} committed", id, rs.region.name);
+      }
+    } else {
+      rs.status.abandoned++;
+      rs.status.last_error = st.message();
+      rs.needs_full = true;
+      Decide(rs, id, false);
+      KLOG_ERROR("checkpoint {} of region {} abandoned: {}; the previous checkpoint stays in "
+                 "force and the next one is tried in {} s",
+                 id, rs.region.name, st.message(), interval_ms_ / 1000);
+    }
+    if (stop_after) rs.savepoint_requested = false;
+    rs.next_due_mono_ms = done + interval_ms_;
+    cv_.notify_all();
+  }
+}
+
+void Checkpointer::Run() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(50));
+    if (stopping_) break;
+    const int64_t now = MonotonicMs();
+    for (size_t r = 0; r < regions_.size(); ++r) {
+      RegionState& rs = regions_[r];
+      const std::string held = HeldBack(rs);
+      if (held != rs.status.held_back) {
+        if (!held.empty()) KLOG_WARN("region {} is held back: {}", rs.region.name, held);
+        rs.status.held_back = held;
+      }
+      if (rs.inflight.id != 0 || !held.empty()) continue;
+      if (rs.savepoint_requested) {
+        StartCheckpoint(r, /*stop_after=*/true);
+      } else if (now >= rs.next_due_mono_ms) {
+        StartCheckpoint(r, false);
+      }
+    }
+    AbandonOverdue(now);
+    CommitReady();
+    NotifyInputs();
+  }
+}
+
+std::vector<Checkpointer::Missed> Checkpointer::Savepoint(int64_t wait_ms) {
+  std::unique_lock lock(mu_);
+  std::vector<Missed> missed;
+  if (!thread_.joinable()) {
+    for (const auto& rs : regions_) {
+      missed.push_back({rs.region.name, "the checkpoint coordinator is not running",
+                        rs.status.last_committed_id});
+    }
+    return missed;
+  }
+  for (auto& rs : regions_) {
+    rs.savepoint_committed = false;
+    if (rs.status.held_back.empty()) rs.savepoint_requested = true;
+  }
+  cv_.notify_all();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  cv_.wait_until(lock, deadline, [&] {
+    return std::none_of(regions_.begin(), regions_.end(),
+                        [](const RegionState& rs) { return rs.savepoint_requested; });
+  });
+  for (auto& rs : regions_) {
+    if (rs.savepoint_committed) continue;
+    std::string why;
+    if (!rs.status.held_back.empty()) {
+      why = "held back: " + rs.status.held_back;
+    } else if (rs.savepoint_requested) {
+      why = "not complete after " + std::to_string(wait_ms / 1000) + " s";
+      // Still requested: no later checkpoint is to stop the sources.
+      rs.savepoint_requested = false;
+    } else {
+      why = "abandoned: " + (rs.status.last_error.empty() ? std::string("unknown reason")
+                                                          : rs.status.last_error);
+    }
+    missed.push_back({rs.region.name, why, rs.status.last_committed_id});
+  }
+  return missed;
+}
+
+bool Checkpointer::CheckpointNow(int64_t wait_ms) {
+  std::unique_lock lock(mu_);
+  std::vector<uint64_t> before;
+  for (auto& rs : regions_) {
+    before.push_back(rs.status.committed + rs.status.abandoned);
+    rs.next_due_mono_ms = 0;
+  }
+  cv_.notify_all();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  // A region counts once a checkpoint started after this call has ended.
+  std::vector<uint64_t> target(before.size());
+  for (size_t i = 0; i < regions_.size(); ++i) {
+    target[i] = before[i] + (regions_[i].inflight.id != 0 ? 2 : 1);
+  }
+  bool ok = cv_.wait_until(lock, deadline, [&] {
+    for (size_t i = 0; i < regions_.size(); ++i) {
+      if (!regions_[i].status.held_back.empty()) continue;
+      if (regions_[i].status.committed + regions_[i].status.abandoned < target[i]) return false;
+    }
+    return true;
+  });
+  // A region that abandoned the checkpoint asked for keeps its reason in last_error.
+  for (const auto& rs : regions_) ok = ok && rs.status.held_back.empty() && rs.status.last_error.empty();
+  return ok;
+}
+
+std::vector<RegionStatus> Checkpointer::Regions() const {
+  std::lock_guard lock(mu_);
+  std::vector<RegionStatus> out;
+  for (const auto& rs : regions_) out.push_back(rs.status);
+  return out;
+}
+
+}  // namespace kayak

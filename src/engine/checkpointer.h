@@ -1,0 +1,174 @@
+// The checkpoint coordinator (SPEC 5.2-5.3): every interval it starts a
+// checkpoint in each region, collects what every pipeline, output and
+// bucket hands over at the barrier, and commits the region through the
+// Store on its own thread, off the pipeline threads.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "state/store.h"
+#include "common/clock.h"
+#include "state/bucket.h"
+
+namespace kayak {
+
+class PipelineRunner;
+class OutputRunner;
+
+struct RegionStatus {
+  std::string name;
+  std::vector<std::string> pipelines;
+  uint64_t last_committed_id = 0;
+  int64_t last_committed_ms = 0;
+  int64_t last_duration_ms = 0;
+  uint64_t bytes_written = 0;
+  uint64_t bytes_reused = 0;
+  uint64_t committed = 0;
+  uint64_t abandoned = 0;
+  // The longest a pipeline of the region stopped at the newest checkpoint's
+  // barrier to snapshot its state (and meet the other writers of a bucket),
+  // and the longest since start, in microseconds.
+  int64_t barrier_pause_us = 0;
+  int64_t longest_barrier_pause_us = 0;
+  std::string held_back;  // why the region is not checkpointing, or ""
+  std::string last_error;
+};
+
+class Checkpointer {
+ public:
+  Checkpointer(checkpoint::Store* store, int64_t interval_ms, int64_t timeout_ms,
+               const Clock* clock);
+  ~Checkpointer();
+
+  // ---- set-up, before Start ----
+  struct Region {
+    std::string name;
+    std::vector<PipelineRunner*> pipelines;
+    std::vector<PipelineRunner*> sources;
+    size_t outputs = 0;
+    // Outputs whose writes become visible only when they commit a durable
+    // checkpoint (Output::TwoPhase). The region's inputs hear of a
+    // checkpoint only once every one of them committed it.
+    std::vector<OutputRunner*> two_phase;
+    std::vector<Bucket*> buckets;  // written by the region's pipelines
+    std::map<Bucket*, size_t> writers;
+    std::map<Bucket*, std::string> bucket_fingerprints;
+  };
+  size_t AddRegion(Region region);
+
+  // Before Start: commits each region's units as they are (buckets are
+  // added here), before any data flows.
+  // Regions in `incomplete` (an output could not start) are skipped.
+  Status CommitInitial(std::map<size_t, std::vector<checkpoint::UnitState>> units,
+                       const std::set<size_t>& incomplete);
+  void Start();
+  // Takes a savepoint of every region: sources stop right after the
+  // barrier. Waits at most `wait_ms` for each region to commit it. Returns
+  // the regions that did not (held back, abandoned, still running), each
+  // with why and the checkpoint a restart replays from; empty when every
+  // region committed its savepoint.
+  struct Missed {
+    std::string region;
+    std::string why;
+    uint64_t last_committed_id = 0;
+  };
+  std::vector<Missed> Savepoint(int64_t wait_ms);
+  void Stop();
+
+  // ---- from pipeline and output threads ----
+  // Hands over units for checkpoint `id` of `region`.
+  void Ack(size_t region, uint64_t id, std::vector<checkpoint::UnitState> units);
+  // A writer of `bucket` reached barrier `id`. The last writer to arrive
+  // copies the bucket and acks it; the others wait for that (or for the
+  // checkpoint to be abandoned).
+  void ArriveAtBucket(size_t region, uint64_t id, Bucket* bucket);
+  // True when checkpoint `id` of `region` must carry every unit's state,
+  // changed or not (the one before it did not commit).
+  bool FullSave(size_t region, uint64_t id) const;
+  // True when checkpoint `id` of `region` is a savepoint (nothing comes
+  // after it: the region is stopping).
+  bool IsSavepoint(size_t region, uint64_t id) const;
+  // A pipeline of `region` spent `us` at barrier `id` (its snapshot and the
+  // bucket meeting).
+  void BarrierPause(size_t region, uint64_t id, int64_t us);
+  // A two-phase output of `region` committed checkpoint `id`.
+  void OutputCommitted(size_t region, uint64_t id);
+
+  std::vector<RegionStatus> Regions() const;
+  // Starts a checkpoint in every region now and waits until each has
+  // committed or failed; true when all committed.
+  bool CheckpointNow(int64_t wait_ms);
+
+ private:
+  struct Inflight {
+    uint64_t id = 0;
+    int64_t started_mono_ms = 0;
+    size_t acks = 0;
+    size_t expected = 0;
+    std::vector<checkpoint::UnitState> units;
+    bool stop_after = false;
+    bool full = false;  // every unit hands over its whole state
+    // Bucket units whose chunk is encoded from the bucket's snapshot at
+    // commit, off the pipeline threads: (index in `units`, bucket).
+    std::vector<std::pair<size_t, Bucket*>> encode;
+  };
+  // A durable checkpoint whose two-phase outputs have not all committed it.
+  struct Awaiting {
+    uint64_t id = 0;  // 0: none
+    size_t remaining = 0;
+    std::vector<checkpoint::UnitState> units;
+  };
+  struct RegionState {
+    Region region;
+    RegionStatus status;
+    Inflight inflight;  // id == 0: none
+    int64_t next_due_mono_ms = 0;
+    bool savepoint_requested = false;
+    bool savepoint_committed = false;  // the savepoint asked for last committed
+    // Set when a checkpoint fails or is abandoned: components that saved
+    // into it reset their "changed" flags, so the next one saves everything
+    // rather than point at chunks older than those changes.
+    bool needs_full = false;
+    std::map<Bucket*, bool> bucket_saved_once;
+    // A bucket as of the last commit, and the changes barriers took since
+    // (applied at the next commit, on the coordinator's thread).
+    std::map<Bucket*, BucketSnapshot> snapshots;
+    std::map<Bucket*, std::vector<std::vector<Bucket::Change>>> pending;
+    Awaiting awaiting;
+    uint64_t pause_id = 0;  // the checkpoint status.barrier_pause_us is about
+  };
+  struct Meeting {
+    size_t arrived = 0;
+    bool done = false;
+  };
+
+  void Run();
+  void StartCheckpoint(size_t r, bool stop_after);  // mu_ held
+  void CommitReady();                               // mu_ held, drops it to write
+  void AbandonOverdue(int64_t now_mono);            // mu_ held
+  void Decide(RegionState& rs, uint64_t id, bool committed);  // mu_ held
+  void NotifyInputs();                              // mu_ held
+  std::string HeldBack(const RegionState& rs) const;
+
+  checkpoint::Store* store_;
+  const int64_t interval_ms_;
+  const int64_t timeout_ms_;
+  const Clock* clock_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<RegionState> regions_;          // guarded by mu_
+  std::map<std::pair<Bucket*, uint64_t>, Meeting> meetings_;  // guarded by mu_
+  bool stopping_ = false;                     // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace kayak

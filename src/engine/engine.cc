@@ -1,0 +1,449 @@
+#include "engine/engine.h"
+
+#include <functional>
+#include <map>
+#include <set>
+
+#include "common/log.h"
+
+namespace kayak {
+
+namespace {
+
+// Buckets that a pipeline's transforms write (bucket transforms other than
+// lookups), and every bucket it reads or writes.
+void BucketsOf(const PipelineSpec& p, std::set<std::string>* written, std::set<std::string>* used) {
+  for (const auto& t : p.transforms) {
+    for (const auto& b : t.buckets) {
+      used->insert(b.bucket);
+      if (b.writes) written->insert(b.bucket);
+    }
+  }
+}
+
+// True if two transforms of the pipeline use one bucket and one of them
+// writes it: run per batch, the second would see writes of later messages.
+bool TransformsShareState(const PipelineSpec& p) {
+  std::map<std::string, int> uses;
+  std::set<std::string> written;
+  for (const auto& t : p.transforms) {
+    for (const auto& b : t.buckets) {
+      ++uses[b.bucket];
+      if (b.writes) written.insert(b.bucket);
+    }
+  }
+  for (const auto& b : written) {
+    if (uses[b] >= 2) return true;
+  }
+  return false;
+}
+
+// Applies a recovered unit when the component's config is unchanged.
+template <typename F>
+void RestoreUnit(const EngineOptions& o, const std::string& unit, const std::string& fingerprint,
+                 const char* what, F&& restore) {
+  if (o.restored == nullptr) return;
+  auto it = o.restored->find(unit);
+  if (it == o.restored->end()) return;
+  if (it->second.fingerprint != fingerprint) {
+    KLOG_INFO("{} ({}): its config changed since checkpoint {}; it starts empty", what, unit,
+              it->second.checkpoint_id);
+    return;
+  }
+  Status st = restore(it->second.data);
+  if (!st.ok()) {
+    KLOG_ERROR("{} ({}): cannot restore from checkpoint {}: {}; it starts empty", what, unit,
+               it->second.checkpoint_id, st.message());
+    return;
+  }
+  KLOG_INFO("{} ({}) restored from checkpoint {}", what, unit, it->second.checkpoint_id);
+}
+
+}  // namespace
+
+std::vector<size_t> GroupIntoRegions(const GraphSpec& spec) {
+  // Union-find over pipelines: joined by an edge or by a bucket they share.
+  const size_t n = spec.pipelines.size();
+  std::vector<size_t> parent(n);
+  for (size_t i = 0; i < n; ++i) parent[i] = i;
+  std::function<size_t(size_t)> find = [&](size_t i) {
+    return parent[i] == i ? i : parent[i] = find(parent[i]);
+  };
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < n; ++i) index[spec.pipelines[i].id] = i;
+  std::map<std::string, size_t> bucket_owner;
+  for (size_t i = 0; i < n; ++i) {
+    const PipelineSpec& p = spec.pipelines[i];
+    for (const auto& up : p.upstreams) {
+      auto it = index.find(up);
+      if (it != index.end()) parent[find(i)] = find(it->second);
+    }
+    std::set<std::string> written, used;
+    BucketsOf(p, &written, &used);
+    for (const auto& b : used) {
+      auto [it, fresh] = bucket_owner.emplace(b, i);
+      if (!fresh) parent[find(i)] = find(it->second);
+    }
+  }
+  // Each group is named by its first pipeline, so that the result does not
+  // depend on the order of the unions.
+  std::vector<size_t> first(n, n), out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t root = find(i);
+    if (first[root] == n) first[root] = i;
+    out[i] = first[root];
+  }
+  return out;
+}
+
+std::vector<RegionSpec> SplitIntoRegions(const GraphSpec& spec) {
+  const std::vector<size_t> group = GroupIntoRegions(spec);
+  std::map<size_t, size_t> slot;  // group -> index in out
+  std::vector<RegionSpec> out;
+  std::set<std::string> used_buckets;
+  const YAML::Node& root = spec.root;
+  auto dump = [](const YAML::Node& n) {
+    YAML::Emitter e;
+    e << n;
+    return std::string(e.c_str());
+  };
+  for (size_t i = 0; i < spec.pipelines.size(); ++i) {
+    auto [it, fresh] = slot.emplace(group[i], out.size());
+    if (fresh) {
+      out.emplace_back();
+      out.back().name = spec.pipelines[i].id;
+      out.back().spec.file = spec.file;
+      out.back().spec.root = spec.root;
+    }
+    RegionSpec& r = out[it->second];
+    const PipelineSpec& p = spec.pipelines[i];
+    r.spec.pipelines.push_back(p);
+    r.name = std::min(r.name, p.id);
+    r.key += "pipeline " + p.id + "\n";
+    if (root.IsMap() && root["pipelines"].IsMap()) r.key += dump(root["pipelines"][p.id]) + "\n";
+    std::set<std::string> written, used;
+    BucketsOf(p, &written, &used);
+    for (const auto& b : used) {
+      if (!r.bucket_names.insert(b).second) continue;
+      used_buckets.insert(b);
+    }
+  }
+  RegionSpec unused;  // buckets no pipeline uses: they still answer the API
+  for (const auto& b : spec.buckets) {
+    RegionSpec* r = &unused;
+    if (used_buckets.count(b.name)) {
+      for (auto& c : out) {
+        if (c.bucket_names.count(b.name)) r = &c;
+      }
+    }
+    r->spec.buckets.push_back(b);
+    r->bucket_names.insert(b.name);
+    r->key += "bucket " + b.name + "\n";
+    if (root.IsMap() && root["buckets"].IsMap()) r->key += dump(root["buckets"][b.name]) + "\n";
+  }
+  if (!unused.spec.buckets.empty()) {
+    unused.spec.file = spec.file;
+    unused.spec.root = spec.root;
+    out.push_back(std::move(unused));
+  }
+  return out;
+}
+
+void ValidateComponents(const GraphSpec& spec, ErrorList* errors, bool checkpointing) {
+  BucketRegistry buckets;
+  for (const auto& b : spec.buckets) buckets.Add(b.name, b.idle_timeout_secs * 1000);
+  for (const auto& p : spec.pipelines) {
+    ComponentContext ctx;
+    ctx.clock = SystemClock::Get();
+    ctx.pipeline_id = p.id;
+    ctx.buckets = &buckets;
+    ctx.checkpointing = checkpointing;
+    ComponentStats card("validate", "validate", "validate");
+    ctx.stats = &card;
+    if (p.input.def != nullptr && p.input.def->make_input) {
+      Options opts(p.input.def, p.input.value, p.input.mark, errors);
+      (void)p.input.def->make_input(opts, ctx);
+    }
+    for (const auto& t : p.transforms) {
+      Options opts(t.def, t.value, t.mark, errors);
+      (void)t.def->make_transform(opts, ctx);
+    }
+    for (const auto& o : p.outputs) {
+      Options opts(o.def, o.value, o.mark, errors);
+      (void)o.def->make_output(opts, ctx);
+    }
+  }
+}
+
+std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegistry& registry,
+                                      const EngineOptions& options, ErrorList* errors,
+                                      Status* fatal) {
+  (void)registry;
+  InitLogging();  // before any pipeline thread logs
+  std::unique_ptr<Engine> engine(new Engine(options));
+  for (const auto& b : spec.buckets) engine->buckets_.Add(b.name, b.idle_timeout_secs * 1000);
+
+  std::map<std::string, PipelineRunner*> by_id;
+  std::map<std::string, size_t> downstream_lanes;
+  for (const auto& p : spec.pipelines) {
+    auto runner = std::make_unique<PipelineRunner>(p, options.clock);
+    ComponentContext ctx;
+    ctx.clock = options.clock;
+    ctx.pipeline_id = p.id;
+    ctx.buckets = &engine->buckets_;
+    ctx.checkpointing = options.checkpointing;
+    ctx.state_dir = options.state_dir;
+    ctx.ingest = engine->ingest();
+
+    const ComponentSpec& in = p.input;
+    auto in_card = std::make_unique<ComponentStats>("input", "input", in.def->type);
+    if (in.def->reads_pipelines) {
+      runner->SetUpstreamInbox(
+          std::make_unique<Inbox>(p.upstreams.size(), options.edge_queue_batches),
+          std::move(in_card));
+      for (size_t lane = 0; lane < p.upstreams.size(); ++lane) {
+        auto it = by_id.find(p.upstreams[lane]);
+        KAYAK_CHECK(it != by_id.end());  // the loader orders upstreams first
+        it->second->AddDownstream(runner->upstream_inbox(), lane);
+      }
+    } else {
+      Options opts(in.def, in.value, in.mark, errors);
+      ctx.stats = in_card.get();
+      auto input = in.def->make_input(opts, ctx);
+      if (input != nullptr && !opts.failed()) runner->SetInput(std::move(input), std::move(in_card));
+    }
+    for (size_t i = 0; i < p.transforms.size(); ++i) {
+      const ComponentSpec& t = p.transforms[i];
+      Options opts(t.def, t.value, t.mark, errors);
+      auto card = std::make_unique<ComponentStats>("transforms[" + std::to_string(i) + "]",
+                                                   "transform", t.def->type);
+      ctx.stats = card.get();
+      auto tr = t.def->make_transform(opts, ctx);
+      if (tr == nullptr || opts.failed()) continue;
+      runner->AddTransform(std::move(tr), std::move(card));
+    }
+    for (size_t i = 0; i < p.outputs.size(); ++i) {
+      const ComponentSpec& o = p.outputs[i];
+      Options opts(o.def, o.value, o.mark, errors);
+      auto card = std::make_unique<ComponentStats>("outputs[" + std::to_string(i) + "]", "output",
+                                                   o.def->type);
+      ctx.stats = card.get();
+      auto out = o.def->make_output(opts, ctx);
+      if (out == nullptr || opts.failed()) continue;
+      auto runner_out = std::make_unique<OutputRunner>(std::move(out), card.get(), o.retry,
+                                                       options.output_queue_batches,
+                                                       options.clock);
+      runner->AddOutput(std::move(runner_out), std::move(card));
+    }
+    runner->SetPerMessage(TransformsShareState(p));
+    by_id[p.id] = runner.get();
+    engine->pipelines_.push_back(std::move(runner));
+  }
+  if (!errors->empty()) return nullptr;
+  if (options.checkpointing && options.store != nullptr) {
+    if (Status st = engine->SetUpCheckpointing(spec); !st.ok()) {
+      if (fatal != nullptr) *fatal = st;
+      return nullptr;
+    }
+  }
+  return engine;
+}
+
+Status Engine::SetUpCheckpointing(const GraphSpec& spec) {
+  const EngineOptions& o = options_;
+  checkpointer_ = std::make_unique<Checkpointer>(o.store, o.checkpoint_interval_ms,
+                                                 o.checkpoint_timeout_ms, o.clock);
+  const size_t n = spec.pipelines.size();
+  std::vector<std::set<std::string>> written(n), used(n);
+  for (size_t i = 0; i < n; ++i) BucketsOf(spec.pipelines[i], &written[i], &used[i]);
+  const std::vector<size_t> group = GroupIntoRegions(spec);
+  std::map<size_t, size_t> region_of_root;
+  std::vector<Checkpointer::Region> regions;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t root = group[i];
+    auto [it, fresh] = region_of_root.emplace(root, regions.size());
+    if (fresh) {
+      regions.emplace_back();
+      regions.back().name = spec.pipelines[root].id;
+    }
+    Checkpointer::Region& r = regions[it->second];
+    PipelineRunner* p = pipelines_[i].get();
+    r.pipelines.push_back(p);
+    if (p->is_source()) r.sources.push_back(p);
+    r.outputs += spec.pipelines[i].outputs.size();
+    for (size_t k = 0; k < spec.pipelines[i].outputs.size(); ++k) {
+      if (p->output(k)->output()->TwoPhase()) r.two_phase.push_back(p->output(k));
+    }
+    for (const auto& b : written[i]) {
+      Bucket* bucket = buckets_.Find(b);
+      if (r.writers[bucket]++ == 0) r.buckets.push_back(bucket);
+    }
+  }
+  for (const auto& b : spec.buckets) {
+    for (auto& r : regions) {
+      Bucket* bucket = buckets_.Find(b.name);
+      if (r.writers.count(bucket)) r.bucket_fingerprints[bucket] = b.fingerprint;
+    }
+  }
+  // Region names are their smallest pipeline id, so a restart with the same
+  // graph finds its manifests.
+  for (auto& r : regions) {
+    for (auto* p : r.pipelines) r.name = std::min(r.name, p->id());
+  }
+  std::vector<size_t> region_index(n);
+  for (size_t i = 0; i < n; ++i) region_index[i] = region_of_root[group[i]];
+  std::vector<size_t> ids;
+  for (auto& r : regions) ids.push_back(checkpointer_->AddRegion(r));
+  KAYAK_RETURN_IF_ERROR(ConfirmTwoPhaseCommits(spec));
+  for (size_t i = 0; i < n; ++i) {
+    const PipelineSpec& ps = spec.pipelines[i];
+    PipelineRunner* p = pipelines_[i].get();
+    const size_t region = ids[region_index[i]];
+    std::vector<Bucket*> wb;
+    for (const auto& b : written[i]) wb.push_back(buckets_.Find(b));
+    p->SetCheckpointing(checkpointer_.get(), region, wb);
+    if (p->input() != nullptr) {
+      RestoreUnit(o, "p." + ps.id + ".input", ps.input.fingerprint,
+                  ("pipeline " + ps.id + " input").c_str(),
+                  [&](const std::string& d) { return p->input()->RestorePosition(d); });
+    }
+    for (size_t t = 0; t < ps.transforms.size(); ++t) {
+      RestoreUnit(o, "p." + ps.id + ".t" + std::to_string(t), ps.transforms[t].fingerprint,
+                  ("pipeline " + ps.id + " transforms[" + std::to_string(t) + "]").c_str(),
+                  [&](const std::string& d) { return p->transform(t)->RestoreState(d); });
+    }
+    for (size_t k = 0; k < ps.outputs.size(); ++k) {
+      const std::string unit = "p." + ps.id + ".o" + std::to_string(k);
+      p->output(k)->SetCheckpointing(checkpointer_.get(), region, unit, ps.outputs[k].fingerprint);
+      RestoreUnit(o, unit, ps.outputs[k].fingerprint,
+                  ("pipeline " + ps.id + " outputs[" + std::to_string(k) + "]").c_str(),
+                  [&](const std::string& d) { return p->output(k)->output()->RestoreState(d); });
+    }
+  }
+  for (const auto& b : spec.buckets) {
+    Bucket* bucket = buckets_.Find(b.name);
+    RestoreUnit(o, "b." + b.name, b.fingerprint, ("bucket " + b.name).c_str(),
+                [&](const std::string& d) { return bucket->RestoreState(d); });
+  }
+  return Status::Ok();
+}
+
+Status Engine::ConfirmTwoPhaseCommits(const GraphSpec& spec) {
+  const EngineOptions& o = options_;
+  if (o.restored == nullptr) return Status::Ok();
+  std::set<std::string> fell_back;  // regions of the store
+  for (size_t i = 0; i < spec.pipelines.size(); ++i) {
+    const PipelineSpec& ps = spec.pipelines[i];
+    for (size_t k = 0; k < ps.outputs.size(); ++k) {
+      Output* out = pipelines_[i]->output(k)->output();
+      if (!out->TwoPhase()) continue;
+      auto it = o.restored->find("p." + ps.id + ".o" + std::to_string(k));
+      if (it == o.restored->end() || it->second.fingerprint != ps.outputs[k].fingerprint ||
+          fell_back.count(it->second.region)) {
+        continue;
+      }
+      if (out->WasCommitted(it->second.data)) continue;
+      // Checkpoint N is durable but its outputs did not commit it: the
+      // inputs still hold what followed checkpoint N-1 (they hear of a
+      // checkpoint only after the commit), so the region replays from there.
+      const std::string region = it->second.region;
+      KLOG_WARN("pipeline {} outputs[{}]: checkpoint {} was not committed to it; region {} goes "
+                "back to the checkpoint before and replays",
+                ps.id, k, it->second.checkpoint_id, region);
+      fell_back.insert(region);
+      KAYAK_RETURN_IF_ERROR(o.store->FallBack(region, o.restored));
+    }
+  }
+  return Status::Ok();
+}
+
+Engine::~Engine() {
+  if (checkpointer_) checkpointer_->Stop();  // releases pipelines waiting at a bucket
+  if (started_ && !stopped_) {
+    for (auto& p : pipelines_) p->Abort();
+  }
+  for (auto& p : pipelines_) p->Join();
+  // Upstreams first: a pipeline's edges point into its downstreams' inboxes.
+  for (auto& p : pipelines_) p.reset();
+}
+
+PipelineRunner* Engine::Find(const std::string& id) const {
+  for (const auto& p : pipelines_) {
+    if (p->id() == id) return p.get();
+  }
+  return nullptr;
+}
+
+Status Engine::CommitInitialCheckpoint() {
+  // Before any data flows, every region commits its state as it is now
+  // (restored, or empty). A crash before the first periodic checkpoint then
+  // still restarts from a known cut: the file output knows which parts are
+  // its own and rewrites them byte for byte.
+  std::map<size_t, std::vector<checkpoint::UnitState>> by_region;
+  std::set<size_t> incomplete;
+  for (auto& p : pipelines_) {
+    auto& units = by_region[p->region()];
+    for (auto& u : p->CollectUnits(0)) units.push_back(std::move(u));
+    for (size_t i = 0; i < p->spec().outputs.size(); ++i) {
+      checkpoint::UnitState u;
+      if (Status st = p->output(i)->InitialCheckpoint(&u); st.ok()) {
+        units.push_back(std::move(u));
+      } else {
+        KLOG_WARN("pipeline {} outputs[{}] cannot start: {}", p->id(), i, st.message());
+        incomplete.insert(p->region());
+      }
+    }
+  }
+  return checkpointer_->CommitInitial(std::move(by_region), incomplete);
+}
+
+void Engine::Start() {
+  started_ = true;
+  if (checkpointer_) {
+    if (Status st = CommitInitialCheckpoint(); !st.ok()) {
+      KLOG_ERROR("the checkpoint taken at start failed: {}; the periodic ones will retry",
+                 st.message());
+    }
+  }
+  // Downstream first, so every inbox has its consumer before data arrives.
+  for (auto it = pipelines_.rbegin(); it != pipelines_.rend(); ++it) (*it)->Start();
+  if (checkpointer_) checkpointer_->Start();
+  KLOG_INFO("engine started: {} pipelines, {} buckets", pipelines_.size(),
+            buckets_.All().size());
+}
+
+std::vector<Checkpointer::Missed> Engine::Stop() {
+  std::vector<Checkpointer::Missed> missed;
+  if (!started_ || stopped_) return missed;
+  stopped_ = true;
+  if (checkpointer_) {
+    // A savepoint first: sources stop right after its barrier, so the next
+    // start replays nothing.
+    missed = checkpointer_->Savepoint(options_.stop_timeout_ms);
+    if (missed.empty()) {
+      KLOG_INFO("savepoint committed; a restart will replay nothing");
+    }
+    for (const auto& m : missed) {
+      KLOG_ERROR("region {} did not reach its savepoint ({}); its pipelines are stopped without "
+                 "it, and the next start replays from checkpoint {}",
+                 m.region, m.why, m.last_committed_id);
+    }
+  }
+  if (!missed.empty()) {
+    // Nothing waits for a stuck output: the coordinator stops (releasing
+    // pipelines at a bucket meeting) and every pipeline is aborted. What it
+    // held is replayed from the last committed checkpoint.
+    checkpointer_->Stop();
+    for (auto& p : pipelines_) p->Abort();
+  }
+  for (auto& p : pipelines_) {
+    if (p->is_source()) p->RequestStop();
+  }
+  // Upstreams first: each pipeline ends once all of its upstreams have.
+  for (auto& p : pipelines_) p->Join();
+  if (checkpointer_) checkpointer_->Stop();
+  KLOG_INFO("engine stopped");
+  return missed;
+}
+
+}  // namespace kayak

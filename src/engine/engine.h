@@ -1,0 +1,296 @@
+// The engine: builds the graph of pipelines from a GraphSpec and runs it.
+//
+// Threads: one per pipeline (input -> transforms -> fan-out) and one per
+// output. Every edge is a lane of the downstream pipeline's Inbox and every
+// output has its own one-lane Inbox in front of it, all bounded: a slow
+// output blocks its pipeline, which stops reading its input (backpressure).
+// See docs/architecture.md.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "state/store.h"
+#include "common/clock.h"
+#include "config/loader.h"
+#include "state/bucket.h"
+#include "engine/channel.h"
+#include "engine/checkpointer.h"
+#include "kayak/ingest.h"
+#include "kayak/component.h"
+
+namespace kayak {
+
+// Runs one output on its own thread behind a bounded queue.
+class OutputRunner {
+ public:
+  OutputRunner(std::unique_ptr<Output> output, ComponentStats* stats, RetryPolicy retry,
+               size_t queue_batches, const Clock* clock);
+  ~OutputRunner();
+  void Start();
+  // Blocks while the queue is full.
+  void Push(Item item) { queue_.Push(0, std::move(item)); }
+  // Waits for the thread; call after pushing kEnd.
+  void Join();
+  // Makes a blocked Push return and the thread stop without draining.
+  void Abort();
+  const Inbox& queue() const { return queue_; }
+  ComponentStats* stats() const { return stats_; }
+  // Under checkpointing: barriers make the output durable and report to
+  // `cp`; failed writes are retried until they succeed.
+  void SetCheckpointing(Checkpointer* cp, size_t region, std::string unit,
+                        std::string fingerprint) {
+    checkpointer_ = cp;
+    region_ = region;
+    unit_ = std::move(unit);
+    fingerprint_ = std::move(fingerprint);
+    two_phase_ = output_->TwoPhase();
+  }
+  // From the checkpoint thread, for a two-phase output: checkpoint `id` is
+  // durable (`committed`), or it was abandoned.
+  void Decide(uint64_t id, bool committed);
+  Output* output() { return output_.get(); }
+  // Before Start, with checkpointing: opens the output and describes its
+  // state, for the checkpoint taken before any data flows.
+  Status InitialCheckpoint(checkpoint::UnitState* unit);
+
+ private:
+  void Run();
+  bool WriteWithRetry(const Batch& batch);
+  // A two-phase output after acking barrier `id`: waits for the decision on
+  // it, and commits the checkpoint if it is durable.
+  void AwaitDecision(uint64_t id);
+  // Sleeps `ms` unless aborted first.
+  void Backoff(int64_t ms);
+
+  std::unique_ptr<Output> output_;
+  ComponentStats* stats_;
+  const RetryPolicy retry_;
+  const Clock* clock_;
+  Inbox queue_;
+  std::atomic<bool> aborted_{false};
+  bool opened_ = false;  // output thread only (or before Start)
+  bool initial_open_ = false;
+  Status open_status_;
+  Checkpointer* checkpointer_ = nullptr;
+  size_t region_ = 0;
+  std::string unit_, fingerprint_;
+  bool two_phase_ = false;
+  std::mutex decide_mu_;
+  std::condition_variable decide_cv_;
+  uint64_t decided_ = 0;   // guarded by decide_mu_: the newest checkpoint decided
+  uint64_t committed_ = 0; // guarded by decide_mu_: the newest one durable
+  std::thread thread_;
+};
+
+enum class PipelineStatus { kStarting, kRunning, kFinished, kFailed, kStopped };
+const char* PipelineStatusName(PipelineStatus s);
+
+// One pipeline: its input (or its upstream lanes), transforms, and outputs.
+class PipelineRunner {
+ public:
+  PipelineRunner(const PipelineSpec& spec, const Clock* clock);
+  ~PipelineRunner();
+
+  const std::string& id() const { return id_; }
+  const PipelineSpec& spec() const { return spec_; }
+  PipelineStatus status() const { return status_.load(); }
+  std::vector<const ComponentStats*> cards() const;
+  // Queue depths for metrics: ("edge:<upstream>" | "output[i]", depth).
+  std::vector<std::pair<std::string, size_t>> QueueDepths() const;
+
+  // ---- wiring, before Start ----
+  void SetInput(std::unique_ptr<Input> input, std::unique_ptr<ComponentStats> card);
+  void SetUpstreamInbox(std::unique_ptr<Inbox> inbox, std::unique_ptr<ComponentStats> card);
+  void AddTransform(std::unique_ptr<Transform> t, std::unique_ptr<ComponentStats> card);
+  // Runs the chain one message at a time: set when two transforms of the
+  // chain share a bucket and one writes it, so that a message sees exactly
+  // the state the messages before it left, whatever the batch size.
+  void SetPerMessage(bool on) { per_message_ = on; }
+  void AddOutput(std::unique_ptr<OutputRunner> out, std::unique_ptr<ComponentStats> card);
+  // Batches this pipeline emits go also to `lane` of `inbox`.
+  void AddDownstream(Inbox* inbox, size_t lane) { downstream_.push_back({inbox, lane}); }
+  Inbox* upstream_inbox() { return inbox_.get(); }
+  bool is_source() const { return inbox_ == nullptr; }
+  Input* input() { return input_.get(); }
+  Transform* transform(size_t i) { return transforms_[i].get(); }
+  OutputRunner* output(size_t i) { return outputs_[i].get(); }
+
+  // Under checkpointing: barriers snapshot this pipeline into `cp` for
+  // `region`; `buckets` are the buckets its transforms write.
+  void SetCheckpointing(Checkpointer* cp, size_t region, std::vector<Bucket*> buckets);
+  // Asks a source pipeline to take barrier `id` between two batches; with
+  // `stop_after` it reads nothing more after it (a savepoint).
+  void RequestBarrier(uint64_t id, bool stop_after);
+  // The pipeline's units (input position, stateful transforms) as they are
+  // now. Called on the pipeline thread at a barrier, or before Start.
+  // `id` is the barrier (0: the checkpoint at start).
+  std::vector<checkpoint::UnitState> CollectUnits(uint64_t id);
+  // A checkpoint of its region holding `units` committed: tells the input.
+  // Called on the checkpoint thread.
+  void Committed(const std::vector<checkpoint::UnitState>& units);
+  size_t region() const { return region_; }
+  const std::vector<Bucket*>& written_buckets() const { return written_buckets_; }
+
+  void Start();
+  // Graceful stop of a source pipeline: stop reading, drain what transforms
+  // hold, send kEnd downstream and to the outputs. Downstream pipelines stop
+  // when every upstream lane has ended.
+  void RequestStop();
+  void Join();
+  // Releases threads blocked on full queues; used when a graceful stop is
+  // abandoned.
+  void Abort();
+
+ private:
+  void Run();
+  void RunChain(Batch batch, size_t first);
+  // Runs transforms [first, end) over `batch` in place; false if one failed
+  // (the batch is dropped, the card says why).
+  bool RunTransforms(Batch* batch, size_t first);
+  void Emit(Batch batch);
+  void TickTransforms(int64_t now_ms);
+  bool ReadSource(Batch* batch);
+  bool ReadUpstream(Batch* batch, bool* all_ended);
+  void SleepUnlessStopped(int64_t ms);
+  void DoBarrier(uint64_t id);
+  void OnUpstreamBarrier(size_t lane, uint64_t id);
+
+  const std::string id_;
+  const PipelineSpec spec_;
+  const Clock* clock_;
+  std::unique_ptr<Input> input_;
+  std::unique_ptr<Inbox> inbox_;
+  std::vector<bool> lane_ended_;
+  std::vector<std::unique_ptr<Transform>> transforms_;
+  std::vector<std::unique_ptr<OutputRunner>> outputs_;
+  std::vector<std::unique_ptr<ComponentStats>> cards_;  // input, transforms..., outputs...
+  ComponentStats* input_card_ = nullptr;
+  std::vector<ComponentStats*> transform_cards_;
+  struct Edge {
+    Inbox* inbox;
+    size_t lane;
+  };
+  std::vector<Edge> downstream_;
+
+  Checkpointer* checkpointer_ = nullptr;
+  size_t region_ = 0;
+  std::vector<Bucket*> written_buckets_;
+  std::vector<bool> saved_once_;          // per transform, pipeline thread only
+  std::atomic<uint64_t> requested_barrier_{0};
+  std::atomic<uint64_t> stop_after_barrier_{0};
+  uint64_t done_barrier_ = 0;             // pipeline thread only
+  std::vector<uint64_t> lane_barrier_;    // newest barrier seen per lane; pipeline thread only
+  uint64_t aligning_ = 0;                 // the barrier being aligned; pipeline thread only
+
+  std::atomic<PipelineStatus> status_{PipelineStatus::kStarting};
+  std::atomic<bool> stop_{false};
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool input_done_ = false;       // pipeline thread only
+  bool per_message_ = false;
+  bool past_savepoint_ = false;  // pipeline thread only: no timer releases after it
+  int64_t backoff_ms_ = 0;        // pipeline thread only
+  int64_t last_tick_ms_ = 0;      // pipeline thread only
+  std::thread thread_;
+};
+
+struct EngineOptions {
+  const Clock* clock = SystemClock::Get();
+  bool checkpointing = false;
+  std::string state_dir;  // with checkpointing: where http inputs keep their logs
+  // With checkpointing: where checkpoints go, what was recovered, and when.
+  checkpoint::Store* store = nullptr;
+  // Restored units; two-phase outputs may make a region fall back (Store::FallBack).
+  std::map<std::string, checkpoint::RestoredUnit>* restored = nullptr;
+  int64_t checkpoint_interval_ms = 10000;
+  int64_t checkpoint_timeout_ms = 60000;
+  // How long a graceful stop (or a graph change) waits for its savepoint.
+  int64_t stop_timeout_ms = 30000;
+  size_t edge_queue_batches = 8;    // per edge lane
+  size_t output_queue_batches = 8;  // in front of each output
+  // Where http inputs register their paths; the engine's own when null. A
+  // server that rebuilds its engine keeps one router for the listener.
+  IngestRouter* ingest = nullptr;
+};
+
+// Builds every component of `spec` once, without starting anything, and
+// records their semantic errors (bad expressions, bad option values). Used by
+// `kayak check` and before a server starts. Safe on a spec with load errors.
+// `checkpointing`: whether the server runs with a state directory (`kayak
+// check` cannot know, and assumes one).
+void ValidateComponents(const GraphSpec& spec, ErrorList* errors, bool checkpointing = true);
+
+// Pipelines joined by an edge or by a bucket they share form a region: they
+// are checkpointed together, and a graph change stops and rebuilds whole
+// regions. For each pipeline of `spec`, the index of the first pipeline of
+// its region.
+std::vector<size_t> GroupIntoRegions(const GraphSpec& spec);
+
+// One region of a graph as a graph of its own: its pipelines (upstreams
+// first) and the buckets they use. Buckets no pipeline uses form one more
+// part without pipelines.
+struct RegionSpec {
+  std::string name;  // its smallest pipeline id; "" for the unused buckets
+  // The config text of its pipelines and buckets: equal keys, same region.
+  std::string key;
+  std::set<std::string> bucket_names;
+  GraphSpec spec;
+};
+std::vector<RegionSpec> SplitIntoRegions(const GraphSpec& spec);
+
+class Engine {
+ public:
+  // Builds every component. Component errors (a bad expression, a bad option
+  // value) are added to `errors` with their place in the file; then nullptr.
+  // State that cannot be restored (a checkpoint to fall back to that cannot
+  // be read) sets `*fatal`, if given, and returns nullptr.
+  static std::unique_ptr<Engine> Build(const GraphSpec& spec, const ComponentRegistry& registry,
+                                       const EngineOptions& options, ErrorList* errors,
+                                       Status* fatal = nullptr);
+  ~Engine();
+
+  void Start();
+  // Graceful stop: sources stop reading, in-flight batches drain to the
+  // outputs, every thread is joined. With checkpointing, a savepoint first;
+  // a region that does not commit it within options.stop_timeout_ms (an
+  // output stuck retrying, say) is aborted instead: its in-flight batches are
+  // dropped and the next start replays them from its last committed
+  // checkpoint. Returns those regions (empty: a clean stop).
+  std::vector<Checkpointer::Missed> Stop();
+
+  const std::vector<std::unique_ptr<PipelineRunner>>& pipelines() const { return pipelines_; }
+  PipelineRunner* Find(const std::string& id) const;
+  BucketRegistry& buckets() { return buckets_; }
+  // The paths http inputs serve; the listener looks requests up here.
+  IngestRouter* ingest() { return options_.ingest != nullptr ? options_.ingest : &ingest_; }
+  const Clock* clock() const { return options_.clock; }
+  int64_t checkpoint_interval_ms() const { return options_.checkpoint_interval_ms; }
+  // nullptr without a state directory.
+  Checkpointer* checkpointer() { return checkpointer_.get(); }
+
+ private:
+  explicit Engine(EngineOptions options) : options_(options) {}
+  Status SetUpCheckpointing(const GraphSpec& spec);
+  // Before restoring: asks each two-phase output whether the checkpoint it
+  // is about to restore was committed to it, and makes the region restore
+  // the one before where it was not.
+  Status ConfirmTwoPhaseCommits(const GraphSpec& spec);
+  Status CommitInitialCheckpoint();
+
+  EngineOptions options_;
+  IngestRouter ingest_;  // before the pipelines: their inputs unregister from it
+  BucketRegistry buckets_;
+  std::vector<std::unique_ptr<PipelineRunner>> pipelines_;  // upstreams first
+  std::unique_ptr<Checkpointer> checkpointer_;
+  bool started_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace kayak

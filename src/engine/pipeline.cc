@@ -1,0 +1,552 @@
+#include <algorithm>
+
+#include "common/log.h"
+#include "engine/engine.h"
+
+namespace kayak {
+
+namespace {
+constexpr int64_t kReadWaitMs = 100;   // longest a pipeline waits for input before ticking
+constexpr int64_t kTickEveryMs = 100;  // transform ticks (buffer release, idle expiry)
+constexpr int64_t kBackoffMaxMs = 5000;
+}  // namespace
+
+const char* PipelineStatusName(PipelineStatus s) {
+  switch (s) {
+    case PipelineStatus::kStarting: return "starting";
+    case PipelineStatus::kRunning: return "running";
+    case PipelineStatus::kFinished: return "finished";
+    case PipelineStatus::kFailed: return "failed";
+    case PipelineStatus::kStopped: return "stopped";
+  }
+  return "unknown";
+}
+
+// ---------------- OutputRunner ----------------
+
+OutputRunner::OutputRunner(std::unique_ptr<Output> output, ComponentStats* stats,
+                           RetryPolicy retry, size_t queue_batches, const Clock* clock)
+    : output_(std::move(output)),
+      stats_(stats),
+      retry_(retry),
+      clock_(clock),
+      queue_(1, queue_batches) {}
+
+OutputRunner::~OutputRunner() {
+  if (thread_.joinable()) {
+    Abort();
+    Join();
+  }
+}
+
+void OutputRunner::Start() { thread_ = std::thread([this] { Run(); }); }
+
+void OutputRunner::Join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void OutputRunner::Abort() {
+  {
+    std::lock_guard lock(decide_mu_);
+    aborted_ = true;
+  }
+  decide_cv_.notify_all();
+  queue_.Close();
+}
+
+void OutputRunner::Decide(uint64_t id, bool committed) {
+  {
+    std::lock_guard lock(decide_mu_);
+    decided_ = std::max(decided_, id);
+    if (committed) committed_ = std::max(committed_, id);
+  }
+  decide_cv_.notify_all();
+}
+
+void OutputRunner::Backoff(int64_t ms) {
+  std::unique_lock lock(decide_mu_);
+  decide_cv_.wait_for(lock, std::chrono::milliseconds(ms), [&] { return aborted_.load(); });
+}
+
+void OutputRunner::AwaitDecision(uint64_t id) {
+  {
+    std::unique_lock lock(decide_mu_);
+    decide_cv_.wait(lock, [&] { return decided_ >= id || aborted_; });
+    // Abandoned: what the checkpoint covered stays pending and goes with the
+    // next one.
+    if (committed_ != id) return;
+  }
+  int64_t backoff = retry_.base_ms;
+  for (int64_t attempt = 1; !aborted_; ++attempt) {
+    Status st = output_->CommitCheckpoint(id);
+    if (st.ok()) {
+      checkpointer_->OutputCommitted(region_, id);
+      return;
+    }
+    stats_->RecordError("commit of checkpoint " + std::to_string(id) + ": " + st.message());
+    KLOG_WARN("output {} ({}): cannot commit checkpoint {} (attempt {}): {}", stats_->name(),
+              stats_->type(), id, attempt, st.message());
+    if (!st.retryable()) {
+      stats_->SetState(ComponentState::kFailed);
+      return;
+    }
+    stats_->SetState(ComponentState::kRetrying);
+    Backoff(backoff);
+    backoff = std::min(retry_.max_ms, backoff * 2);
+  }
+}
+
+bool OutputRunner::WriteWithRetry(const Batch& batch) {
+  int64_t backoff = retry_.base_ms;
+  for (int64_t attempt = 1;; ++attempt) {
+    // An output that could not start is retried like a failed write.
+    Status st = opened_ ? Status::Ok() : output_->Open();
+    if (st.ok() && !opened_) {
+      opened_ = true;
+      KLOG_INFO("output {} ({}) started", stats_->name(), stats_->type());
+    }
+    if (st.ok()) st = output_->Write(batch);
+    if (st.ok()) {
+      stats_->SetState(ComponentState::kRunning);
+      return true;
+    }
+    stats_->RecordError(st.message());
+    KLOG_WARN("output {} ({}): write failed (attempt {}): {}", stats_->name(), stats_->type(),
+              attempt, st.message());
+    // Under checkpointing a batch is never dropped: committing past it would
+    // lose it. It is retried, holding the pipeline, until the output takes it.
+    const bool give_up = checkpointer_ == nullptr &&
+                         (!st.retryable() || attempt >= retry_.max_attempts);
+    if (give_up || aborted_) {
+      KLOG_ERROR("output {} ({}): dropped a batch of {} messages: {}", stats_->name(),
+                 stats_->type(), batch.size(), st.message());
+      stats_->SetState(st.retryable() ? ComponentState::kRunning : ComponentState::kFailed);
+      return false;
+    }
+    stats_->SetState(ComponentState::kRetrying);
+    Backoff(backoff);
+    backoff = std::min(retry_.max_ms, backoff * 2);
+  }
+}
+
+Status OutputRunner::InitialCheckpoint(checkpoint::UnitState* unit) {
+  Status st = output_->Open();
+  opened_ = st.ok();
+  initial_open_ = true;
+  open_status_ = st;
+  if (!st.ok()) return st;
+  *unit = checkpoint::UnitState{unit_, fingerprint_, std::string()};
+  return output_->Checkpoint(0, &*unit->data);
+}
+
+void OutputRunner::Run() {
+  Status st = initial_open_ ? open_status_ : output_->Open();
+  opened_ = st.ok();
+  if (!opened_) {
+    stats_->RecordError(st.message());
+    KLOG_ERROR("output {} ({}) cannot start: {}; retrying with each batch", stats_->name(),
+               stats_->type(), st.message());
+    stats_->SetState(ComponentState::kRetrying);
+  } else {
+    stats_->SetState(ComponentState::kRunning);
+  }
+  while (!aborted_) {
+    Item item;
+    size_t lane = 0;
+    if (!queue_.Pop(&item, &lane, 500)) {
+      if (opened_) output_->Tick(clock_->NowMs());
+      continue;
+    }
+    if (item.kind == Item::Kind::kEnd) break;
+    if (item.kind == Item::Kind::kBarrier) {
+      if (checkpointer_ == nullptr) continue;
+      checkpoint::UnitState u{unit_, fingerprint_, std::string()};
+      Status cst = opened_ ? Status::Ok() : output_->Open();
+      if (cst.ok()) {
+        opened_ = true;
+        cst = output_->Checkpoint(item.barrier_id, &*u.data);
+      }
+      if (!cst.ok()) {
+        // No ack: this checkpoint cannot commit and will be abandoned.
+        stats_->RecordError("checkpoint " + std::to_string(item.barrier_id) + ": " + cst.message());
+        KLOG_ERROR("output {} ({}) cannot make its writes durable for checkpoint {}: {}",
+                   stats_->name(), stats_->type(), item.barrier_id, cst.message());
+        continue;
+      }
+      std::vector<checkpoint::UnitState> units;
+      units.push_back(std::move(u));
+      checkpointer_->Ack(region_, item.barrier_id, std::move(units));
+      if (two_phase_) AwaitDecision(item.barrier_id);
+      continue;
+    }
+    if (item.kind != Item::Kind::kBatch) continue;
+    const size_t n = item.batch->size();
+    stats_->AddIn(n);
+    if (WriteWithRetry(*item.batch)) stats_->AddOut(n);
+  }
+  if (opened_) {
+    Status c = output_->Close();
+    if (!c.ok()) stats_->RecordError(c.message());
+  }
+  stats_->SetState(ComponentState::kStopped);
+}
+
+// ---------------- PipelineRunner ----------------
+
+PipelineRunner::PipelineRunner(const PipelineSpec& spec, const Clock* clock)
+    : id_(spec.id), spec_(spec), clock_(clock) {}
+
+PipelineRunner::~PipelineRunner() {
+  if (thread_.joinable()) {
+    Abort();
+    Join();
+  }
+}
+
+std::vector<const ComponentStats*> PipelineRunner::cards() const {
+  std::vector<const ComponentStats*> out;
+  for (const auto& c : cards_) out.push_back(c.get());
+  return out;
+}
+
+std::vector<std::pair<std::string, size_t>> PipelineRunner::QueueDepths() const {
+  std::vector<std::pair<std::string, size_t>> out;
+  if (inbox_) {
+    for (size_t i = 0; i < inbox_->lanes() && i < spec_.upstreams.size(); ++i) {
+      out.emplace_back("edge:" + spec_.upstreams[i], inbox_->Depth(i));
+    }
+  }
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    out.emplace_back("outputs[" + std::to_string(i) + "]", outputs_[i]->queue().TotalDepth());
+  }
+  return out;
+}
+
+
+void PipelineRunner::SetInput(std::unique_ptr<Input> input, std::unique_ptr<ComponentStats> card) {
+  input_ = std::move(input);
+  input_card_ = card.get();
+  cards_.insert(cards_.begin(), std::move(card));
+}
+
+void PipelineRunner::SetUpstreamInbox(std::unique_ptr<Inbox> inbox,
+                                      std::unique_ptr<ComponentStats> card) {
+  inbox_ = std::move(inbox);
+  lane_ended_.assign(inbox_->lanes(), false);
+  input_card_ = card.get();
+  cards_.insert(cards_.begin(), std::move(card));
+}
+
+void PipelineRunner::AddTransform(std::unique_ptr<Transform> t,
+                                  std::unique_ptr<ComponentStats> card) {
+  transforms_.push_back(std::move(t));
+  transform_cards_.push_back(card.get());
+  cards_.push_back(std::move(card));
+}
+
+void PipelineRunner::AddOutput(std::unique_ptr<OutputRunner> out,
+                               std::unique_ptr<ComponentStats> card) {
+  outputs_.push_back(std::move(out));
+  cards_.push_back(std::move(card));
+}
+
+void PipelineRunner::SetCheckpointing(Checkpointer* cp, size_t region,
+                                      std::vector<Bucket*> buckets) {
+  checkpointer_ = cp;
+  region_ = region;
+  written_buckets_ = std::move(buckets);
+}
+
+void PipelineRunner::RequestBarrier(uint64_t id, bool stop_after) {
+  {
+    std::lock_guard lock(stop_mu_);
+    if (stop_after) stop_after_barrier_ = id;
+    if (id > requested_barrier_) requested_barrier_ = id;
+  }
+  stop_cv_.notify_all();
+}
+
+std::vector<checkpoint::UnitState> PipelineRunner::CollectUnits(uint64_t id) {
+  std::vector<checkpoint::UnitState> units;
+  const bool full = checkpointer_->FullSave(region_, id);
+  if (input_) {
+    units.push_back({"p." + id_ + ".input", spec_.input.fingerprint, input_->SavePosition()});
+  }
+  saved_once_.resize(transforms_.size(), false);
+  for (size_t i = 0; i < transforms_.size(); ++i) {
+    Transform* t = transforms_[i].get();
+    if (!t->Stateful()) continue;
+    checkpoint::UnitState u{"p." + id_ + ".t" + std::to_string(i), spec_.transforms[i].fingerprint,
+                            std::nullopt};
+    if (!saved_once_[i] || full || t->StateChanged()) {
+      u.data.emplace();
+      t->SaveState(&*u.data);
+      saved_once_[i] = true;
+    }
+    units.push_back(std::move(u));
+  }
+  return units;
+}
+
+void PipelineRunner::Committed(const std::vector<checkpoint::UnitState>& units) {
+  if (!input_) return;
+  const std::string unit = "p." + id_ + ".input";
+  for (const auto& u : units) {
+    if (u.unit == unit && u.data) {
+      input_->Committed(*u.data);
+      return;
+    }
+  }
+}
+
+void PipelineRunner::DoBarrier(uint64_t id) {
+  done_barrier_ = id;
+  // Past a savepoint's barrier nothing is released by a timer: what the
+  // transforms hold is in the savepoint, and released after the restart.
+  if (checkpointer_->IsSavepoint(region_, id)) past_savepoint_ = true;
+  auto t0 = std::chrono::steady_clock::now();
+  checkpointer_->Ack(region_, id, CollectUnits(id));
+  auto paused = std::chrono::steady_clock::now() - t0;
+  // The barrier travels behind everything sent before it. (A full queue
+  // blocks here as it would for a batch: backpressure, not a pause.)
+  for (auto& o : outputs_) o->Push(Item{Item::Kind::kBarrier, nullptr, id});
+  for (auto& e : downstream_) e.inbox->Push(e.lane, Item{Item::Kind::kBarrier, nullptr, id});
+  // Writers of a shared bucket meet here before any writes past the cut.
+  t0 = std::chrono::steady_clock::now();
+  for (Bucket* b : written_buckets_) checkpointer_->ArriveAtBucket(region_, id, b);
+  paused += std::chrono::steady_clock::now() - t0;
+  checkpointer_->BarrierPause(
+      region_, id, std::chrono::duration_cast<std::chrono::microseconds>(paused).count());
+}
+
+void PipelineRunner::OnUpstreamBarrier(size_t lane, uint64_t id) {
+  if (checkpointer_ == nullptr || id <= done_barrier_) return;
+  lane_barrier_.resize(inbox_->lanes(), 0);
+  lane_barrier_[lane] = std::max(lane_barrier_[lane], id);
+  aligning_ = std::max(aligning_, id);
+  // Hold each lane whose barrier arrived; keep reading the others.
+  bool all = true;
+  for (size_t i = 0; i < lane_barrier_.size(); ++i) {
+    const bool arrived = lane_ended_[i] || lane_barrier_[i] >= aligning_;
+    inbox_->SetHeld(i, arrived && !lane_ended_[i]);
+    all = all && arrived;
+  }
+  if (!all) return;
+  DoBarrier(aligning_);
+  for (size_t i = 0; i < lane_barrier_.size(); ++i) inbox_->SetHeld(i, false);
+}
+
+void PipelineRunner::Start() {
+  for (auto& o : outputs_) o->Start();
+  thread_ = std::thread([this] { Run(); });
+}
+
+void PipelineRunner::RequestStop() {
+  {
+    std::lock_guard lock(stop_mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+}
+
+void PipelineRunner::Join() {
+  if (thread_.joinable()) thread_.join();
+  for (auto& o : outputs_) o->Join();
+}
+
+void PipelineRunner::Abort() {
+  RequestStop();
+  if (inbox_) inbox_->Close();
+  for (auto& o : outputs_) o->Abort();
+  for (auto& e : downstream_) e.inbox->Close();
+}
+
+void PipelineRunner::SleepUnlessStopped(int64_t ms) {
+  std::unique_lock lock(stop_mu_);
+  stop_cv_.wait_for(lock, std::chrono::milliseconds(ms),
+                    [&] { return stop_.load() || requested_barrier_.load() > done_barrier_; });
+}
+
+bool PipelineRunner::ReadSource(Batch* batch) {
+  if (input_done_) {
+    SleepUnlessStopped(kReadWaitMs);
+    return false;
+  }
+  bool finished = false;
+  Status st = input_->Read(batch, kReadWaitMs, &finished);
+  if (!st.ok()) {
+    input_card_->RecordError(st.message());
+    if (st.retryable()) {
+      input_card_->SetState(ComponentState::kRetrying);
+      backoff_ms_ = backoff_ms_ == 0 ? 100 : std::min(kBackoffMaxMs, backoff_ms_ * 2);
+      KLOG_WARN("pipeline {}: input {} failed, retrying in {} ms: {}", id_,
+                input_card_->type(), backoff_ms_, st.message());
+      SleepUnlessStopped(backoff_ms_);
+    } else {
+      KLOG_ERROR("pipeline {}: input {} failed: {}", id_, input_card_->type(), st.message());
+      input_card_->SetState(ComponentState::kFailed);
+      status_ = PipelineStatus::kFailed;
+      input_done_ = true;
+    }
+  } else {
+    backoff_ms_ = 0;
+    if (input_card_->state() == ComponentState::kRetrying) {
+      input_card_->SetState(ComponentState::kRunning);
+    }
+  }
+  if (finished && !input_done_) {
+    input_done_ = true;
+    input_card_->SetState(ComponentState::kFinished);
+    status_ = PipelineStatus::kFinished;
+    KLOG_INFO("pipeline {}: input {} finished", id_, input_card_->type());
+  }
+  if (!batch->empty()) {
+    input_card_->AddIn(batch->size());
+    input_card_->AddOut(batch->size());
+  }
+  return !batch->empty();
+}
+
+bool PipelineRunner::ReadUpstream(Batch* batch, bool* all_ended) {
+  Item item;
+  size_t lane = 0;
+  if (!inbox_->Pop(&item, &lane, kReadWaitMs)) return false;
+  if (item.kind == Item::Kind::kEnd) {
+    lane_ended_[lane] = true;
+    *all_ended = std::all_of(lane_ended_.begin(), lane_ended_.end(), [](bool b) { return b; });
+    // An ended lane no longer holds up alignment.
+    if (!*all_ended && aligning_ > done_barrier_) OnUpstreamBarrier(lane, aligning_);
+    return false;
+  }
+  if (item.kind == Item::Kind::kBarrier) {
+    OnUpstreamBarrier(lane, item.barrier_id);
+    return false;
+  }
+  if (item.kind != Item::Kind::kBatch || item.batch->empty()) return false;
+  // Batches are shared with siblings; this pipeline transforms its own copy.
+  batch->messages = item.batch->messages;
+  input_card_->AddIn(batch->size());
+  input_card_->AddOut(batch->size());
+  return true;
+}
+
+void PipelineRunner::Run() {
+  for (auto* c : transform_cards_) c->SetState(ComponentState::kRunning);
+  if (input_) {
+    Status st = input_->Open();
+    if (!st.ok()) {
+      input_card_->RecordError(st.message());
+      input_card_->SetState(ComponentState::kFailed);
+      KLOG_ERROR("pipeline {}: input {} cannot start: {}", id_, input_card_->type(),
+                 st.message());
+      status_ = PipelineStatus::kFailed;
+      input_done_ = true;
+    } else {
+      input_card_->SetState(ComponentState::kRunning);
+    }
+  } else {
+    input_card_->SetState(ComponentState::kRunning);
+  }
+  // Running once the input is open (an http input serves from then on).
+  if (status_ != PipelineStatus::kFailed) status_ = PipelineStatus::kRunning;
+  last_tick_ms_ = MonotonicMs();
+  while (true) {
+    Batch batch;
+    if (input_) {
+      const uint64_t want = requested_barrier_.load();
+      if (checkpointer_ != nullptr && want > done_barrier_) {
+        DoBarrier(want);
+        if (stop_after_barrier_.load() == want) break;  // a savepoint: nothing after it
+      }
+      if (stop_) break;
+      if (ReadSource(&batch)) RunChain(std::move(batch), 0);
+    } else {
+      bool all_ended = false;
+      if (ReadUpstream(&batch, &all_ended)) RunChain(std::move(batch), 0);
+      // Only an abort stops a downstream pipeline before its upstreams end
+      // (its inbox is closed then, and their ends may never arrive).
+      if (all_ended || stop_) break;
+    }
+    const int64_t mono = MonotonicMs();
+    if (mono - last_tick_ms_ >= kTickEveryMs) {
+      last_tick_ms_ = mono;
+      TickTransforms(clock_->NowMs());
+      if (input_) input_card_->SetPosition(input_->Position());
+    }
+  }
+  // Graceful stop without a state dir: an input that acknowledged data it
+  // has not handed over yet (the http input's queue) gives it up first.
+  if (input_ && checkpointer_ == nullptr && !input_done_ && input_->StopAccepting()) {
+    for (Batch rest; ReadSource(&rest); rest = Batch{}) RunChain(std::move(rest), 0);
+  }
+  // Graceful stop without a state dir: release what transforms hold so
+  // nothing accepted is lost. With one, the savepoint holds it instead.
+  for (size_t i = 0; checkpointer_ == nullptr && i < transforms_.size(); ++i) {
+    Batch held;
+    transforms_[i]->Drain(&held);
+    if (!held.empty()) RunChain(std::move(held), i + 1);
+  }
+  for (auto& o : outputs_) o->Push(Item{Item::Kind::kEnd, nullptr, 0});
+  for (auto& e : downstream_) e.inbox->Push(e.lane, Item{Item::Kind::kEnd, nullptr, 0});
+  if (input_card_->state() != ComponentState::kFailed) {
+    input_card_->SetState(ComponentState::kStopped);
+  }
+  for (auto* c : transform_cards_) c->SetState(ComponentState::kStopped);
+  if (status_ != PipelineStatus::kFailed) status_ = PipelineStatus::kStopped;
+}
+
+void PipelineRunner::TickTransforms(int64_t now_ms) {
+  if (past_savepoint_) return;
+  for (size_t i = 0; i < transforms_.size(); ++i) {
+    Batch due;
+    transforms_[i]->Tick(now_ms, &due);
+    if (!due.empty()) {
+      transform_cards_[i]->AddOut(due.size());
+      RunChain(std::move(due), i + 1);
+    }
+  }
+}
+
+void PipelineRunner::RunChain(Batch batch, size_t first) {
+  if (!per_message_ || batch.size() <= 1) {
+    if (RunTransforms(&batch, first)) Emit(std::move(batch));
+    return;
+  }
+  Batch out;
+  out.messages.reserve(batch.size());
+  Batch one;
+  for (auto& m : batch.messages) {
+    one.messages.clear();
+    one.messages.push_back(std::move(m));
+    if (!RunTransforms(&one, first)) continue;
+    for (auto& r : one.messages) out.messages.push_back(std::move(r));
+  }
+  Emit(std::move(out));
+}
+
+bool PipelineRunner::RunTransforms(Batch* batch, size_t first) {
+  for (size_t i = first; i < transforms_.size(); ++i) {
+    ComponentStats* card = transform_cards_[i];
+    card->AddIn(batch->size());
+    Status st = transforms_[i]->Process(batch);
+    if (!st.ok()) {
+      card->RecordError(st.message());
+      KLOG_WARN("pipeline {}: transform {} ({}) dropped a batch of {} messages: {}", id_,
+                card->name(), card->type(), batch->size(), st.message());
+      return false;
+    }
+    card->AddOut(batch->size());
+    if (batch->empty()) return false;
+  }
+  return true;
+}
+
+void PipelineRunner::Emit(Batch batch) {
+  if (batch.empty()) return;
+  for (auto& m : batch.messages) m.Seal();
+  auto shared = std::make_shared<const Batch>(std::move(batch));
+  for (auto& o : outputs_) o->Push(Item{Item::Kind::kBatch, shared, 0});
+  for (auto& e : downstream_) e.inbox->Push(e.lane, Item{Item::Kind::kBatch, shared, 0});
+}
+
+}  // namespace kayak

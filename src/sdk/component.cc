@@ -1,0 +1,48 @@
+// The parts of the component SDK (include/kayak/component.h) that are code:
+// the card every component reports on.
+#include "kayak/component.h"
+
+#include "common/clock.h"
+
+namespace kayak {
+
+const char* ComponentStateName(ComponentState s) {
+  switch (s) {
+    case ComponentState::kStarting: return "starting";
+    case ComponentState::kRunning: return "running";
+    case ComponentState::kRetrying: return "retrying";
+    case ComponentState::kFailed: return "failed";
+    case ComponentState::kStopped: return "stopped";
+    case ComponentState::kFinished: return "finished";
+  }
+  return "unknown";
+}
+
+void ComponentStats::SetState(ComponentState s) {
+  if (state_.exchange(static_cast<int>(s)) != static_cast<int>(s)) {
+    state_since_ms_.store(SystemClock::Get()->NowMs(), std::memory_order_relaxed);
+  }
+}
+
+void ComponentStats::RecordError(const std::string& message, uint64_t count) {
+  errors_.fetch_add(count, std::memory_order_relaxed);
+  std::lock_guard lock(mu_);
+  last_error_ = message;
+}
+
+std::string ComponentStats::last_error() const {
+  std::lock_guard lock(mu_);
+  return last_error_;
+}
+
+void ComponentStats::SetPosition(std::string position) {
+  std::lock_guard lock(mu_);
+  position_ = std::move(position);
+}
+
+std::string ComponentStats::position() const {
+  std::lock_guard lock(mu_);
+  return position_;
+}
+
+}  // namespace kayak

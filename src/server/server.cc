@@ -1,0 +1,504 @@
+#include "server/server.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/version.hpp>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+#include "kayak/ingest.h"
+
+namespace kayak::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+
+void JsonError(Response* res, unsigned status, const std::string& message) {
+  res->result(status);
+  res->set(bhttp::field::content_type, "application/json");
+  res->body() = nlohmann::json{{"error", message}}.dump();
+}
+
+namespace {
+
+// One I/O thread runs every connection, so a session's handlers never run
+// at once and need no strand; the executor type is concrete so no handler
+// goes through asio's type-erased executor (docs/benchmarks.md).
+using Executor = asio::io_context::executor_type;
+using Socket = asio::basic_stream_socket<tcp, Executor>;
+using Acceptor = asio::basic_socket_acceptor<tcp, Executor>;
+using Clock = std::chrono::steady_clock;
+using Timer = asio::basic_waitable_timer<Clock, asio::wait_traits<Clock>, Executor>;
+
+// A request as read off the wire, in storage its connection reuses: once a
+// keep-alive connection is warm, reading a request allocates nothing.
+struct RequestParts {
+  bhttp::verb method = bhttp::verb::unknown;
+  std::string method_string;
+  std::string target;
+  unsigned version = 11;
+  // Only the first `field_count` are this request's; the rest keep their
+  // capacity for the next request.
+  std::vector<std::pair<std::string, std::string>> fields;
+  size_t field_count = 0;
+  std::string authorization;
+  std::string body;
+
+  void Clear() {
+    method = bhttp::verb::unknown;
+    method_string.clear();
+    target.clear();
+    version = 11;
+    field_count = 0;
+    authorization.clear();
+    body.clear();
+  }
+
+  // The admin API's view: a whole Beast request (allocates; not the hot path).
+  Request ToRequest() const {
+    Request req;
+    if (method == bhttp::verb::unknown) {
+      req.method_string(method_string);
+    } else {
+      req.method(method);
+    }
+    req.target(target);
+    req.version(version);
+    for (size_t i = 0; i < field_count; ++i) req.insert(fields[i].first, fields[i].second);
+    req.body() = body;
+    return req;
+  }
+};
+
+// Beast's HTTP/1 parser (limits, chunked bodies, keep-alive rules) feeding
+// RequestParts instead of a freshly allocated message.
+class RequestReader final : public bhttp::basic_parser<true> {
+ public:
+  explicit RequestReader(RequestParts* parts) : parts_(parts) { parts_->Clear(); }
+
+ private:
+  void on_request_impl(bhttp::verb method, beast::string_view method_str,
+                       beast::string_view target, int version, beast::error_code&) override {
+    parts_->method = method;
+    parts_->method_string.assign(method_str.data(), method_str.size());
+    parts_->target.assign(target.data(), target.size());
+    parts_->version = static_cast<unsigned>(version);
+  }
+  void on_response_impl(int, beast::string_view, int, beast::error_code& ec) override {
+    ec = bhttp::error::bad_method;  // never called for a request parser
+  }
+  void on_field_impl(bhttp::field name, beast::string_view name_str, beast::string_view value,
+                     beast::error_code&) override {
+    auto& fields = parts_->fields;
+    if (parts_->field_count == fields.size()) fields.emplace_back();
+    auto& f = fields[parts_->field_count++];
+    f.first.assign(name_str.data(), name_str.size());
+    f.second.assign(value.data(), value.size());
+    if (name == bhttp::field::authorization) parts_->authorization = f.second;
+  }
+  void on_header_impl(beast::error_code&) override {}
+  void on_body_init_impl(const boost::optional<std::uint64_t>& length,
+                         beast::error_code&) override {
+    if (length) parts_->body.reserve(static_cast<size_t>(*length));
+  }
+  size_t on_body_impl(beast::string_view body, beast::error_code&) override {
+    parts_->body.append(body.data(), body.size());
+    return body.size();
+  }
+  void on_chunk_header_impl(std::uint64_t, beast::string_view, beast::error_code&) override {}
+  size_t on_chunk_body_impl(std::uint64_t, beast::string_view body,
+                            beast::error_code&) override {
+    parts_->body.append(body.data(), body.size());
+    return body.size();
+  }
+  void on_finish_impl(beast::error_code&) override {}
+
+  RequestParts* parts_;
+};
+
+constexpr size_t kReadSize = 16 * 1024;
+
+class Session;
+
+// Answers from an input's writer thread, handed to the I/O thread in one
+// post per batch rather than one per answer. Holds at most one answer per
+// connection (a connection waits for its answer before reading on).
+class AnswerQueue {
+ public:
+  explicit AnswerQueue(Executor ex) : ex_(ex) {}
+  void Push(std::shared_ptr<Session> session, IngestReply reply);
+
+ private:
+  void Drain();
+
+  Executor ex_;
+  std::mutex mu_;
+  std::vector<std::pair<std::shared_ptr<Session>, IngestReply>> queued_;  // guarded by mu_
+  std::vector<std::pair<std::shared_ptr<Session>, IngestReply>> draining_;  // I/O thread only
+};
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(Socket socket, const ServerLimits& limits, const Handler& handler,
+          const AsyncHandler& async, IngestRouter* ingest, AnswerQueue* answers,
+          std::atomic<size_t>* live)
+      : socket_(std::move(socket)),
+        timer_(socket_.get_executor()),
+        buffer_(limits.max_header_bytes + 4 * kReadSize),
+        limits_(limits),
+        handler_(handler),
+        async_(async),
+        ingest_(ingest),
+        answers_(answers),
+        live_(live) {}
+  ~Session() { live_->fetch_sub(1); }
+
+  void Start() {
+    beast::error_code ec;
+    socket_.non_blocking(true, ec);
+    SetDeadline(limits_.read_timeout_ms);  // arms the timer
+    Read();
+  }
+
+ private:
+  // Timeouts: one timer a connection that wakes at the deadline, which each
+  // read and write moves (cheap: no timer operation per request). A
+  // connection whose deadline has passed is closed.
+  void SetDeadline(int ms) {
+    deadline_ = Clock::now() + std::chrono::milliseconds(ms);
+    // Only a deadline earlier than the timer's (an idle timeout shorter than
+    // the read timeout) needs the timer moved.
+    if (deadline_ < armed_at_ && !closed_) Watch();
+  }
+  void Watch() {
+    // While an input holds a post there is no deadline; look again later.
+    armed_at_ = deadline_ == Clock::time_point::max()
+                    ? Clock::now() + std::chrono::milliseconds(limits_.read_timeout_ms)
+                    : deadline_;
+    timer_.expires_at(armed_at_);  // a wait already pending ends with operation_aborted
+    timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (ec || self->closed_) return;
+      if (Clock::now() >= self->deadline_) {
+        self->Close();
+        return;
+      }
+      self->Watch();
+    });
+  }
+
+  void Read() {
+    reader_.emplace(&parts_);
+    reader_->eager(true);
+    reader_->body_limit(limits_.max_body_bytes);
+    reader_->header_limit(limits_.max_header_bytes);
+    // The first request may take the read timeout to arrive; later ones on
+    // a kept-alive connection the shorter of the idle and read timeouts.
+    SetDeadline(first_request_ ? limits_.read_timeout_ms
+                               : std::min(limits_.idle_timeout_ms, limits_.read_timeout_ms));
+    Parse();
+  }
+
+  // Parses what is buffered (a pipelined request may already be there),
+  // reading more while the request is incomplete.
+  void Parse() {
+    while (buffer_.size() > 0) {
+      beast::error_code ec;
+      const size_t n = reader_->put(buffer_.data(), ec);
+      buffer_.consume(n);
+      if (ec == bhttp::error::need_more) break;
+      if (ec) return OnRequest(ec);
+      if (reader_->is_done()) return OnRequest({});
+      if (n == 0) break;
+    }
+    // The parser consumes a body as it comes and bounds the header, so the
+    // buffer holds at most a header and one read.
+    const size_t room = buffer_.max_size() - buffer_.size();
+    if (room == 0) return OnRequest(bhttp::error::header_limit);
+    // Wait for the socket to be readable, then read: an async read would
+    // first try a read that, just after an answer, almost always finds
+    // nothing (one wasted system call a request).
+    socket_.async_wait(Socket::wait_read, [self = shared_from_this(), room](beast::error_code ec) {
+      if (!ec) {
+        const size_t n =
+            self->socket_.read_some(self->buffer_.prepare(std::min(kReadSize, room)), ec);
+        self->buffer_.commit(n);
+      }
+      if (ec == asio::error::would_block) return self->Parse();
+      if (ec) {
+        // End of stream, a reset, the timer closing it: nothing to answer.
+        self->Close();
+        return;
+      }
+      self->Parse();
+    });
+  }
+
+  void OnRequest(beast::error_code ec) {
+    first_request_ = false;
+    res_ = {};
+    res_.version(11);
+    res_.set(bhttp::field::server, "kayak");
+    if (ec == bhttp::error::body_limit) {
+      JsonError(&res_, 413, "the body is larger than limits.max_body_bytes (" +
+                                std::to_string(limits_.max_body_bytes) + " bytes)");
+      keep_alive_ = false;
+    } else if (ec == bhttp::error::header_limit) {
+      JsonError(&res_, 431, "the request headers are too large");
+      keep_alive_ = false;
+    } else if (ec) {
+      JsonError(&res_, 400, "bad request: " + ec.message());
+      keep_alive_ = false;
+    } else {
+      keep_alive_ = reader_->keep_alive();
+      res_.version(parts_.version);
+      if (Ingest()) return;  // answered when the input has logged the post
+      try {
+        const Request req = parts_.ToRequest();
+        if (Async(req)) return;  // answered when the handler says (a graph change)
+        handler_(req, &res_);
+      } catch (const std::exception& e) {
+        KLOG_ERROR("http: handler failed on {}: {}", parts_.target, e.what());
+        res_ = {};
+        res_.version(parts_.version);
+        JsonError(&res_, 500, "internal error");
+      }
+    }
+    Send();
+  }
+
+  // A request for an http input's path: handed to the input, which answers
+  // through a callback from whichever thread logged it.
+  bool Ingest() {
+    if (ingest_ == nullptr) return false;
+    const std::string_view target(parts_.target);
+    auto endpoint = ingest_->Find(target.substr(0, target.find('?')));
+    if (!endpoint) return false;
+    if (parts_.method != bhttp::verb::post) {
+      JsonError(&res_, 405, "an http input takes POST");
+      res_.set(bhttp::field::allow, "POST");
+      Send();
+      return true;
+    }
+    deadline_ = Clock::time_point::max();
+    posting_thread_.store(std::this_thread::get_id());
+    endpoint->Post(parts_.body, parts_.authorization, Replier());
+    posting_thread_.store(std::thread::id());
+    return true;
+  }
+
+  // A request the async handler takes is answered from its thread, through
+  // the answer queue, like a post.
+  bool Async(const Request& req) {
+    if (!async_) return false;
+    deadline_ = Clock::time_point::max();
+    posting_thread_.store(std::this_thread::get_id());
+    const bool taken = async_(req, Replier());
+    posting_thread_.store(std::thread::id());
+    return taken;
+  }
+
+  // The callback that answers a request handed to another thread: at once
+  // when it is called inside the hand-over (an input without a state dir, a
+  // full change queue), else queued for the I/O thread.
+  IngestDone Replier() {
+    return [self = shared_from_this()](IngestReply reply) mutable {
+      if (self->posting_thread_.load() == std::this_thread::get_id()) {
+        self->Answer(std::move(reply));
+        return;
+      }
+      AnswerQueue* q = self->answers_;
+      q->Push(std::move(self), std::move(reply));
+    };
+  }
+
+  // Ingest answers are the hot path: written from one pre-sized string
+  // rather than through Beast's generic serializer (docs/benchmarks.md).
+  friend class AnswerQueue;
+  void Answer(IngestReply reply) {
+    raw_.clear();
+    raw_.append("HTTP/1.");
+    raw_.push_back(parts_.version == 10 ? '0' : '1');
+    raw_.push_back(' ');
+    raw_.append(std::to_string(reply.status));
+    raw_.push_back(' ');
+    const auto reason = bhttp::obsolete_reason(static_cast<bhttp::status>(reply.status));
+    raw_.append(reason.data(), reason.size());
+    raw_.append("\r\nServer: kayak\r\nContent-Type: application/json\r\n"
+                "X-Content-Type-Options: nosniff\r\n");
+    if (reply.retry_after_secs > 0) {
+      raw_.append("Retry-After: " + std::to_string(reply.retry_after_secs) + "\r\n");
+    }
+    if (!keep_alive_) {
+      raw_.append("Connection: close\r\n");
+    } else if (parts_.version == 10) {
+      raw_.append("Connection: keep-alive\r\n");
+    }
+    raw_.append("Content-Length: " + std::to_string(reply.body.size()) + "\r\n\r\n");
+    raw_.append(reply.body);
+    SetDeadline(limits_.read_timeout_ms);
+    asio::async_write(socket_, asio::buffer(raw_),
+                      [self = shared_from_this()](beast::error_code wec, size_t) {
+                        self->AfterWrite(wec);
+                      });
+  }
+
+  void Send() {
+    res_.keep_alive(keep_alive_);
+    res_.set("X-Content-Type-Options", "nosniff");
+    res_.set("Content-Security-Policy", "default-src 'self'; script-src 'self' 'unsafe-inline'; "
+                                        "style-src 'self' 'unsafe-inline'; frame-ancestors 'none'");
+    res_.prepare_payload();
+    SetDeadline(limits_.read_timeout_ms);
+    bhttp::async_write(socket_, res_, [self = shared_from_this()](beast::error_code wec, size_t) {
+      self->AfterWrite(wec);
+    });
+  }
+
+  void AfterWrite(beast::error_code ec) {
+    if (ec || !keep_alive_) {
+      Close();
+      return;
+    }
+    Read();
+  }
+
+  void Close() {
+    if (closed_) return;
+    closed_ = true;
+    beast::error_code ec;
+    socket_.shutdown(tcp::socket::shutdown_send, ec);
+    socket_.close(ec);
+    timer_.cancel();
+  }
+
+  Socket socket_;
+  Timer timer_;
+  Clock::time_point deadline_;
+  Clock::time_point armed_at_ = Clock::time_point::max();  // when the timer wakes
+  beast::flat_buffer buffer_;
+  RequestParts parts_;
+  std::optional<RequestReader> reader_;
+  Response res_;
+  const ServerLimits& limits_;
+  const Handler& handler_;
+  const AsyncHandler& async_;
+  IngestRouter* ingest_;
+  AnswerQueue* answers_;
+  std::atomic<std::thread::id> posting_thread_{};  // set while Post runs
+  std::string raw_;   // an ingest answer being written
+  std::atomic<size_t>* live_;
+  bool keep_alive_ = false;
+  bool first_request_ = true;
+  bool closed_ = false;
+};
+
+void AnswerQueue::Push(std::shared_ptr<Session> session, IngestReply reply) {
+  bool first = false;
+  {
+    std::lock_guard lock(mu_);
+    first = queued_.empty();
+    queued_.emplace_back(std::move(session), std::move(reply));
+  }
+  if (first) asio::post(ex_, [this] { Drain(); });
+}
+
+void AnswerQueue::Drain() {
+  {
+    std::lock_guard lock(mu_);
+    draining_.swap(queued_);
+  }
+  for (auto& [session, reply] : draining_) session->Answer(std::move(reply));
+  draining_.clear();
+}
+
+}  // namespace
+
+// Parsing, checking posts and answering run on one thread: two measured
+// slower on the 2-core test machine (the load generator, the pipeline and
+// the output threads need the other core), and with one, sessions need no
+// strands.
+constexpr int kThreads = 1;
+
+struct Server::Impl {
+  // Sessions left in `io` refer to the members above it; it must go first.
+  ServerLimits limits;
+  Handler handler;
+  AsyncHandler async;
+  IngestRouter* ingest = nullptr;
+  std::atomic<size_t> live{0};
+  asio::io_context io{kThreads};
+  Acceptor acceptor{io.get_executor()};
+  AnswerQueue answers{io.get_executor()};
+  std::vector<std::thread> threads;
+
+  void Accept() {
+    acceptor.async_accept([this](beast::error_code ec, Socket socket) {
+      if (ec == asio::error::operation_aborted) return;
+      if (!ec) {
+        if (live.load() >= limits.max_connections) {
+          KLOG_WARN("http: {} connections open, refusing another", live.load());
+          beast::error_code ignored;
+          socket.close(ignored);
+        } else {
+          live.fetch_add(1);
+          std::make_shared<Session>(std::move(socket), limits, handler, async, ingest, &answers,
+                                    &live)
+              ->Start();
+        }
+      }
+      Accept();
+    });
+  }
+};
+
+Server::Server(std::string host, uint16_t port, ServerLimits limits, Handler handler)
+    : impl_(std::make_unique<Impl>()), host_(std::move(host)), port_(port) {
+  impl_->limits = limits;
+  impl_->handler = std::move(handler);
+}
+
+Server::~Server() { Stop(); }
+
+void Server::SetIngest(IngestRouter* router) { impl_->ingest = router; }
+
+void Server::SetAsyncHandler(AsyncHandler handler) { impl_->async = std::move(handler); }
+
+Status Server::Start() {
+  beast::error_code ec;
+  const auto addr = asio::ip::make_address(host_, ec);
+  if (ec) return Status::Invalid("listen: '" + host_ + "' is not an IP address");
+  const tcp::endpoint ep(addr, port_);
+  auto& acc = impl_->acceptor;
+  acc.open(ep.protocol(), ec);
+  if (!ec) acc.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acc.bind(ep, ec);
+  if (!ec) acc.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Status::Io("cannot listen on " + host_ + ":" + std::to_string(port_) + ": " +
+                      ec.message());
+  }
+  bound_port_ = acc.local_endpoint().port();
+  impl_->Accept();
+  for (int i = 0; i < kThreads; ++i) impl_->threads.emplace_back([this] { impl_->io.run(); });
+  return Status::Ok();
+}
+
+void Server::Stop() {
+  if (!impl_ || impl_->threads.empty()) return;
+  asio::post(impl_->io, [this] {
+    beast::error_code ec;
+    impl_->acceptor.close(ec);
+  });
+  impl_->io.stop();
+  for (auto& t : impl_->threads) t.join();
+  impl_->threads.clear();
+}
+
+}  // namespace kayak::http

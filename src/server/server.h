@@ -1,0 +1,71 @@
+// The HTTP listener (Boost.Beast's parser over Asio sockets): the admin API
+// and the http inputs' paths. One I/O thread (on two cores a second one
+// measured slower, see docs/benchmarks.md) runs every connection; handlers
+// must not block. An http input's post is answered later, when its log says
+// so (group commit), through a queue the I/O thread drains.
+#pragma once
+
+// GCC 12 with -fsanitize=address reports a false -Wmaybe-uninitialized inside
+// Beast's parser (an optional<uint64_t> read only once set), through inlining
+// into the listener.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <boost/beast/http.hpp>
+#pragma GCC diagnostic pop
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kayak/ingest.h"
+#include "kayak/status.h"
+
+namespace kayak::http {
+
+using Request = boost::beast::http::request<boost::beast::http::string_body>;
+using Response = boost::beast::http::response<boost::beast::http::string_body>;
+using Handler = std::function<void(const Request&, Response*)>;
+// A handler that answers later: returns true when it took the request and
+// will call `done` exactly once, from any thread (the answer is written by
+// the I/O thread); false to leave the request to the Handler. Must not block.
+using AsyncHandler = std::function<bool(const Request&, IngestDone done)>;
+
+struct ServerLimits {
+  uint64_t max_body_bytes = 10 * 1024 * 1024;  // larger bodies get 413
+  uint32_t max_header_bytes = 16 * 1024;       // larger headers get 431
+  int read_timeout_ms = 30000;                 // a request must arrive whole within this
+  int idle_timeout_ms = 60000;                 // a keep-alive connection idle this long is closed
+  size_t max_connections = 512;                // further connections are closed at once
+};
+
+class Server {
+ public:
+  Server(std::string host, uint16_t port, ServerLimits limits, Handler handler);
+  ~Server();
+  // Requests for a path an http input registered in `router` go to that
+  // input (answered when it says so) instead of `handler`. Before Start.
+  void SetIngest(IngestRouter* router);
+  // Requests the async handler takes are answered when it says. Before Start.
+  void SetAsyncHandler(AsyncHandler handler);
+  // Binds and starts the I/O thread. An error if the address cannot be bound.
+  Status Start();
+  void Stop();
+  // The bound port (useful when configured as 0).
+  uint16_t port() const { return bound_port_; }
+  const std::string& host() const { return host_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string host_;
+  uint16_t port_;
+  uint16_t bound_port_ = 0;
+};
+
+// A JSON error body: {"error": message}.
+void JsonError(Response* res, unsigned status, const std::string& message);
+
+}  // namespace kayak::http

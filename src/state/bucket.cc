@@ -1,0 +1,283 @@
+#include "state/bucket.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "common/format.h"
+
+namespace kayak {
+
+namespace {
+
+// The values of add/min/max/count entries are numbers: read those without
+// the general JSON parser (a restore of 1M keys is mostly this). The result
+// is what nlohmann's parser gives: unsigned for a non-negative integer,
+// signed for a negative one, double otherwise. False: not a plain number.
+bool ParseNumber(const std::string& s, Json* out) {
+  if (s.empty() || s.size() > 64) return false;
+  const char* b = s.data();
+  const char* e = b + s.size();
+  const bool neg = *b == '-';
+  const char* digits = neg ? b + 1 : b;
+  if (digits == e || *digits < '0' || *digits > '9') return false;
+  if (*digits == '0' && digits + 1 < e && digits[1] >= '0' && digits[1] <= '9') return false;
+  bool integral = true;
+  for (const char* p = digits; p < e; ++p) {
+    const char c = *p;
+    if (c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
+      integral = false;
+    } else if (c < '0' || c > '9') {
+      return false;
+    }
+  }
+  if (integral) {
+    if (neg) {
+      int64_t v = 0;
+      auto r = std::from_chars(b, e, v);
+      if (r.ec != std::errc() || r.ptr != e) return false;
+      *out = v;
+    } else {
+      uint64_t v = 0;
+      auto r = std::from_chars(b, e, v);
+      if (r.ec != std::errc() || r.ptr != e) return false;
+      *out = v;
+    }
+    return true;
+  }
+  // JSON's number grammar is stricter than from_chars': leave the odd cases
+  // ("1.", ".5", "1e") to the parser.
+  const char* dot = std::find(digits, e, '.');
+  if (dot != e && (dot + 1 == e || dot[1] < '0' || dot[1] > '9')) return false;
+  if (e[-1] < '0' || e[-1] > '9') return false;
+  double v = 0;
+  auto r = std::from_chars(b, e, v);
+  if (r.ec != std::errc() || r.ptr != e) return false;
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+Status Bucket::Update(const std::string& key, int64_t now_ms,
+                      const std::function<Status(Json& value, bool existed)>& update,
+                      Json* result) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(key);
+  if (it != entries_.end() && ExpiredLocked(it->second.entry, now_ms)) {
+    EraseLocked(it);
+    it = entries_.end();
+  }
+  if (it == entries_.end()) {
+    Json value;  // null
+    KAYAK_RETURN_IF_ERROR(update(value, false));
+    auto [ins, ok] = entries_.emplace(key, Slot{});
+    (void)ok;
+    ins->second.entry.value = std::move(value);
+    ins->second.entry.last_write_ms = now_ms;
+    ins->second.write_seq = ++next_seq_;
+    write_order_.push_back(&ins->first);
+    ins->second.order = std::prev(write_order_.end());
+    if (result != nullptr) *result = ins->second.entry.value;
+    changed_ = true;
+    TouchLocked(ins->first, ins->second);
+    return Status::Ok();
+  }
+  Json value = it->second.entry.value;
+  KAYAK_RETURN_IF_ERROR(update(value, true));
+  it->second.entry.value = std::move(value);
+  it->second.entry.last_write_ms = now_ms;
+  it->second.write_seq = ++next_seq_;
+  write_order_.splice(write_order_.end(), write_order_, it->second.order);
+  if (result != nullptr) *result = it->second.entry.value;
+  changed_ = true;
+  TouchLocked(it->first, it->second);
+  return Status::Ok();
+}
+
+void Bucket::TouchLocked(const std::string& key, Slot& slot) {
+  if (!tracking_ || slot.touched) return;
+  slot.touched = true;
+  touched_.push_back(key);
+}
+
+void Bucket::TrackChanges() {
+  std::lock_guard lock(mu_);
+  tracking_ = true;
+}
+
+void Bucket::TakeChanges(bool all, std::vector<Change>* out) {
+  std::lock_guard lock(mu_);
+  auto emit = [&](const std::string& key, Slot& slot) {
+    out->push_back(Change{key, false, slot.entry.last_write_ms, slot.write_seq,
+                          slot.entry.value.dump()});
+    slot.touched = false;
+  };
+  if (all) {
+    out->reserve(out->size() + entries_.size());
+    for (auto& [key, slot] : entries_) emit(key, slot);
+  } else {
+    for (const std::string& key : touched_) {
+      auto it = entries_.find(key);
+      if (it == entries_.end()) {
+        out->push_back(Change{key, true, 0, 0, {}});
+      } else if (it->second.touched) {
+        emit(key, it->second);
+      }
+    }
+  }
+  touched_.clear();
+  changed_ = false;
+}
+
+void BucketSnapshot::Apply(std::vector<Bucket::Change>&& changes) {
+  for (auto& c : changes) {
+    if (c.dropped) {
+      entries_.erase(c.key);
+    } else {
+      Rec& r = entries_[std::move(c.key)];
+      r.last_write_ms = c.last_write_ms;
+      r.write_seq = c.write_seq;
+      r.value = std::move(c.value);
+    }
+  }
+}
+
+void BucketSnapshot::Encode(std::string* out) const {
+  std::vector<std::pair<uint64_t, decltype(entries_)::const_pointer>> order;
+  order.reserve(entries_.size());
+  for (const auto& e : entries_) order.emplace_back(e.second.write_seq, &e);
+  std::sort(order.begin(), order.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  checkpoint::Encoder e;
+  e.U64(entries_.size());
+  for (const auto& [seq, entry] : order) {
+    e.Str(entry->first);
+    e.I64(entry->second.last_write_ms);
+    e.Str(entry->second.value);
+  }
+  out->append(e.out());
+}
+
+std::optional<Bucket::Entry> Bucket::Get(const std::string& key, int64_t now_ms) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return std::nullopt;
+  if (ExpiredLocked(it->second.entry, now_ms)) {
+    EraseLocked(it);
+    return std::nullopt;
+  }
+  return it->second.entry;
+}
+
+void Bucket::EraseLocked(std::unordered_map<std::string, Slot>::iterator it) {
+  if (tracking_ && !it->second.touched) touched_.push_back(it->first);
+  write_order_.erase(it->second.order);
+  entries_.erase(it);
+  changed_ = true;
+}
+
+bool Bucket::StateChanged() const {
+  std::lock_guard lock(mu_);
+  return changed_;
+}
+
+void Bucket::SaveState(std::string* out) {
+  std::lock_guard lock(mu_);
+  checkpoint::Encoder e;
+  e.U64(entries_.size());
+  for (const std::string* key : write_order_) {
+    const Entry& entry = entries_.at(*key).entry;
+    e.Str(*key);
+    e.I64(entry.last_write_ms);
+    e.Str(entry.value.dump());
+  }
+  out->append(e.out());
+  changed_ = false;
+}
+
+Status Bucket::RestoreState(std::string_view data) {
+  std::lock_guard lock(mu_);
+  entries_.clear();
+  write_order_.clear();
+  touched_.clear();
+  checkpoint::Decoder d(data);
+  uint64_t n = 0;
+  if (!d.U64(&n)) return Status::Corruption("bucket '" + name_ + "' state is short");
+  if (n > data.size()) return Status::Corruption("bucket '" + name_ + "' state is short");
+  entries_.reserve(n);
+  std::string key, value;
+  for (uint64_t i = 0; i < n; ++i) {
+    int64_t last_write = 0;
+    if (!d.Str(&key) || !d.I64(&last_write) || !d.Str(&value)) {
+      return Status::Corruption("bucket '" + name_ + "' state is short");
+    }
+    Json v;
+    if (!ParseNumber(value, &v)) {
+      v = Json::parse(value, nullptr, false);
+      if (v.is_discarded()) return Status::Corruption("bucket '" + name_ + "' holds bad JSON");
+    }
+    auto [it, fresh] = entries_.emplace(std::move(key), Slot{});
+    if (!fresh) return Status::Corruption("bucket '" + name_ + "' state repeats a key");
+    it->second.entry.value = std::move(v);
+    it->second.entry.last_write_ms = last_write;
+    it->second.write_seq = ++next_seq_;
+    write_order_.push_back(&it->first);
+    it->second.order = std::prev(write_order_.end());
+  }
+  if (!d.done()) return Status::Corruption("bucket '" + name_ + "' state has trailing bytes");
+  changed_ = false;
+  return Status::Ok();
+}
+
+void Bucket::Expire(int64_t now_ms) {
+  if (idle_timeout_ms_ <= 0) return;
+  std::lock_guard lock(mu_);
+  // Writes are stamped with a clock that may step back; stop at the first
+  // entry that is still live rather than scanning everything.
+  while (!write_order_.empty()) {
+    auto it = entries_.find(*write_order_.front());
+    if (!ExpiredLocked(it->second.entry, now_ms)) break;
+    EraseLocked(it);
+  }
+}
+
+size_t Bucket::Size() const {
+  std::lock_guard lock(mu_);
+  return entries_.size();
+}
+
+std::vector<std::pair<std::string, Bucket::Entry>> Bucket::Page(const std::string& after,
+                                                                size_t limit, int64_t now_ms) {
+  std::lock_guard lock(mu_);
+  std::vector<const std::string*> keys;
+  keys.reserve(entries_.size());
+  for (const auto& [k, slot] : entries_) {
+    if (k > after && !ExpiredLocked(slot.entry, now_ms)) keys.push_back(&k);
+  }
+  const size_t n = std::min(limit, keys.size());
+  std::partial_sort(keys.begin(), keys.begin() + static_cast<ptrdiff_t>(n), keys.end(),
+                    [](const std::string* a, const std::string* b) { return *a < *b; });
+  std::vector<std::pair<std::string, Entry>> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) out.emplace_back(*keys[i], entries_.at(*keys[i]).entry);
+  return out;
+}
+
+Bucket* BucketRegistry::Add(const std::string& name, int64_t idle_timeout_ms) {
+  auto& slot = buckets_[name];
+  slot = std::make_unique<Bucket>(name, idle_timeout_ms);
+  return slot.get();
+}
+
+Bucket* BucketRegistry::Find(const std::string& name) const {
+  auto it = buckets_.find(name);
+  return it == buckets_.end() ? nullptr : it->second.get();
+}
+
+std::vector<Bucket*> BucketRegistry::All() const {
+  std::vector<Bucket*> out;
+  for (const auto& [n, b] : buckets_) out.push_back(b.get());
+  return out;
+}
+
+}  // namespace kayak

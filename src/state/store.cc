@@ -1,0 +1,370 @@
+#include "state/store.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <nlohmann/json.hpp>
+
+#include "common/format.h"
+#include "common/crash_point.h"
+#include "common/io.h"
+#include "common/log.h"
+
+namespace kayak::checkpoint {
+
+namespace {
+
+constexpr size_t kManifestsKept = 2;  // the newest and the one to fall back to
+
+// The directory's entries; an error when it cannot be listed (callers that
+// only tidy up ignore it).
+Status ListDir(const std::string& dir, std::vector<std::string>* out) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return Status::FromErrno("list " + dir, errno);
+  errno = 0;
+  while (dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") out->push_back(name);
+  }
+  const int err = errno;
+  ::closedir(d);
+  if (err != 0) return Status::FromErrno("list " + dir, err);
+  return Status::Ok();
+}
+
+std::vector<std::string> ListDir(const std::string& dir) {
+  std::vector<std::string> out;
+  (void)ListDir(dir, &out);
+  return out;
+}
+
+// "MANIFEST-<region>-<id 20 digits>.kym" -> region, id.
+bool ParseManifestName(const std::string& name, std::string* region, uint64_t* id) {
+  const std::string prefix = "MANIFEST-", suffix = ".kym";
+  if (name.size() < prefix.size() + suffix.size() + 22 || name.rfind(prefix, 0) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return false;
+  }
+  const std::string core = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  const size_t dash = core.rfind('-');
+  if (dash == std::string::npos || core.size() - dash - 1 != 20) return false;
+  *region = core.substr(0, dash);
+  char* end = nullptr;
+  *id = std::strtoull(core.c_str() + dash + 1, &end, 10);
+  return *end == '\0';
+}
+
+}  // namespace
+
+std::string ChunkName(uint64_t id, const std::string& unit) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%020" PRIu64, id);
+  return "chunk-" + std::string(buf) + "-" + unit + ".kyc";
+}
+
+std::string ManifestName(const std::string& region, uint64_t id) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%020" PRIu64, id);
+  return "MANIFEST-" + region + "-" + buf + ".kym";
+}
+
+Result<Store::Manifest> Store::ReadManifest(const std::string& file) {
+  auto bytes = ReadWholeFile(dir_ + "/" + file);
+  if (!bytes.ok()) return bytes.status();
+  auto payload = Unframe(FileKind::kManifest, *bytes);
+  if (!payload.ok()) return Status::Corruption(file + ": " + payload.status().message());
+  nlohmann::json j = nlohmann::json::parse(*payload, nullptr, false);
+  if (!j.is_object() || !j["checkpoint"].is_number_unsigned() || !j["region"].is_string() ||
+      !j["units"].is_object()) {
+    return Status::Corruption(file + ": not a manifest");
+  }
+  Manifest m;
+  m.file = file;
+  m.id = j["checkpoint"].get<uint64_t>();
+  m.region = j["region"].get<std::string>();
+  m.created_ms = j.value("created_ms", int64_t{0});
+  for (const auto& [unit, r] : j["units"].items()) {
+    if (!r.is_object() || !r["fingerprint"].is_string() || !r["chunk"].is_string() ||
+        !r["bytes"].is_number_unsigned() || !r["crc"].is_number_unsigned()) {
+      return Status::Corruption(file + ": bad entry for unit " + unit);
+    }
+    m.units[unit] = Record{r["fingerprint"].get<std::string>(), r["chunk"].get<std::string>(),
+                           r["bytes"].get<uint64_t>(), r["crc"].get<uint32_t>()};
+  }
+  return m;
+}
+
+Status Store::CheckChunk(const Record& r, std::string* data) {
+  auto bytes = ReadWholeFile(dir_ + "/" + r.chunk);
+  if (!bytes.ok()) return Status::Corruption(bytes.status().message());
+  auto payload = Unframe(FileKind::kChunk, *bytes);
+  if (!payload.ok()) return Status::Corruption(r.chunk + ": " + payload.status().message());
+  if (payload->size() != r.bytes || Crc32c(payload->data(), payload->size()) != r.crc) {
+    return Status::Corruption(r.chunk + ": does not match its manifest entry");
+  }
+  if (data != nullptr) data->assign(*payload);
+  return Status::Ok();
+}
+
+Status Store::ReadChunks(const Manifest& m, std::map<std::string, std::string>* data) {
+  for (const auto& [unit, rec] : m.units) KAYAK_RETURN_IF_ERROR(CheckChunk(rec, &(*data)[unit]));
+  return Status::Ok();
+}
+
+Status Store::Unreadable(const std::string& region, uint64_t id, const Status& why) const {
+  return Status::Corruption(
+      "checkpoint " + std::to_string(id) + " of region " + region + " in " + dir_ +
+      " cannot be read (" + why.message() + "); kayak does not start on state it cannot "
+      "read and keeps every file. Repair the file, or start with --discard-state " + region +
+      " to start that region empty (its inputs then begin from their configured start)");
+}
+
+Status Store::Recover(std::map<std::string, RestoredUnit>* out, uint64_t* max_id,
+                      const std::set<std::string>& discard) {
+  std::lock_guard lock(mu_);
+  *max_id = 0;
+  std::vector<std::string> names;
+  KAYAK_RETURN_IF_ERROR(ListDir(dir_, &names));
+  std::map<std::string, std::vector<std::pair<uint64_t, std::string>>> by_region;
+  for (const auto& name : names) {
+    std::string region;
+    uint64_t id = 0;
+    if (ParseManifestName(name, &region, &id)) {
+      by_region[region].emplace_back(id, name);
+      *max_id = std::max(*max_id, id);
+    }
+  }
+  for (const auto& region : discard) {
+    if (!by_region.count(region)) {
+      KLOG_WARN("--discard-state {}: {} holds no checkpoint of that region; nothing discarded",
+                region, dir_);
+    }
+  }
+  for (auto& [region, files] : by_region) {
+    std::sort(files.rbegin(), files.rend());  // newest first
+    if (discard.count(region)) {
+      // The operator's choice (--discard-state): the region starts empty.
+      for (const auto& [id, file] : files) {
+        if (::unlink((dir_ + "/" + file).c_str()) != 0 && errno != ENOENT) {
+          return Status::FromErrno("remove " + dir_ + "/" + file, errno);
+        }
+      }
+      KAYAK_RETURN_IF_ERROR(SyncDir(dir_));
+      KLOG_WARN("--discard-state {}: discarded the region's checkpoints (newest {}, {} "
+                "manifests); the region starts empty and its inputs start from their "
+                "configured beginning",
+                region, files.front().first, files.size());
+      continue;
+    }
+    // The newest committed checkpoint is the only one to restore: inputs may
+    // have released what came before it (the http log its posts, kafka its
+    // group offsets), so an older one could lose data and starting empty
+    // would. One that cannot be read stops the start, with every file kept.
+    const auto& [id, file] = files.front();
+    auto m = ReadManifest(file);
+    Status st = m.ok() ? Status::Ok() : m.status();
+    std::map<std::string, std::string> data;
+    if (st.ok()) st = ReadChunks(*m, &data);
+    if (!st.ok()) return Unreadable(region, id, st);
+    KLOG_INFO("restoring region {} from checkpoint {}", region, id);
+    for (auto& [unit, d] : data) {
+      const Record& rec = m->units[unit];
+      auto& slot = (*out)[unit];
+      if (slot.checkpoint_id <= id) {
+        slot = RestoredUnit{rec.fingerprint, std::move(d), id, region};
+        latest_[unit] = rec;
+      }
+    }
+    auto& kept = manifests_[region];
+    // The one before stays, its chunks unchecked until FallBack needs it;
+    // older ones are garbage.
+    if (files.size() > 1) {
+      auto before = ReadManifest(files[1].second);
+      if (!before.ok()) return Unreadable(region, files[1].first, before.status());
+      kept.push_back(std::move(before.value()));
+    }
+    kept.push_back(std::move(m.value()));
+  }
+  next_id_ = *max_id + 1;
+  CollectGarbage();
+  return Status::Ok();
+}
+
+Status Store::ReadLatest(const std::set<std::string>& skip,
+                         std::map<std::string, RestoredUnit>* out) {
+  std::lock_guard lock(mu_);
+  for (const auto& [region, kept] : manifests_) {
+    if (kept.empty() || skip.count(region)) continue;
+    const Manifest& m = kept.back();
+    std::map<std::string, std::string> data;
+    if (Status st = ReadChunks(m, &data); !st.ok()) return Unreadable(region, m.id, st);
+    for (auto& [unit, d] : data) {
+      auto& slot = (*out)[unit];
+      if (slot.checkpoint_id <= m.id) {
+        slot = RestoredUnit{m.units.at(unit).fingerprint, std::move(d), m.id, region};
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status Store::FallBack(const std::string& region, std::map<std::string, RestoredUnit>* out) {
+  std::lock_guard lock(mu_);
+  auto it = manifests_.find(region);
+  if (it == manifests_.end() || it->second.empty()) return Status::Ok();
+  auto& kept = it->second;
+  const Manifest& newest = kept.back();
+  // The checkpoint before is read first: one that cannot be read stops the
+  // start with every file kept (never a reason to start empty).
+  std::map<std::string, std::string> data;
+  const Manifest* before = kept.size() > 1 ? &kept[kept.size() - 2] : nullptr;
+  if (before != nullptr) {
+    if (Status st = ReadChunks(*before, &data); !st.ok()) return Unreadable(region, before->id, st);
+  }
+  for (const auto& [unit, r] : newest.units) {
+    auto o = out->find(unit);
+    if (o != out->end() && o->second.checkpoint_id == newest.id) out->erase(o);
+    latest_.erase(unit);
+  }
+  // Gone from disk too, so a restart before the next commit does not pick it.
+  if (::unlink((dir_ + "/" + newest.file).c_str()) != 0 && errno != ENOENT) {
+    return Status::FromErrno("remove " + dir_ + "/" + newest.file, errno);
+  }
+  KAYAK_RETURN_IF_ERROR(SyncDir(dir_));
+  const uint64_t newest_id = newest.id;
+  kept.pop_back();
+  if (before == nullptr) {
+    KLOG_WARN("region {}: no checkpoint before {} is left; the region starts empty", region,
+              newest_id);
+  } else {
+    const Manifest& b = kept.back();
+    KLOG_INFO("restoring region {} from checkpoint {} instead of {}", region, b.id, newest_id);
+    for (auto& [unit, d] : data) {
+      const Record& rec = b.units.at(unit);
+      (*out)[unit] = RestoredUnit{rec.fingerprint, std::move(d), b.id, region};
+      latest_[unit] = rec;
+    }
+  }
+  CollectGarbage();
+  return Status::Ok();
+}
+
+Status Store::DropRegionsExcept(const std::set<std::string>& live) {
+  std::lock_guard lock(mu_);
+  for (const auto& name : ListDir(dir_)) {
+    std::string region;
+    uint64_t id = 0;
+    if (!ParseManifestName(name, &region, &id) || live.count(region)) continue;
+    if (::unlink((dir_ + "/" + name).c_str()) != 0 && errno != ENOENT) {
+      return Status::FromErrno("remove " + dir_ + "/" + name, errno);
+    }
+    KLOG_INFO("removed {}: its region no longer exists", name);
+    manifests_.erase(region);
+  }
+  CollectGarbage();
+  return SyncDir(dir_);
+}
+
+void Store::CollectGarbage() {
+  std::set<std::string> keep = {"LOCK"};
+  for (const auto& [region, ms] : manifests_) {
+    for (const auto& m : ms) {
+      keep.insert(m.file);
+      for (const auto& [unit, r] : m.units) keep.insert(r.chunk);
+    }
+  }
+  for (const auto& name : ListDir(dir_)) {
+    const bool ours = name.rfind("chunk-", 0) == 0 || name.rfind("MANIFEST-", 0) == 0;
+    if (!ours || keep.count(name)) continue;
+    if (::unlink((dir_ + "/" + name).c_str()) == 0) {
+      KLOG_DEBUG("removed {}, which no manifest names", name);
+    }
+  }
+}
+
+Status Store::Commit(const std::string& region, uint64_t id, int64_t now_ms,
+                     const std::vector<UnitState>& units, CommitStats* stats) {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> written;
+  auto fail = [&](Status st) {
+    for (const auto& f : written) ::unlink((dir_ + "/" + f).c_str());
+    return st;
+  };
+  Manifest m;
+  m.id = id;
+  m.region = region;
+  m.created_ms = now_ms;
+  std::map<std::string, Record> fresh;
+  for (const auto& u : units) {
+    if (!u.data) {
+      auto it = latest_.find(u.unit);
+      if (it != latest_.end() && it->second.fingerprint == u.fingerprint) {
+        m.units[u.unit] = it->second;
+        stats->bytes_reused += it->second.bytes;
+        continue;
+      }
+      return fail(Status::Internal("unit " + u.unit + " is unchanged but has no committed chunk"));
+    }
+    Record r{u.fingerprint, ChunkName(id, u.unit), u.data->size(),
+             Crc32c(u.data->data(), u.data->size())};
+    Status st = WriteFileSynced(dir_ + "/" + r.chunk, Frame(FileKind::kChunk, *u.data));
+    written.push_back(r.chunk);
+    if (!st.ok()) return fail(st);
+    stats->bytes_written += kHeaderBytes + r.bytes;
+    stats->chunks_written++;
+    m.units[u.unit] = r;
+    fresh[u.unit] = r;
+  }
+  CrashPoint("after_chunks");
+  // The chunks' directory entries are durable before any manifest names them.
+  if (!written.empty()) {
+    if (Status st = SyncDir(dir_); !st.ok()) return fail(st);
+  }
+  nlohmann::json j;
+  j["format"] = kFormatVersion;
+  j["checkpoint"] = id;
+  j["region"] = region;
+  j["created_ms"] = now_ms;
+  j["units"] = nlohmann::json::object();
+  for (const auto& [unit, r] : m.units) {
+    j["units"][unit] = {{"fingerprint", r.fingerprint}, {"chunk", r.chunk}, {"bytes", r.bytes},
+                        {"crc", r.crc}};
+  }
+  m.file = ManifestName(region, id);
+  const std::string tmp = m.file + ".tmp";
+  const std::string framed = Frame(FileKind::kManifest, j.dump());
+  Status st = WriteFileSynced(dir_ + "/" + tmp, framed);
+  written.push_back(tmp);
+  if (!st.ok()) return fail(st);
+  CrashPoint("before_rename");
+  if (::rename((dir_ + "/" + tmp).c_str(), (dir_ + "/" + m.file).c_str()) != 0) {
+    st = Status::FromErrno("rename " + tmp, errno);
+  } else {
+    CrashPoint("before_dir_fsync");
+    st = SyncDir(dir_);
+  }
+  CrashPoint("after_dir_fsync");
+  if (!st.ok()) {
+    // The rename may or may not have happened; the manifest is whole either
+    // way, and the directory fsync that failed is retried by the next one.
+    written.push_back(m.file);
+    return fail(st);
+  }
+  stats->bytes_written += framed.size();
+  for (auto& [unit, r] : fresh) latest_[unit] = r;
+  auto& kept = manifests_[region];
+  kept.push_back(std::move(m));
+  while (kept.size() > kManifestsKept) kept.erase(kept.begin());
+  CollectGarbage();
+  return Status::Ok();
+}
+
+}  // namespace kayak::checkpoint
