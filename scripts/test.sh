@@ -8,3 +8,5 @@ cd "$(dirname "$0")/.."
 ./scripts/build.sh
 BUILD_DIR=${BUILD_DIR:-build}
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j2 ${CTEST_ARGS:-}
+# The conformance kit's verdicts, one line per connector and case.
+grep -o 'kit: .*' "$BUILD_DIR/Testing/Temporary/LastTest.log" || true

@@ -3,17 +3,33 @@
 #include <memory>
 #include <vector>
 
+// The one list of every component: the function that declares it (defined
+// beside its implementation, in src/connectors/<system>/ or src/transforms/).
+// A new component adds its line here and nowhere else outside its folder.
+#define KAYAK_COMPONENTS(X)                                                        \
+  /* inputs */                                                                     \
+  X(DummyInputDef) X(FileInputDef) X(HttpInputDef) X(HttpPollInputDef)             \
+  X(KafkaInputDef) X(PipelineInputDef) X(TcpInputDef)                              \
+  /* transforms */                                                                 \
+  X(FilterDef) X(MapDef) X(RemoveDef) X(RenameDef) X(RollingWindowDef)             \
+  X(BucketTransformDef) X(LookupDef) X(BufferDef) X(LuaDef)                        \
+  /* outputs */                                                                    \
+  X(FileOutputDef) X(HttpOutputDef) X(KafkaOutputDef) X(StdoutOutputDef)
+
 namespace kayak {
+
+#define KAYAK_DECLARE(def) ComponentDef def();
+KAYAK_COMPONENTS(KAYAK_DECLARE)
+#undef KAYAK_DECLARE
 
 namespace {
 
 class Builtins final : public ComponentRegistry {
  public:
   Builtins() {
-    for (auto make : {DummyInputDef, FileInputDef, HttpInputDef, HttpPollInputDef, KafkaInputDef,
-                      PipelineInputDef, FilterDef, MapDef, RemoveDef, RenameDef, RollingWindowDef,
-                      BucketTransformDef, LookupDef, BufferDef, LuaDef, FileOutputDef,
-                      HttpOutputDef, KafkaOutputDef, StdoutOutputDef}) {
+#define KAYAK_LIST(def) def,
+    for (auto make : {KAYAK_COMPONENTS(KAYAK_LIST)}) {
+#undef KAYAK_LIST
       defs_.push_back(std::make_unique<ComponentDef>(make()));
       if (defs_.back()->kind == "output") defs_.back()->props.push_back(RetryPropDef());
     }

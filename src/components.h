@@ -8,27 +8,6 @@ namespace kayak {
 // Every built-in input, transform and output.
 const ComponentRegistry& BuiltinComponents();
 
-// Declarations, one per component; each lives beside its implementation.
-ComponentDef DummyInputDef();
-ComponentDef FileInputDef();
-ComponentDef HttpInputDef();
-ComponentDef HttpPollInputDef();
-ComponentDef HttpOutputDef();
-ComponentDef KafkaInputDef();
-ComponentDef KafkaOutputDef();
-ComponentDef PipelineInputDef();
-ComponentDef FilterDef();
-ComponentDef MapDef();
-ComponentDef RemoveDef();
-ComponentDef RenameDef();
-ComponentDef RollingWindowDef();
-ComponentDef BucketTransformDef();
-ComponentDef LookupDef();
-ComponentDef BufferDef();
-ComponentDef LuaDef();
-ComponentDef FileOutputDef();
-ComponentDef StdoutOutputDef();
-
 // Every output also takes `retry: {base_ms, max_ms, max_attempts}`.
 PropDef RetryPropDef();
 
