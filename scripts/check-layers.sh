@@ -30,10 +30,10 @@ allowed config common/ kayak/ expr/ config/
 allowed sdk common/ kayak/
 allowed state common/ kayak/ state/
 allowed engine common/ kayak/ expr/ config/ state/ engine/
-allowed transforms common/ kayak/ expr/ config/ state/bucket.h transforms/ components.h
+allowed transforms common/ kayak/ expr/ state/bucket.h transforms/ components.h
 for dir in connectors/*/; do
   dir=${dir%/}
-  allowed "$dir" common/ kayak/ expr/ config/ components.h "$dir/"
+  allowed "$dir" common/ kayak/ expr/ components.h "$dir/"
 done
 allowed server common/ kayak/ expr/ config/ state/ engine/ server/ components.h
 

@@ -1,7 +1,9 @@
 // The one list of every component kayak has (src/components.cc).
 #pragma once
 
-#include "config/loader.h"
+#include <string>
+
+#include "kayak/component.h"
 
 namespace kayak {
 

@@ -1,6 +1,8 @@
-// The component interfaces: inputs, transforms, outputs, and the card each
-// one reports on. A component is a declaration (a property table and a
-// factory, see src/components.cc); the engine owns the threads.
+// The component SDK: inputs, transforms, outputs, the card each one reports
+// on, and the declaration that makes one (ComponentDef: a property table and
+// a factory; docs/connectors.md). A component is built against this header,
+// the others in include/kayak/ and src/common/; it sees no YAML, no engine
+// and no server. The engine owns the threads.
 //
 // Threading: an input and its pipeline's transforms are called only from that
 // pipeline's thread. An output is called only from its own output thread.
@@ -12,7 +14,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <functional>
+#include <optional>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "kayak/message.h"
 #include "kayak/status.h"
@@ -186,6 +192,166 @@ class Output {
     (void)state;
     return true;
   }
+};
+
+
+// ---------------- declarations: what a component is ----------------
+
+namespace expr {
+class Expr;
+}  // namespace expr
+
+enum class PropType {
+  kString,
+  kInt,         // a whole number
+  kNumber,      // any number
+  kBool,
+  kStringList,  // a list of strings (a single string is taken as a list of one)
+  kStringMap,   // string -> string
+  kExpr,        // an expression (SPEC section 4)
+  kAny,
+};
+const char* PropTypeName(PropType t);
+
+// Whether an option decides *what* a component computes or reads (its
+// identity: a change makes its checkpointed state start empty) or only *how
+// fast* (tuning: a change keeps the state). docs/durability.md.
+enum class PropRole { kIdentity, kTuning };
+
+// What an option's value names, for the graph around the component: the
+// loader checks it (a bucket must be declared, a path served once) and the
+// engine wires it (regions, bucket writers) without knowing the component.
+enum class PropRef {
+  kNone,
+  kBucketWrite,  // a bucket the component writes (see PropDef::reads_only_when)
+  kBucketRead,   // a bucket the component only reads
+  kServedPath,   // a path the component serves on the server's listener
+};
+
+// One option of a component. The rules (range, choices, non-empty) are
+// checked when the config is loaded, with the option's place in the file;
+// the docs show them. Built with the setters below:
+//   PropDef{"batch_size", PropType::kInt, false, "100", "...", PropRole::kTuning}
+//       .Range(1, 100000)
+struct PropDef {
+  std::string name;
+  PropType type;
+  bool required = false;
+  std::string default_text;  // shown in docs; "" = no default
+  std::string help;
+  PropRole role = PropRole::kIdentity;
+  // ---- rules ----
+  std::optional<double> min, max;  // for kInt and kNumber
+  bool min_open = false;           // min itself is not allowed (> rather than >=)
+  std::vector<std::string> choices;  // for kString: the only values allowed
+  bool non_empty = false;            // for kString and kStringList
+  std::string unit;                  // shown in docs: ms, bytes, ...
+  // Never logged, never shown by the API (its value is replaced by "***").
+  bool secret = false;
+  PropRef ref = PropRef::kNone;
+  // For kBucketWrite: the component only reads the bucket when option
+  // `.first` has the value `.second` (a bucket transform with op: lookup).
+  std::pair<std::string, std::string> reads_only_when;
+
+  PropDef& Range(double lo, double hi) { min = lo; max = hi; return *this; }
+  PropDef& AtLeast(double lo) { min = lo; return *this; }
+  PropDef& Above(double lo) { min = lo; min_open = true; return *this; }
+  PropDef& OneOf(std::vector<std::string> values) { choices = std::move(values); return *this; }
+  PropDef& NonEmpty() { non_empty = true; return *this; }
+  PropDef& Unit(std::string u) { unit = std::move(u); return *this; }
+  PropDef& Secret() { secret = true; return *this; }
+  PropDef& Refers(PropRef r) { ref = r; return *this; }
+  PropDef& ReadsOnlyWhen(std::string option, std::string value) {
+    reads_only_when = {std::move(option), std::move(value)};
+    return *this;
+  }
+  // The rules as text for the docs ("1 to 100000", "one of: a, b"); "" = none.
+  std::string RulesText() const;
+};
+
+// Retry policy of an output (its `retry` option; every output has one).
+struct RetryPolicy {
+  int64_t base_ms = 100;
+  int64_t max_ms = 5000;
+  int64_t max_attempts = 5;  // without a state dir, then the batch is dropped and counted
+};
+
+
+// The shape of a component's value in YAML.
+enum class Shape {
+  kOptions,       // a map of options from the property table
+  kExpr,          // filter: 'expr'
+  kExprMap,       // map: {field: expr}
+  kStringList,    // remove: [a, b]
+  kStringMap,     // rename: {from: to}
+  kStringOrList,  // pipeline: a | [a, b]
+};
+
+class Options;
+using InputFactory =
+    std::function<std::unique_ptr<Input>(const Options&, const ComponentContext&)>;
+using TransformFactory =
+    std::function<std::unique_ptr<Transform>(const Options&, const ComponentContext&)>;
+using OutputFactory =
+    std::function<std::unique_ptr<Output>(const Options&, const ComponentContext&)>;
+
+struct ComponentDef {
+  std::string kind;  // input | transform | output
+  std::string type;
+  Shape shape = Shape::kOptions;
+  // An input whose value names the pipelines it reads (shape kStringOrList).
+  bool reads_pipelines = false;
+  std::vector<PropDef> props;
+  std::string help;
+  std::string checkpoint;  // what it keeps in a checkpoint (docs)
+  std::string bad_input;   // what it does on bad input (docs)
+  InputFactory make_input;
+  TransformFactory make_transform;
+  OutputFactory make_output;
+};
+
+// A component's options as its factory sees them, already checked against
+// its property table (types, ranges, choices, required). Getters return the
+// value or the declared default. Semantic errors go through Error(), which
+// records them at the option's place in the config file; a factory that
+// reported one returns nullptr.
+class Options {
+ public:
+  virtual ~Options() = default;
+  virtual bool Has(const std::string& name) const = 0;
+  virtual std::string String(const std::string& name) const = 0;
+  virtual int64_t Int(const std::string& name) const = 0;
+  virtual double Number(const std::string& name) const = 0;
+  virtual bool Bool(const std::string& name) const = 0;
+  virtual std::vector<std::string> Strings(const std::string& name) const = 0;
+  virtual std::vector<std::pair<std::string, std::string>> StringMap(
+      const std::string& name) const = 0;
+  // Compiles an expression option; on a syntax error records it at the
+  // exact column and returns nullptr.
+  virtual std::shared_ptr<const expr::Expr> Expr(const std::string& name) const = 0;
+
+  // Shorthand shapes (filter, map, remove, rename, pipeline): the value's
+  // entries in order. kExpr: one, its value; kExprMap/kStringMap: key and
+  // value; kStringList, kStringOrList: values.
+  struct Entry {
+    std::string key;
+    std::string value;
+  };
+  virtual std::vector<Entry> Entries() const = 0;
+  // Compiles entry `i`'s value as an expression (errors as for Expr).
+  virtual std::shared_ptr<const expr::Expr> ExprOfEntry(size_t i) const = 0;
+
+  virtual void Error(const std::string& name, const std::string& message) const = 0;
+  virtual void ErrorAtEntry(size_t i, bool at_key, const std::string& message) const = 0;
+  virtual bool failed() const = 0;
+};
+
+// The one list of every component, looked up by kind and type.
+class ComponentRegistry {
+ public:
+  virtual ~ComponentRegistry() = default;
+  virtual const ComponentDef* Find(const std::string& kind, const std::string& type) const = 0;
+  virtual std::vector<const ComponentDef*> All() const = 0;
 };
 
 }  // namespace kayak

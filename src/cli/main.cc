@@ -25,6 +25,7 @@
 #include "cli/state_dir.h"
 #include "common/log.h"
 #include "components.h"
+#include "config/loader.h"
 #include "config/server_config.h"
 #include "engine/engine.h"
 #include "engine/graph_manager.h"

@@ -10,14 +10,6 @@
 
 namespace kayak {
 
-// The one list of every component, looked up by kind and type.
-class ComponentRegistry {
- public:
-  virtual ~ComponentRegistry() = default;
-  virtual const ComponentDef* Find(const std::string& kind, const std::string& type) const = 0;
-  virtual std::vector<const ComponentDef*> All() const = 0;
-};
-
 // A bucket a component names (PropRef::kBucketWrite/kBucketRead).
 struct BucketUse {
   std::string bucket;

@@ -41,19 +41,6 @@ std::string ErrorList::ToString() const {
   return out;
 }
 
-const char* PropTypeName(PropType t) {
-  switch (t) {
-    case PropType::kString: return "string";
-    case PropType::kInt: return "integer";
-    case PropType::kNumber: return "number";
-    case PropType::kBool: return "bool";
-    case PropType::kStringList: return "list of strings";
-    case PropType::kStringMap: return "map of strings";
-    case PropType::kExpr: return "expression";
-    case PropType::kAny: return "any";
-  }
-  return "?";
-}
 
 namespace {
 
@@ -141,14 +128,6 @@ bool CheckType(PropType type, const YAML::Node& v, std::string* why) {
   return true;
 }
 
-std::string NumberText(double x) {
-  if (x == static_cast<double>(static_cast<int64_t>(x))) {
-    return std::to_string(static_cast<int64_t>(x));
-  }
-  std::string s = std::to_string(x);
-  while (!s.empty() && s.back() == '0') s.pop_back();
-  return s;
-}
 
 // The table's rules for a value of the right type.
 bool CheckRules(const PropDef& p, const YAML::Node& v, std::string* why) {
@@ -188,18 +167,6 @@ std::string KnownNames(const ComponentDef& def) {
 
 }  // namespace
 
-std::string PropDef::RulesText() const {
-  if (!choices.empty()) {
-    std::string s = "one of: ";
-    for (size_t i = 0; i < choices.size(); ++i) s += (i ? ", " : "") + choices[i];
-    return s;
-  }
-  if (min && max) return "between " + NumberText(*min) + " and " + NumberText(*max);
-  if (min) return (min_open ? "> " : ">= ") + NumberText(*min);
-  if (max) return "<= " + NumberText(*max);
-  if (non_empty) return "not empty";
-  return "";
-}
 
 bool ValidateShape(const ComponentDef& def, const YAML::Node& value, const SourceMark& mark,
                    ErrorList* errors) {
@@ -288,7 +255,7 @@ bool ValidateShape(const ComponentDef& def, const YAML::Node& value, const Sourc
   return ok;
 }
 
-const PropDef* Options::Find(const std::string& name) const {
+const PropDef* YamlOptions::Find(const std::string& name) const {
   for (const auto& p : def_->props) {
     if (p.name == name) return &p;
   }
@@ -296,38 +263,38 @@ const PropDef* Options::Find(const std::string& name) const {
   return nullptr;
 }
 
-YAML::Node Options::Get(const std::string& name) const {
+YAML::Node YamlOptions::Get(const std::string& name) const {
   if (!value_.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
   return value_[name];
 }
 
-bool Options::Has(const std::string& name) const {
+bool YamlOptions::Has(const std::string& name) const {
   Find(name);
   return Get(name).IsDefined() && !Get(name).IsNull();
 }
 
-std::string Options::String(const std::string& name) const {
+std::string YamlOptions::String(const std::string& name) const {
   const PropDef* p = Find(name);
   YAML::Node v = Get(name);
   if (v.IsDefined() && v.IsScalar()) return v.Scalar();
   return p->default_text;
 }
 
-int64_t Options::Int(const std::string& name) const {
+int64_t YamlOptions::Int(const std::string& name) const {
   int64_t x = 0;
   if (!ParseInt(String(name), &x)) return 0;
   return x;
 }
 
-double Options::Number(const std::string& name) const {
+double YamlOptions::Number(const std::string& name) const {
   double x = 0;
   if (!ParseNumber(String(name), &x)) return 0;
   return x;
 }
 
-bool Options::Bool(const std::string& name) const { return String(name) == "true"; }
+bool YamlOptions::Bool(const std::string& name) const { return String(name) == "true"; }
 
-std::vector<std::string> Options::Strings(const std::string& name) const {
+std::vector<std::string> YamlOptions::Strings(const std::string& name) const {
   Find(name);
   std::vector<std::string> out;
   YAML::Node v = Get(name);
@@ -340,7 +307,7 @@ std::vector<std::string> Options::Strings(const std::string& name) const {
   return out;
 }
 
-std::vector<std::pair<std::string, std::string>> Options::StringMap(const std::string& name) const {
+std::vector<std::pair<std::string, std::string>> YamlOptions::StringMap(const std::string& name) const {
   Find(name);
   std::vector<std::pair<std::string, std::string>> out;
   YAML::Node v = Get(name);
@@ -349,14 +316,45 @@ std::vector<std::pair<std::string, std::string>> Options::StringMap(const std::s
   return out;
 }
 
-std::shared_ptr<const expr::Expr> Options::Expr(const std::string& name) const {
+std::shared_ptr<const expr::Expr> YamlOptions::Expr(const std::string& name) const {
   Find(name);
   YAML::Node v = Get(name);
   if (!v.IsDefined()) return nullptr;
   return ExprAt(v);
 }
 
-std::shared_ptr<const expr::Expr> Options::ExprAt(const YAML::Node& node) const {
+YAML::Node YamlOptions::EntryNode(size_t i, bool key) const {
+  if (value_.IsScalar()) return value_;
+  size_t n = 0;
+  for (const auto& e : value_) {
+    if (n++ != i) continue;
+    if (value_.IsMap()) return key ? e.first : e.second;
+    return e;
+  }
+  return value_;
+}
+
+std::vector<Options::Entry> YamlOptions::Entries() const {
+  std::vector<Entry> out;
+  if (value_.IsScalar()) {
+    out.push_back(Entry{"", value_.Scalar()});
+  } else if (value_.IsMap()) {
+    for (const auto& kv : value_) out.push_back(Entry{kv.first.Scalar(), kv.second.Scalar()});
+  } else if (value_.IsSequence()) {
+    for (const auto& e : value_) out.push_back(Entry{"", e.Scalar()});
+  }
+  return out;
+}
+
+std::shared_ptr<const expr::Expr> YamlOptions::ExprOfEntry(size_t i) const {
+  return ExprAt(EntryNode(i, false));
+}
+
+void YamlOptions::ErrorAtEntry(size_t i, bool at_key, const std::string& message) const {
+  ErrorAt(EntryNode(i, at_key), message);
+}
+
+std::shared_ptr<const expr::Expr> YamlOptions::ExprAt(const YAML::Node& node) const {
   expr::CompileError err;
   auto e = expr::Compile(node.Scalar(), &err);
   if (e == nullptr) {
@@ -370,18 +368,18 @@ std::shared_ptr<const expr::Expr> Options::ExprAt(const YAML::Node& node) const 
   return e;
 }
 
-SourceMark Options::MarkOfOption(const std::string& name) const {
+SourceMark YamlOptions::MarkOfOption(const std::string& name) const {
   YAML::Node v = Get(name);
   if (v.IsDefined()) return MarkOf(mark_.file, v);
   return mark_;
 }
 
-void Options::Error(const std::string& name, const std::string& message) const {
+void YamlOptions::Error(const std::string& name, const std::string& message) const {
   errors_->Add(MarkOfOption(name), def_->type + " " + def_->kind + ": " + message);
   failed_ = true;
 }
 
-void Options::ErrorAt(const YAML::Node& node, const std::string& message) const {
+void YamlOptions::ErrorAt(const YAML::Node& node, const std::string& message) const {
   errors_->Add(MarkOf(mark_.file, node), def_->type + " " + def_->kind + ": " + message);
   failed_ = true;
 }

@@ -161,15 +161,15 @@ void ValidateComponents(const GraphSpec& spec, ErrorList* errors, bool checkpoin
     ComponentStats card("validate", "validate", "validate");
     ctx.stats = &card;
     if (p.input.def != nullptr && p.input.def->make_input) {
-      Options opts(p.input.def, p.input.value, p.input.mark, errors);
+      YamlOptions opts(p.input.def, p.input.value, p.input.mark, errors);
       (void)p.input.def->make_input(opts, ctx);
     }
     for (const auto& t : p.transforms) {
-      Options opts(t.def, t.value, t.mark, errors);
+      YamlOptions opts(t.def, t.value, t.mark, errors);
       (void)t.def->make_transform(opts, ctx);
     }
     for (const auto& o : p.outputs) {
-      Options opts(o.def, o.value, o.mark, errors);
+      YamlOptions opts(o.def, o.value, o.mark, errors);
       (void)o.def->make_output(opts, ctx);
     }
   }
@@ -207,14 +207,14 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
         it->second->AddDownstream(runner->upstream_inbox(), lane);
       }
     } else {
-      Options opts(in.def, in.value, in.mark, errors);
+      YamlOptions opts(in.def, in.value, in.mark, errors);
       ctx.stats = in_card.get();
       auto input = in.def->make_input(opts, ctx);
       if (input != nullptr && !opts.failed()) runner->SetInput(std::move(input), std::move(in_card));
     }
     for (size_t i = 0; i < p.transforms.size(); ++i) {
       const ComponentSpec& t = p.transforms[i];
-      Options opts(t.def, t.value, t.mark, errors);
+      YamlOptions opts(t.def, t.value, t.mark, errors);
       auto card = std::make_unique<ComponentStats>("transforms[" + std::to_string(i) + "]",
                                                    "transform", t.def->type);
       ctx.stats = card.get();
@@ -224,7 +224,7 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
     }
     for (size_t i = 0; i < p.outputs.size(); ++i) {
       const ComponentSpec& o = p.outputs[i];
-      Options opts(o.def, o.value, o.mark, errors);
+      YamlOptions opts(o.def, o.value, o.mark, errors);
       auto card = std::make_unique<ComponentStats>("outputs[" + std::to_string(i) + "]", "output",
                                                    o.def->type);
       ctx.stats = card.get();

@@ -104,7 +104,7 @@ void GraphManager::ChangeLoop() {
       a = c.run();
     } catch (const std::exception& e) {
       KLOG_ERROR("graph: a change failed: {}", e.what());
-      a = {500, Json{{"error", std::string("the change failed: ") + e.what()}}};
+      a = {Outcome::kFailed, Json{{"error", std::string("the change failed: ") + e.what()}}};
     }
     c.done(std::move(a));
   }
@@ -499,7 +499,7 @@ bool GraphManager::WaitStarted(std::unique_lock<std::mutex>& lock) {
 
 GraphManager::Answer GraphManager::Apply(Entries buckets, Entries pipelines,
                                          const std::string& kind, const std::string& name,
-                                         unsigned ok_status) {
+                                         Outcome ok_status) {
   const Composed c = Compose(buckets, pipelines, kind, name);
   GraphSpec check;
   Json errors;
@@ -509,7 +509,7 @@ GraphManager::Answer GraphManager::Apply(Entries buckets, Entries pipelines,
       first = "line " + std::to_string(errors[0]["line"].get<int>()) + ", column " +
               std::to_string(errors[0]["column"].get<int>()) + ": " + first;
     }
-    return {400, Json{{"error", first}, {"errors", std::move(errors)}}};
+    return {Outcome::kInvalid, Json{{"error", first}, {"errors", std::move(errors)}}};
   }
   const std::string old_text = Compose(buckets_, pipelines_, "", "").text;
   std::swap(buckets_, buckets);
@@ -532,7 +532,7 @@ GraphManager::Answer GraphManager::Apply(Entries buckets, Entries pipelines,
       KLOG_ERROR("graph: the graph file could not be put back ({}); a restart may start the "
                  "change that failed", p.message());
     }
-    return {500, Json{{"error", "the new graph did not start: " + st.message()}}};
+    return {Outcome::kFailed, Json{{"error", "the new graph did not start: " + st.message()}}};
   }
   const Entries& es = kind == "bucket" ? buckets_ : pipelines_;
   auto it = es.find(name);
@@ -548,21 +548,21 @@ GraphManager::Answer GraphManager::Apply(Entries buckets, Entries pipelines,
 GraphManager::Answer GraphManager::Put(const std::string& kind, const std::string& name,
                                        const std::string& body) {
   std::unique_lock lock(mu_);
-  if (!WaitStarted(lock)) return {503, Json{{"error", "the server is stopping"}}};
+  if (!WaitStarted(lock)) return {Outcome::kUnavailable, Json{{"error", "the server is stopping"}}};
   if (!IsValidId(name)) {
-    return {400, Json{{"error", "'" + name + "' is not a valid " + kind +
+    return {Outcome::kInvalid, Json{{"error", "'" + name + "' is not a valid " + kind +
                                     " name: 1 to 64 of a-z, 0-9, _ and -"}}};
   }
   std::string text = body;
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
   if (text.empty()) {
-    return {400, Json{{"error", "the body is empty; send the " + kind + " as YAML or JSON"}}};
+    return {Outcome::kInvalid, Json{{"error", "the body is empty; send the " + kind + " as YAML or JSON"}}};
   }
   text.push_back('\n');
   try {
     (void)YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    return {400, Json{{"error", "line " + std::to_string(e.mark.line + 1) + ", column " +
+    return {Outcome::kInvalid, Json{{"error", "line " + std::to_string(e.mark.line + 1) + ", column " +
                                     std::to_string(e.mark.column + 1) + ": " + e.msg},
                       {"errors", Json::array({Json{{"line", e.mark.line + 1},
                                                    {"column", e.mark.column + 1},
@@ -573,7 +573,7 @@ GraphManager::Answer GraphManager::Put(const std::string& kind, const std::strin
   Entry& e = es[name];
   const bool created = !e.live();
   if (!created && e.versions.back().body == text) {
-    return {200, Json{{kind == "bucket" ? "bucket" : "id", name},
+    return {Outcome::kOk, Json{{kind == "bucket" ? "bucket" : "id", name},
                       {"version", e.versions.back().number},
                       {"change", "unchanged"}}};
   }
@@ -583,16 +583,16 @@ GraphManager::Answer GraphManager::Put(const std::string& kind, const std::strin
   if (kind == "pipeline" && std::find(order_.begin(), order_.end(), name) == order_.end()) {
     order_.push_back(name);
   }
-  return Apply(std::move(buckets), std::move(pipelines), kind, name, created ? 201 : 200);
+  return Apply(std::move(buckets), std::move(pipelines), kind, name, created ? Outcome::kCreated : Outcome::kOk);
 }
 
 std::optional<GraphManager::Answer> GraphManager::FindLive(std::unique_lock<std::mutex>& lock,
                                                           const std::string& id,
                                                           Entries::iterator* it) {
-  if (!WaitStarted(lock)) return Answer{503, Json{{"error", "the server is stopping"}}};
+  if (!WaitStarted(lock)) return Answer{Outcome::kUnavailable, Json{{"error", "the server is stopping"}}};
   *it = pipelines_.find(id);
   if (*it == pipelines_.end() || !(*it)->second.live()) {
-    return Answer{404, Json{{"error", "no pipeline '" + id + "'"}}};
+    return Answer{Outcome::kNotFound, Json{{"error", "no pipeline '" + id + "'"}}};
   }
   return std::nullopt;
 }
@@ -610,7 +610,7 @@ GraphManager::Answer GraphManager::Delete(const std::string& id) {
   if (!fed.empty()) {
     std::string list;
     for (const auto& f : fed) list += (list.empty() ? "" : ", ") + f;
-    return {409, Json{{"error", "pipeline '" + id + "' feeds " + list +
+    return {Outcome::kConflict, Json{{"error", "pipeline '" + id + "' feeds " + list +
                                     "; delete or change those first"},
                       {"downstreams", fed}}};
   }
@@ -618,8 +618,8 @@ GraphManager::Answer GraphManager::Delete(const std::string& id) {
   Entry& e = pipelines[id];
   e.versions.push_back(Version{e.versions.back().number + 1, NowMs(), "deleted", ""});
   e.from_api = true;
-  Answer a = Apply(buckets_, std::move(pipelines), "pipeline", id, 200);
-  if (a.status != 200 || !opt_.engine.checkpointing || !store_) return a;
+  Answer a = Apply(buckets_, std::move(pipelines), "pipeline", id, Outcome::kOk);
+  if (a.outcome != Outcome::kOk || !opt_.engine.checkpointing || !store_) return a;
   // Its state goes: the checkpoints of a region that no longer exists (every
   // live region committed at the new engine's start, restored state
   // included), and its http input's logged posts.
@@ -648,12 +648,12 @@ GraphManager::Answer GraphManager::Delete(const std::string& id) {
 
 GraphManager::Answer GraphManager::Revert(const std::string& id) {
   std::unique_lock lock(mu_);
-  if (!WaitStarted(lock)) return {503, Json{{"error", "the server is stopping"}}};
+  if (!WaitStarted(lock)) return {Outcome::kUnavailable, Json{{"error", "the server is stopping"}}};
   auto it = pipelines_.find(id);
-  if (it == pipelines_.end()) return {404, Json{{"error", "no pipeline '" + id + "'"}}};
+  if (it == pipelines_.end()) return {Outcome::kNotFound, Json{{"error", "no pipeline '" + id + "'"}}};
   const auto& vs = it->second.versions;
   if (vs.size() < 2 || vs[vs.size() - 2].change == "deleted") {
-    return {409, Json{{"error", "pipeline '" + id + "' has no previous version to go back to"}}};
+    return {Outcome::kConflict, Json{{"error", "pipeline '" + id + "' has no previous version to go back to"}}};
   }
   Entries pipelines = pipelines_;
   Entry& e = pipelines[id];
@@ -661,7 +661,7 @@ GraphManager::Answer GraphManager::Revert(const std::string& id) {
   e.versions.push_back(Version{e.versions.back().number + 1, NowMs(),
                                "reverted to version " + std::to_string(prev.number), prev.body});
   e.from_api = true;
-  return Apply(buckets_, std::move(pipelines), "pipeline", id, 200);
+  return Apply(buckets_, std::move(pipelines), "pipeline", id, Outcome::kOk);
 }
 
 GraphManager::Answer GraphManager::Restart(const std::string& id) {
@@ -671,23 +671,23 @@ GraphManager::Answer GraphManager::Restart(const std::string& id) {
   std::vector<Checkpointer::Missed> missed;
   if (Status st = Rebuild(Compose(buckets_, pipelines_, "", "").text, started_, false, &missed, id);
       !st.ok()) {
-    return {500, Json{{"error", "the graph did not build again: " + st.message()}}};
+    return {Outcome::kFailed, Json{{"error", "the graph did not build again: " + st.message()}}};
   }
   Json body{{"id", id}, {"version", it->second.versions.back().number}, {"change", "restarted"}};
   AddMissed(missed, &body);
-  return {200, std::move(body)};
+  return {Outcome::kOk, std::move(body)};
 }
 
 GraphManager::Answer GraphManager::Versions(const std::string& id) const {
   std::lock_guard lock(view_mu_);
   auto it = view_pipelines_.find(id);
-  if (it == view_pipelines_.end()) return {404, Json{{"error", "no pipeline '" + id + "'"}}};
+  if (it == view_pipelines_.end()) return {Outcome::kNotFound, Json{{"error", "no pipeline '" + id + "'"}}};
   Json vs = Json::array();
   for (const auto& v : it->second.versions) {
     vs.push_back(Json{{"version", v.number}, {"created_ms", v.created_ms}, {"change", v.change},
                       {"body", v.body}});
   }
-  return {200, Json{{"id", id},
+  return {Outcome::kOk, Json{{"id", id},
                     {"current", it->second.live() ? it->second.versions.back().number : 0},
                     {"versions", std::move(vs)}}};
 }

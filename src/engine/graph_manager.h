@@ -44,9 +44,19 @@ class GraphManager {
     // Regions whose checkpoints the first start discards (--discard-state).
     std::set<std::string> discard_state;
   };
-  // An answer for the API: status and JSON body.
+  // How a change or a query went; the API makes an HTTP status of it.
+  enum class Outcome {
+    kOk,
+    kCreated,
+    kInvalid,      // the request or the graph it makes is not valid
+    kNotFound,
+    kConflict,     // valid, but not now (a pipeline that feeds others, no version before)
+    kUnavailable,  // the server is stopping, or too many changes wait
+    kFailed,       // the new graph did not start
+  };
+  // An answer for the API: outcome and JSON body.
   struct Answer {
-    unsigned status = 200;
+    Outcome outcome = Outcome::kOk;
     nlohmann::ordered_json body;
   };
 
@@ -138,7 +148,7 @@ class GraphManager {
   std::optional<Answer> FindLive(std::unique_lock<std::mutex>& lock, const std::string& id,
                                  Entries::iterator* it);
   Answer Apply(Entries buckets, Entries pipelines, const std::string& kind,
-               const std::string& name, unsigned ok_status);
+               const std::string& name, Outcome ok_status);
   int64_t NowMs() const;
 
   void ChangeLoop();

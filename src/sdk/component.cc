@@ -6,6 +6,46 @@
 
 namespace kayak {
 
+const char* PropTypeName(PropType t) {
+  switch (t) {
+    case PropType::kString: return "string";
+    case PropType::kInt: return "integer";
+    case PropType::kNumber: return "number";
+    case PropType::kBool: return "bool";
+    case PropType::kStringList: return "list of strings";
+    case PropType::kStringMap: return "map of strings";
+    case PropType::kExpr: return "expression";
+    case PropType::kAny: return "any";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string NumberText(double x) {
+  if (x == static_cast<double>(static_cast<int64_t>(x))) {
+    return std::to_string(static_cast<int64_t>(x));
+  }
+  std::string s = std::to_string(x);
+  while (!s.empty() && s.back() == '0') s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+std::string PropDef::RulesText() const {
+  if (!choices.empty()) {
+    std::string s = "one of: ";
+    for (size_t i = 0; i < choices.size(); ++i) s += (i ? ", " : "") + choices[i];
+    return s;
+  }
+  if (min && max) return "between " + NumberText(*min) + " and " + NumberText(*max);
+  if (min) return (min_open ? "> " : ">= ") + NumberText(*min);
+  if (max) return "<= " + NumberText(*max);
+  if (non_empty) return "not empty";
+  return "";
+}
+
 const char* ComponentStateName(ComponentState s) {
   switch (s) {
     case ComponentState::kStarting: return "starting";

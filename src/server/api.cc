@@ -213,7 +213,28 @@ void Api::Handle(const Request& req, Response* res) {
   JsonError(res, 404, "no route for " + std::string(req.method_string()) + " " + path);
 }
 
-void Api::Send(const GraphManager::Answer& a, Response* res) { SendJson(res, a.status, a.body); }
+namespace {
+
+using Outcome = GraphManager::Outcome;
+
+unsigned HttpStatus(Outcome o) {
+  switch (o) {
+    case Outcome::kOk: return 200;
+    case Outcome::kCreated: return 201;
+    case Outcome::kInvalid: return 400;
+    case Outcome::kNotFound: return 404;
+    case Outcome::kConflict: return 409;
+    case Outcome::kUnavailable: return 503;
+    case Outcome::kFailed: return 500;
+  }
+  return 500;
+}
+
+}  // namespace
+
+void Api::Send(const GraphManager::Answer& a, Response* res) {
+  SendJson(res, HttpStatus(a.outcome), a.body);
+}
 
 bool Api::Authorized(const Request& req, const std::string& path, Response* res) {
   // The admin API's routes demand the bearer token when one is set; the
@@ -270,11 +291,12 @@ bool Api::HandleAsync(const Request& req, IngestDone done) {
   Response refused;
   if (!Authorized(req, path, &refused)) return false;  // Handle answers 401 or 403
   auto reply = [done](const GraphManager::Answer& a) {
-    done(IngestReply{a.status, a.body.dump(), a.status == 503 ? 1u : 0u});
+    done(IngestReply{HttpStatus(a.outcome), a.body.dump(),
+                     a.outcome == Outcome::kUnavailable ? 1u : 0u});
   };
   if (!graph_->Submit(std::move(change), reply)) {
-    reply({503, Json{{"error", "too many changes are waiting, or the server is stopping; "
-                               "try again"}}});
+    reply({Outcome::kUnavailable,
+           Json{{"error", "too many changes are waiting, or the server is stopping; try again"}}});
   }
   return true;
 }
@@ -421,15 +443,18 @@ void Api::Checkpoints(Response* res) {
 
 GraphManager::Answer Api::TakeCheckpoint() {
   std::shared_ptr<const RunningGraph> g = graph_->view();
-  if (g == nullptr) return {503, Json{{"error", "a change to the graph is being applied"}}};
+  if (g == nullptr) {
+    return {Outcome::kUnavailable, Json{{"error", "a change to the graph is being applied"}}};
+  }
   if (!g->checkpointing()) {
-    return {409, Json{{"error", "checkpointing is off: start the server with --state-dir"}}};
+    return {Outcome::kConflict,
+            Json{{"error", "checkpointing is off: start the server with --state-dir"}}};
   }
   bool ok = true;
   for (const auto& e : g->engines()) {
     if (Checkpointer* cp = e->checkpointer()) ok = cp->CheckpointNow(120000) && ok;
   }
-  return {ok ? 200u : 503u, CheckpointsJson(g->Regions())};
+  return {ok ? Outcome::kOk : Outcome::kUnavailable, CheckpointsJson(g->Regions())};
 }
 
 void Api::Metrics(Response* res) {

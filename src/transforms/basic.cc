@@ -1,6 +1,7 @@
 // filter, map, remove, rename: stateless transforms on message fields.
 #include "common/clock.h"
 #include "components.h"
+#include "expr/expr.h"
 #include "transforms/field_access.h"
 
 namespace kayak {
@@ -116,10 +117,11 @@ class RenameTransform final : public Transform {
   std::vector<std::pair<FieldPath, FieldPath>> moves_;
 };
 
-FieldPath PathAt(const Options& o, const YAML::Node& node, bool* ok) {
+// Entry `i`'s key or value as a field path; an error at it if it is not one.
+FieldPath PathAt(const Options& o, size_t i, bool key, const std::string& text, bool* ok) {
   FieldPath p;
-  if (!ParseFieldPath(node.Scalar(), &p)) {
-    o.ErrorAt(node, "'" + node.Scalar() + "' is not a field path (like a.b[0])");
+  if (!ParseFieldPath(text, &p)) {
+    o.ErrorAtEntry(i, key, "'" + text + "' is not a field path (like a.b[0])");
     *ok = false;
   }
   return p;
@@ -138,7 +140,7 @@ ComponentDef FilterDef() {
   d.bad_input =
       "a payload that is not JSON, an expression that fails (a missing field in arithmetic, a type error) or gives something other than a bool is a transform error: the batch is dropped and counted";
   d.make_transform = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Transform> {
-    auto e = o.ExprAt(o.value());
+    auto e = o.ExprOfEntry(0);
     if (e == nullptr) return nullptr;
     return std::make_unique<FilterTransform>(e, ctx.clock);
   };
@@ -158,11 +160,12 @@ ComponentDef MapDef() {
   d.make_transform = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Transform> {
     std::vector<MapTransform::Assignment> as;
     bool ok = true;
-    for (const auto& kv : o.value()) {
+    const auto entries = o.Entries();
+    for (size_t i = 0; i < entries.size(); ++i) {
       MapTransform::Assignment a;
-      a.name = kv.first.Scalar();
-      a.path = PathAt(o, kv.first, &ok);
-      a.expr = o.ExprAt(kv.second);
+      a.name = entries[i].key;
+      a.path = PathAt(o, i, true, entries[i].key, &ok);
+      a.expr = o.ExprOfEntry(i);
       ok = ok && a.expr != nullptr;
       as.push_back(std::move(a));
     }
@@ -184,7 +187,10 @@ ComponentDef RemoveDef() {
   d.make_transform = [](const Options& o, const ComponentContext&) -> std::unique_ptr<Transform> {
     std::vector<FieldPath> paths;
     bool ok = true;
-    for (const auto& e : o.value()) paths.push_back(PathAt(o, e, &ok));
+    const auto entries = o.Entries();
+    for (size_t i = 0; i < entries.size(); ++i) {
+      paths.push_back(PathAt(o, i, false, entries[i].value, &ok));
+    }
     if (!ok) return nullptr;
     return std::make_unique<RemoveTransform>(std::move(paths));
   };
@@ -203,8 +209,10 @@ ComponentDef RenameDef() {
   d.make_transform = [](const Options& o, const ComponentContext&) -> std::unique_ptr<Transform> {
     std::vector<std::pair<FieldPath, FieldPath>> moves;
     bool ok = true;
-    for (const auto& kv : o.value()) {
-      moves.emplace_back(PathAt(o, kv.first, &ok), PathAt(o, kv.second, &ok));
+    const auto entries = o.Entries();
+    for (size_t i = 0; i < entries.size(); ++i) {
+      moves.emplace_back(PathAt(o, i, true, entries[i].key, &ok),
+                         PathAt(o, i, false, entries[i].value, &ok));
     }
     if (!ok) return nullptr;
     return std::make_unique<RenameTransform>(std::move(moves));

@@ -76,6 +76,26 @@ class Connector:
         pass
 
 
+class Endpoint:
+    """A local HTTP server a connector talks to, which a case can stop and
+    start again on the same port."""
+    srv = None
+
+    def serve(self, handler, port=0):
+        self.srv = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+        return self.srv.server_address[1]
+
+    def stop_endpoint(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+        self.srv = None
+
+    def close(self):
+        if self.srv:
+            self.stop_endpoint()
+
+
 class FileConnector(Connector):
     name = "file"
     has_output = True
@@ -130,7 +150,7 @@ class DummyConnector(Connector):
         return "{dummy: {rate_per_sec: -1}}", "-1"
 
 
-class HttpConnector(Connector):
+class HttpConnector(Endpoint, Connector):
     name = "http"
     delivery = "replayable"
     has_output = True
@@ -164,18 +184,11 @@ class HttpConnector(Connector):
 
             def log_message(self, *a):
                 pass
-        self.srv = ThreadingHTTPServer(("127.0.0.1", port), Sink)
-        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
-        return self.srv.server_address[1]
-
-    def stop_endpoint(self):
-        self.srv.shutdown()
-        self.srv.server_close()
-        self.srv = None
+        return self.serve(Sink, port)
 
     def output_yaml(self):
         if not hasattr(self, "got"):
-            self.got, self.lock, self.srv = [], threading.Lock(), None
+            self.got, self.lock = [], threading.Lock()
             self.port = self.start_endpoint()
         return f"{{http: {{url: 'http://127.0.0.1:{self.port}/in', timeout_ms: 500}}}}"
 
@@ -185,10 +198,6 @@ class HttpConnector(Connector):
 
     def bad_output_option(self):
         return "{http: {url: 'http://127.0.0.1:1/x', format: xml}}", "xml"
-
-    def close(self):
-        if getattr(self, "srv", None):
-            self.stop_endpoint()
 
 
 class TcpConnector(Connector):
@@ -224,14 +233,14 @@ class TcpConnector(Connector):
         return f"{{tcp: {{listen: '127.0.0.1:{self.port}', max_connections: 0}}}}", "0"
 
 
-class HttpPollConnector(Connector):
+class HttpPollConnector(Endpoint, Connector):
     name = "http_poll"
     delivery = "none"  # it polls what an endpoint shows now
     has_server = True
 
     def __init__(self, t):
         super().__init__(t)
-        self.pending, self.lock, self.srv = [], threading.Lock(), None
+        self.pending, self.lock = [], threading.Lock()
         self.port = self.start_endpoint()
 
     def start_endpoint(self, port=0):
@@ -249,14 +258,7 @@ class HttpPollConnector(Connector):
 
             def log_message(self, *a):
                 pass
-        self.srv = ThreadingHTTPServer(("127.0.0.1", port), Source)
-        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
-        return self.srv.server_address[1]
-
-    def stop_endpoint(self):
-        self.srv.shutdown()
-        self.srv.server_close()
-        self.srv = None
+        return self.serve(Source, port)
 
     def input_yaml(self):
         return (f"{{http_poll: {{url: 'http://127.0.0.1:{self.port}/items', split: items, "
@@ -268,10 +270,6 @@ class HttpPollConnector(Connector):
 
     def bad_input_option(self):
         return "{http_poll: {url: 'http://127.0.0.1:1/x', method: DELETE}}", "DELETE"
-
-    def close(self):
-        if self.srv:
-            self.stop_endpoint()
 
 
 class KafkaConnector(Connector):
@@ -303,13 +301,26 @@ class KafkaConnector(Connector):
         return (f'{{kafka: {{brokers: "{self.broker.bootstrap}", topics: [in], group: kit, '
                 f'start: middle}}}}', "middle")
 
+    # the output side: produce into topic `out`, read back with the broker's consumer
+    def output_yaml(self):
+        return f'{{kafka: {{brokers: "{self.broker.bootstrap}", topic: out, key: k}}}}'
+
+    def read_sink(self, n=1):
+        r = subprocess.run([os.environ["KAYAK_MOCKBROKER"], "consume", self.broker.bootstrap,
+                            "out", str(n), "10"], capture_output=True, text=True, timeout=60)
+        return [json.loads(l) for l in r.stdout.splitlines() if l]
+
+    def bad_output_option(self):
+        return (f'{{kafka: {{brokers: "{self.broker.bootstrap}", topic: out, '
+                f'compression: brotli}}}}', "brotli")
+
     def close(self):
         self.broker.close()
 
 
 INPUTS = [FileConnector, DummyConnector, HttpConnector, TcpConnector, HttpPollConnector,
           KafkaConnector]
-OUTPUTS = [FileConnector, HttpConnector]
+OUTPUTS = [FileConnector, HttpConnector, KafkaConnector]
 
 
 class ConformanceTest(KayakTest):
@@ -371,9 +382,13 @@ class ConformanceTest(KayakTest):
                 d = DummyConnector(self, count=self.N)
                 s = self.start(self.graph(d.input_yaml(), c.output_yaml()), server_config=SERVER)
                 want = self.expected(d)
-                wait_for(lambda: len(c.read_sink()) >= len(want), timeout=30,
-                         what=f"{cls.name} output: {len(want)} messages")
-                self.check_order(c.read_sink(), want)
+                if isinstance(c, KafkaConnector):  # its reader waits for the count itself
+                    got = c.read_sink(len(want))
+                else:
+                    wait_for(lambda: len(c.read_sink()) >= len(want), timeout=30,
+                             what=f"{cls.name} output: {len(want)} messages")
+                    got = c.read_sink()
+                self.check_order(got, want)
                 s.stop()
                 report(cls.name, "delivery (output)", f"{len(want)} messages in order per key")
 

@@ -15,6 +15,10 @@
 //   mockbroker committed BOOTSTRAP TOPIC GROUP
 //       Prints "partition offset" per partition of TOPIC committed by GROUP
 //       (-1001 when nothing is committed).
+//   mockbroker consume BOOTSTRAP TOPIC N SECONDS
+//       Reads TOPIC from the beginning (read_committed, a fresh group) and
+//       prints each message's value on its own line, until N were printed
+//       (exit 0) or SECONDS passed (exit 1).
 //   mockbroker wait BOOTSTRAP TOPIC N SECONDS
 //       Exits 0 as soon as TOPIC holds at least N messages (the sum of its
 //       partitions' high watermarks, polled every 2 ms), printing when it saw
@@ -229,14 +233,54 @@ static int wait_count(const char* bootstrap, const char* topic, long long n, int
   return 1;
 }
 
+static int consume(const char* bootstrap, const char* topic, long long n, int seconds) {
+  rd_kafka_conf_t* c = rd_kafka_conf_new();
+  char group[64];
+  snprintf(group, sizeof(group), "mockbroker-consume-%d", (int)getpid());
+  conf_set(c, "bootstrap.servers", bootstrap);
+  conf_set(c, "group.id", group);
+  conf_set(c, "auto.offset.reset", "earliest");
+  conf_set(c, "enable.auto.commit", "false");
+  conf_set(c, "isolation.level", "read_committed");
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, err, sizeof(err));
+  if (!rk) fail("consumer", err);
+  rd_kafka_poll_set_consumer(rk);
+  rd_kafka_topic_partition_list_t* sub = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(sub, topic, RD_KAFKA_PARTITION_UA);
+  rd_kafka_resp_err_t e = rd_kafka_subscribe(rk, sub);
+  rd_kafka_topic_partition_list_destroy(sub);
+  if (e) fail("subscribe", rd_kafka_err2str(e));
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  long long got = 0;
+  while (got < n) {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec - start.tv_sec >= seconds) break;
+    rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, 100);
+    if (m == NULL) continue;
+    if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      printf("%.*s\n", (int)m->len, (const char*)m->payload);
+      got++;
+    }
+    rd_kafka_message_destroy(m);
+  }
+  fflush(stdout);
+  rd_kafka_consumer_close(rk);
+  rd_kafka_destroy(rk);
+  return got >= n ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   if (argc >= 2 && !strcmp(argv[1], "serve")) return serve(argc, argv);
   if (argc == 5 && !strcmp(argv[1], "produce")) return produce(argv[2], argv[3], atoi(argv[4]));
   if (argc == 5 && !strcmp(argv[1], "committed")) return committed(argv[2], argv[3], argv[4]);
+  if (argc == 6 && !strcmp(argv[1], "consume")) {
+    return consume(argv[2], argv[3], atoll(argv[4]), atoi(argv[5]));
+  }
   if (argc == 6 && !strcmp(argv[1], "wait")) {
     return wait_count(argv[2], argv[3], atoll(argv[4]), atoi(argv[5]));
   }
-  fprintf(stderr, "usage: mockbroker serve|produce|committed|wait ... (see the source)\n");
+  fprintf(stderr, "usage: mockbroker serve|produce|committed|consume|wait ... (see the source)\n");
   return 2;
 }

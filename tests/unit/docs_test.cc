@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "components.h"
+#include "config/loader.h"
 
 #ifndef KAYAK_SOURCE_DIR
 #error "KAYAK_SOURCE_DIR must be defined"

@@ -17,6 +17,7 @@
 #include "state/store.h"
 #include "common/clock.h"
 #include "components.h"
+#include "config/loader.h"
 
 namespace kayak {
 namespace {

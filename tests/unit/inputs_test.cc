@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "components.h"
+#include "config/loader.h"
 
 namespace kayak {
 namespace {
@@ -18,7 +19,7 @@ std::unique_ptr<Input> MakeFileInput(const std::string& path, ComponentStats* ca
   const ComponentDef* def = BuiltinComponents().Find("input", "file");
   ErrorList errors;
   YAML::Node value = YAML::Load("{path: '" + path + "', batch_size: 2}");
-  Options opts(def, value, SourceMark{"t", 1, 1}, &errors);
+  YamlOptions opts(def, value, SourceMark{"t", 1, 1}, &errors);
   ComponentContext ctx;
   ctx.clock = SystemClock::Get();
   ctx.stats = card;

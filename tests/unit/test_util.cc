@@ -17,7 +17,7 @@ std::unique_ptr<Transform> MakeTransform(const std::string& yaml, const Clock* c
     YAML::Node value = node.begin()->second;
     SourceMark mark{"test.yaml", 1, 1};
     if (ValidateShape(*def, value, mark, &errors)) {
-      Options opts(def, value, mark, &errors);
+      YamlOptions opts(def, value, mark, &errors);
       ComponentContext ctx;
       ctx.clock = clock;
       ctx.buckets = buckets;

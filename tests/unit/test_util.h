@@ -7,6 +7,7 @@
 
 #include "common/clock.h"
 #include "components.h"
+#include "config/loader.h"
 #include "state/bucket.h"
 
 namespace kayak::testing {
