@@ -678,14 +678,49 @@ GraphManager::Answer GraphManager::Restart(const std::string& id) {
   return {Outcome::kOk, std::move(body)};
 }
 
+// A pipeline body as the API may show it: the values of secret options
+// (PropDef::secret) replaced by "***", unless they are ${ENV} references.
+std::string GraphManager::WithoutSecrets(const std::string& body) const {
+  YAML::Node root;
+  try {
+    root = YAML::Load(body);
+  } catch (const YAML::Exception&) {
+    return body;
+  }
+  if (!root.IsMap()) return body;
+  bool masked = false;
+  auto component = [&](const char* kind, YAML::Node c) {
+    if (!c.IsMap() || c.size() != 1) return;
+    auto kv = *c.begin();
+    const ComponentDef* def = opt_.registry->Find(kind, kv.first.Scalar());
+    if (def == nullptr || !kv.second.IsMap()) return;
+    for (const auto& p : def->props) {
+      YAML::Node v = kv.second[p.name];
+      if (!p.secret || !v.IsDefined() || v.IsNull()) continue;
+      if (v.IsScalar() && v.Scalar().rfind("${", 0) == 0) continue;
+      kv.second[p.name] = "***";
+      masked = true;
+    }
+  };
+  component("input", root["input"]);
+  for (const char* list : {"transforms", "outputs"}) {
+    YAML::Node l = root[list];
+    if (!l.IsSequence()) continue;
+    for (auto c : l) component(list == std::string("outputs") ? "output" : "transform", c);
+  }
+  return masked ? Emit(root) : body;
+}
+
 GraphManager::Answer GraphManager::Versions(const std::string& id) const {
   std::lock_guard lock(view_mu_);
   auto it = view_pipelines_.find(id);
-  if (it == view_pipelines_.end()) return {Outcome::kNotFound, Json{{"error", "no pipeline '" + id + "'"}}};
+  if (it == view_pipelines_.end()) {
+    return {Outcome::kNotFound, Json{{"error", "no pipeline '" + id + "'"}}};
+  }
   Json vs = Json::array();
   for (const auto& v : it->second.versions) {
     vs.push_back(Json{{"version", v.number}, {"created_ms", v.created_ms}, {"change", v.change},
-                      {"body", v.body}});
+                      {"body", WithoutSecrets(v.body)}});
   }
   return {Outcome::kOk, Json{{"id", id},
                     {"current", it->second.live() ? it->second.versions.back().number : 0},

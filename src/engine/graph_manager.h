@@ -94,6 +94,7 @@ class GraphManager {
   Answer Delete(const std::string& id);
   Answer Revert(const std::string& id);
   Answer Restart(const std::string& id);
+  // A pipeline's versions, their bodies with secret option values as "***".
   Answer Versions(const std::string& id) const;
 
  private:
@@ -150,6 +151,7 @@ class GraphManager {
   Answer Apply(Entries buckets, Entries pipelines, const std::string& kind,
                const std::string& name, Outcome ok_status);
   int64_t NowMs() const;
+  std::string WithoutSecrets(const std::string& body) const;
 
   void ChangeLoop();
   // After the entries changed: what readers on other threads see.

@@ -257,3 +257,27 @@ pipelines:
 if __name__ == "__main__":
     import unittest
     unittest.main()
+
+
+class SecretOptionsTest(KayakTest):
+    """Options the property table marks secret (an http input's token, an
+    http output's headers) are never shown by the API: not in the running
+    config, not in the versions' bodies."""
+
+    def test_secrets_are_shown_as_stars(self):
+        cfg = "pipelines:\n  p:\n    input: {dummy: {count: 1}}\n    outputs: [{stdout: {}}]\n"
+        s = self.start(cfg)
+        body = ("input: {http: {path: /in, token: s3cret-token}}\n"
+                "outputs: [{http: {url: 'http://127.0.0.1:9/x', headers: {Authorization: "
+                "Bearer s3cret-header}}}]\n")
+        status, _, b = http("PUT", f"{s.url}/api/v1/pipelines/q", body.encode())
+        self.assertEqual(status, 201, b)
+        for path in ("/api/v1/pipelines/q", "/api/v1/pipelines/q/versions",
+                     "/api/v1/pipelines"):
+            status, text = s.get(path)
+            self.assertEqual(status, 200, text)
+            self.assertNotIn("s3cret", text, path)
+        config = s.get_json("/api/v1/pipelines/q")["config"]
+        self.assertEqual(config["input"]["http"]["token"], "***")
+        self.assertEqual(config["outputs"][0]["http"]["headers"], "***")
+        self.assertIn("***", s.get_json("/api/v1/pipelines/q/versions")["versions"][0]["body"])
