@@ -8,23 +8,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/host_port.h"
 #include "config/loader.h"
 
 namespace kayak {
-
-bool ParseListen(const std::string& text, std::string* host, uint16_t* port) {
-  const size_t colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0) return false;
-  std::string h = text.substr(0, colon);
-  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
-  const std::string p = text.substr(colon + 1);
-  char* end = nullptr;
-  const long v = std::strtol(p.c_str(), &end, 10);
-  if (p.empty() || *end != '\0' || v < 0 || v > 65535) return false;
-  *host = h;
-  *port = static_cast<uint16_t>(v);
-  return true;
-}
 
 namespace {
 
@@ -84,7 +71,7 @@ bool LoadServerConfigText(const std::string& text, const std::string& file, Serv
     err(v, "stop_timeout_secs must be a whole number of seconds from 1 to 86400");
   }
   if (auto n = root["listen"]; n.IsDefined()) {
-    if (!n.IsScalar() || !ParseListen(n.Scalar(), &out->listen_host, &out->listen_port)) {
+    if (!n.IsScalar() || !ParseHostPort(n.Scalar(), &out->listen_host, &out->listen_port)) {
       err(n, "listen must be host:port, for example 127.0.0.1:7070");
     }
   }

@@ -29,7 +29,5 @@ struct ServerConfig {
 bool LoadServerConfigFile(const std::string& path, ServerConfig* out, ErrorList* errors);
 bool LoadServerConfigText(const std::string& text, const std::string& file, ServerConfig* out,
                           ErrorList* errors);
-// Parses "host:port" ("[::1]:port" for IPv6).
-bool ParseListen(const std::string& text, std::string* host, uint16_t* port);
 
 }  // namespace kayak

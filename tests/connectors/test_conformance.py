@@ -28,7 +28,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))  # the harness, and the kafka broker
-from harness import KAYAK, KayakTest, http, post_until_taken, wait_for  # noqa: E402
+from harness import (KAYAK, KayakTest, committed, http, post_until_taken,  # noqa: E402
+                     wait_for)
 
 SERVER = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 1, timeout_secs: 20}\n"
 KEYS = 4
@@ -431,7 +432,11 @@ class ConformanceTest(KayakTest):
                 else:
                     # not replayable: what was in flight at a kill may be gone, the rest is
                     # there once in the bucket, and the bucket agrees with the output
-                    time.sleep(1.5)  # a checkpoint after the last write (interval 1 s)
+                    # two checkpoints after the last write: what the source took is in
+                    # the pipeline by then (the stop keeps what passed its barrier)
+                    c0 = committed(s)
+                    wait_for(lambda: committed(s) >= c0 + 2, timeout=30,
+                             what=f"{cls.name}: checkpoints after the last write")
                     s.stop()
                     s = self.start(cfg, server_config=SERVER, state_dir=state)
                     seen = {m["seq"] for m in out()}

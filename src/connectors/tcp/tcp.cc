@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/host_port.h"
 #include "common/log.h"
 #include "common/ndjson.h"
 #include "components.h"
@@ -29,18 +30,6 @@ namespace kayak {
 namespace {
 
 constexpr size_t kReadChunk = 64 * 1024;
-
-// "host:port" or "[v6]:port" -> its parts.
-bool SplitHostPort(const std::string& s, std::string* host, std::string* port) {
-  const size_t colon = s.rfind(':');
-  if (colon == std::string::npos || colon + 1 == s.size()) return false;
-  *host = s.substr(0, colon);
-  *port = s.substr(colon + 1);
-  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') {
-    *host = host->substr(1, host->size() - 2);
-  }
-  return !host->empty();
-}
 
 class TcpInput final : public Input {
  public:
@@ -63,8 +52,12 @@ class TcpInput final : public Input {
   }
 
   Status Open() override {
-    std::string host, port;
-    if (!SplitHostPort(listen_, &host, &port)) return Status::Invalid("bad listen address");
+    std::string host;
+    uint16_t port_number = 0;
+    if (!ParseHostPort(listen_, &host, &port_number)) {
+      return Status::Invalid("bad listen address " + listen_);
+    }
+    const std::string port = std::to_string(port_number);
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -255,8 +248,9 @@ ComponentDef TcpInputDef() {
               PropRole::kTuning}.Range(4096, 1 << 30).Unit("bytes"),
   };
   d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
-    std::string host, port;
-    if (!SplitHostPort(o.String("listen"), &host, &port)) {
+    std::string host;
+    uint16_t port = 0;
+    if (!ParseHostPort(o.String("listen"), &host, &port)) {
       o.Error("listen", "option 'listen' must be host:port, such as 127.0.0.1:5170");
     }
     if (o.failed()) return nullptr;

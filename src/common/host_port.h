@@ -1,0 +1,13 @@
+// "host:port" addresses, as the listener and the tcp input take them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace kayak {
+
+// Parses "host:port" ("[::1]:port" for IPv6; port 0 to 65535). False when
+// it is not one.
+bool ParseHostPort(const std::string& text, std::string* host, uint16_t* port);
+
+}  // namespace kayak
