@@ -3,12 +3,9 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "kayak/status.h"
 
@@ -16,28 +13,36 @@ namespace kayak {
 
 // A payload (bytes, usually one JSON object), an optional key, string headers
 // and a timestamp in milliseconds (event time where the input knows it, else
-// arrival time). Transforms that need fields parse the payload once; the
-// parsed form is kept and the payload re-serialized only when a field changed.
+// arrival time). A message is its bytes: transforms read fields out of the
+// payload's text and patch the text when they change one (no parsed tree is
+// kept). Whether the payload is JSON is checked once, by the input that read
+// it (MarkJson) or by the first transform that needs fields (CheckJson).
 //
-// Thread-safety: a message is owned by one thread at a time. Before a batch is
-// shared with outputs and downstream pipelines the pipeline calls Seal(), after
-// which payload() is a pure read and the message may be read concurrently.
+// Thread-safety: a message is owned by one thread at a time; once a batch is
+// shared with outputs and downstream pipelines it is only read.
 class Message {
  public:
   Message() = default;
   Message(std::string payload, int64_t ts_ms) : payload_(std::move(payload)), ts_ms_(ts_ms) {}
 
-  // The serialized payload. The message must be sealed if fields were changed.
-  const std::string& payload() const;
-  // The parsed payload, parsing on first use. Error if the payload is not JSON.
-  Result<const nlohmann::ordered_json*> Fields();
-  // Like Fields(), and marks the payload for re-serialization.
-  Result<nlohmann::ordered_json*> MutableFields();
-  // Brings the payload up to date with the fields and drops the parsed form
-  // (a later Fields() parses again). Idempotent.
-  void Seal();
-  // Replaces the payload with `fields` serialized.
-  void SetFields(nlohmann::ordered_json fields);
+  const std::string& payload() const { return payload_; }
+  // Replaces the payload; `json` says it is known to be valid JSON.
+  void set_payload(std::string payload, bool json) {
+    payload_ = std::move(payload);
+    json_ = json ? JsonState::kValid : JsonState::kUnknown;
+  }
+  // Swaps the payload with `other` (whose bytes must be valid JSON), keeping
+  // both buffers: how transforms replace a payload without allocating.
+  void SwapJsonPayload(std::string* other) {
+    payload_.swap(*other);
+    json_ = JsonState::kValid;
+  }
+  // The input checked that the payload is one JSON value.
+  void MarkJson() { json_ = JsonState::kValid; }
+  // Whether the payload is one JSON value, checked on first call.
+  Status CheckJson();
+  // Whether the payload is known to be JSON (checked and found so).
+  bool json_known() const { return json_ == JsonState::kValid; }
 
   int64_t ts_ms() const { return ts_ms_; }
   void set_ts_ms(int64_t ts) { ts_ms_ = ts; }
@@ -49,9 +54,9 @@ class Message {
   size_t ByteSize() const;
 
  private:
+  enum class JsonState : uint8_t { kUnknown, kValid, kInvalid };
   std::string payload_;
-  std::optional<nlohmann::ordered_json> fields_;
-  bool payload_stale_ = false;
+  JsonState json_ = JsonState::kUnknown;
   int64_t ts_ms_ = 0;
   std::string key_;
   std::vector<std::pair<std::string, std::string>> headers_;

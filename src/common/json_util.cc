@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "common/json_text.h"
+
 namespace kayak {
 
 bool ParseFieldPath(std::string_view text, FieldPath* out) {
@@ -127,7 +129,7 @@ namespace kayak {
 
 namespace {
 
-bool Digits(const std::string& s, size_t pos, size_t n, int* out) {
+bool Digits(std::string_view s, size_t pos, size_t n, int* out) {
   if (pos + n > s.size()) return false;
   int v = 0;
   for (size_t i = pos; i < pos + n; ++i) {
@@ -148,7 +150,7 @@ int64_t DaysFromCivil(int64_t y, unsigned m, unsigned d) {
   return era * 146097 + static_cast<int64_t>(doe) - 719468;
 }
 
-bool ParseRfc3339(const std::string& s, int64_t* out_ms) {
+bool ParseRfc3339(std::string_view s, int64_t* out_ms) {
   int y, mo, d, h, mi, se;
   if (!Digits(s, 0, 4, &y) || s.size() < 19 || s[4] != '-' || !Digits(s, 5, 2, &mo) ||
       s[7] != '-' || !Digits(s, 8, 2, &d) || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') ||
@@ -193,19 +195,41 @@ bool ParseRfc3339(const std::string& s, int64_t* out_ms) {
 
 }  // namespace
 
+bool EventTimeOfNumber(double x, const int64_t* exact, int64_t* out_ms) {
+  if (!(x > -1e15 && x < 1e15)) return false;
+  if (x < 1e11 && x > -1e11) {
+    *out_ms = static_cast<int64_t>(x * 1000.0);
+  } else {
+    *out_ms = exact != nullptr ? *exact : static_cast<int64_t>(x);
+  }
+  return true;
+}
+
+bool EventTimeOfText(std::string_view s, int64_t* out_ms) { return ParseRfc3339(s, out_ms); }
+
 bool ParseEventTimeMs(const Json& v, int64_t* out_ms) {
   if (v.is_number()) {
-    const double x = v.get<double>();
-    if (!(x > -1e15 && x < 1e15)) return false;
-    if (x < 1e11 && x > -1e11) {
-      *out_ms = static_cast<int64_t>(x * 1000.0);
-    } else {
-      *out_ms = v.is_number_integer() ? v.get<int64_t>() : static_cast<int64_t>(x);
-    }
-    return true;
+    int64_t exact = v.is_number_integer() ? v.get<int64_t>() : 0;
+    return EventTimeOfNumber(v.get<double>(), v.is_number_integer() ? &exact : nullptr, out_ms);
   }
   if (v.is_string()) return ParseRfc3339(v.get_ref<const std::string&>(), out_ms);
   return false;
+}
+
+}  // namespace kayak
+
+namespace kayak {
+
+void AppendJsonOf(const Json& v, std::string* out) {
+  switch (v.type()) {
+    case Json::value_t::null: out->append("null"); break;
+    case Json::value_t::boolean: out->append(v.get<bool>() ? "true" : "false"); break;
+    case Json::value_t::number_integer: jtext::AppendInt(out, v.get<int64_t>()); break;
+    case Json::value_t::number_unsigned: jtext::AppendUint(out, v.get<uint64_t>()); break;
+    case Json::value_t::number_float: jtext::AppendDouble(out, v.get<double>()); break;
+    case Json::value_t::string: jtext::AppendString(out, v.get_ref<const std::string&>()); break;
+    default: out->append(v.dump(-1, ' ', false, Json::error_handler_t::replace)); break;
+  }
 }
 
 }  // namespace kayak

@@ -7,20 +7,12 @@
 #include <string_view>
 #include <vector>
 
+#include "common/field_path.h"
+
 namespace kayak {
 
 using Json = nlohmann::ordered_json;
 
-// One step of a field path: an object key or an array index.
-struct PathStep {
-  std::string key;
-  int64_t index = -1;  // >= 0 for an array index step
-};
-using FieldPath = std::vector<PathStep>;
-
-// Parses "a.b[0].c" into steps. Returns false on a malformed path.
-bool ParseFieldPath(std::string_view text, FieldPath* out);
-std::string FieldPathToString(const FieldPath& path);
 
 // Returns the value at `path`, or nullptr when any step is missing.
 const Json* LookupPath(const Json& root, const FieldPath& path);
@@ -44,5 +36,13 @@ namespace kayak {
 // year 5138) and epoch milliseconds otherwise; a string is RFC 3339
 // ("2024-05-01T12:00:00.250Z", "...+02:00"). Returns false otherwise.
 bool ParseEventTimeMs(const Json& v, int64_t* out_ms);
+// The same for a number (`exact` is its integer value when it is an integer,
+// else null) and for a string's text.
+bool EventTimeOfNumber(double x, const int64_t* exact, int64_t* out_ms);
+bool EventTimeOfText(std::string_view s, int64_t* out_ms);
+
+// Writes `v` as JSON the way dump() does, without building a string for
+// numbers (jtext's writers).
+void AppendJsonOf(const Json& v, std::string* out);
 
 }  // namespace kayak

@@ -543,7 +543,6 @@ bool PipelineRunner::RunTransforms(Batch* batch, size_t first) {
 
 void PipelineRunner::Emit(Batch batch) {
   if (batch.empty()) return;
-  for (auto& m : batch.messages) m.Seal();
   auto shared = std::make_shared<const Batch>(std::move(batch));
   for (auto& o : outputs_) o->Push(Item{Item::Kind::kBatch, shared, 0});
   for (auto& e : downstream_) e.inbox->Push(e.lane, Item{Item::Kind::kBatch, shared, 0});

@@ -3,31 +3,12 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
+#include "expr/ast.h"
+
 namespace kayak::expr {
-
-enum class Op {
-  kLiteral, kPath, kList, kCall,
-  kNot, kNeg,
-  kOr, kAnd, kEq, kNe, kLt, kLe, kGt, kGe, kIn,
-  kAdd, kSub, kMul, kDiv, kMod,
-};
-
-enum class Func { kNone, kLen, kLower, kUpper, kNow, kCoalesce };
-
-struct Node {
-  Op op = Op::kLiteral;
-  Func func = Func::kNone;
-  Json literal;
-  FieldPath path;
-  std::vector<std::shared_ptr<const Node>> kids;
-  size_t offset = 0;
-};
-
-using NodePtr = std::shared_ptr<const Node>;
-
-namespace {
 
 const char* OpText(Op op) {
   switch (op) {
@@ -51,48 +32,95 @@ const char* OpText(Op op) {
   }
 }
 
-Json Missing() { return Json(Json::value_t::discarded); }
+using NodePtr = std::shared_ptr<const Node>;
+using V = Value::Type;
 
-bool IsInt(const Json& v) { return v.is_number_integer(); }
-double AsDouble(const Json& v) { return v.get<double>(); }
+namespace {
 
-std::string Describe(const Json& v) {
-  if (v.is_discarded()) return "a missing field";
-  return std::string(JsonTypeName(v));
+std::string Describe(const Value& v) {
+  if (v.missing()) return "a missing field";
+  return TypeName(v);
 }
 
-Status TypeError(Op op, const Json& a, const Json* b) {
+Status TypeError(Op op, const Value& a, const Value* b) {
   std::string msg = std::string("type error: '") + OpText(op) + "' cannot take " + Describe(a);
   if (b != nullptr) msg += " and " + Describe(*b);
   return Status::Invalid(msg);
 }
 
-bool ValuesEqual(const Json& a, const Json& b) {
-  const bool a_null = a.is_null() || a.is_discarded();
-  const bool b_null = b.is_null() || b.is_discarded();
+bool ValuesEqual(const Value& a, const Value& b) {
+  const bool a_null = a.type == V::kNull || a.missing();
+  const bool b_null = b.type == V::kNull || b.missing();
   if (a_null || b_null) return a_null && b_null;
   if (a.is_number() && b.is_number()) {
-    if (IsInt(a) && IsInt(b)) return a.get<int64_t>() == b.get<int64_t>();
-    return AsDouble(a) == AsDouble(b);
+    if (a.type == V::kInt && b.type == V::kInt) return a.i == b.i;
+    return a.as_double() == b.as_double();
   }
-  return a == b;
+  if (a.type != b.type) return false;
+  switch (a.type) {
+    case V::kBool: return a.b == b.b;
+    case V::kString: return a.str == b.str;
+    default: return SameJson(a.json, b.json);
+  }
 }
 
-Result<Json> Arith(Op op, const Json& a, const Json& b) {
-  if (op == Op::kAdd && a.is_string() && b.is_string()) {
-    return Json(a.get_ref<const std::string&>() + b.get_ref<const std::string&>());
+// Calls fn(element) for each element of the array text `json`; stops when fn
+// returns true, and returns whether it did.
+template <typename F>
+bool AnyElement(std::string_view json, Scratch* scratch, F&& fn) {
+  size_t j = jtext::SkipWs(json, 1);
+  while (j < json.size() && json[j] != ']') {
+    const size_t e = jtext::SkipValue(json, j);
+    if (fn(ReadJson(json.substr(j, e - j), scratch))) return true;
+    j = jtext::SkipWs(json, e);
+    if (j < json.size() && json[j] == ',') j = jtext::SkipWs(json, j + 1);
   }
-  if (!a.is_number() || !b.is_number() || a.is_discarded() || b.is_discarded()) {
-    return TypeError(op, a, &b);
+  return false;
+}
+
+int64_t CountElements(std::string_view json) {
+  int64_t n = 0;
+  size_t j = jtext::SkipWs(json, 1);
+  while (j < json.size() && json[j] != ']') {
+    ++n;
+    j = jtext::SkipWs(json, jtext::SkipValue(json, j));
+    if (j < json.size() && json[j] == ',') j = jtext::SkipWs(json, j + 1);
   }
+  return n;
+}
+
+// Distinct keys: a key written twice is one member.
+int64_t CountMembers(std::string_view json) {
+  std::vector<jtext::Member> ms;
+  jtext::Members(json, 0, &ms);
+  int64_t n = 0;
+  for (size_t i = 0; i < ms.size(); ++i) {
+    std::string key;
+    jtext::DecodeString(ms[i].key.of(json), &key);
+    bool again = false;
+    for (size_t k = i + 1; k < ms.size() && !again; ++k) again = jtext::KeyIs(ms[k].key.of(json), key);
+    if (!again) ++n;
+  }
+  return n;
+}
+
+Status Arith(Op op, const Value& a, const Value& b, Scratch* scratch, Value* out) {
+  if (op == Op::kAdd && a.type == V::kString && b.type == V::kString) {
+    char* p = scratch->Alloc(a.str.size() + b.str.size());
+    std::memcpy(p, a.str.data(), a.str.size());
+    std::memcpy(p + a.str.size(), b.str.data(), b.str.size());
+    *out = Value::String(std::string_view(p, a.str.size() + b.str.size()));
+    return Status::Ok();
+  }
+  if (!a.is_number() || !b.is_number()) return TypeError(op, a, &b);
   if (op == Op::kDiv) {
-    const double d = AsDouble(b);
+    const double d = b.as_double();
     if (d == 0) return Status::Invalid("division by zero");
-    return Json(AsDouble(a) / d);
+    *out = Value::Float(a.as_double() / d);
+    return Status::Ok();
   }
-  if (IsInt(a) && IsInt(b)) {
-    const int64_t x = a.get<int64_t>();
-    const int64_t y = b.get<int64_t>();
+  if (a.type == V::kInt && b.type == V::kInt) {
+    const int64_t x = a.i, y = b.i;
     int64_t r = 0;
     bool overflow = false;
     switch (op) {
@@ -101,180 +129,215 @@ Result<Json> Arith(Op op, const Json& a, const Json& b) {
       case Op::kMul: overflow = __builtin_mul_overflow(x, y, &r); break;
       case Op::kMod:
         if (y == 0) return Status::Invalid("modulo by zero");
-        if (y == -1) return Json(int64_t{0});
-        r = x % y;
+        r = y == -1 ? 0 : x % y;
         break;
       default: break;
     }
     if (overflow) return Status::Invalid(std::string("integer overflow in '") + OpText(op) + "'");
-    return Json(r);
+    *out = Value::Int(r);
+    return Status::Ok();
   }
-  const double x = AsDouble(a);
-  const double y = AsDouble(b);
+  const double x = a.as_double(), y = b.as_double();
   switch (op) {
-    case Op::kAdd: return Json(x + y);
-    case Op::kSub: return Json(x - y);
-    case Op::kMul: return Json(x * y);
+    case Op::kAdd: *out = Value::Float(x + y); break;
+    case Op::kSub: *out = Value::Float(x - y); break;
+    case Op::kMul: *out = Value::Float(x * y); break;
     case Op::kMod:
       if (y == 0) return Status::Invalid("modulo by zero");
-      return Json(std::fmod(x, y));
-    default: break;
+      *out = Value::Float(std::fmod(x, y));
+      break;
+    default: return Status::Internal("bad arithmetic operator");
   }
-  return Status::Internal("bad arithmetic operator");
+  return Status::Ok();
 }
 
-Result<Json> Compare(Op op, const Json& a, const Json& b) {
+Status Compare(Op op, const Value& a, const Value& b, Value* out) {
   int c = 0;
   if (a.is_number() && b.is_number()) {
-    if (IsInt(a) && IsInt(b)) {
-      const int64_t x = a.get<int64_t>(), y = b.get<int64_t>();
-      c = x < y ? -1 : (x > y ? 1 : 0);
+    if (a.type == V::kInt && b.type == V::kInt) {
+      c = a.i < b.i ? -1 : (a.i > b.i ? 1 : 0);
     } else {
-      const double x = AsDouble(a), y = AsDouble(b);
-      if (std::isnan(x) || std::isnan(y)) return Json(false);
+      const double x = a.as_double(), y = b.as_double();
+      if (std::isnan(x) || std::isnan(y)) {
+        *out = Value::Bool(false);
+        return Status::Ok();
+      }
       c = x < y ? -1 : (x > y ? 1 : 0);
     }
-  } else if (a.is_string() && b.is_string()) {
-    const int r = a.get_ref<const std::string&>().compare(b.get_ref<const std::string&>());
+  } else if (a.type == V::kString && b.type == V::kString) {
+    const int r = a.str.compare(b.str);
     c = r < 0 ? -1 : (r > 0 ? 1 : 0);
   } else {
     return TypeError(op, a, &b);
   }
   switch (op) {
-    case Op::kLt: return Json(c < 0);
-    case Op::kLe: return Json(c <= 0);
-    case Op::kGt: return Json(c > 0);
-    case Op::kGe: return Json(c >= 0);
-    default: break;
+    case Op::kLt: *out = Value::Bool(c < 0); break;
+    case Op::kLe: *out = Value::Bool(c <= 0); break;
+    case Op::kGt: *out = Value::Bool(c > 0); break;
+    case Op::kGe: *out = Value::Bool(c >= 0); break;
+    default: return Status::Internal("bad comparison operator");
   }
-  return Status::Internal("bad comparison operator");
+  return Status::Ok();
 }
 
-Result<Json> In(const Json& a, const Json& b) {
-  if (a.is_discarded()) return TypeError(Op::kIn, a, &b);
-  if (b.is_array()) {
-    for (const auto& e : b) {
-      if (ValuesEqual(a, e)) return Json(true);
-    }
-    return Json(false);
+Status In(const Value& a, const Value& b, Scratch* scratch, Value* out) {
+  if (a.missing()) return TypeError(Op::kIn, a, &b);
+  if (b.type == V::kArray) {
+    *out = Value::Bool(AnyElement(b.json, scratch, [&](const Value& e) { return ValuesEqual(a, e); }));
+    return Status::Ok();
   }
-  if (b.is_string() && a.is_string()) {
-    return Json(b.get_ref<const std::string&>().find(a.get_ref<const std::string&>()) !=
-                std::string::npos);
+  if (b.type == V::kString && a.type == V::kString) {
+    *out = Value::Bool(b.str.find(a.str) != std::string_view::npos);
+    return Status::Ok();
   }
-  if (b.is_object() && a.is_string()) {
-    return Json(b.contains(a.get_ref<const std::string&>()));
+  if (b.type == V::kObject && a.type == V::kString) {
+    jtext::Member m;
+    *out = Value::Bool(jtext::FindMember(b.json, jtext::SkipWs(b.json, 0), a.str, &m));
+    return Status::Ok();
   }
   return TypeError(Op::kIn, a, &b);
 }
 
-Result<Json> Eval(const Node& n, const Json& root, const Clock& clock) {
+struct Ctx {
+  const Document& doc;
+  Scratch* scratch;
+  const Clock& clock;
+};
+
+Status MissingField(const Node& n) {
+  return Status::Invalid("field '" + FieldPathToString(n.path) + "' is missing");
+}
+
+Status Eval(const Node& n, Ctx& ctx, Value* out) {
   switch (n.op) {
     case Op::kLiteral:
-      return n.literal;
-    case Op::kPath: {
-      const Json* v = LookupPath(root, n.path);
-      if (v == nullptr) return Missing();
-      return *v;
-    }
+      *out = n.literal;
+      return Status::Ok();
+    case Op::kPath:
+      *out = ctx.doc.Get(n.path, ctx.scratch);
+      return Status::Ok();
     case Op::kList: {
-      Json arr = Json::array();
-      for (const auto& k : n.kids) {
-        auto v = Eval(*k, root, clock);
-        if (!v.ok()) return v;
-        if (v->is_discarded()) return Status::Invalid("a list element is a missing field");
-        arr.push_back(std::move(v.value()));
+      std::vector<Value> items(n.kids.size());
+      for (size_t k = 0; k < n.kids.size(); ++k) {
+        KAYAK_RETURN_IF_ERROR(Eval(*n.kids[k], ctx, &items[k]));
+        if (items[k].missing()) return Status::Invalid("a list element is a missing field");
       }
-      return arr;
+      std::string& t = ctx.scratch->temp();
+      t.assign("[");
+      for (size_t k = 0; k < items.size(); ++k) {
+        if (k > 0) t.push_back(',');
+        AppendJson(items[k], &t);
+      }
+      t.push_back(']');
+      Value v;
+      v.type = V::kArray;
+      v.json = ctx.scratch->Keep(t);
+      *out = v;
+      return Status::Ok();
     }
     case Op::kCall: {
-      if (n.func == Func::kNow) return Json(clock.NowMs());
+      if (n.func == Func::kNow) {
+        *out = Value::Int(ctx.clock.NowMs());
+        return Status::Ok();
+      }
       if (n.func == Func::kCoalesce) {
         for (const auto& k : n.kids) {
-          auto v = Eval(*k, root, clock);
-          if (!v.ok()) return v;
-          if (!v->is_discarded() && !v->is_null()) return v;
+          KAYAK_RETURN_IF_ERROR(Eval(*k, ctx, out));
+          if (!out->missing() && out->type != V::kNull) return Status::Ok();
         }
-        return Json(nullptr);
+        *out = Value::Null();
+        return Status::Ok();
       }
-      auto v = Eval(*n.kids[0], root, clock);
-      if (!v.ok()) return v;
-      const Json& x = *v;
+      Value x;
+      KAYAK_RETURN_IF_ERROR(Eval(*n.kids[0], ctx, &x));
       if (n.func == Func::kLen) {
-        if (x.is_string()) return Json(static_cast<int64_t>(x.get_ref<const std::string&>().size()));
-        if (x.is_array() || x.is_object()) return Json(static_cast<int64_t>(x.size()));
-        return Status::Invalid("type error: len() cannot take " + Describe(x));
+        if (x.type == V::kString) *out = Value::Int(static_cast<int64_t>(x.str.size()));
+        else if (x.type == V::kArray) *out = Value::Int(CountElements(x.json));
+        else if (x.type == V::kObject) *out = Value::Int(CountMembers(x.json));
+        else return Status::Invalid("type error: len() cannot take " + Describe(x));
+        return Status::Ok();
       }
-      if (!x.is_string()) {
+      if (x.type != V::kString) {
         return Status::Invalid(std::string("type error: ") +
                                (n.func == Func::kLower ? "lower" : "upper") + "() cannot take " +
                                Describe(x));
       }
-      std::string s = x.get<std::string>();
-      for (char& c : s) {
-        c = n.func == Func::kLower ? static_cast<char>(std::tolower(static_cast<unsigned char>(c)))
-                                   : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      char* p = ctx.scratch->Alloc(x.str.size());
+      for (size_t i = 0; i < x.str.size(); ++i) {
+        const auto c = static_cast<unsigned char>(x.str[i]);
+        p[i] = static_cast<char>(n.func == Func::kLower ? std::tolower(c) : std::toupper(c));
       }
-      return Json(std::move(s));
+      *out = Value::String(std::string_view(p, x.str.size()));
+      return Status::Ok();
     }
     case Op::kNot: {
-      auto v = Eval(*n.kids[0], root, clock);
-      if (!v.ok()) return v;
-      if (v->is_discarded() && n.kids[0]->op == Op::kPath) {
-        return Status::Invalid("field '" + FieldPathToString(n.kids[0]->path) + "' is missing");
-      }
-      if (!v->is_boolean()) return TypeError(Op::kNot, *v, nullptr);
-      return Json(!v->get<bool>());
+      Value v;
+      KAYAK_RETURN_IF_ERROR(Eval(*n.kids[0], ctx, &v));
+      if (v.missing() && n.kids[0]->op == Op::kPath) return MissingField(*n.kids[0]);
+      if (v.type != V::kBool) return TypeError(Op::kNot, v, nullptr);
+      *out = Value::Bool(!v.b);
+      return Status::Ok();
     }
     case Op::kNeg: {
-      auto v = Eval(*n.kids[0], root, clock);
-      if (!v.ok()) return v;
-      if (IsInt(*v)) {
-        const int64_t x = v->get<int64_t>();
-        if (x == INT64_MIN) return Status::Invalid("integer overflow in '-'");
-        return Json(-x);
+      Value v;
+      KAYAK_RETURN_IF_ERROR(Eval(*n.kids[0], ctx, &v));
+      if (v.type == V::kInt) {
+        if (v.i == INT64_MIN) return Status::Invalid("integer overflow in '-'");
+        *out = Value::Int(-v.i);
+        return Status::Ok();
       }
-      if (v->is_number()) return Json(-AsDouble(*v));
-      return TypeError(Op::kNeg, *v, nullptr);
+      if (v.type == V::kFloat) {
+        *out = Value::Float(-v.d);
+        return Status::Ok();
+      }
+      return TypeError(Op::kNeg, v, nullptr);
     }
     case Op::kOr:
     case Op::kAnd: {
-      auto a = Eval(*n.kids[0], root, clock);
-      if (!a.ok()) return a;
-      if (!a->is_boolean()) return TypeError(n.op, *a, nullptr);
-      const bool av = a->get<bool>();
-      if (n.op == Op::kOr && av) return Json(true);
-      if (n.op == Op::kAnd && !av) return Json(false);
-      auto b = Eval(*n.kids[1], root, clock);
-      if (!b.ok()) return b;
-      if (!b->is_boolean()) return TypeError(n.op, *b, nullptr);
-      return Json(b->get<bool>());
+      Value a;
+      KAYAK_RETURN_IF_ERROR(Eval(*n.kids[0], ctx, &a));
+      if (a.type != V::kBool) return TypeError(n.op, a, nullptr);
+      if ((n.op == Op::kOr) == a.b) {
+        *out = Value::Bool(a.b);
+        return Status::Ok();
+      }
+      Value b;
+      KAYAK_RETURN_IF_ERROR(Eval(*n.kids[1], ctx, &b));
+      if (b.type != V::kBool) return TypeError(n.op, b, nullptr);
+      *out = Value::Bool(b.b);
+      return Status::Ok();
     }
     default:
       break;
   }
-  auto a = Eval(*n.kids[0], root, clock);
-  if (!a.ok()) return a;
-  auto b = Eval(*n.kids[1], root, clock);
-  if (!b.ok()) return b;
+  Value a, b;
+  KAYAK_RETURN_IF_ERROR(Eval(*n.kids[0], ctx, &a));
+  KAYAK_RETURN_IF_ERROR(Eval(*n.kids[1], ctx, &b));
   if (n.op != Op::kEq && n.op != Op::kNe) {
-    for (int i = 0; i < 2; ++i) {
-      const Json& v = i == 0 ? *a : *b;
-      if (v.is_discarded() && n.kids[i]->op == Op::kPath) {
-        return Status::Invalid("field '" + FieldPathToString(n.kids[i]->path) + "' is missing");
-      }
-    }
+    if (a.missing() && n.kids[0]->op == Op::kPath) return MissingField(*n.kids[0]);
+    if (b.missing() && n.kids[1]->op == Op::kPath) return MissingField(*n.kids[1]);
   }
   switch (n.op) {
-    case Op::kEq: return Json(ValuesEqual(*a, *b));
-    case Op::kNe: return Json(!ValuesEqual(*a, *b));
+    case Op::kEq: *out = Value::Bool(ValuesEqual(a, b)); return Status::Ok();
+    case Op::kNe: *out = Value::Bool(!ValuesEqual(a, b)); return Status::Ok();
     case Op::kLt:
     case Op::kLe:
     case Op::kGt:
-    case Op::kGe: return Compare(n.op, *a, *b);
-    case Op::kIn: return In(*a, *b);
-    default: return Arith(n.op, *a, *b);
+    case Op::kGe: return Compare(n.op, a, b, out);
+    case Op::kIn: return In(a, b, ctx.scratch, out);
+    default: return Arith(n.op, a, b, ctx.scratch, out);
   }
+}
+
+// Makes `n` the literal `v`, copying the bytes it points to into the node.
+void SetLiteral(Node* n, const Value& v) {
+  n->op = Op::kLiteral;
+  n->kids.clear();
+  n->lit_str.assign(v.str);
+  n->lit_json.assign(v.json);
+  n->literal = v;
+  n->literal.str = n->lit_str;
+  n->literal.json = n->lit_json;
 }
 
 // ---- lexer and parser ----
@@ -284,7 +347,7 @@ enum class Tok { kEnd, kNumber, kString, kIdent, kPunct };
 struct Token {
   Tok kind = Tok::kEnd;
   std::string text;  // identifier, punctuation, or decoded string
-  Json number;
+  Value number;
   size_t offset = 0;
 };
 
@@ -344,7 +407,7 @@ class Parser {
       tok_.kind = Tok::kNumber;
       tok_.text = text;
       if (is_float) {
-        tok_.number = std::strtod(text.c_str(), nullptr);
+        tok_.number = Value::Float(std::strtod(text.c_str(), nullptr));
       } else {
         errno = 0;
         const long long v = std::strtoll(text.c_str(), nullptr, 10);
@@ -352,7 +415,7 @@ class Parser {
           Fail(i, "integer literal out of range");
           return false;
         }
-        tok_.number = static_cast<int64_t>(v);
+        tok_.number = Value::Int(static_cast<int64_t>(v));
       }
       pos_ = j;
       return true;
@@ -496,12 +559,14 @@ class Parser {
       if (k->op != Op::kLiteral) return n;
     }
     if (n->op == Op::kCall && n->func == Func::kNow) return n;
-    static const Json kEmpty = Json::object();
-    auto v = Eval(*n, kEmpty, *SystemClock::Get());
-    if (!v.ok()) return Fail(n->offset, v.status().message());
+    const Document empty("{}");
+    Scratch scratch;
+    Ctx ctx{empty, &scratch, *SystemClock::Get()};
+    Value v;
+    Status st = Eval(*n, ctx, &v);
+    if (!st.ok()) return Fail(n->offset, st.message());
     auto lit = std::make_shared<Node>();
-    lit->op = Op::kLiteral;
-    lit->literal = std::move(v.value());
+    SetLiteral(lit.get(), v);
     lit->offset = n->offset;
     return lit;
   }
@@ -513,13 +578,11 @@ class Parser {
       case Tok::kEnd:
         return Fail(tok_.offset, "unexpected end of expression");
       case Tok::kNumber:
-        n->op = Op::kLiteral;
-        n->literal = tok_.number;
+        SetLiteral(n.get(), tok_.number);
         if (!Next()) return nullptr;
         return n;
       case Tok::kString:
-        n->op = Op::kLiteral;
-        n->literal = tok_.text;
+        SetLiteral(n.get(), Value::String(tok_.text));
         if (!Next()) return nullptr;
         return n;
       case Tok::kPunct:
@@ -554,14 +617,12 @@ class Parser {
     }
     const std::string name = tok_.text;
     if (name == "true" || name == "false") {
-      n->op = Op::kLiteral;
-      n->literal = (name == "true");
+      SetLiteral(n.get(), Value::Bool(name == "true"));
       if (!Next()) return nullptr;
       return n;
     }
     if (name == "null") {
-      n->op = Op::kLiteral;
-      n->literal = nullptr;
+      SetLiteral(n.get(), Value::Null());
       if (!Next()) return nullptr;
       return n;
     }
@@ -579,9 +640,9 @@ class Parser {
         continue;
       }
       if (!Next()) return nullptr;
-      if (tok_.kind == Tok::kNumber && tok_.number.is_number_integer() &&
-          tok_.number.get<int64_t>() >= 0) {
-        n->path.push_back(PathStep{"", tok_.number.get<int64_t>()});
+      if (tok_.kind == Tok::kNumber && tok_.number.type == Value::Type::kInt &&
+          tok_.number.i >= 0) {
+        n->path.push_back(PathStep{"", tok_.number.i});
       } else if (tok_.kind == Tok::kString) {
         n->path.push_back(PathStep{tok_.text, -1});
       } else {
@@ -645,8 +706,9 @@ class Parser {
 
 }  // namespace
 
-Result<Json> Expr::Eval(const Json& fields, const Clock& clock) const {
-  return expr::Eval(*root_, fields, clock);
+Status Expr::Eval(const Document& doc, Scratch* scratch, const Clock& clock, Value* out) const {
+  Ctx ctx{doc, scratch, clock};
+  return expr::Eval(*root_, ctx, out);
 }
 
 std::shared_ptr<const Expr> Compile(std::string_view text, CompileError* error) {

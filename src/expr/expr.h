@@ -12,7 +12,8 @@
 //            | ident '(' args ')' | path
 //   path    := ident ('.' ident | '[' int ']' | '[' string ']')*
 //
-// Values are JSON values. A field that is not in the message is "missing": it
+// Values are JSON values (expr/value.h), read from the message's text where
+// they are, not from a parsed tree. A field that is not in the message is "missing": it
 // compares equal to null, coalesce() skips it, and any other use of it is an
 // evaluation error. Types are checked: arithmetic takes numbers (and '+' two
 // strings), ordering takes two numbers or two strings, logic takes bools.
@@ -25,7 +26,7 @@
 #include <string_view>
 
 #include "common/clock.h"
-#include "common/json_util.h"
+#include "expr/value.h"
 #include "kayak/status.h"
 
 namespace kayak::expr {
@@ -37,10 +38,12 @@ class Expr {
  public:
   explicit Expr(std::shared_ptr<const Node> root, std::string text)
       : root_(std::move(root)), text_(std::move(text)) {}
-  // Evaluates against a message's fields. A missing result is returned as a
-  // Json of type discarded; callers decide whether that is an error.
-  Result<Json> Eval(const Json& fields, const Clock& clock) const;
+  // Evaluates against a message. A path to a field that is not there gives a
+  // missing value; callers decide whether that is an error. Values the
+  // expression builds live in `scratch` until its next Reset().
+  Status Eval(const Document& doc, Scratch* scratch, const Clock& clock, Value* out) const;
   const std::string& text() const { return text_; }
+  const Node& root() const { return *root_; }  // the syntax tree, expr/ast.h
 
  private:
   std::shared_ptr<const Node> root_;
@@ -54,7 +57,5 @@ struct CompileError {
 
 // Compiles `text`. On failure returns nullptr and fills `error`.
 std::shared_ptr<const Expr> Compile(std::string_view text, CompileError* error);
-
-inline bool IsMissing(const Json& v) { return v.is_discarded(); }
 
 }  // namespace kayak::expr

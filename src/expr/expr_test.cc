@@ -2,22 +2,32 @@
 
 #include <gtest/gtest.h>
 
+#include "common/json_util.h"
+
 namespace kayak::expr {
 namespace {
 
 FakeClock clock_fixed(1700000000123);
 
-Json Fields() {
-  return Json::parse(R"({"a": 7, "b": 2, "f": 2.5, "s": "Hello", "t": "lo", "yes": true,
+const char* const kFields =
+    R"({"a": 7, "b": 2, "f": 2.5, "s": "Hello", "t": "lo", "yes": true,
     "no": false, "nul": null, "arr": [10, 20, 30], "obj": {"x": {"y": 5}, "k": "v"},
-    "weird key": 1})");
-}
+    "weird key": 1})";
 
+// The result as a tree (missing as a discarded value), to compare.
 Result<Json> Run(const std::string& text) {
   CompileError err;
   auto e = Compile(text, &err);
   if (e == nullptr) return Status::Invalid("compile: " + err.message);
-  return e->Eval(Fields(), clock_fixed);
+  const Document doc(kFields);
+  Scratch scratch;
+  Value v;
+  Status st = e->Eval(doc, &scratch, clock_fixed, &v);
+  if (!st.ok()) return st;
+  if (v.missing()) return Json(Json::value_t::discarded);
+  std::string json;
+  AppendJson(v, &json);
+  return Json::parse(json);
 }
 
 Json Ok(const std::string& text) {

@@ -15,16 +15,16 @@ class FilterTransform final : public Transform {
 
   Status Process(Batch* batch) override {
     return KeepMessages(batch, [&](Message& m, bool* keep) -> Status {
-      auto f = m.Fields();
-      if (!f.ok()) return f.status();
-      auto v = expr_->Eval(**f, *clock_);
-      if (!v.ok()) return v.status();
-      if (!v->is_boolean()) {
+      KAYAK_RETURN_IF_ERROR(OpenFields(m, &doc_, false));
+      scratch_.Reset();
+      expr::Value v;
+      KAYAK_RETURN_IF_ERROR(expr_->Eval(doc_, &scratch_, *clock_, &v));
+      if (v.type != expr::Value::Type::kBool) {
         return Status::Invalid(std::string("filter expression gave ") +
-                               (v->is_discarded() ? "a missing field" : JsonTypeName(*v)) +
+                               (v.missing() ? "a missing field" : expr::TypeName(v)) +
                                ", not a bool");
       }
-      *keep = v->get<bool>();
+      *keep = v.b;
       return Status::Ok();
     });
   }
@@ -32,6 +32,8 @@ class FilterTransform final : public Transform {
  private:
   std::shared_ptr<const expr::Expr> expr_;
   const Clock* clock_;
+  expr::Document doc_;
+  expr::Scratch scratch_;
 };
 
 class MapTransform final : public Transform {
@@ -46,22 +48,24 @@ class MapTransform final : public Transform {
 
   Status Process(Batch* batch) override {
     return ForEachMessage(batch, [&](Message& m) -> Status {
-      auto f = ObjectFields(m);
-      if (!f.ok()) return f.status();
-      Json& fields = **f;
+      KAYAK_RETURN_IF_ERROR(OpenFields(m, &doc_, true));
       // Assignments apply in order; a later one sees the earlier ones.
       for (const auto& a : assignments_) {
-        auto v = a.expr->Eval(fields, *clock_);
-        if (!v.ok()) return Status::Invalid("'" + a.name + "': " + v.status().message());
-        if (v->is_discarded()) {
+        doc_.Reset(m.payload());
+        scratch_.Reset();
+        expr::Value v;
+        Status st = a.expr->Eval(doc_, &scratch_, *clock_, &v);
+        if (!st.ok()) return Status::Invalid("'" + a.name + "': " + st.message());
+        if (v.missing()) {
           return Status::Invalid("'" + a.name + "': the expression '" + a.expr->text() +
                                  "' names a missing field");
         }
-        Json* slot = MutablePath(fields, a.path);
-        if (slot == nullptr) {
+        value_.clear();
+        expr::AppendJson(v, &value_);
+        if (!jtext::SetPath(m.payload(), a.path, value_, &buf_)) {
           return Status::Invalid("cannot set '" + a.name + "': a parent is not an object");
         }
-        *slot = std::move(v.value());
+        m.SwapJsonPayload(&buf_);
       }
       return Status::Ok();
     });
@@ -70,6 +74,10 @@ class MapTransform final : public Transform {
  private:
   std::vector<Assignment> assignments_;
   const Clock* clock_;
+  expr::Document doc_;
+  expr::Scratch scratch_;
+  std::string value_;  // the assigned value's JSON
+  std::string buf_;    // the patched payload, swapped into the message
 };
 
 class RemoveTransform final : public Transform {
@@ -77,15 +85,18 @@ class RemoveTransform final : public Transform {
   explicit RemoveTransform(std::vector<FieldPath> paths) : paths_(std::move(paths)) {}
   Status Process(Batch* batch) override {
     return ForEachMessage(batch, [&](Message& m) -> Status {
-      auto f = ObjectFields(m);
-      if (!f.ok()) return f.status();
-      for (const auto& p : paths_) ErasePath(**f, p);
+      KAYAK_RETURN_IF_ERROR(OpenFields(m, &doc_, true));
+      for (const auto& p : paths_) {
+        if (jtext::RemovePath(m.payload(), p, &buf_)) m.SwapJsonPayload(&buf_);
+      }
       return Status::Ok();
     });
   }
 
  private:
   std::vector<FieldPath> paths_;
+  expr::Document doc_;
+  std::string buf_;
 };
 
 class RenameTransform final : public Transform {
@@ -94,20 +105,17 @@ class RenameTransform final : public Transform {
       : moves_(std::move(moves)) {}
   Status Process(Batch* batch) override {
     return ForEachMessage(batch, [&](Message& m) -> Status {
-      auto f = ObjectFields(m);
-      if (!f.ok()) return f.status();
-      Json& fields = **f;
+      KAYAK_RETURN_IF_ERROR(OpenFields(m, &doc_, true));
       for (const auto& [from, to] : moves_) {
-        const Json* v = LookupPath(fields, from);
-        if (v == nullptr) continue;  // nothing to rename
-        Json moved = *v;
-        ErasePath(fields, from);
-        Json* slot = MutablePath(fields, to);
-        if (slot == nullptr) {
+        jtext::Span span;
+        if (!jtext::FindPath(m.payload(), from, &span)) continue;  // nothing to rename
+        moved_.assign(span.of(m.payload()));
+        if (jtext::RemovePath(m.payload(), from, &buf_)) m.SwapJsonPayload(&buf_);
+        if (!jtext::SetPath(m.payload(), to, moved_, &buf_)) {
           return Status::Invalid("cannot rename to '" + FieldPathToString(to) +
                                  "': a parent is not an object");
         }
-        *slot = std::move(moved);
+        m.SwapJsonPayload(&buf_);
       }
       return Status::Ok();
     });
@@ -115,6 +123,9 @@ class RenameTransform final : public Transform {
 
  private:
   std::vector<std::pair<FieldPath, FieldPath>> moves_;
+  expr::Document doc_;
+  std::string moved_;  // the moved value's JSON
+  std::string buf_;
 };
 
 // Entry `i`'s key or value as a field path; an error at it if it is not one.

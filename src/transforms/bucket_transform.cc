@@ -54,26 +54,27 @@ class BucketTransform final : public Transform {
 
  private:
   Status One(Message& m, int64_t now) {
-    auto f = ObjectFields(m);
-    if (!f.ok()) return f.status();
-    Json& fields = **f;
-    auto key = KeyOf(fields, c_.key);
-    if (!key.ok()) return key.status();
+    KAYAK_RETURN_IF_ERROR(OpenFields(m, &doc_, true));
+    scratch_.Reset();
+    KAYAK_RETURN_IF_ERROR(KeyOf(doc_, c_.key, &scratch_, &key_));
+    const std::string* key = &key_;
     Json result;
     if (c_.op == Op::kLookup) {
       auto e = c_.bucket->Get(*key, now);
       result = e ? e->value : Json(nullptr);
     } else {
-      const Json* v = nullptr;
+      Json field;
+      const Json* v = &field;
       if (c_.op != Op::kCount) {
-        v = LookupPath(fields, c_.field);
-        if (v == nullptr) {
+        const expr::Value fv = doc_.Get(c_.field, &scratch_);
+        if (fv.missing()) {
           return Status::Invalid("field '" + FieldPathToString(c_.field) + "' is missing");
         }
-        if ((c_.op == Op::kAdd || c_.op == Op::kMin || c_.op == Op::kMax) && !v->is_number()) {
+        if ((c_.op == Op::kAdd || c_.op == Op::kMin || c_.op == Op::kMax) && !fv.is_number()) {
           return Status::Invalid("field '" + FieldPathToString(c_.field) + "' is " +
-                                 JsonTypeName(*v) + ", not a number");
+                                 expr::TypeName(fv) + ", not a number");
         }
+        field = ToJson(fv);
       }
       KAYAK_RETURN_IF_ERROR(c_.bucket->Update(
           *key, now,
@@ -104,18 +105,21 @@ class BucketTransform final : public Transform {
           c_.as.empty() ? nullptr : &result));
     }
     if (!c_.as.empty()) {
-      Json* slot = MutablePath(fields, c_.as);
-      if (slot == nullptr) {
-        return Status::Invalid("cannot set '" + FieldPathToString(c_.as) +
-                               "': a parent is not an object");
-      }
-      *slot = std::move(result);
+      value_.clear();
+      AppendJsonOf(result, &value_);
+      KAYAK_RETURN_IF_ERROR(SetField(m, c_.as, value_, &buf_));
     }
     return Status::Ok();
   }
 
   Config c_;
   const Clock* clock_;
+  // Reused from message to message.
+  expr::Document doc_;
+  expr::Scratch scratch_;
+  std::string key_;
+  std::string value_;
+  std::string buf_;
 };
 
 std::unique_ptr<Transform> Make(const Options& o, const ComponentContext& ctx,

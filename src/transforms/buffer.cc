@@ -44,7 +44,6 @@ class BufferTransform final : public Transform {
     e.I64(first_ms_);
     e.U64(held_.size());
     for (auto& m : held_) {
-      m.Seal();
       e.Str(m.payload());
       e.I64(m.ts_ms());
       e.Str(m.key());

@@ -1,23 +1,46 @@
-// Shared helpers for transforms that read message fields.
+// Shared helpers for transforms that read and change message fields: the
+// payload is read as text (expr::Document) and patched in place (jtext), never
+// parsed into a tree.
 #pragma once
 
 #include <string>
 
+#include "common/json_text.h"
 #include "common/json_util.h"
+#include "expr/value.h"
 #include "kayak/message.h"
 #include "kayak/status.h"
 
 namespace kayak {
 
-// The parsed fields of `m`, which must be a JSON object.
-inline Result<Json*> ObjectFields(Message& m) {
-  auto f = m.MutableFields();
-  if (!f.ok()) return f.status();
-  if (!(*f)->is_object()) {
-    return Status::Invalid(std::string("payload is a JSON ") + JsonTypeName(**f) +
-                           ", not an object");
+// Opens `m`'s payload as `doc`: an error if it is not JSON, or (with
+// `object`) not a JSON object.
+inline Status OpenFields(Message& m, expr::Document* doc, bool object) {
+  KAYAK_RETURN_IF_ERROR(m.CheckJson());
+  doc->Reset(m.payload());
+  if (object) {
+    const std::string& p = m.payload();
+    const size_t b = jtext::SkipWs(p, 0);
+    if (p[b] != '{') {
+      size_t e = p.size();
+      while (e > b && jtext::IsWs(p[e - 1])) --e;
+      return Status::Invalid(std::string("payload is a JSON ") +
+                             jtext::TypeName(std::string_view(p).substr(b, e - b)) +
+                             ", not an object");
+    }
   }
-  return *f;
+  return Status::Ok();
+}
+
+// Sets the field at `path` of `m` to the JSON text `json`, building the new
+// payload in `buf` (whose memory the message keeps; `buf` gets the old one).
+inline Status SetField(Message& m, const FieldPath& path, std::string_view json, std::string* buf) {
+  if (!jtext::SetPath(m.payload(), path, json, buf)) {
+    return Status::Invalid("cannot set '" + FieldPathToString(path) +
+                           "': a parent is not an object");
+  }
+  m.SwapJsonPayload(buf);
+  return Status::Ok();
 }
 
 // Parses a field path option, recording a config error when malformed.
@@ -30,13 +53,31 @@ bool PathOption(const OptionsT& o, const std::string& name, FieldPath* out) {
   return true;
 }
 
-// The text of a key field: strings as they are, other values as JSON.
-inline Result<std::string> KeyOf(const Json& fields, const FieldPath& path) {
-  const Json* v = LookupPath(fields, path);
-  if (v == nullptr || v->is_null()) {
+// The text of a key field: strings as they are, other values as compact JSON
+// (the way nlohmann wrote them: 1.50 is "1.5").
+inline Status KeyOf(const expr::Document& doc, const FieldPath& path, expr::Scratch* scratch,
+                    std::string* out) {
+  const expr::Value v = doc.Get(path, scratch);
+  out->clear();
+  if (v.missing() || v.type == expr::Value::Type::kNull) {
     return Status::Invalid("key field '" + FieldPathToString(path) + "' is missing");
   }
-  return JsonKeyString(*v);
+  expr::AppendKey(v, out);
+  return Status::Ok();
+}
+
+// A value read from a message as a JSON tree, for state that holds trees
+// (buckets). Scalars are built directly; arrays and objects are parsed.
+inline Json ToJson(const expr::Value& v) {
+  switch (v.type) {
+    case expr::Value::Type::kBool: return Json(v.b);
+    case expr::Value::Type::kInt: return Json(v.i);
+    case expr::Value::Type::kFloat: return v.wide_int ? Json::parse(v.json) : Json(v.d);
+    case expr::Value::Type::kString: return Json(std::string(v.str));
+    case expr::Value::Type::kArray:
+    case expr::Value::Type::kObject: return Json::parse(v.json);
+    default: return Json(nullptr);
+  }
 }
 
 }  // namespace kayak

@@ -237,11 +237,12 @@ class LuaTransform final : public Transform {
 
  private:
   Status One(Message& m, bool* dropped) {
-    auto f = m.Fields();
-    if (!f.ok()) return f.status();
+    // lua needs the whole document: parsed here, for it alone.
+    KAYAK_RETURN_IF_ERROR(m.CheckJson());
+    const Json fields = Json::parse(m.payload(), nullptr, false);
     const int top = lua_gettop(L_);
     lua_getglobal(L_, "process");
-    PushJson(L_, **f, 0);
+    PushJson(L_, fields, 0);
     limits_.instructions_used = 0;
     if (lua_pcall(L_, 1, 1, 0) != LUA_OK) {
       std::string err = lua_tostring(L_, -1) != nullptr ? lua_tostring(L_, -1) : "lua error";
@@ -258,9 +259,9 @@ class LuaTransform final : public Transform {
     lua_settop(L_, top);
     KAYAK_RETURN_IF_ERROR(st);
     // Fields the message had keep their places; new ones follow in name order.
-    if (out.is_object() && (*f)->is_object()) {
+    if (out.is_object() && fields.is_object()) {
       Json ordered = Json::object();
-      for (const auto& [k, v] : (*f)->items()) {
+      for (const auto& [k, v] : fields.items()) {
         auto it = out.find(k);
         if (it != out.end()) ordered[k] = std::move(*it);
       }
@@ -269,7 +270,7 @@ class LuaTransform final : public Transform {
       }
       out = std::move(ordered);
     }
-    m.SetFields(std::move(out));
+    m.set_payload(out.dump(-1, ' ', false, Json::error_handler_t::replace), true);
     return Status::Ok();
   }
 

@@ -32,7 +32,13 @@ class RollingWindow final : public Transform {
     size_t max_points_per_key = 0;
   };
 
-  RollingWindow(Config c, const Clock* clock) : c_(std::move(c)), clock_(clock) {}
+  RollingWindow(Config c, const Clock* clock) : c_(std::move(c)), clock_(clock) {
+    static const std::pair<unsigned, const char*> kNames[] = {
+        {kCount, "_count"}, {kSum, "_sum"}, {kAvg, "_avg"}, {kMin, "_min"}, {kMax, "_max"}};
+    for (const auto& [agg, suffix] : kNames) {
+      if (c_.aggs & agg) names_.push_back(c_.out_prefix + suffix);
+    }
+  }
 
   Status Process(Batch* batch) override {
     const int64_t now = clock_->NowMs();
@@ -109,35 +115,35 @@ class RollingWindow final : public Transform {
   };
 
   Status One(Message& m, int64_t now) {
-    auto f = ObjectFields(m);
-    if (!f.ok()) return f.status();
-    Json& fields = **f;
-    std::string key;
-    if (!c_.key.empty()) {
-      auto k = KeyOf(fields, c_.key);
-      if (!k.ok()) return k.status();
-      key = std::move(k.value());
+    KAYAK_RETURN_IF_ERROR(OpenFields(m, &doc_, true));
+    scratch_.Reset();
+    key_.clear();
+    if (!c_.key.empty()) KAYAK_RETURN_IF_ERROR(KeyOf(doc_, c_.key, &scratch_, &key_));
+    const expr::Value v = doc_.Get(c_.field, &scratch_);
+    if (v.missing()) return Status::Invalid("field '" + FieldPathToString(c_.field) + "' is missing");
+    if (!v.is_number()) {
+      return Status::Invalid("field '" + FieldPathToString(c_.field) + "' is " +
+                             expr::TypeName(v) + ", not a number");
     }
-    const Json* v = LookupPath(fields, c_.field);
-    if (v == nullptr) return Status::Invalid("field '" + FieldPathToString(c_.field) + "' is missing");
-    if (!v->is_number()) {
-      return Status::Invalid("field '" + FieldPathToString(c_.field) + "' is " + JsonTypeName(*v) +
-                             ", not a number");
-    }
-    const double value = v->get<double>();
+    const double value = v.as_double();
     int64_t t = m.ts_ms();
     if (!c_.time_field.empty()) {
-      const Json* tv = LookupPath(fields, c_.time_field);
-      if (tv == nullptr) {
+      const expr::Value tv = doc_.Get(c_.time_field, &scratch_);
+      if (tv.missing()) {
         return Status::Invalid("time field '" + FieldPathToString(c_.time_field) + "' is missing");
       }
-      if (!ParseEventTimeMs(*tv, &t)) {
+      const bool ok =
+          tv.type == expr::Value::Type::kString ? EventTimeOfText(tv.str, &t)
+          : tv.is_number() ? EventTimeOfNumber(tv.as_double(),
+                                               tv.type == expr::Value::Type::kInt ? &tv.i : nullptr, &t)
+                           : false;
+      if (!ok) {
         return Status::Invalid("time field '" + FieldPathToString(c_.time_field) +
                                "' is not epoch seconds, epoch milliseconds or RFC 3339");
       }
     }
     changed_ = true;
-    KeyState& ks = Touch(key, now);
+    KeyState& ks = Touch(key_, now);
     if (c_.window_ms > 0) {
       const bool late = !ks.points.empty() && t <= ks.end_ms - c_.window_ms;
       if (late) {
@@ -157,7 +163,7 @@ class RollingWindow final : public Transform {
       while (static_cast<int64_t>(ks.points.size()) > c_.window_messages) PopFront(ks);
     }
     while (ks.points.size() > c_.max_points_per_key) PopFront(ks);
-    Emit(ks, fields);
+    Emit(ks, m);
     return Status::Ok();
   }
 
@@ -167,20 +173,36 @@ class RollingWindow final : public Transform {
     if (ks.points.empty()) ks.sum = 0;  // no drift carried into the next series
   }
 
-  void Emit(const KeyState& ks, Json& fields) const {
+  // Adds (or replaces) the aggregate fields, in one pass over the payload.
+  void Emit(const KeyState& ks, Message& m) {
     const size_t n = ks.points.size();
-    if (c_.aggs & kCount) fields[c_.out_prefix + "_count"] = static_cast<int64_t>(n);
-    if (c_.aggs & kSum) fields[c_.out_prefix + "_sum"] = ks.sum;
-    if (c_.aggs & kAvg) fields[c_.out_prefix + "_avg"] = n ? ks.sum / static_cast<double>(n) : 0.0;
+    values_.clear();
+    fields_.clear();
+    size_t ends[5];
+    size_t k = 0;
+    auto add = [&](unsigned agg, auto write) {
+      if (!(c_.aggs & agg)) return;
+      write();
+      ends[k++] = values_.size();
+    };
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
     if (c_.aggs & (kMin | kMax)) {
-      double lo = std::numeric_limits<double>::infinity(), hi = -lo;
       for (const auto& p : ks.points) {
         lo = std::min(lo, p.v);
         hi = std::max(hi, p.v);
       }
-      if (c_.aggs & kMin) fields[c_.out_prefix + "_min"] = n ? Json(lo) : Json(nullptr);
-      if (c_.aggs & kMax) fields[c_.out_prefix + "_max"] = n ? Json(hi) : Json(nullptr);
     }
+    add(kCount, [&] { jtext::AppendInt(&values_, static_cast<int64_t>(n)); });
+    add(kSum, [&] { jtext::AppendDouble(&values_, ks.sum); });
+    add(kAvg, [&] { jtext::AppendDouble(&values_, n ? ks.sum / static_cast<double>(n) : 0.0); });
+    add(kMin, [&] { n ? jtext::AppendDouble(&values_, lo) : void(values_.append("null")); });
+    add(kMax, [&] { n ? jtext::AppendDouble(&values_, hi) : void(values_.append("null")); });
+    size_t from = 0;
+    for (size_t i = 0; i < k; ++i) {
+      fields_.emplace_back(names_[i], std::string_view(values_).substr(from, ends[i] - from));
+      from = ends[i];
+    }
+    if (jtext::SetMembers(m.payload(), fields_, &buf_)) m.SwapJsonPayload(&buf_);
   }
 
   KeyState& Touch(const std::string& key, int64_t now) {
@@ -219,6 +241,14 @@ class RollingWindow final : public Transform {
 
   const Config c_;
   const Clock* clock_;
+  std::vector<std::string> names_;  // the added fields, in order
+  // Reused from message to message.
+  expr::Document doc_;
+  expr::Scratch scratch_;
+  std::string key_;
+  std::string values_;
+  std::vector<std::pair<std::string_view, std::string_view>> fields_;
+  std::string buf_;
   std::unordered_map<std::string, KeyState> keys_;
   std::list<const std::string*> order_;  // least recently written first
   uint64_t late_ = 0;

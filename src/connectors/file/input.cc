@@ -332,7 +332,7 @@ class FileInput final : public Input {
                           ": skipped a line that is not JSON");
       return;
     }
-    out->messages.emplace_back(std::string(line), clock_->NowMs());
+    out->messages.emplace_back(std::string(line), clock_->NowMs()).MarkJson();
   }
 
   const std::string pattern_;

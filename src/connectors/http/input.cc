@@ -144,14 +144,16 @@ class HttpInput final : public Input {
       consumed_ = r.seq;
       std::string_view p = r.payload;
       if (p.find('\n') == std::string_view::npos) {  // one message: no copy
-        out->messages.emplace_back(std::move(r.payload), now);
+        out->messages.emplace_back(std::move(r.payload), now).MarkJson();  // checked when posted
         continue;
       }
       size_t start = 0;
       while (start <= p.size()) {
         size_t nl = p.find('\n', start);
         if (nl == std::string_view::npos) nl = p.size();
-        if (nl > start) out->messages.emplace_back(std::string(p.substr(start, nl - start)), now);
+        if (nl > start) {
+          out->messages.emplace_back(std::string(p.substr(start, nl - start)), now).MarkJson();
+        }
         start = nl + 1;
       }
     }

@@ -35,6 +35,7 @@
 #include "common/clock.h"
 #include "common/crash_point.h"
 #include "common/log.h"
+#include "common/ndjson.h"
 #include "components.h"
 #include "expr/expr.h"
 
@@ -560,26 +561,29 @@ class KafkaOutput final : public Output {
       const std::string* topic = &topic_;
       std::string per_message_topic;
       if (key_ || topic_expr_) {
-        auto fields = Json::parse(m.payload(), nullptr, false);
         std::string why;
-        if (fields.is_discarded()) why = "the payload is not JSON";
+        if (!m.json_known() && !IsJson(m.payload())) why = "the payload is not JSON";
+        doc_.Reset(m.payload());
+        scratch_.Reset();
+        expr::Value v;
         if (why.empty() && key_) {
-          auto v = key_->Eval(fields, *clock_);
-          if (v.ok()) {
-            computed_key = v->is_string() ? v->get<std::string>() : v->dump();
+          Status st = key_->Eval(doc_, &scratch_, *clock_, &v);
+          if (st.ok() && v.missing()) st = Status::Invalid("the expression names a missing field");
+          if (st.ok()) {
+            computed_key.clear();
+            expr::AppendKey(v, &computed_key);
             key = &computed_key;
           } else {
-            why = "key: " + v.status().message();
+            why = "key: " + st.message();
           }
         }
         if (why.empty() && topic_expr_) {
-          auto v = topic_expr_->Eval(fields, *clock_);
-          if (v.ok() && v->is_string() && !v->get<std::string>().empty()) {
-            per_message_topic = v->get<std::string>();
+          Status st = topic_expr_->Eval(doc_, &scratch_, *clock_, &v);
+          if (st.ok() && v.type == expr::Value::Type::kString && !v.str.empty()) {
+            per_message_topic.assign(v.str);
             topic = &per_message_topic;
           } else {
-            why = "topic_expr: " + (v.ok() ? std::string("not a non-empty string")
-                                           : v.status().message());
+            why = "topic_expr: " + (st.ok() ? std::string("not a non-empty string") : st.message());
           }
         }
         if (!why.empty()) {
@@ -974,6 +978,9 @@ class KafkaOutput final : public Output {
   const std::string topic_;
   const std::shared_ptr<const expr::Expr> topic_expr_;  // per message, instead of topic_
   const std::shared_ptr<const expr::Expr> key_;
+  // Reused from message to message by the expressions above.
+  expr::Document doc_;
+  expr::Scratch scratch_;
   const Properties props_;
   const Transactions txn_;
   const Clock* clock_;

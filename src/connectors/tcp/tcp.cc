@@ -91,7 +91,7 @@ class TcpInput final : public Input {
     size_t n = 0;
     while (!lines_.empty() && n < batch_size_) {
       queued_bytes_ -= lines_.front().size();
-      out->messages.emplace_back(std::move(lines_.front()), now);
+      out->messages.emplace_back(std::move(lines_.front()), now).MarkJson();  // checked in Take
       lines_.pop_front();
       ++n;
     }

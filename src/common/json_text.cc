@@ -1,0 +1,567 @@
+#include "common/json_text.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+namespace kayak::jtext {
+
+size_t SkipWs(std::string_view s, size_t i) {
+  while (i < s.size() && IsWs(s[i])) ++i;
+  return i;
+}
+
+namespace {
+
+// Past the closing quote of the string token starting at s[i].
+size_t SkipString(std::string_view s, size_t i) {
+  size_t j = i + 1;
+  while (true) {
+    const void* q = std::memchr(s.data() + j, '"', s.size() - j);
+    if (q == nullptr) return s.size();  // not valid JSON; callers never pass it
+    const size_t at = static_cast<size_t>(static_cast<const char*>(q) - s.data());
+    size_t backslashes = 0;
+    while (at - backslashes > j && s[at - backslashes - 1] == '\\') ++backslashes;
+    if (backslashes % 2 == 0) return at + 1;
+    j = at + 1;
+  }
+}
+
+size_t SkipContainer(std::string_view s, size_t i) {
+  int depth = 0;
+  size_t j = i;
+  const size_t n = s.size();
+  while (j < n) {
+    const char c = s[j];
+    if (c == '"') {
+      j = SkipString(s, j);
+      continue;
+    }
+    if (c == '{' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      if (--depth == 0) return j + 1;
+    }
+    ++j;
+  }
+  return n;
+}
+
+bool IsNumberByte(char c) {
+  return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
+}
+
+// The end of the document's one value: its last non-space byte, plus one.
+size_t RootEnd(std::string_view s) {
+  size_t e = s.size();
+  while (e > 0 && IsWs(s[e - 1])) --e;
+  return e;
+}
+
+// Walks the object at s[open]: the last member named `key` (if any), where a
+// new member would go (after the last value, or after '{'), and whether the
+// object is empty.
+bool ScanObject(std::string_view s, size_t open, std::string_view key, Member* found,
+                size_t* insert_at, bool* empty) {
+  bool hit = false;
+  size_t j = SkipWs(s, open + 1);
+  *insert_at = open + 1;
+  *empty = true;
+  while (j < s.size() && s[j] == '"') {
+    Member m;
+    m.key.begin = j;
+    m.key.end = SkipString(s, j);
+    j = SkipWs(s, m.key.end);
+    j = SkipWs(s, j + 1);  // ':'
+    m.value.begin = j;
+    m.value.end = SkipValue(s, j);
+    if (KeyIs(m.key.of(s), key)) {
+      *found = m;
+      hit = true;
+    }
+    *insert_at = m.value.end;
+    *empty = false;
+    j = SkipWs(s, m.value.end);
+    if (j < s.size() && s[j] == ',') j = SkipWs(s, j + 1);
+  }
+  return hit;
+}
+
+void Splice(std::string_view doc, Span span, std::string_view with, std::string* out) {
+  out->clear();
+  out->reserve(doc.size() - span.size() + with.size());
+  out->append(doc.data(), span.begin);
+  out->append(with);
+  out->append(doc.data() + span.end, doc.size() - span.end);
+}
+
+// The value for `path[from..]` nested in new objects around `value`; false if
+// a remaining step is an index (there is no array to index).
+bool Nest(const FieldPath& path, size_t from, std::string_view value, std::string* out) {
+  for (size_t k = from; k < path.size(); ++k) {
+    if (path[k].index >= 0) return false;
+    out->push_back('{');
+    AppendString(out, path[k].key);
+    out->push_back(':');
+  }
+  out->append(value);
+  out->append(path.size() - from, '}');
+  return true;
+}
+
+// The bytes to erase to remove item `j` of `n` whose spans are [start, end):
+// the item and the separator after it, or before it when it is the last.
+template <typename StartOf, typename EndOf>
+Span EraseRange(size_t j, size_t n, StartOf start, EndOf end) {
+  if (j + 1 < n) return Span{start(j), start(j + 1)};
+  if (j > 0) return Span{end(j - 1), end(j)};
+  return Span{start(j), end(j)};
+}
+
+bool RemoveOne(std::string_view doc, const FieldPath& path, std::string* out) {
+  const FieldPath parent(path.begin(), path.end() - 1);
+  Span p;
+  if (!FindPath(doc, parent, &p)) return false;
+  const PathStep& last = path.back();
+  if (last.index >= 0) {
+    if (doc[p.begin] != '[') return false;
+    std::vector<Span> elems;
+    Elements(doc, p.begin, &elems);
+    const size_t j = static_cast<size_t>(last.index);
+    if (j >= elems.size()) return false;
+    Splice(doc,
+           EraseRange(j, elems.size(), [&](size_t i) { return elems[i].begin; },
+                      [&](size_t i) { return elems[i].end; }),
+           "", out);
+    return true;
+  }
+  if (doc[p.begin] != '{') return false;
+  std::vector<Member> members;
+  Members(doc, p.begin, &members);
+  for (size_t j = members.size(); j-- > 0;) {
+    if (!KeyIs(members[j].key.of(doc), last.key)) continue;
+    Splice(doc,
+           EraseRange(j, members.size(), [&](size_t i) { return members[i].key.begin; },
+                      [&](size_t i) { return members[i].value.end; }),
+           "", out);
+    return true;
+  }
+  return false;
+}
+
+void AppendHex4(std::string* out, unsigned v) {
+  static const char kHex[] = "0123456789abcdef";
+  out->push_back(kHex[(v >> 12) & 15]);
+  out->push_back(kHex[(v >> 8) & 15]);
+  out->push_back(kHex[(v >> 4) & 15]);
+  out->push_back(kHex[v & 15]);
+}
+
+unsigned Hex4(std::string_view s, size_t i) {
+  unsigned v = 0;
+  for (size_t k = i; k < i + 4 && k < s.size(); ++k) {
+    const char c = s[k];
+    v <<= 4;
+    if (c >= '0' && c <= '9') v |= static_cast<unsigned>(c - '0');
+    else if (c >= 'a' && c <= 'f') v |= static_cast<unsigned>(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F') v |= static_cast<unsigned>(c - 'A' + 10);
+  }
+  return v;
+}
+
+void AppendUtf8(std::string* out, uint32_t cp) {
+  if (cp < 0x80) {
+    out->push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+}  // namespace
+
+size_t SkipValue(std::string_view s, size_t i) {
+  if (i >= s.size()) return s.size();
+  switch (s[i]) {
+    case '"': return SkipString(s, i);
+    case '{':
+    case '[': return SkipContainer(s, i);
+    case 't':
+    case 'n': return std::min(s.size(), i + 4);
+    case 'f': return std::min(s.size(), i + 5);
+    default: break;
+  }
+  size_t j = i;
+  while (j < s.size() && IsNumberByte(s[j])) ++j;
+  return j;
+}
+
+size_t Members(std::string_view s, size_t open, std::vector<Member>* out) {
+  out->clear();
+  size_t j = SkipWs(s, open + 1);
+  while (j < s.size() && s[j] == '"') {
+    Member m;
+    m.key.begin = j;
+    m.key.end = SkipString(s, j);
+    j = SkipWs(s, m.key.end);
+    j = SkipWs(s, j + 1);  // ':'
+    m.value.begin = j;
+    m.value.end = SkipValue(s, j);
+    out->push_back(m);
+    j = SkipWs(s, m.value.end);
+    if (j < s.size() && s[j] == ',') j = SkipWs(s, j + 1);
+  }
+  return j;
+}
+
+size_t Elements(std::string_view s, size_t open, std::vector<Span>* out) {
+  out->clear();
+  size_t j = SkipWs(s, open + 1);
+  while (j < s.size() && s[j] != ']') {
+    Span e{j, SkipValue(s, j)};
+    out->push_back(e);
+    j = SkipWs(s, e.end);
+    if (j < s.size() && s[j] == ',') j = SkipWs(s, j + 1);
+  }
+  return j;
+}
+
+bool KeyIs(std::string_view token, std::string_view key) {
+  const std::string_view inner = token.substr(1, token.size() - 2);
+  if (inner.find('\\') == std::string_view::npos) return inner == key;
+  std::string decoded;
+  DecodeString(token, &decoded);
+  return decoded == key;
+}
+
+bool FindMember(std::string_view s, size_t open, std::string_view key, Member* out) {
+  size_t insert_at;
+  bool empty;
+  return ScanObject(s, open, key, out, &insert_at, &empty);
+}
+
+bool FindElement(std::string_view s, size_t open, size_t index, Span* out) {
+  size_t j = SkipWs(s, open + 1);
+  size_t k = 0;
+  while (j < s.size() && s[j] != ']') {
+    const size_t e = SkipValue(s, j);
+    if (k == index) {
+      *out = Span{j, e};
+      return true;
+    }
+    ++k;
+    j = SkipWs(s, e);
+    if (j < s.size() && s[j] == ',') j = SkipWs(s, j + 1);
+  }
+  return false;
+}
+
+void DecodeString(std::string_view token, std::string* out) {
+  const size_t n = token.size() - 1;  // the closing quote
+  for (size_t i = 1; i < n; ++i) {
+    const char c = token[i];
+    if (c != '\\') {
+      out->push_back(c);
+      continue;
+    }
+    const char e = token[++i];
+    switch (e) {
+      case 'b': out->push_back('\b'); break;
+      case 'f': out->push_back('\f'); break;
+      case 'n': out->push_back('\n'); break;
+      case 'r': out->push_back('\r'); break;
+      case 't': out->push_back('\t'); break;
+      case 'u': {
+        uint32_t cp = Hex4(token, i + 1);
+        i += 4;
+        if (cp >= 0xD800 && cp <= 0xDBFF && i + 6 < token.size() && token[i + 1] == '\\' &&
+            token[i + 2] == 'u') {
+          const uint32_t lo = Hex4(token, i + 3);
+          if (lo >= 0xDC00 && lo <= 0xDFFF) {
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            i += 6;
+          }
+        }
+        AppendUtf8(out, cp);
+        break;
+      }
+      default: out->push_back(e); break;  // '"', '\\', '/'
+    }
+  }
+}
+
+Number ReadNumber(std::string_view token) {
+  Number n;
+  const char* b = token.data();
+  const char* e = b + token.size();
+  if (token.find_first_of(".eE") == std::string_view::npos) {
+    auto r = std::from_chars(b, e, n.i);
+    if (r.ec == std::errc() && r.ptr == e) {
+      n.kind = Number::kInt;
+      return n;
+    }
+    if (!token.empty() && token[0] != '-') {
+      r = std::from_chars(b, e, n.u);
+      if (r.ec == std::errc() && r.ptr == e) {
+        n.kind = Number::kUint;
+        return n;
+      }
+    }
+  }
+  n.kind = Number::kFloat;
+  auto r = std::from_chars(b, e, n.d);
+  if (r.ec != std::errc()) {
+    // Out of range: what strtod gives (inf, or zero for an underflow).
+    const std::string text(token);
+    n.d = std::strtod(text.c_str(), nullptr);
+  }
+  return n;
+}
+
+void AppendString(std::string* out, std::string_view s) {
+  out->push_back('"');
+  size_t run = 0;  // bytes copied as they are, pending
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out->append(s.data() + run, i - run);
+    run = i + 1;
+    switch (c) {
+      case '"': out->append("\\\""); break;
+      case '\\': out->append("\\\\"); break;
+      case '\b': out->append("\\b"); break;
+      case '\f': out->append("\\f"); break;
+      case '\n': out->append("\\n"); break;
+      case '\r': out->append("\\r"); break;
+      case '\t': out->append("\\t"); break;
+      default:
+        out->append("\\u");
+        AppendHex4(out, c);
+        break;
+    }
+  }
+  out->append(s.data() + run, s.size() - run);
+  out->push_back('"');
+}
+
+void AppendInt(std::string* out, int64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out->append(buf, r.ptr);
+}
+
+void AppendUint(std::string* out, uint64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out->append(buf, r.ptr);
+}
+
+void AppendDouble(std::string* out, double v) {
+  if (!std::isfinite(v)) {
+    out->append("null");
+    return;
+  }
+  if (std::signbit(v)) {
+    out->push_back('-');
+    v = -v;
+  }
+  if (v == 0) {
+    out->append("0.0");
+    return;
+  }
+  // Shortest digits d.ddde±x, then laid out as nlohmann lays them out.
+  char buf[40];
+  auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+  const std::string_view sci(buf, static_cast<size_t>(r.ptr - buf));
+  const size_t epos = sci.find('e');
+  char digits[24];
+  int k = 0;
+  for (size_t i = 0; i < epos; ++i) {
+    if (sci[i] != '.') digits[k++] = sci[i];
+  }
+  int exp10 = 0;
+  std::from_chars(sci.data() + epos + (sci[epos + 1] == '+' ? 2 : 1), sci.data() + sci.size(),
+                  exp10);
+  const int n = exp10 + 1;  // digits before the decimal point
+  constexpr int kMaxExp = 15, kMinExp = -4;
+  if (k <= n && n <= kMaxExp) {
+    out->append(digits, static_cast<size_t>(k));
+    out->append(static_cast<size_t>(n - k), '0');
+    out->append(".0");
+  } else if (0 < n && n <= kMaxExp) {
+    out->append(digits, static_cast<size_t>(n));
+    out->push_back('.');
+    out->append(digits + n, static_cast<size_t>(k - n));
+  } else if (kMinExp < n && n <= 0) {
+    out->append("0.");
+    out->append(static_cast<size_t>(-n), '0');
+    out->append(digits, static_cast<size_t>(k));
+  } else {
+    out->push_back(digits[0]);
+    if (k > 1) {
+      out->push_back('.');
+      out->append(digits + 1, static_cast<size_t>(k - 1));
+    }
+    out->push_back('e');
+    int e = n - 1;
+    out->push_back(e < 0 ? '-' : '+');
+    if (e < 0) e = -e;
+    if (e < 10) out->push_back('0');
+    AppendInt(out, e);
+  }
+}
+
+const char* TypeName(std::string_view value) {
+  if (value.empty()) return "missing";
+  switch (value[0]) {
+    case 'n': return "null";
+    case 't':
+    case 'f': return "bool";
+    case '"': return "string";
+    case '[': return "array";
+    case '{': return "object";
+    default: break;
+  }
+  return ReadNumber(value).kind == Number::kFloat ? "float" : "int";
+}
+
+bool FindPath(std::string_view doc, const FieldPath& path, Span* out) {
+  Span cur{SkipWs(doc, 0), RootEnd(doc)};
+  for (const PathStep& step : path) {
+    if (cur.begin >= doc.size()) return false;
+    if (step.index >= 0) {
+      if (doc[cur.begin] != '[') return false;
+      if (!FindElement(doc, cur.begin, static_cast<size_t>(step.index), &cur)) return false;
+      continue;
+    }
+    if (doc[cur.begin] != '{') return false;
+    Member m;
+    if (!FindMember(doc, cur.begin, step.key, &m)) return false;
+    cur = m.value;
+  }
+  *out = cur;
+  return true;
+}
+
+bool SetPath(std::string_view doc, const FieldPath& path, std::string_view value, std::string* out) {
+  Span cur{SkipWs(doc, 0), RootEnd(doc)};
+  for (size_t k = 0; k < path.size(); ++k) {
+    const PathStep& step = path[k];
+    if (cur.begin >= doc.size()) return false;
+    const char c = doc[cur.begin];
+    if (step.index >= 0) {
+      if (c != '[') return false;
+      if (!FindElement(doc, cur.begin, static_cast<size_t>(step.index), &cur)) return false;
+      continue;
+    }
+    if (c == 'n') {  // a null on the way becomes an object
+      std::string nested;
+      if (!Nest(path, k, value, &nested)) return false;
+      Splice(doc, cur, nested, out);
+      return true;
+    }
+    if (c != '{') return false;
+    Member m;
+    size_t insert_at;
+    bool empty;
+    if (ScanObject(doc, cur.begin, step.key, &m, &insert_at, &empty)) {
+      cur = m.value;
+      continue;
+    }
+    std::string member;
+    if (!empty) member.push_back(',');
+    AppendString(&member, step.key);
+    member.push_back(':');
+    if (!Nest(path, k + 1, value, &member)) return false;
+    Splice(doc, Span{insert_at, insert_at}, member, out);
+    return true;
+  }
+  Splice(doc, cur, value, out);
+  return true;
+}
+
+bool RemovePath(std::string_view doc, const FieldPath& path, std::string* out) {
+  if (path.empty()) return false;
+  if (!RemoveOne(doc, path, out)) return false;
+  // Every member with the key goes (a key can repeat in JSON text).
+  if (path.back().index < 0) {
+    std::string next;
+    while (RemoveOne(*out, path, &next)) out->swap(next);
+  }
+  return true;
+}
+
+bool SetMembers(std::string_view doc,
+                const std::vector<std::pair<std::string_view, std::string_view>>& members,
+                std::string* out) {
+  const size_t open = SkipWs(doc, 0);
+  if (open >= doc.size() || doc[open] != '{') return false;
+  constexpr size_t kMaxAtOnce = 16;
+  if (members.size() > kMaxAtOnce) {  // one at a time
+    std::string cur(doc);
+    for (const auto& m : members) {
+      if (!SetMembers(cur, {m}, out)) return false;
+      cur.swap(*out);
+    }
+    out->swap(cur);
+    return true;
+  }
+  thread_local std::vector<Member> ms;
+  Members(doc, open, &ms);
+  // Replacements in the order of the text; the others are added at the end.
+  struct Change {
+    Span at;
+    size_t pair;
+  };
+  Change changes[kMaxAtOnce];
+  size_t n_changes = 0;
+  std::string added;
+  bool empty = ms.empty();
+  for (size_t p = 0; p < members.size(); ++p) {
+    size_t hit = ms.size();
+    for (size_t m = ms.size(); m-- > 0;) {
+      if (KeyIs(ms[m].key.of(doc), members[p].first)) {
+        hit = m;
+        break;
+      }
+    }
+    if (hit == ms.size()) {
+      if (!empty) added.push_back(',');
+      AppendString(&added, members[p].first);
+      added.push_back(':');
+      added.append(members[p].second);
+      empty = false;
+      continue;
+    }
+    size_t k = n_changes++;
+    while (k > 0 && changes[k - 1].at.begin > ms[hit].value.begin) {
+      changes[k] = changes[k - 1];
+      --k;
+    }
+    changes[k] = Change{ms[hit].value, p};
+  }
+  const size_t insert_at = ms.empty() ? open + 1 : ms.back().value.end;
+  out->clear();
+  size_t from = 0;
+  for (size_t c = 0; c < n_changes; ++c) {
+    out->append(doc.data() + from, changes[c].at.begin - from);
+    out->append(members[changes[c].pair].second);
+    from = changes[c].at.end;
+  }
+  out->append(doc.data() + from, insert_at - from);
+  out->append(added);
+  out->append(doc.data() + insert_at, doc.size() - insert_at);
+  return true;
+}
+
+}  // namespace kayak::jtext

@@ -1,0 +1,166 @@
+#include "expr/value.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/json_util.h"
+
+namespace kayak::expr {
+
+char* Scratch::Alloc(size_t n) {
+  while (chunk_ < chunks_.size() && used_ + n > sizes_[chunk_]) {
+    ++chunk_;
+    used_ = 0;
+  }
+  if (chunk_ == chunks_.size()) {
+    const size_t size = std::max<size_t>(n, sizes_.empty() ? 4096 : sizes_.back() * 2);
+    chunks_.emplace_back(new char[size]);
+    sizes_.push_back(size);
+    used_ = 0;
+  }
+  char* p = chunks_[chunk_].get() + used_;
+  used_ += n;
+  return p;
+}
+
+std::string_view Scratch::Keep(std::string_view s) {
+  if (s.empty()) return {};
+  char* p = Alloc(s.size());
+  std::memcpy(p, s.data(), s.size());
+  return {p, s.size()};
+}
+
+const char* TypeName(const Value& v) {
+  switch (v.type) {
+    case Value::Type::kMissing: return "missing";
+    case Value::Type::kNull: return "null";
+    case Value::Type::kBool: return "bool";
+    case Value::Type::kInt: return "int";
+    case Value::Type::kFloat: return v.wide_int ? "int" : "float";
+    case Value::Type::kString: return "string";
+    case Value::Type::kArray: return "array";
+    case Value::Type::kObject: return "object";
+  }
+  return "unknown";
+}
+
+Value ReadJson(std::string_view text, Scratch* scratch) {
+  Value v;
+  if (text.empty()) return v;
+  switch (text[0]) {
+    case 'n': v = Value::Null(); break;
+    case 't': v = Value::Bool(true); break;
+    case 'f': v = Value::Bool(false); break;
+    case '"':
+      if (jtext::HasEscapes(text)) {
+        std::string& t = scratch->temp();
+        t.clear();
+        jtext::DecodeString(text, &t);
+        v = Value::String(scratch->Keep(t));
+      } else {
+        v = Value::String(text.substr(1, text.size() - 2));
+      }
+      break;
+    case '[': v.type = Value::Type::kArray; break;
+    case '{': v.type = Value::Type::kObject; break;
+    default: {
+      const jtext::Number n = jtext::ReadNumber(text);
+      if (n.kind == jtext::Number::kInt) {
+        v = Value::Int(n.i);
+      } else if (n.kind == jtext::Number::kUint) {
+        v = Value::Float(static_cast<double>(n.u));
+        v.wide_int = true;
+      } else {
+        v = Value::Float(n.d);
+      }
+    }
+  }
+  v.json = text;
+  return v;
+}
+
+void AppendJson(const Value& v, std::string* out) {
+  if (!v.json.empty()) {
+    out->append(v.json);
+    return;
+  }
+  switch (v.type) {
+    case Value::Type::kBool: out->append(v.b ? "true" : "false"); break;
+    case Value::Type::kInt: jtext::AppendInt(out, v.i); break;
+    case Value::Type::kFloat: jtext::AppendDouble(out, v.d); break;
+    case Value::Type::kString: jtext::AppendString(out, v.str); break;
+    default: out->append("null"); break;
+  }
+}
+
+void AppendKey(const Value& v, std::string* out) {
+  switch (v.type) {
+    case Value::Type::kString: out->append(v.str); return;
+    case Value::Type::kInt: jtext::AppendInt(out, v.i); return;
+    default: break;
+  }
+  if (v.json.empty()) {
+    AppendJson(v, out);
+  } else {
+    out->append(Json::parse(v.json).dump(-1, ' ', false, Json::error_handler_t::replace));
+  }
+}
+
+bool SameJson(std::string_view a, std::string_view b) {
+  if (a == b) return true;
+  return Json::parse(a, nullptr, false) == Json::parse(b, nullptr, false);
+}
+
+bool Document::Find(const FieldPath& path, jtext::Span* out) const {
+  size_t step = 0;
+  jtext::Span cur;
+  if (!indexed_) {
+    const size_t b = jtext::SkipWs(text_, 0);
+    root_object_ = b < text_.size() && text_[b] == '{';
+    if (root_object_) jtext::Members(text_, b, &top_);
+    indexed_ = true;
+  }
+  if (path.empty()) {
+    cur.begin = jtext::SkipWs(text_, 0);
+    cur.end = jtext::SkipValue(text_, cur.begin);
+    *out = cur;
+    return true;
+  }
+  if (path[0].index >= 0) {
+    return jtext::FindPath(text_, path, out);
+  }
+  if (!root_object_) return false;
+  const std::string_view key = path[0].key;
+  bool hit = false;
+  for (size_t m = top_.size(); m-- > 0;) {  // the last member with the key wins
+    if (jtext::KeyIs(top_[m].key.of(text_), key)) {
+      cur = top_[m].value;
+      hit = true;
+      break;
+    }
+  }
+  if (!hit) return false;
+  for (step = 1; step < path.size(); ++step) {
+    const PathStep& s = path[step];
+    const char c = text_[cur.begin];
+    if (s.index >= 0) {
+      if (c != '[' || !jtext::FindElement(text_, cur.begin, static_cast<size_t>(s.index), &cur)) {
+        return false;
+      }
+      continue;
+    }
+    jtext::Member m;
+    if (c != '{' || !jtext::FindMember(text_, cur.begin, s.key, &m)) return false;
+    cur = m.value;
+  }
+  *out = cur;
+  return true;
+}
+
+Value Document::Get(const FieldPath& path, Scratch* scratch) const {
+  jtext::Span span;
+  if (!Find(path, &span)) return Value{};
+  return ReadJson(span.of(text_), scratch);
+}
+
+}  // namespace kayak::expr
