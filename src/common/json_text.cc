@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <nlohmann/json.hpp>
+
 namespace kayak::jtext {
 
 size_t SkipWs(std::string_view s, size_t i) {
@@ -371,54 +373,11 @@ void AppendDouble(std::string* out, double v) {
     out->append("null");
     return;
   }
-  if (std::signbit(v)) {
-    out->push_back('-');
-    v = -v;
-  }
-  if (v == 0) {
-    out->append("0.0");
-    return;
-  }
-  // Shortest digits d.ddde±x, then laid out as nlohmann lays them out.
-  char buf[40];
-  auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
-  const std::string_view sci(buf, static_cast<size_t>(r.ptr - buf));
-  const size_t epos = sci.find('e');
-  char digits[24];
-  int k = 0;
-  for (size_t i = 0; i < epos; ++i) {
-    if (sci[i] != '.') digits[k++] = sci[i];
-  }
-  int exp10 = 0;
-  std::from_chars(sci.data() + epos + (sci[epos + 1] == '+' ? 2 : 1), sci.data() + sci.size(),
-                  exp10);
-  const int n = exp10 + 1;  // digits before the decimal point
-  constexpr int kMaxExp = 15, kMinExp = -4;
-  if (k <= n && n <= kMaxExp) {
-    out->append(digits, static_cast<size_t>(k));
-    out->append(static_cast<size_t>(n - k), '0');
-    out->append(".0");
-  } else if (0 < n && n <= kMaxExp) {
-    out->append(digits, static_cast<size_t>(n));
-    out->push_back('.');
-    out->append(digits + n, static_cast<size_t>(k - n));
-  } else if (kMinExp < n && n <= 0) {
-    out->append("0.");
-    out->append(static_cast<size_t>(-n), '0');
-    out->append(digits, static_cast<size_t>(k));
-  } else {
-    out->push_back(digits[0]);
-    if (k > 1) {
-      out->push_back('.');
-      out->append(digits + 1, static_cast<size_t>(k - 1));
-    }
-    out->push_back('e');
-    int e = n - 1;
-    out->push_back(e < 0 ? '-' : '+');
-    if (e < 0) e = -e;
-    if (e < 10) out->push_back('0');
-    AppendInt(out, e);
-  }
+  // nlohmann's own writer (Grisu2: round-trip digits, "85.0", "1e+20"), so
+  // that a computed float is written byte for byte as the tree path wrote it.
+  char buf[64];
+  char* end = nlohmann::detail::to_chars(buf, buf + sizeof buf, v);
+  out->append(buf, end);
 }
 
 const char* TypeName(std::string_view value) {
