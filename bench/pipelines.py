@@ -9,7 +9,10 @@ Throughput (each workload R times; each round also runs the ceiling, a C
 program writing the same lines with buffered fwrite, bench/fwrite_ceiling.c):
 
   dummy -> file                        the dummy input's ~200-byte template
-  file -> filter + map -> file         N lines of ~200 bytes, 10,000 keys
+  file -> filter + map -> file         N lines of ~130 bytes, 10,000 keys; next to
+                                       a plain line copy of the same file
+                                       (bench/line_copy.c), jq -c and mlr doing
+                                       the same filter and map (when installed)
   file -> rolling_window + bucket -> file, with 10,000 keys and with K keys
 
 each with no state directory, with --state-dir at the default interval (10 s)
@@ -142,6 +145,35 @@ def ceiling(work, n, binary):
     return float(r.stdout.split()[0])
 
 
+def line_copy(work, src, binary):
+    """The plain line copy (bench/line_copy.c) of the same file, lines/s."""
+    out = os.path.join(work, "copy.ndjson")
+    r = subprocess.run([binary, src, out], capture_output=True, text=True, check=True, timeout=600)
+    os.unlink(out)
+    return float(r.stdout.split()[0])
+
+
+# What a user would run instead for `filter + map` on one machine: the same
+# file, the same filter and the same new field, into a file that is fsynced.
+EXTERNAL = [
+    ("jq -c (filter + map)", ["jq", "-c", "select(.v >= 0) | .w = .v * 2"]),
+    ("mlr --ijson --ojsonl (filter + map)",
+     ["mlr", "--ijson", "--ojsonl", "filter", "$v >= 0", "then", "put", "$w = $v * 2"]),
+]
+
+
+def external(work, cmd, src, n):
+    out = os.path.join(work, "external.ndjson")
+    with open(out, "w") as f:
+        t0 = time.monotonic()
+        subprocess.run(cmd + [src], stdout=f, check=True, timeout=1800)
+        f.flush()
+        os.fsync(f.fileno())
+        t = time.monotonic() - t0
+    os.unlink(out)
+    return n / t
+
+
 def timed_run(work, pipelines, n, interval, state):
     """msg/s from the first message in to the n-th out, and the peak RSS."""
     k = Kayak(work, pipelines, interval=interval, state=state)
@@ -162,7 +194,7 @@ def timed_run(work, pipelines, n, interval, state):
             shutil.rmtree(state, ignore_errors=True)
 
 
-def throughput(a, work, ceiling_bin, rows):
+def throughput(a, work, ceiling_bin, copy_bin, rows):
     n = a.messages
     small = os.path.join(work, "data-10k.ndjson")
     big = os.path.join(work, "data-big.ndjson")
@@ -190,9 +222,17 @@ def throughput(a, work, ceiling_bin, rows):
     modes = [("", None), (", --state-dir (10 s)", 10), (", --state-dir (1 s)", 1)]
     results = {}
     ceilings = []
+    copies = []
+    others = {name: [] for name, cmd in EXTERNAL if shutil.which(cmd[0]) and not a.smoke}
     for r in range(a.runs):
         ceilings.append(ceiling(work, n, ceiling_bin))
         print(f"round {r + 1} fwrite ceiling: {ceilings[-1]:,.0f} msg/s", flush=True)
+        copies.append(line_copy(work, small, copy_bin))
+        print(f"round {r + 1} plain line copy: {copies[-1]:,.0f} lines/s", flush=True)
+        for name, cmd in EXTERNAL:
+            if name in others:
+                others[name].append(external(work, cmd, small, n))
+                print(f"round {r + 1} {name}: {others[name][-1]:,.0f} msg/s", flush=True)
         for name, make in workloads:
             for suffix, interval in modes:
                 d = tempfile.mkdtemp(dir=work)
@@ -203,7 +243,13 @@ def throughput(a, work, ceiling_bin, rows):
                 print(f"round {r + 1} {name}{suffix}: {rate:,.0f} msg/s, peak {rss:.0f} MB, "
                       f"{cps} checkpoints", flush=True)
     ceil = statistics.median(ceilings)
+    copy = statistics.median(copies)
     rows.append(("fwrite ceiling (C, buffered)", ceilings, "msg/s", 1.0, None, ""))
+    rows.append(("plain line copy (C: getline + fwrite + fsync)", copies, "msg/s", copy / ceil,
+                 None, "the 10k-key file of the filter + map workload"))
+    for name, rates in others.items():
+        rows.append((name, rates, "msg/s", statistics.median(rates) / ceil, None,
+                     "the same file, filter and map"))
     for name, rs in results.items():
         rates = [x[0] for x in rs]
         base = name.split(", --state-dir")[0]
@@ -212,6 +258,10 @@ def throughput(a, work, ceiling_bin, rows):
             plain = statistics.median(x[0] for x in results[base])
             note = f"{statistics.median(rates) / plain - 1:+.1%} vs no state dir; " \
                    f"{statistics.median(x[2] for x in rs):.0f} checkpoints"
+        if name.startswith("file -> filter + map -> file"):
+            m = statistics.median(rates)
+            note = "; ".join(x for x in [note, f"{m / copy:.2f} of the line copy"] + [
+                f"{m / statistics.median(v):.1f}x {k.split()[0]}" for k, v in others.items()] if x)
         rows.append((name, rates, "msg/s", statistics.median(rates) / ceil,
                      max(x[1] for x in rs), note))
 
@@ -360,9 +410,12 @@ def main():
         ceiling_bin = os.path.join(work, "fwrite_ceiling")
         subprocess.run(["cc", "-O2", "-o", ceiling_bin,
                         os.path.join(ROOT, "bench", "fwrite_ceiling.c")], check=True)
+        copy_bin = os.path.join(work, "line_copy")
+        subprocess.run(["cc", "-O2", "-o", copy_bin,
+                        os.path.join(ROOT, "bench", "line_copy.c")], check=True)
         parts = a.parts.split(",")
         if "throughput" in parts:
-            throughput(a, work, ceiling_bin, rows)
+            throughput(a, work, ceiling_bin, copy_bin, rows)
         if "checkpoints" in parts:
             checkpoints(a, work, rows)
         if "memory" in parts:

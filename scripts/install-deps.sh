@@ -27,6 +27,8 @@ if [ "${1:-}" = "--bench" ]; then
     wrk                  # the HTTP load generator of the ingest benchmark
     nginx-light          # the ingest benchmark's ceiling: a server that answers 202 and nothing else
     kcat                 # the kafka benchmark's ceiling: kcat -C | kcat -P
+    jq                   # what a user runs instead for filter + map over NDJSON (file workload)
+    miller               # the same with mlr
   )
 fi
 

@@ -111,15 +111,41 @@ bool SameJson(std::string_view a, std::string_view b) {
   return Json::parse(a, nullptr, false) == Json::parse(b, nullptr, false);
 }
 
+void Document::Index() const {
+  root_ = jtext::SkipWs(text_, 0);
+  root_object_ = root_ < text_.size() && text_[root_] == '{';
+  if (root_object_) jtext::Members(text_, root_, &top_);
+  indexed_ = true;
+}
+
+bool Document::SetTop(std::string_view key, std::string_view value, std::string* out) const {
+  if (!indexed_) Index();
+  if (!root_object_) return false;
+  out->clear();
+  for (size_t m = top_.size(); m-- > 0;) {
+    if (!jtext::KeyIs(top_[m].key.of(text_), key)) continue;
+    const jtext::Span v = top_[m].value;
+    out->reserve(text_.size() - v.size() + value.size());
+    out->append(text_.data(), v.begin);
+    out->append(value);
+    out->append(text_.data() + v.end, text_.size() - v.end);
+    return true;
+  }
+  const size_t at = top_.empty() ? root_ + 1 : top_.back().value.end;
+  out->reserve(text_.size() + key.size() + value.size() + 4);
+  out->append(text_.data(), at);
+  if (!top_.empty()) out->push_back(',');
+  jtext::AppendString(out, key);
+  out->push_back(':');
+  out->append(value);
+  out->append(text_.data() + at, text_.size() - at);
+  return true;
+}
+
 bool Document::Find(const FieldPath& path, jtext::Span* out) const {
   size_t step = 0;
   jtext::Span cur;
-  if (!indexed_) {
-    const size_t b = jtext::SkipWs(text_, 0);
-    root_object_ = b < text_.size() && text_[b] == '{';
-    if (root_object_) jtext::Members(text_, b, &top_);
-    indexed_ = true;
-  }
+  if (!indexed_) Index();
   if (path.empty()) {
     cur.begin = jtext::SkipWs(text_, 0);
     cur.end = jtext::SkipValue(text_, cur.begin);

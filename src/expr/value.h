@@ -114,12 +114,18 @@ class Document {
   bool Find(const FieldPath& path, jtext::Span* out) const;
   // The value at `path`, missing when it is not there.
   Value Get(const FieldPath& path, Scratch* scratch) const;
+  // jtext::SetPath for a path of one key, with the index this document
+  // already has (no second scan). False when the root is not an object.
+  bool SetTop(std::string_view key, std::string_view value, std::string* out) const;
 
  private:
   std::string_view text_;
   mutable std::vector<jtext::Member> top_;  // the root object's members
   mutable bool indexed_ = false;
   mutable bool root_object_ = false;
+  mutable size_t root_ = 0;  // where the root value starts
+
+  void Index() const;
 };
 
 }  // namespace kayak::expr

@@ -62,7 +62,9 @@ class MapTransform final : public Transform {
         }
         value_.clear();
         expr::AppendJson(v, &value_);
-        if (!jtext::SetPath(m.payload(), a.path, value_, &buf_)) {
+        const bool top = a.path.size() == 1 && a.path[0].index < 0;
+        if (!(top ? doc_.SetTop(a.path[0].key, value_, &buf_)
+                  : jtext::SetPath(m.payload(), a.path, value_, &buf_))) {
           return Status::Invalid("cannot set '" + a.name + "': a parent is not an object");
         }
         m.SwapJsonPayload(&buf_);
