@@ -467,6 +467,14 @@ bool SetMembers(std::string_view doc,
                 std::string* out) {
   const size_t open = SkipWs(doc, 0);
   if (open >= doc.size() || doc[open] != '{') return false;
+  thread_local std::vector<Member> ms;
+  Members(doc, open, &ms);
+  return SetMembersOf(doc, open, ms, members, out);
+}
+
+bool SetMembersOf(std::string_view doc, size_t open, const std::vector<Member>& ms,
+                  const std::vector<std::pair<std::string_view, std::string_view>>& members,
+                  std::string* out) {
   constexpr size_t kMaxAtOnce = 16;
   if (members.size() > kMaxAtOnce) {  // one at a time
     std::string cur(doc);
@@ -477,8 +485,6 @@ bool SetMembers(std::string_view doc,
     out->swap(cur);
     return true;
   }
-  thread_local std::vector<Member> ms;
-  Members(doc, open, &ms);
   // Replacements in the order of the text; the others are added at the end.
   struct Change {
     Span at;

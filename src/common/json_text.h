@@ -107,5 +107,9 @@ bool RemovePath(std::string_view doc, const FieldPath& path, std::string* out);
 bool SetMembers(std::string_view doc,
                 const std::vector<std::pair<std::string_view, std::string_view>>& members,
                 std::string* out);
+// SetMembers on the object at doc[open] whose members `ms` are already known.
+bool SetMembersOf(std::string_view doc, size_t open, const std::vector<Member>& ms,
+                  const std::vector<std::pair<std::string_view, std::string_view>>& members,
+                  std::string* out);
 
 }  // namespace kayak::jtext

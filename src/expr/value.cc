@@ -142,6 +142,14 @@ bool Document::SetTop(std::string_view key, std::string_view value, std::string*
   return true;
 }
 
+bool Document::SetMembers(
+    const std::vector<std::pair<std::string_view, std::string_view>>& members,
+    std::string* out) const {
+  if (!indexed_) Index();
+  if (!root_object_) return false;
+  return jtext::SetMembersOf(text_, root_, top_, members, out);
+}
+
 bool Document::Find(const FieldPath& path, jtext::Span* out) const {
   size_t step = 0;
   jtext::Span cur;

@@ -117,6 +117,9 @@ class Document {
   // jtext::SetPath for a path of one key, with the index this document
   // already has (no second scan). False when the root is not an object.
   bool SetTop(std::string_view key, std::string_view value, std::string* out) const;
+  // jtext::SetMembers with this document's index.
+  bool SetMembers(const std::vector<std::pair<std::string_view, std::string_view>>& members,
+                  std::string* out) const;
 
  private:
   std::string_view text_;

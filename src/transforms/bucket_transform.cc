@@ -107,7 +107,7 @@ class BucketTransform final : public Transform {
     if (!c_.as.empty()) {
       value_.clear();
       AppendJsonOf(result, &value_);
-      KAYAK_RETURN_IF_ERROR(SetField(m, c_.as, value_, &buf_));
+      KAYAK_RETURN_IF_ERROR(SetField(m, doc_, c_.as, value_, &buf_));
     }
     return Status::Ok();
   }

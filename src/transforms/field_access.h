@@ -34,8 +34,12 @@ inline Status OpenFields(Message& m, expr::Document* doc, bool object) {
 
 // Sets the field at `path` of `m` to the JSON text `json`, building the new
 // payload in `buf` (whose memory the message keeps; `buf` gets the old one).
-inline Status SetField(Message& m, const FieldPath& path, std::string_view json, std::string* buf) {
-  if (!jtext::SetPath(m.payload(), path, json, buf)) {
+// `doc` is m's payload, opened by OpenFields: a top-level field is set with
+// its index.
+inline Status SetField(Message& m, const expr::Document& doc, const FieldPath& path,
+                       std::string_view json, std::string* buf) {
+  const bool top = path.size() == 1 && path[0].index < 0;
+  if (!(top ? doc.SetTop(path[0].key, json, buf) : jtext::SetPath(m.payload(), path, json, buf))) {
     return Status::Invalid("cannot set '" + FieldPathToString(path) +
                            "': a parent is not an object");
   }

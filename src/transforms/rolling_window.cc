@@ -202,7 +202,7 @@ class RollingWindow final : public Transform {
       fields_.emplace_back(names_[i], std::string_view(values_).substr(from, ends[i] - from));
       from = ends[i];
     }
-    if (jtext::SetMembers(m.payload(), fields_, &buf_)) m.SwapJsonPayload(&buf_);
+    if (doc_.SetMembers(fields_, &buf_)) m.SwapJsonPayload(&buf_);  // doc_ is m's payload
   }
 
   KeyState& Touch(const std::string& key, int64_t now) {
