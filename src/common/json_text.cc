@@ -7,6 +7,10 @@
 
 #include <nlohmann/json.hpp>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 namespace kayak::jtext {
 
 size_t SkipWs(std::string_view s, size_t i) {
@@ -16,20 +20,38 @@ size_t SkipWs(std::string_view s, size_t i) {
 
 namespace {
 
-// Past the closing quote of the string token starting at s[i]. memchr beats
-// a byte loop here even for strings of a few bytes (measured: 185 against
-// 290 ns to index a 200-byte message).
+// Past the closing quote of the string token starting at s[i]. Sixteen bytes
+// at a time with SSE2 (part of every x86-64), looking for the quote or a
+// backslash: most strings in messages end within the first load, with no call
+// (a memchr a string measured 185 ns to index a 200-byte message; a byte loop
+// 290 ns).
 size_t SkipString(std::string_view s, size_t i) {
+  const char* p = s.data();
+  const size_t n = s.size();
   size_t j = i + 1;
-  while (true) {
-    const void* q = std::memchr(s.data() + j, '"', s.size() - j);
-    if (q == nullptr) return s.size();  // not valid JSON; callers never pass it
-    const size_t at = static_cast<size_t>(static_cast<const char*>(q) - s.data());
-    size_t backslashes = 0;
-    while (at - backslashes > j && s[at - backslashes - 1] == '\\') ++backslashes;
-    if (backslashes % 2 == 0) return at + 1;
-    j = at + 1;
+#ifdef __SSE2__
+  const __m128i quote = _mm_set1_epi8('"');
+  const __m128i backslash = _mm_set1_epi8('\\');
+  while (j + 16 <= n) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + j));
+    const unsigned mq = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, quote)));
+    const unsigned mb = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, backslash)));
+    const unsigned m = mq | mb;
+    if (m == 0) {
+      j += 16;
+      continue;
+    }
+    const unsigned k = static_cast<unsigned>(__builtin_ctz(m));
+    if (mq & (1u << k)) return j + k + 1;
+    j += k + 2;  // a backslash: the byte after it is never the end
   }
+#endif
+  while (j < n) {
+    const char c = p[j];
+    if (c == '"') return j + 1;
+    j += c == '\\' ? 2 : 1;
+  }
+  return n;  // not valid JSON; callers never pass it
 }
 
 size_t SkipContainer(std::string_view s, size_t i) {

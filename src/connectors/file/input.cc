@@ -58,6 +58,7 @@ class FileInput final : public Input {
 
   Status Read(Batch* out, int64_t wait_ms, bool* finished) override {
     const int64_t deadline = MonotonicMs() + wait_ms;
+    out->messages.reserve(batch_size_);  // one allocation a batch for the messages
     while (out->messages.size() < batch_size_) {
       if (fd_ < 0) {
         bool none = false;
