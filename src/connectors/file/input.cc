@@ -58,7 +58,7 @@ class FileInput final : public Input {
 
   Status Read(Batch* out, int64_t wait_ms, bool* finished) override {
     const int64_t deadline = MonotonicMs() + wait_ms;
-    out->messages.reserve(batch_size_);  // one allocation a batch for the messages
+    out->messages.reserve(std::min<size_t>(batch_size_, 4096));  // one allocation a batch, mostly
     while (out->messages.size() < batch_size_) {
       if (fd_ < 0) {
         bool none = false;
