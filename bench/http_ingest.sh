@@ -9,8 +9,10 @@
 #   memory    kayak, http input -> file output, no state directory
 #   logged    kayak, the same with --state-dir (each 202 after an fdatasync)
 #   logged1   the same with checkpoints every second (the default is 10 s)
-# Prints one line per run and a table of medians (posts/s, p50, p99) and the
-# ratio of each kayak target to the ceiling. Everything listens on 127.0.0.1.
+# Prints one line per run and a table of medians (posts/s, p50, p99, and for
+# kayak the CPU time it spent per post: utime + stime from /proc/<pid>/stat
+# over the run, divided by the posts wrk completed) and the ratio of each
+# kayak target to the ceiling. Everything listens on 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-3}
@@ -88,20 +90,29 @@ CONF
   echo "kayak did not start: $(cat "$dir/stderr")" >&2; exit 1
 }
 
-# wrk's summary -> "posts_per_sec p50_ms p99_ms non2xx"
+# CPU ticks (user + system) a process has used so far; 0 without a pid.
+cpu_ticks() { if [ -n "$1" ]; then awk '{print $14 + $15}' "/proc/$1/stat"; else echo 0; fi; }
+
+# wrk's summary -> "posts_per_sec p50_ms p99_ms non2xx cpu_us_per_post" (the
+# last -1 for nginx, whose worker is another process)
 measure() {
-  local port=$1 out
+  local port=$1 pid=${2:-} out before after
+  before=$(cpu_ticks "$pid")
   out=$(wrk -t2 -c"$CONNS" -d"${SECS}s" --latency -s bench/post.lua "http://127.0.0.1:$port/ingest")
-  python3 - "$out" <<'PY'
+  after=$(cpu_ticks "$pid")
+  python3 - "$out" "$pid" "$before" "$after" "$(getconf CLK_TCK)" <<'PY'
 import re, sys
 t = sys.argv[1]
+pid, before, after, hz = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 def ms(label):
     m = re.search(r"^\s*" + label + r"%\s+([\d.]+)(us|ms|s)\s*$", t, re.M)
     v, u = float(m.group(1)), m.group(2)
     return v / 1000 if u == "us" else v * 1000 if u == "s" else v
 rps = float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
 bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", t)
-print(f"{rps:.0f} {ms('50'):.3f} {ms('99'):.3f} {bad.group(1) if bad else 0}")
+posts = int(re.search(r"(\d+) requests in", t).group(1))
+cpu = (after - before) / hz * 1e6 / posts if pid else -1
+print(f"{rps:.0f} {ms('50'):.3f} {ms('99'):.3f} {bad.group(1) if bad else 0} {cpu:.2f}")
 PY
 }
 
@@ -113,10 +124,11 @@ declare -A R
 for run in $(seq 1 "$RUNS"); do
   for t in ceiling memory logged logged1; do
     case $t in
-      ceiling) p=$P_CEIL ;; memory) p=$P_MEM ;; logged) p=$P_LOG ;; logged1) p=$P_LOG1 ;;
+      ceiling) p=$P_CEIL; pid="" ;; memory) p=$P_MEM; pid=$PID_MEM ;;
+      logged) p=$P_LOG; pid=$PID_LOG ;; logged1) p=$P_LOG1; pid=$PID_LOG1 ;;
     esac
-    r=$(measure "$p")
-    echo "run $run $t: posts/s p50_ms p99_ms non2xx = $r"
+    r=$(measure "$p" "$pid")
+    echo "run $run $t: posts/s p50_ms p99_ms non2xx cpu_us_per_post = $r"
     R[$t]+="$r;"
   done
 done
@@ -132,12 +144,13 @@ conns, secs, runs = sys.argv[5:8]
 peaks = sys.argv[8:12]
 ceil = statistics.median(r[0] for r in rows[0])
 print(f"\n{runs} runs x {secs} s, {conns} connections, medians (min-max of posts/s):")
-print("| target | posts/s | ratio to ceiling | p50 ms | p99 ms | non-2xx | peak RSS MB |")
-print("|---|---|---|---|---|---|---|")
+print("| target | posts/s | ratio to ceiling | p50 ms | p99 ms | non-2xx | peak RSS MB | CPU µs/post |")
+print("|---|---|---|---|---|---|---|---|")
 for name, rs, pk in zip(names, rows, peaks):
     rps = [r[0] for r in rs]
     med = statistics.median(rps)
     print(f"| {name} | {med:,.0f} ({min(rps):,.0f}-{max(rps):,.0f}) | {med / ceil:.2f} | "
           f"{statistics.median(r[1] for r in rs):.2f} | {statistics.median(r[2] for r in rs):.2f} | "
-          f"{int(sum(r[3] for r in rs))} | {pk} |")
+          f"{int(sum(r[3] for r in rs))} | {pk} | "
+          f"{'' if rs[0][4] < 0 else format(statistics.median(r[4] for r in rs), '.1f')} |")
 PY

@@ -426,7 +426,8 @@ def main():
         from_script(["bench/http_ingest.sh", "3", "5", "64"], rows,
                     lambda c: ("http -> file: " + c[0], [c[1]], "posts/s", c[2],
                                float(c[6]) if len(c) > 6 and c[6] else None,
-                               f"p50 {c[3]} ms, p99 {c[4]} ms"))
+                               f"p50 {c[3]} ms, p99 {c[4]} ms"
+                               + (f", {c[7]} µs CPU a post" if len(c) > 7 and c[7] else "")))
     if a.with_kafka:
         from_script([sys.executable, "bench/kafka_pipe.py", "--runs", "3"], rows,
                     lambda c: (c[0], [c[1]], "msg/s", c[3],

@@ -85,6 +85,44 @@ void ExpectAggs(const Json& j, const Aggs& a, const std::string& where) {
   EXPECT_DOUBLE_EQ(j["value_max"].get<double>(), a.max) << where;
 }
 
+// Untouched fields keep their bytes: number spellings, escapes, spacing,
+// order; only what a transform sets or removes changes.
+TEST_F(TransformTest, OutputKeepsTheBytesOfUntouchedFields) {
+  buckets_.Add("totals", 0);
+  const std::string in = R"({"k":"caf\u00e9", "v" : 1E2, "z":-0, "d":{"x":1.50}, "t":[1, 2]})";
+  auto run = [&](const std::string& yaml) {
+    Batch b = MakeBatch({in});
+    auto t = Make(yaml);
+    Status st = t->Process(&b);
+    EXPECT_TRUE(st.ok()) << yaml << ": " << st.message();
+    return b.empty() ? std::string() : b.messages[0].payload();
+  };
+  EXPECT_EQ(run("filter: 'v > 1'"), in);
+  EXPECT_EQ(run("map: {w: 'v * 2', v: 'z', d.y: 'k'}"),
+            R"({"k":"caf\u00e9", "v" : -0, "z":-0, "d":{"x":1.50,"y":"caf\u00e9"}, "t":[1, 2],"w":200.0})");
+  EXPECT_EQ(run("remove: [z, 't[0]']"), R"({"k":"caf\u00e9", "v" : 1E2, "d":{"x":1.50}, "t":[2]})");
+  EXPECT_EQ(run("rename: {d: e}"), R"({"k":"caf\u00e9", "v" : 1E2, "z":-0, "t":[1, 2],"e":{"x":1.50}})");
+  EXPECT_EQ(run("rolling_window: {key: k, field: v, window_messages: 5, aggregates: [count, max]}"),
+            R"({"k":"caf\u00e9", "v" : 1E2, "z":-0, "d":{"x":1.50}, "t":[1, 2],"v_count":1,"v_max":100.0})");
+  EXPECT_EQ(run("bucket: {name: totals, key: k, op: add, field: d.x, as: total}"),
+            R"({"k":"caf\u00e9", "v" : 1E2, "z":-0, "d":{"x":1.50}, "t":[1, 2],"total":1.5})");
+  // The same input gives the same bytes again (the bucket's sum moved on).
+  EXPECT_EQ(run("map: {w: 'v * 2', v: 'z', d.y: 'k'}"),
+            R"({"k":"caf\u00e9", "v" : -0, "z":-0, "d":{"x":1.50,"y":"caf\u00e9"}, "t":[1, 2],"w":200.0})");
+}
+
+TEST_F(TransformTest, NotJsonIsAnErrorCheckedOnce) {
+  auto t = Make("filter: 'v > 1'");
+  Batch b = MakeBatch({R"({"v": 2})", R"({"v": 2)"});
+  Status st = t->Process(&b);
+  EXPECT_EQ(st.message(), "message 2 of the batch: payload is not valid JSON");
+  // An input that checked the payload marks it; the transform trusts that.
+  Batch marked = MakeBatch({R"({"v": 2})"});
+  marked.messages[0].MarkJson();
+  EXPECT_TRUE(t->Process(&marked).ok());
+  EXPECT_EQ(marked.size(), 1u);
+}
+
 TEST_F(TransformTest, RollingWindowEventTimeOutOfOrder) {
   auto t = Make("rolling_window: {key: k, field: value, window_secs: 10, time_field: ts}");
   // ts in epoch seconds; the window of a key ends at the newest ts it saw.
