@@ -1,6 +1,8 @@
 #include "common/json_text.h"
 
+#include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -136,44 +138,37 @@ bool Nest(const FieldPath& path, size_t from, std::string_view value, std::strin
   return true;
 }
 
-// The bytes to erase to remove item `j` of `n` whose spans are [start, end):
-// the item and the separator after it, or before it when it is the last.
+// Removes the items `gone` (ascending) of `n` items whose spans are
+// [start(i), end(i)) from `doc` into `out`: each item with the separator
+// after it, or, for the last item, the separator before it (after the last
+// item kept), so the bytes around what stays are untouched.
 template <typename StartOf, typename EndOf>
-Span EraseRange(size_t j, size_t n, StartOf start, EndOf end) {
-  if (j + 1 < n) return Span{start(j), start(j + 1)};
-  if (j > 0) return Span{end(j - 1), end(j)};
-  return Span{start(j), end(j)};
-}
-
-bool RemoveOne(std::string_view doc, const FieldPath& path, std::string* out) {
-  const FieldPath parent(path.begin(), path.end() - 1);
-  Span p;
-  if (!FindPath(doc, parent, &p)) return false;
-  const PathStep& last = path.back();
-  if (last.index >= 0) {
-    if (doc[p.begin] != '[') return false;
-    std::vector<Span> elems;
-    Elements(doc, p.begin, &elems);
-    const size_t j = static_cast<size_t>(last.index);
-    if (j >= elems.size()) return false;
-    Splice(doc,
-           EraseRange(j, elems.size(), [&](size_t i) { return elems[i].begin; },
-                      [&](size_t i) { return elems[i].end; }),
-           "", out);
-    return true;
+void EraseItems(std::string_view doc, const std::vector<size_t>& gone, size_t n, StartOf start,
+                EndOf end, std::string* out) {
+  // The last item kept; the removed items after it go as one cut, with the
+  // separator after it.
+  size_t last_kept = SIZE_MAX;
+  for (size_t i = n, g = gone.size(); i-- > 0;) {
+    if (g > 0 && gone[g - 1] == i) {
+      --g;
+      continue;
+    }
+    last_kept = i;
+    break;
   }
-  if (doc[p.begin] != '{') return false;
-  std::vector<Member> members;
-  Members(doc, p.begin, &members);
-  for (size_t j = members.size(); j-- > 0;) {
-    if (!KeyIs(members[j].key.of(doc), last.key)) continue;
-    Splice(doc,
-           EraseRange(j, members.size(), [&](size_t i) { return members[i].key.begin; },
-                      [&](size_t i) { return members[i].value.end; }),
-           "", out);
-    return true;
+  out->clear();
+  out->reserve(doc.size());
+  size_t from = 0;  // copied up to here
+  for (size_t i : gone) {
+    Span cut;
+    if (last_kept == SIZE_MAX) cut = Span{start(0), end(n - 1)};        // all of them
+    else if (i > last_kept) cut = Span{end(last_kept), end(n - 1)};     // the tail
+    else cut = Span{start(i), start(i + 1)};                            // with its comma
+    if (cut.begin < from) continue;  // the tail's cut, already made
+    out->append(doc.data() + from, cut.begin - from);
+    from = cut.end;
   }
-  return false;
+  out->append(doc.data() + from, doc.size() - from);
 }
 
 void AppendHex4(std::string* out, unsigned v) {
@@ -475,12 +470,32 @@ bool SetPath(std::string_view doc, const FieldPath& path, std::string_view value
 
 bool RemovePath(std::string_view doc, const FieldPath& path, std::string* out) {
   if (path.empty()) return false;
-  if (!RemoveOne(doc, path, out)) return false;
-  // Every member with the key goes (a key can repeat in JSON text).
-  if (path.back().index < 0) {
-    std::string next;
-    while (RemoveOne(*out, path, &next)) out->swap(next);
+  const FieldPath parent(path.begin(), path.end() - 1);
+  Span p;
+  if (!FindPath(doc, parent, &p)) return false;
+  const PathStep& last = path.back();
+  thread_local std::vector<size_t> gone;
+  gone.clear();
+  if (last.index >= 0) {
+    if (doc[p.begin] != '[') return false;
+    thread_local std::vector<Span> elems;
+    Elements(doc, p.begin, &elems);
+    if (static_cast<size_t>(last.index) >= elems.size()) return false;
+    gone.push_back(static_cast<size_t>(last.index));
+    EraseItems(doc, gone, elems.size(), [&](size_t i) { return elems[i].begin; },
+               [&](size_t i) { return elems[i].end; }, out);
+    return true;
   }
+  if (doc[p.begin] != '{') return false;
+  thread_local std::vector<Member> members;
+  Members(doc, p.begin, &members);
+  // Every member with the key goes (a key can repeat in JSON text).
+  for (size_t j = 0; j < members.size(); ++j) {
+    if (KeyIs(members[j].key.of(doc), last.key)) gone.push_back(j);
+  }
+  if (gone.empty()) return false;
+  EraseItems(doc, gone, members.size(), [&](size_t i) { return members[i].key.begin; },
+             [&](size_t i) { return members[i].value.end; }, out);
   return true;
 }
 

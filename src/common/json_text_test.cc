@@ -50,6 +50,10 @@ TEST(JsonTextTest, DuplicateKeysReadAndSetTheLastRemoveEvery) {
   EXPECT_EQ(s.of(doc), "3");
   EXPECT_EQ(Set(doc, "a", "9"), R"({"a":1,"b":2,"a":9})");
   EXPECT_EQ(Remove(doc, "a"), R"({"b":2})");
+  EXPECT_EQ(Remove(R"({"a":1, "a":2, "b":3})", "a"), R"({"b":3})");
+  EXPECT_EQ(Remove(R"({"b":1, "a":2, "a":3})", "a"), R"({"b":1})");
+  EXPECT_EQ(Remove(R"({"a":1, "b":2, "a":3})", "a"), R"({"b":2})");
+  EXPECT_EQ(Remove(R"({"a":1,"a":2})", "a"), R"({})");
 }
 
 TEST(JsonTextTest, RemoveTakesOneSeparator) {
