@@ -87,15 +87,11 @@ size_t RootEnd(std::string_view s) {
   return e;
 }
 
-// Walks the object at s[open]: the last member named `key` (if any), where a
-// new member would go (after the last value, or after '{'), and whether the
-// object is empty.
-bool ScanObject(std::string_view s, size_t open, std::string_view key, Member* found,
-                size_t* insert_at, bool* empty) {
-  bool hit = false;
+// Calls fn(member) for each member of the object at s[open], in order.
+// Returns the index of the object's '}'.
+template <typename F>
+size_t ForEachMember(std::string_view s, size_t open, F&& fn) {
   size_t j = SkipWs(s, open + 1);
-  *insert_at = open + 1;
-  *empty = true;
   while (j < s.size() && s[j] == '"') {
     Member m;
     m.key.begin = j;
@@ -104,15 +100,29 @@ bool ScanObject(std::string_view s, size_t open, std::string_view key, Member* f
     j = SkipWs(s, j + 1);  // ':'
     m.value.begin = j;
     m.value.end = SkipValue(s, j);
+    fn(m);
+    j = SkipWs(s, m.value.end);
+    if (j < s.size() && s[j] == ',') j = SkipWs(s, j + 1);
+  }
+  return j;
+}
+
+// Walks the object at s[open]: the last member named `key` (if any), where a
+// new member would go (after the last value, or after '{'), and whether the
+// object is empty.
+bool ScanObject(std::string_view s, size_t open, std::string_view key, Member* found,
+                size_t* insert_at, bool* empty) {
+  bool hit = false;
+  *insert_at = open + 1;
+  *empty = true;
+  ForEachMember(s, open, [&](const Member& m) {
     if (KeyIs(m.key.of(s), key)) {
       *found = m;
       hit = true;
     }
     *insert_at = m.value.end;
     *empty = false;
-    j = SkipWs(s, m.value.end);
-    if (j < s.size() && s[j] == ',') j = SkipWs(s, j + 1);
-  }
+  });
   return hit;
 }
 
@@ -229,20 +239,7 @@ size_t SkipValue(std::string_view s, size_t i) {
 
 size_t Members(std::string_view s, size_t open, std::vector<Member>* out) {
   out->clear();
-  size_t j = SkipWs(s, open + 1);
-  while (j < s.size() && s[j] == '"') {
-    Member m;
-    m.key.begin = j;
-    m.key.end = SkipString(s, j);
-    j = SkipWs(s, m.key.end);
-    j = SkipWs(s, j + 1);  // ':'
-    m.value.begin = j;
-    m.value.end = SkipValue(s, j);
-    out->push_back(m);
-    j = SkipWs(s, m.value.end);
-    if (j < s.size() && s[j] == ',') j = SkipWs(s, j + 1);
-  }
-  return j;
+  return ForEachMember(s, open, [&](const Member& m) { out->push_back(m); });
 }
 
 size_t Elements(std::string_view s, size_t open, std::vector<Span>* out) {
