@@ -1058,7 +1058,9 @@ ComponentDef KafkaOutputDef() {
       {"topic", PropType::kString, false, "", "the topic to produce to"},
       {"topic_expr", PropType::kExpr, false, "",
        "instead of `topic`: an expression giving each message's topic"},
-      {"key", PropType::kExpr, false, "", "an expression for the message key"},
+      {"key", PropType::kExpr, false, "",
+       "an expression for the message key: a string as it is, another value as compact JSON; "
+       "one that names a missing field fails"},
       PropDef{"compression", PropType::kString, false, "none", "none, gzip, snappy, lz4 or zstd",
        PropRole::kTuning}.OneOf({"none", "gzip", "snappy", "lz4", "zstd"}),
       {"exactly_once", PropType::kBool, false, "false",
