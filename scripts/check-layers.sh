@@ -44,4 +44,10 @@ if grep -rnE --exclude='*_test.cc' '(type\(\)|->type|\.type) *[!=]= *"' config e
   echo "layers: the lines above decide by a component's type name" >&2
   status=1
 fi
+# The SDK headers drag in no JSON, YAML or HTTP library: a component sees
+# messages as bytes and options through kayak::Options.
+if grep -nE '#include *[<"](nlohmann|yaml-cpp|boost|simdjson)' ../include/kayak/*.h >&2; then
+  echo "layers: the SDK headers above include a third-party JSON, YAML or HTTP header" >&2
+  status=1
+fi
 exit $status
