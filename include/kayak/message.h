@@ -30,14 +30,12 @@ class Message {
   void set_payload(std::string payload, bool json) {
     payload_ = std::move(payload);
     json_ = json ? JsonState::kValid : JsonState::kUnknown;
-    index_.clear();
   }
   // Swaps the payload with `other` (whose bytes must be valid JSON), keeping
   // both buffers: how transforms replace a payload without allocating.
   void SwapJsonPayload(std::string* other) {
     payload_.swap(*other);
     json_ = JsonState::kValid;
-    index_.clear();
   }
   // The input checked that the payload is one JSON value.
   void MarkJson() { json_ = JsonState::kValid; }
@@ -45,11 +43,6 @@ class Message {
   Status CheckJson();
   // Whether the payload is known to be JSON (checked and found so).
   bool json_known() const { return json_ == JsonState::kValid; }
-  // Where the payload's top-level fields are (expr::Document's index), kept
-  // with the message so that the transforms of a chain scan it once; any
-  // change to the payload drops it. Written only by the thread that owns the
-  // message, before the batch is shared. Not for components' own use.
-  std::vector<uint32_t>& field_index() { return index_; }
 
   int64_t ts_ms() const { return ts_ms_; }
   void set_ts_ms(int64_t ts) { ts_ms_ = ts; }
@@ -64,7 +57,6 @@ class Message {
   enum class JsonState : uint8_t { kUnknown, kValid, kInvalid };
   std::string payload_;
   JsonState json_ = JsonState::kUnknown;
-  std::vector<uint32_t> index_;
   int64_t ts_ms_ = 0;
   std::string key_;
   std::vector<std::pair<std::string, std::string>> headers_;

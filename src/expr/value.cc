@@ -111,60 +111,17 @@ bool SameJson(std::string_view a, std::string_view b) {
   return Json::parse(a, nullptr, false) == Json::parse(b, nullptr, false);
 }
 
-namespace {
-
-// The index as kept on a message: the root's offset, then four offsets a
-// member (key begin and end, value begin and end).
-void Encode(size_t root, const std::vector<jtext::Member>& ms, std::vector<uint32_t>* out) {
-  out->resize(1 + 4 * ms.size());
-  uint32_t* p = out->data();
-  *p++ = static_cast<uint32_t>(root);
-  for (const auto& m : ms) {
-    *p++ = static_cast<uint32_t>(m.key.begin);
-    *p++ = static_cast<uint32_t>(m.key.end);
-    *p++ = static_cast<uint32_t>(m.value.begin);
-    *p++ = static_cast<uint32_t>(m.value.end);
-  }
-}
-
-// Offsets fit the kept index's 32 bits.
-constexpr size_t kMaxKept = UINT32_MAX;
-
-}  // namespace
-
 void Document::Index() const {
-  indexed_ = true;
-  if (kept_ != nullptr && !kept_->empty()) {  // a transform before this one built it
-    const uint32_t* p = kept_->data();
-    root_ = *p++;
-    root_object_ = true;
-    top_.resize((kept_->size() - 1) / 4);
-    for (auto& m : top_) {
-      m.key.begin = *p++;
-      m.key.end = *p++;
-      m.value.begin = *p++;
-      m.value.end = *p++;
-    }
-    return;
-  }
   root_ = jtext::SkipWs(text_, 0);
   root_object_ = root_ < text_.size() && text_[root_] == '{';
-  if (!root_object_) return;
-  jtext::Members(text_, root_, &top_);
-  if (kept_ != nullptr && text_.size() < kMaxKept) Encode(root_, top_, kept_);
-}
-
-void Document::KeepPatchedIndex(Message& m) const {
-  if (!patched_valid_ || m.payload().size() >= kMaxKept) return;
-  Encode(root_, patched_, &m.field_index());
+  if (root_object_) jtext::Members(text_, root_, &top_);
+  indexed_ = true;
 }
 
 bool Document::SetTop(std::string_view key, std::string_view value, std::string* out) const {
   if (!indexed_) Index();
-  patched_valid_ = false;
   if (!root_object_) return false;
   out->clear();
-  patched_ = top_;
   for (size_t m = top_.size(); m-- > 0;) {
     if (!jtext::KeyIs(top_[m].key.of(text_), key)) continue;
     const jtext::Span v = top_[m].value;
@@ -172,33 +129,16 @@ bool Document::SetTop(std::string_view key, std::string_view value, std::string*
     out->append(text_.data(), v.begin);
     out->append(value);
     out->append(text_.data() + v.end, text_.size() - v.end);
-    // The members after this one moved by the change in its length.
-    const size_t grown = value.size(), shrunk = v.size();
-    patched_[m].value.end = v.begin + value.size();
-    for (size_t k = m + 1; k < patched_.size(); ++k) {
-      for (size_t* x : {&patched_[k].key.begin, &patched_[k].key.end, &patched_[k].value.begin,
-                        &patched_[k].value.end}) {
-        *x = *x + grown - shrunk;
-      }
-    }
-    patched_valid_ = true;
     return true;
   }
   const size_t at = top_.empty() ? root_ + 1 : top_.back().value.end;
   out->reserve(text_.size() + key.size() + value.size() + 4);
   out->append(text_.data(), at);
   if (!top_.empty()) out->push_back(',');
-  jtext::Member added;
-  added.key.begin = out->size();
   jtext::AppendString(out, key);
-  added.key.end = out->size();
   out->push_back(':');
-  added.value.begin = out->size();
   out->append(value);
-  added.value.end = out->size();
   out->append(text_.data() + at, text_.size() - at);
-  patched_.push_back(added);
-  patched_valid_ = true;
   return true;
 }
 

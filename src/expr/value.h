@@ -13,7 +13,6 @@
 
 #include "common/field_path.h"
 #include "common/json_text.h"
-#include "kayak/message.h"
 
 namespace kayak::expr {
 
@@ -109,19 +108,7 @@ class Document {
   void Reset(std::string_view text) {
     text_ = text;
     indexed_ = false;
-    kept_ = nullptr;
   }
-  // Opens a message's payload, using the index kept on the message, or
-  // building it and keeping it there (Message::field_index).
-  void Reset(Message& m) {
-    text_ = m.payload();
-    indexed_ = false;
-    kept_ = &m.field_index();
-  }
-  // After SetTop() wrote a patched payload and the message took it, keeps
-  // the patched payload's index on the message, so the next transform does
-  // not scan it again.
-  void KeepPatchedIndex(Message& m) const;
   std::string_view text() const { return text_; }
   // The span of the value at `path`; false when it is missing.
   bool Find(const FieldPath& path, jtext::Span* out) const;
@@ -140,9 +127,6 @@ class Document {
   mutable bool indexed_ = false;
   mutable bool root_object_ = false;
   mutable size_t root_ = 0;  // where the root value starts
-  std::vector<uint32_t>* kept_ = nullptr;  // the message's index, when opened on one
-  mutable std::vector<jtext::Member> patched_;  // the index of SetTop's output
-  mutable bool patched_valid_ = false;
 
   void Index() const;
 };

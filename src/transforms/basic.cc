@@ -51,7 +51,7 @@ class MapTransform final : public Transform {
       KAYAK_RETURN_IF_ERROR(OpenFields(m, &doc_, true));
       // Assignments apply in order; a later one sees the earlier ones.
       for (const auto& a : assignments_) {
-        doc_.Reset(m);
+        doc_.Reset(m.payload());
         scratch_.Reset();
         expr::Value v;
         Status st = a.expr->Eval(doc_, &scratch_, *clock_, &v);
@@ -68,7 +68,6 @@ class MapTransform final : public Transform {
           return Status::Invalid("cannot set '" + a.name + "': a parent is not an object");
         }
         m.SwapJsonPayload(&buf_);
-        if (top) doc_.KeepPatchedIndex(m);
       }
       return Status::Ok();
     });

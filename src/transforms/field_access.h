@@ -17,7 +17,7 @@ namespace kayak {
 // `object`) not a JSON object.
 inline Status OpenFields(Message& m, expr::Document* doc, bool object) {
   KAYAK_RETURN_IF_ERROR(m.CheckJson());
-  doc->Reset(m);
+  doc->Reset(m.payload());
   if (object) {
     const std::string& p = m.payload();
     const size_t b = jtext::SkipWs(p, 0);
@@ -44,7 +44,6 @@ inline Status SetField(Message& m, const expr::Document& doc, const FieldPath& p
                            "': a parent is not an object");
   }
   m.SwapJsonPayload(buf);
-  if (top) doc.KeepPatchedIndex(m);
   return Status::Ok();
 }
 
