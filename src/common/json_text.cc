@@ -410,22 +410,28 @@ const char* TypeName(std::string_view value) {
   return ReadNumber(value).kind == Number::kFloat ? "float" : "int";
 }
 
-bool FindPath(std::string_view doc, const FieldPath& path, Span* out) {
-  Span cur{SkipWs(doc, 0), RootEnd(doc)};
-  for (const PathStep& step : path) {
+bool FindSteps(std::string_view doc, Span from, const PathStep* first, const PathStep* last,
+               Span* out) {
+  Span cur = from;
+  for (const PathStep* step = first; step != last; ++step) {
     if (cur.begin >= doc.size()) return false;
-    if (step.index >= 0) {
+    if (step->index >= 0) {
       if (doc[cur.begin] != '[') return false;
-      if (!FindElement(doc, cur.begin, static_cast<size_t>(step.index), &cur)) return false;
+      if (!FindElement(doc, cur.begin, static_cast<size_t>(step->index), &cur)) return false;
       continue;
     }
     if (doc[cur.begin] != '{') return false;
     Member m;
-    if (!FindMember(doc, cur.begin, step.key, &m)) return false;
+    if (!FindMember(doc, cur.begin, step->key, &m)) return false;
     cur = m.value;
   }
   *out = cur;
   return true;
+}
+
+bool FindPath(std::string_view doc, const FieldPath& path, Span* out) {
+  return FindSteps(doc, Span{SkipWs(doc, 0), RootEnd(doc)}, path.data(), path.data() + path.size(),
+                   out);
 }
 
 bool SetPath(std::string_view doc, const FieldPath& path, std::string_view value, std::string* out) {
@@ -467,9 +473,11 @@ bool SetPath(std::string_view doc, const FieldPath& path, std::string_view value
 
 bool RemovePath(std::string_view doc, const FieldPath& path, std::string* out) {
   if (path.empty()) return false;
-  const FieldPath parent(path.begin(), path.end() - 1);
-  Span p;
-  if (!FindPath(doc, parent, &p)) return false;
+  Span p;  // the parent
+  if (!FindSteps(doc, Span{SkipWs(doc, 0), RootEnd(doc)}, path.data(),
+                 path.data() + path.size() - 1, &p)) {
+    return false;
+  }
   const PathStep& last = path.back();
   thread_local std::vector<size_t> gone;
   gone.clear();

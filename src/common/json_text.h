@@ -88,6 +88,9 @@ const char* TypeName(std::string_view value);
 // (a key not in an object, an index past an array's end, or a step into
 // something that is neither).
 bool FindPath(std::string_view doc, const FieldPath& path, Span* out);
+// The same for the steps [first, last) from the value at `from`.
+bool FindSteps(std::string_view doc, Span from, const PathStep* first, const PathStep* last,
+               Span* out);
 
 // ---- patching: each writes the whole patched document into `out` ----
 // Bytes outside the changed span are copied as they are.

@@ -72,36 +72,6 @@ const Json* LookupPath(const Json& root, const FieldPath& path) {
   return cur;
 }
 
-Json* MutablePath(Json& root, const FieldPath& path) {
-  Json* cur = &root;
-  for (const auto& step : path) {
-    if (step.index >= 0) {
-      if (!cur->is_array() || static_cast<size_t>(step.index) >= cur->size()) return nullptr;
-      cur = &(*cur)[static_cast<size_t>(step.index)];
-    } else {
-      if (cur->is_null()) *cur = Json::object();
-      if (!cur->is_object()) return nullptr;
-      cur = &(*cur)[step.key];
-    }
-  }
-  return cur;
-}
-
-bool ErasePath(Json& root, const FieldPath& path) {
-  if (path.empty()) return false;
-  FieldPath parent(path.begin(), path.end() - 1);
-  Json* p = parent.empty() ? &root : const_cast<Json*>(LookupPath(root, parent));
-  if (p == nullptr) return false;
-  const PathStep& last = path.back();
-  if (last.index >= 0) {
-    if (!p->is_array() || static_cast<size_t>(last.index) >= p->size()) return false;
-    p->erase(static_cast<size_t>(last.index));
-    return true;
-  }
-  if (!p->is_object()) return false;
-  return p->erase(last.key) > 0;
-}
-
 const char* JsonTypeName(const Json& v) {
   switch (v.type()) {
     case Json::value_t::null: return "null";
@@ -116,11 +86,6 @@ const char* JsonTypeName(const Json& v) {
     case Json::value_t::discarded: return "missing";
   }
   return "unknown";
-}
-
-std::string JsonKeyString(const Json& v) {
-  if (v.is_string()) return v.get<std::string>();
-  return v.dump();
 }
 
 }  // namespace kayak
@@ -206,15 +171,6 @@ bool EventTimeOfNumber(double x, const int64_t* exact, int64_t* out_ms) {
 }
 
 bool EventTimeOfText(std::string_view s, int64_t* out_ms) { return ParseRfc3339(s, out_ms); }
-
-bool ParseEventTimeMs(const Json& v, int64_t* out_ms) {
-  if (v.is_number()) {
-    int64_t exact = v.is_number_integer() ? v.get<int64_t>() : 0;
-    return EventTimeOfNumber(v.get<double>(), v.is_number_integer() ? &exact : nullptr, out_ms);
-  }
-  if (v.is_string()) return ParseRfc3339(v.get_ref<const std::string&>(), out_ms);
-  return false;
-}
 
 }  // namespace kayak
 

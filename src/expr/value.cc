@@ -151,7 +151,6 @@ bool Document::SetMembers(
 }
 
 bool Document::Find(const FieldPath& path, jtext::Span* out) const {
-  size_t step = 0;
   jtext::Span cur;
   if (!indexed_) Index();
   if (path.empty()) {
@@ -174,21 +173,7 @@ bool Document::Find(const FieldPath& path, jtext::Span* out) const {
     }
   }
   if (!hit) return false;
-  for (step = 1; step < path.size(); ++step) {
-    const PathStep& s = path[step];
-    const char c = text_[cur.begin];
-    if (s.index >= 0) {
-      if (c != '[' || !jtext::FindElement(text_, cur.begin, static_cast<size_t>(s.index), &cur)) {
-        return false;
-      }
-      continue;
-    }
-    jtext::Member m;
-    if (c != '{' || !jtext::FindMember(text_, cur.begin, s.key, &m)) return false;
-    cur = m.value;
-  }
-  *out = cur;
-  return true;
+  return jtext::FindSteps(text_, cur, path.data() + 1, path.data() + path.size(), out);
 }
 
 Value Document::Get(const FieldPath& path, Scratch* scratch) const {

@@ -62,12 +62,7 @@ class MapTransform final : public Transform {
         }
         value_.clear();
         expr::AppendJson(v, &value_);
-        const bool top = a.path.size() == 1 && a.path[0].index < 0;
-        if (!(top ? doc_.SetTop(a.path[0].key, value_, &buf_)
-                  : jtext::SetPath(m.payload(), a.path, value_, &buf_))) {
-          return Status::Invalid("cannot set '" + a.name + "': a parent is not an object");
-        }
-        m.SwapJsonPayload(&buf_);
+        KAYAK_RETURN_IF_ERROR(SetField(m, doc_, a.path, value_, &buf_));
       }
       return Status::Ok();
     });

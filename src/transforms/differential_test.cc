@@ -248,6 +248,37 @@ Result<Json> RefEval(const Node& n, const Json& root) {
   }
 }
 
+// Returns a slot for `path`, creating objects on the way (a null becomes an
+// object). nullptr if a step walks through anything else, or past an array.
+Json* MutablePath(Json& root, const FieldPath& path) {
+  Json* cur = &root;
+  for (const auto& step : path) {
+    if (step.index >= 0) {
+      if (!cur->is_array() || static_cast<size_t>(step.index) >= cur->size()) return nullptr;
+      cur = &(*cur)[static_cast<size_t>(step.index)];
+    } else {
+      if (cur->is_null()) *cur = Json::object();
+      if (!cur->is_object()) return nullptr;
+      cur = &(*cur)[step.key];
+    }
+  }
+  return cur;
+}
+
+void ErasePath(Json& root, const FieldPath& path) {
+  const FieldPath parent(path.begin(), path.end() - 1);
+  Json* p = parent.empty() ? &root : const_cast<Json*>(LookupPath(root, parent));
+  if (p == nullptr) return;
+  const PathStep& last = path.back();
+  if (last.index >= 0) {
+    if (p->is_array() && static_cast<size_t>(last.index) < p->size()) {
+      p->erase(static_cast<size_t>(last.index));
+    }
+  } else if (p->is_object()) {
+    p->erase(last.key);
+  }
+}
+
 // One step of a chain, as config and as the reference runs it.
 struct Step {
   enum Kind { kFilter, kMap, kRemove, kRename } kind = kFilter;
