@@ -1,0 +1,359 @@
+// The postgres input: a query read incrementally after a (watermark,
+// tiebreak) cursor that is the input's checkpointed position, or whole on
+// every poll (snapshot). docs/components.md, "postgres".
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/json_text.h"
+#include "common/log.h"
+#include "components.h"
+#include "connectors/postgres/pg.h"
+
+namespace kayak {
+
+namespace {
+
+constexpr unsigned kDateOid = 1082, kTimestampOid = 1114, kTimestampTzOid = 1184;
+
+struct InputOptions {
+  std::string url, query, mode, watermark, tiebreak, start_from;
+  double lag_secs = 0;
+  int64_t poll_ms = 1000;
+  int64_t batch_size = 1000;
+};
+
+class PgInput final : public Input {
+ public:
+  PgInput(InputOptions o, const ComponentContext& ctx)
+      : o_(std::move(o)), conn_(o_.url), clock_(ctx.clock), stats_(ctx.stats) {
+    if (!incremental()) return;
+    if (o_.tiebreak.empty()) {
+      KLOG_WARN("pipeline {}: postgres input without `tiebreak`: rows that share a watermark "
+                "are read together, and a row committed later with the watermark already read "
+                "is missed",
+                ctx.pipeline_id);
+    }
+  }
+
+  Status Read(Batch* out, int64_t wait_ms, bool* finished) override {
+    (void)finished;
+    const int64_t now = MonotonicMs();
+    if (now < next_poll_ms_) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(wait_ms, next_poll_ms_ - now)));
+      return Status::Ok();
+    }
+    Status st = conn_.Ensure();
+    if (st.ok() && !described_) st = Describe();
+    if (st.ok()) st = incremental() ? ReadIncremental(out) : ReadSnapshot(out);
+    if (!st.ok() && st.retryable()) {
+      in_snapshot_ = false;  // a broken connection ends its transaction
+      conn_.Close();
+    }
+    return st;
+  }
+
+  bool Rewindable() const override { return true; }
+
+  // Incremental: the cursor, as the server wrote the last row's watermark and
+  // tiebreak. Snapshot: nothing (a restart begins a new full read).
+  std::string SavePosition() const override {
+    if (!incremental() || !has_cursor_) return "";
+    std::string s = "{\"watermark\":";
+    jtext::AppendString(&s, cursor_wm_);
+    if (!o_.tiebreak.empty()) {
+      s += ",\"tiebreak\":";
+      jtext::AppendString(&s, cursor_tb_);
+    }
+    s += '}';
+    return s;
+  }
+
+  Status RestorePosition(std::string_view position) override {
+    if (position.empty() || !incremental()) return Status::Ok();
+    const size_t open = jtext::SkipWs(position, 0);
+    jtext::Member wm, tb;
+    if (open >= position.size() || position[open] != '{' ||
+        !jtext::FindMember(position, open, "watermark", &wm) ||
+        position[wm.value.begin] != '"') {
+      return Status::Corruption("postgres input: a position that is not a cursor: " +
+                                std::string(position));
+    }
+    cursor_wm_.clear();
+    jtext::DecodeString(wm.value.of(position), &cursor_wm_);
+    cursor_tb_.clear();
+    if (jtext::FindMember(position, open, "tiebreak", &tb) && position[tb.value.begin] == '"') {
+      jtext::DecodeString(tb.value.of(position), &cursor_tb_);
+    } else if (!o_.tiebreak.empty()) {
+      return Status::Corruption("postgres input: the checkpointed cursor has no tiebreak");
+    }
+    has_cursor_ = true;
+    return Status::Ok();
+  }
+
+  std::string Position() const override {
+    if (!incremental()) return "snapshot pass " + std::to_string(passes_);
+    if (!has_cursor_) return "no row read yet";
+    return o_.watermark + " " + cursor_wm_ + (o_.tiebreak.empty() ? "" : ", " + o_.tiebreak + " " + cursor_tb_);
+  }
+
+ private:
+  InputOptions o_;
+  pg::Connection conn_;
+  const Clock* clock_;
+  ComponentStats* stats_;
+  bool described_ = false;
+  std::vector<unsigned> types_;  // of the query's columns
+  std::vector<std::string> names_;  // as JSON keys, quoted
+  int wm_col_ = -1, tb_col_ = -1;
+  bool has_cursor_ = false;
+  std::string cursor_wm_, cursor_tb_;
+  int64_t next_poll_ms_ = 0;
+  bool in_snapshot_ = false;
+  uint64_t passes_ = 0;
+
+  bool incremental() const { return o_.mode == "incremental"; }
+
+  // The query's columns, once per connection's first use: a query that does
+  // not run, or a watermark or tiebreak it lacks, stops the input naming the
+  // option.
+  Status Describe() {
+    pg::Result r;
+    Status st = conn_.Exec("SELECT * FROM (" + o_.query + ") AS kayak_q LIMIT 0", {}, &r);
+    if (!st.ok()) {
+      return st.retryable() ? st : Status::Invalid("query: " + st.message());
+    }
+    const int n = PQnfields(r.get());
+    types_.clear();
+    names_.clear();
+    std::string cols;
+    for (int i = 0; i < n; ++i) {
+      const std::string name = PQfname(r.get(), i);
+      types_.push_back(PQftype(r.get(), i));
+      std::string key;
+      jtext::AppendString(&key, name);
+      names_.push_back(key);
+      if (name == o_.watermark) wm_col_ = i;
+      if (name == o_.tiebreak) tb_col_ = i;
+      cols += (i ? ", " : "") + name;
+    }
+    if (incremental()) {
+      if (wm_col_ < 0) {
+        return Status::Invalid("watermark: '" + o_.watermark +
+                               "' is not a column of the query (its columns: " + cols + ")");
+      }
+      if (!o_.tiebreak.empty() && tb_col_ < 0) {
+        return Status::Invalid("tiebreak: '" + o_.tiebreak +
+                               "' is not a column of the query (its columns: " + cols + ")");
+      }
+      const unsigned t = types_[wm_col_];
+      if (o_.lag_secs > 0 && t != kTimestampOid && t != kTimestampTzOid && t != kDateOid) {
+        return Status::Invalid("lag_secs: the watermark '" + o_.watermark +
+                               "' is not a timestamp or date column, so it has no age");
+      }
+    }
+    described_ = true;
+    return Status::Ok();
+  }
+
+  void AppendRow(const PGresult* r, int row, std::string* out) const {
+    out->push_back('{');
+    const int n = PQnfields(r);
+    for (int c = 0; c < n; ++c) {
+      if (c) out->push_back(',');
+      out->append(names_[c]);
+      out->push_back(':');
+      if (PQgetisnull(r, row, c)) {
+        out->append("null");
+      } else {
+        pg::AppendValue(types_[c], std::string_view(PQgetvalue(r, row, c), PQgetlength(r, row, c)),
+                        out);
+      }
+    }
+    out->push_back('}');
+  }
+
+  void Emit(const PGresult* r, int rows, Batch* out) {
+    const int64_t ts = clock_->NowMs();
+    out->messages.reserve(out->messages.size() + rows);
+    size_t guess = 64;
+    for (int i = 0; i < rows; ++i) {
+      std::string payload;
+      payload.reserve(guess);
+      AppendRow(r, i, &payload);
+      guess = payload.size() + 16;
+      Message m(std::move(payload), ts);
+      m.MarkJson();
+      out->messages.push_back(std::move(m));
+    }
+  }
+
+  std::string Col(const std::string& name) const { return "kayak_q." + pg::QuoteIdent(name); }
+
+  Status ReadIncremental(Batch* out) {
+    const std::string wm = Col(o_.watermark);
+    const bool tb = !o_.tiebreak.empty();
+    std::vector<const char*> params;
+    std::string where = wm + " IS NOT NULL";
+    if (tb) where += " AND " + Col(o_.tiebreak) + " IS NOT NULL";
+    if (has_cursor_) {
+      params.push_back(cursor_wm_.c_str());
+      if (tb) {
+        params.push_back(cursor_tb_.c_str());
+        where += " AND (" + wm + ", " + Col(o_.tiebreak) + ") > ($1, $2)";
+      } else {
+        where += " AND " + wm + " > $1";
+      }
+    } else if (!o_.start_from.empty()) {
+      params.push_back(o_.start_from.c_str());
+      where += " AND " + wm + " >= $1";
+    }
+    const std::string lag = std::to_string(o_.lag_secs);
+    if (o_.lag_secs > 0) {
+      params.push_back(lag.c_str());
+      where += " AND " + wm + " <= now() - $" + std::to_string(params.size()) +
+               "::float8 * interval '1 second'";
+    }
+    const std::string order = wm + (tb ? ", " + Col(o_.tiebreak) : "");
+    const std::string sql = "SELECT * FROM (" + o_.query + ") AS kayak_q WHERE " + where +
+                            " ORDER BY " + order + " LIMIT " + std::to_string(o_.batch_size);
+    pg::Result r;
+    KAYAK_RETURN_IF_ERROR(conn_.Exec(sql, params, &r));
+    int rows = PQntuples(r.get());
+    const bool full = rows >= o_.batch_size;
+    if (!tb && full) {
+      // Without a tiebreak the cursor cannot stop inside a group of equal
+      // watermarks: leave the last group for the next read, or, when the whole
+      // batch is one group, read all of it now.
+      const std::string_view last = PQgetvalue(r.get(), rows - 1, wm_col_);
+      int keep = rows;
+      while (keep > 0 && last == PQgetvalue(r.get(), keep - 1, wm_col_)) --keep;
+      if (keep == 0) return ReadGroup(std::string(last), out);
+      rows = keep;
+    }
+    if (rows > 0) {
+      Emit(r.get(), rows, out);
+      cursor_wm_ = PQgetvalue(r.get(), rows - 1, wm_col_);
+      if (tb) cursor_tb_ = PQgetvalue(r.get(), rows - 1, tb_col_);
+      has_cursor_ = true;
+    }
+    // Caught up: wait for the next poll; otherwise read on at once.
+    if (!full) next_poll_ms_ = MonotonicMs() + o_.poll_ms;
+    return Status::Ok();
+  }
+
+  // Every row whose watermark equals `value` (no tiebreak: one batch).
+  Status ReadGroup(const std::string& value, Batch* out) {
+    const std::string sql = "SELECT * FROM (" + o_.query + ") AS kayak_q WHERE " +
+                            Col(o_.watermark) + " = $1";
+    pg::Result r;
+    KAYAK_RETURN_IF_ERROR(conn_.Exec(sql, {value.c_str()}, &r));
+    Emit(r.get(), PQntuples(r.get()), out);
+    cursor_wm_ = value;
+    has_cursor_ = true;
+    return Status::Ok();
+  }
+
+  // One pass reads the whole result through a server-side cursor in one
+  // read-only transaction (one consistent snapshot), a batch at a time.
+  Status ReadSnapshot(Batch* out) {
+    if (!in_snapshot_) {
+      KAYAK_RETURN_IF_ERROR(conn_.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));
+      Status st = conn_.Exec("DECLARE kayak_snapshot NO SCROLL CURSOR FOR SELECT * FROM (" +
+                             o_.query + ") AS kayak_q");
+      if (!st.ok()) {
+        (void)conn_.Exec("ROLLBACK");
+        return st;
+      }
+      in_snapshot_ = true;
+    }
+    pg::Result r;
+    KAYAK_RETURN_IF_ERROR(conn_.Exec(
+        "FETCH " + std::to_string(o_.batch_size) + " FROM kayak_snapshot", {}, &r));
+    const int rows = PQntuples(r.get());
+    Emit(r.get(), rows, out);
+    if (rows < o_.batch_size) {
+      in_snapshot_ = false;
+      ++passes_;
+      KAYAK_RETURN_IF_ERROR(conn_.Exec("COMMIT"));
+      next_poll_ms_ = MonotonicMs() + o_.poll_ms;
+    }
+    return Status::Ok();
+  }
+};
+
+}  // namespace
+
+ComponentDef PostgresInputDef() {
+  ComponentDef d;
+  d.kind = "input";
+  d.type = "postgres";
+  d.help =
+      "Reads the rows of `query` from PostgreSQL (libpq), one JSON object a row, its columns as "
+      "fields. `incremental` reads in (`watermark`, `tiebreak`) order after a cursor, a batch at "
+      "a time, then polls for new rows; `snapshot` reads the whole result on every poll. Types: "
+      "integers and numeric as exact numbers, floats as numbers (NaN and the infinities as "
+      "strings), bool, json and jsonb as nested JSON, timestamps as RFC 3339 strings in UTC, "
+      "bytea as base64, NULL as null, anything else as its text. Without `tiebreak`, rows that "
+      "share a watermark are read in one batch and a row committed later with a watermark "
+      "already read is missed; rows that commit late with an older watermark are read only "
+      "with `lag_secs` covering the delay.";
+  d.checkpoint = "incremental: the cursor (the last row's watermark and tiebreak), so a restart "
+                 "resumes after it rather than from `start_from`; snapshot: nothing (a restart "
+                 "reads the whole result again)";
+  d.bad_input = "an unreachable server or a lost connection is retried with backoff (the card "
+                "shows retrying); a query that does not run, or a watermark, tiebreak or "
+                "lag_secs that does not fit the query's columns, stops the input naming the "
+                "option; rows whose watermark or tiebreak is NULL are not read";
+  d.props = {
+      PropDef{"url", PropType::kString, true, "",
+              "libpq connection string or URI (postgresql://user@host:port/db); a password "
+              "as ${ENV}"}.NonEmpty().Secret(),
+      PropDef{"query", PropType::kString, true, "",
+              "a SELECT; kayak reads it as a subquery"}.NonEmpty(),
+      PropDef{"mode", PropType::kString, false, "incremental",
+              "incremental (after a checkpointed cursor) or snapshot (everything, every poll)"}
+          .OneOf({"incremental", "snapshot"}),
+      {"watermark", PropType::kString, false, "",
+       "incremental: an ordered column of the query (a timestamp, number or text)"},
+      {"tiebreak", PropType::kString, false, "",
+       "incremental: a unique column; the cursor is (watermark, tiebreak)"},
+      {"start_from", PropType::kString, false, "",
+       "incremental: the first watermark read when nothing is checkpointed, in the column "
+       "type's own literal ('2026-01-01', 100)"},
+      PropDef{"lag_secs", PropType::kNumber, false, "0",
+              "incremental: read only rows whose watermark is older than the server's now() "
+              "minus this, so rows that commit late are not skipped"}.AtLeast(0).Unit("s"),
+      PropDef{"poll_secs", PropType::kNumber, false, "1",
+              "how long to wait for new rows once caught up", PropRole::kTuning}
+          .Range(0.001, 86400).Unit("s"),
+      PropDef{"batch_size", PropType::kInt, false, "1000", "most rows a read",
+              PropRole::kTuning}.Range(1, 100000),
+  };
+  d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
+    InputOptions io;
+    io.url = o.String("url");
+    io.query = o.String("query");
+    io.mode = o.String("mode");
+    io.watermark = o.String("watermark");
+    io.tiebreak = o.String("tiebreak");
+    io.start_from = o.String("start_from");
+    io.lag_secs = o.Number("lag_secs");
+    io.poll_ms = static_cast<int64_t>(o.Number("poll_secs") * 1000);
+    io.batch_size = o.Int("batch_size");
+    if (io.mode == "incremental" && io.watermark.empty()) {
+      o.Error("mode", "incremental reads need a `watermark` column");
+    }
+    if (io.mode == "snapshot") {
+      for (const char* name : {"watermark", "tiebreak", "start_from", "lag_secs"}) {
+        if (o.Has(name)) o.Error(name, std::string("`") + name + "` is for incremental reads");
+      }
+    }
+    if (o.failed()) return nullptr;
+    return std::make_unique<PgInput>(std::move(io), ctx);
+  };
+  return d;
+}
+
+}  // namespace kayak
