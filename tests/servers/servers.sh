@@ -2,18 +2,24 @@
 # servers.sh: the real database servers the tests need, started once per test
 # run on loopback ports and stopped by PID (CTest fixtures, tests/CMakeLists.txt).
 #
-#   servers.sh start|stop postgres DIR PORT
+#   servers.sh start|stop postgres DIR
 #
-# After `start`, DIR/env holds the address (PG_URL=...). Every server binds
+# `start` picks a free loopback port and writes the address to DIR/env
+# (PG_URL=...), which tests/e2e/servers.py reads. Every server binds
 # 127.0.0.1 only; its data lives under DIR and is removed by `stop`.
 set -euo pipefail
-what=$1 name=$2 dir=$3 port=$4
+what=$1 name=$2 dir=$3
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 
 fail() { echo "servers.sh: $*" >&2; exit 1; }
 
 start_postgres() {
+  if [ -f "$dir/pid" ]; then stop_pid INT; fi  # a server left by an interrupted run
   rm -rf "$dir"; mkdir -p "$dir"
+  local port; port=$(free_port)
   local run=()
   # initdb and postgres refuse to run as root: as root, run them as `postgres`
   if [ "$(id -u)" = 0 ]; then chown postgres:postgres "$dir"; run=(runuser -u postgres --); fi
@@ -40,5 +46,5 @@ stop_pid() {  # SIGNAL: the server's own clean stop; then wait for the PID to go
 case "$what:$name" in
   start:postgres) start_postgres ;;
   stop:postgres) stop_pid INT ;;   # SIGINT: postgres's fast shutdown
-  *) fail "usage: servers.sh start|stop postgres DIR PORT" ;;
+  *) fail "usage: servers.sh start|stop postgres DIR" ;;
 esac

@@ -138,20 +138,12 @@ class PgOutput final : public Output {
     present_.assign(columns_.size(), false);
     statements_.clear();
     if (!key_.empty()) {
-      // ON CONFLICT needs a unique index on exactly the key: ask the server now.
+      // ON CONFLICT needs a unique index on exactly the key: the server says
+      // so when it plans the statement, so run it now on no rows.
       std::fill(present_.begin(), present_.end(), true);
-      const std::string sql = Build();
-      PGresult* p = PQprepare(conn_.get(), "", sql.c_str(), 1, nullptr);
-      pg::Result prepared(p);
-      if (p == nullptr || PQresultStatus(p) != PGRES_COMMAND_OK) {
-        std::string msg = p != nullptr ? PQresultErrorMessage(p) : pg::Message(conn_.get());
-        while (!msg.empty() && msg.back() == '\n') msg.pop_back();
-        if (PQstatus(conn_.get()) != CONNECTION_OK) {
-          conn_.Close();
-          return Status::Unavailable("postgres: " + msg);
-        }
-        return Status::Invalid("key: " + msg);
-      }
+      pg::Result none;
+      Status st = conn_.Exec(Build(), {"[]"}, &none);
+      if (!st.ok()) return st.retryable() ? st : Status::Invalid("key: " + st.message());
     }
     described_ = true;
     KLOG_INFO("pipeline {}: postgres output into {} ({} columns{})", pipeline_, table_,

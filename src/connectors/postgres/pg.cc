@@ -124,11 +124,7 @@ Status Connection::Exec(const std::string& sql, const std::vector<const char*>& 
   const char* state = out->get() != nullptr ? PQresultErrorField(out->get(), PG_DIAG_SQLSTATE)
                                             : nullptr;
   sqlstate_ = state != nullptr ? state : "";
-  const char* primary =
-      out->get() != nullptr ? PQresultErrorField(out->get(), PG_DIAG_MESSAGE_PRIMARY) : nullptr;
-  std::string msg = primary != nullptr ? primary : "";
-  while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
-  if (msg.empty()) msg = Message(conn_);
+  const std::string msg = ErrorText(out->get(), conn_);
   if (PQstatus(conn_) != CONNECTION_OK || IsServerTrouble(sqlstate_)) {
     if (PQstatus(conn_) != CONNECTION_OK) Close();
     return Status::Unavailable("postgres: " + msg);
@@ -198,6 +194,11 @@ std::string QuoteIdent(std::string_view name) {
   }
   q.push_back('"');
   return q;
+}
+
+std::string ErrorText(const PGresult* r, PGconn* conn) {
+  const char* primary = r != nullptr ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : nullptr;
+  return primary != nullptr && *primary != 0 ? std::string(primary) : Message(conn);
 }
 
 std::string Message(PGconn* conn) {

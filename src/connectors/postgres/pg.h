@@ -63,6 +63,9 @@ void AppendValue(unsigned oid, std::string_view text, std::string* out);
 // A quoted identifier ("ts" -> "\"ts\"").
 std::string QuoteIdent(std::string_view name);
 
+// A failed result's primary message (or the connection's, without one).
+std::string ErrorText(const PGresult* r, PGconn* conn);
+
 // libpq's message without its trailing newline.
 std::string Message(PGconn* conn);
 

@@ -1,0 +1,111 @@
+"""The real servers the tests use (started once per run by the CTest fixtures in
+tests/CMakeLists.txt, tests/servers/servers.sh), and a TCP proxy in front of
+one that a test can cut and restore to make the server "go away"."""
+import os
+import socket
+import subprocess
+import threading
+
+
+def env(server):
+    """The KEY=VALUE lines servers.sh wrote for `server`, as a dict."""
+    base = os.environ.get("KAYAK_SERVERS")
+    if not base:
+        raise RuntimeError("KAYAK_SERVERS is not set: run this test through ctest, which "
+                           "starts the servers (tests/CMakeLists.txt)")
+    with open(os.path.join(base, server, "env")) as f:
+        return dict(line.strip().split("=", 1) for line in f if "=" in line)
+
+
+def pg_url():
+    return env("postgres")["PG_URL"]
+
+
+def psql(sql, url=None, timeout=60):
+    """Runs `sql` with psql (stops at the first error) and returns its rows,
+    unaligned, one string per row."""
+    r = subprocess.run(["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
+                        url or pg_url()], input=sql, capture_output=True, text=True,
+                       timeout=timeout)
+    if r.returncode != 0:
+        raise RuntimeError(f"psql failed: {r.stderr.strip()}\n{sql[:500]}")
+    return [l for l in r.stdout.splitlines() if l]
+
+
+def pg_json_rows(table, order="1", url=None):
+    """Every row of `table` as a dict (row_to_json)."""
+    import json
+    return [json.loads(l) for l in psql(
+        f"SELECT row_to_json(t) FROM (SELECT * FROM {table} ORDER BY {order}) t", url)]
+
+
+class Proxy:
+    """Forwards 127.0.0.1:<port> to a server. cut() closes every connection and
+    stops listening (the server is gone); restore() listens again on the same
+    port."""
+
+    def __init__(self, host, port):
+        self.target = (host, port)
+        self.lock = threading.Lock()
+        self.conns = []
+        self.listener = None
+        self.port = 0
+        self.restore()
+
+    def restore(self):
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", self.port))
+        self.port = self.listener.getsockname()[1]
+        self.listener.listen(64)
+        threading.Thread(target=self._accept, args=(self.listener,), daemon=True).start()
+
+    def _accept(self, listener):
+        while True:
+            try:
+                c, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                s = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                c.close()
+                continue
+            with self.lock:
+                self.conns += [c, s]
+            for a, b in ((c, s), (s, c)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a, b):
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        for x in (a, b):
+            try:
+                x.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self):
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() to end its thread
+        except OSError:
+            pass
+        self.listener.close()
+        with self.lock:
+            conns, self.conns = self.conns, []
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            c.close()
+
+    def close(self):
+        self.cut()
