@@ -30,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))  # the harness, and the kafka broker
 from harness import (KAYAK, KayakTest, committed, http, post_until_taken,  # noqa: E402
                      wait_for)
+import servers  # noqa: E402 (tests/e2e: the real servers the fixtures started)
 
 SERVER = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 1, timeout_secs: 20}\n"
 KEYS = 4
@@ -319,9 +320,56 @@ class KafkaConnector(Connector):
         self.broker.close()
 
 
+class PostgresConnector(Connector):
+    """Against the PostgreSQL the fixture started: the source is a table read
+    incrementally by seq, the sink a table upserted by seq; a proxy in front of
+    the server can cut it off."""
+    name = "postgres"
+    has_output = True
+    has_server = True
+    made = 0
+
+    def __init__(self, t):
+        super().__init__(t)
+        PostgresConnector.made += 1
+        self.schema = f"kit_{os.getpid()}_{PostgresConnector.made}"
+        servers.psql(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE; CREATE SCHEMA {self.schema};"
+                     f"CREATE TABLE {self.schema}.src (seq bigint PRIMARY KEY, k text);"
+                     f"CREATE TABLE {self.schema}.dst (seq bigint PRIMARY KEY, k text);")
+        port = int(servers.pg_url().rsplit(":", 1)[1].split("/")[0])
+        self.proxy = servers.Proxy("127.0.0.1", port)
+        self.url = servers.pg_url().replace(f":{port}/", f":{self.proxy.port}/")
+
+    def input_yaml(self):
+        return (f"{{postgres: {{url: '{self.url}', query: 'SELECT seq, k FROM {self.schema}.src',"
+                f" watermark: seq, poll_secs: 0.02, batch_size: 9}}}}")
+
+    def write(self, s, msgs):
+        if msgs:
+            values = ", ".join(f"({m['seq']}, '{m['k']}')" for m in msgs)
+            servers.psql(f"INSERT INTO {self.schema}.src VALUES {values}")
+
+    def bad_input_option(self):
+        return (f"{{postgres: {{url: '{self.url}', query: 'SELECT 1', watermark: seq, "
+                f"mode: sideways}}}}", "sideways")
+
+    def output_yaml(self):
+        return f"{{postgres: {{url: '{self.url}', table: {self.schema}.dst, key: [seq]}}}}"
+
+    def read_sink(self):
+        return servers.pg_json_rows(f"{self.schema}.dst", "seq")
+
+    def bad_output_option(self):
+        return f"{{postgres: {{url: '{self.url}', table: ''}}}}", "''"
+
+    def close(self):
+        self.proxy.close()
+        servers.psql(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
+
+
 INPUTS = [FileConnector, DummyConnector, HttpConnector, TcpConnector, HttpPollConnector,
-          KafkaConnector]
-OUTPUTS = [FileConnector, HttpConnector, KafkaConnector]
+          KafkaConnector, PostgresConnector]
+OUTPUTS = [FileConnector, HttpConnector, KafkaConnector, PostgresConnector]
 
 
 class ConformanceTest(KayakTest):
@@ -493,6 +541,24 @@ class ConformanceTest(KayakTest):
         wait_for(lambda: len(self.read_output("out")) >= 2 * self.N, timeout=60, what="after")
         s.stop()
         report("kafka", "down_and_up", f"retrying shown, {2 * self.N} of {2 * self.N} delivered")
+        # postgres, both ways, with a state directory: the server goes away while
+        # rows are read and written, and comes back
+        self.dir_for("postgres-down")
+        c = self.connector(PostgresConnector)
+        cfg = self.graph(c.input_yaml(), c.output_yaml())
+        s = self.start(cfg, server_config=SERVER, state_dir=self.path("state"))
+        c.write(s, [message(i) for i in range(100)])
+        wait_for(lambda: len(c.read_sink()) >= 100, timeout=30, what="before")
+        c.proxy.cut()
+        c.write(s, [message(i) for i in range(100, self.N)])  # written while kayak cannot see
+        wait_for(lambda: s.card("p", "input")["state"] == "retrying", timeout=30,
+                 what="the input retrying")
+        c.proxy.restore()
+        wait_for(lambda: len(c.read_sink()) >= self.N, timeout=60, what="after")
+        self.assertEqual([r["seq"] for r in c.read_sink()], list(range(self.N)))
+        s.stop()
+        report("postgres", "down_and_up", f"retrying shown, {self.N} of {self.N} through "
+                                          "input and output")
 
     # ---- bad options, bad data ----
     def check_config(self, text, bad_value):
@@ -524,9 +590,10 @@ class ConformanceTest(KayakTest):
 
     def test_bad_data(self):
         for cls in INPUTS:
-            if cls in (DummyConnector, HttpPollConnector, KafkaConnector):
+            if cls in (DummyConnector, HttpPollConnector, KafkaConnector, PostgresConnector):
                 # the generator cannot get bad data; http_poll's and kafka's sources here
-                # write only JSON (their bad data is tested in tests/e2e)
+                # write only JSON, and a postgres row is always an object (their bad
+                # data is tested in tests/e2e: test_postgres refuses rows in the output)
                 continue
             with self.subTest(connector=cls.name):
                 self.dir_for(cls.name + "-bad")

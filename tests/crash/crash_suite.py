@@ -44,6 +44,7 @@ from harness import Server, committed, region_stats, wait_for  # noqa: E402
 import crashstate  # noqa: E402
 from test_kafka import Broker, checkpointed_offsets, oracle as kafka_oracle  # noqa: E402
 from test_edges import state_files  # noqa: E402
+import servers  # noqa: E402
 
 KEYS = 23
 WINDOW_SECS = 30
@@ -581,6 +582,88 @@ pipelines:
         b.close()
 
 
+def part_postgres(d, kills, rng, n, c, verbose):
+    """A postgres table read incrementally while a writer adds bursts of rows that
+    share a timestamp, summed into a bucket, written to a file and upserted into
+    a second table, killed while both go on. Then: the bucket equals the sums of
+    the table (exactly once), every row is in the file (at least once), and the
+    second table equals the first (the upsert is idempotent)."""
+    os.makedirs(d, exist_ok=True)
+    schema = f"crash_{os.getpid()}_{rng.randrange(1 << 20)}"
+    src, dst = f"{schema}.src", f"{schema}.dst"
+    burst = 500
+    servers.psql(f"""DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema};
+        CREATE TABLE {src} (id bigserial PRIMARY KEY, ts timestamptz NOT NULL, k text, v int);
+        CREATE INDEX ON {src} (ts, id);
+        CREATE TABLE {dst} (id bigint PRIMARY KEY, ts timestamptz, k text, v int);""")
+    url = servers.pg_url()
+    cfg = f"""
+buckets:
+  pgsums: {{}}
+pipelines:
+  pg:
+    input:
+      postgres: {{url: '{url}', query: 'SELECT id, ts, k, v FROM {src}', watermark: ts,
+                  tiebreak: id, batch_size: 700, poll_secs: 0.05}}
+    transforms:
+      - bucket: {{name: pgsums, key: k, op: add, field: v}}
+    outputs:
+      - file: {{path: {d}/out}}
+      - postgres: {{url: '{url}', table: {dst}, key: [id]}}
+"""
+    state = f"{d}/state"
+    stop = threading.Event()
+
+    def writer():  # bursts of equal timestamps, a batch boundary inside most of them
+        for b in range(n // burst):
+            if stop.is_set():
+                return
+            servers.psql(f"INSERT INTO {src} (ts, k, v) SELECT timestamptz '2026-01-01' + "
+                         f"interval '{b} second', 'k' || (g % {KEYS}), (g * 7919) % 101 "
+                         f"FROM generate_series({b * burst}, {(b + 1) * burst - 1}) g")
+            time.sleep(0.01)
+    w = threading.Thread(target=writer, daemon=True)
+    w.start()
+    try:
+        for _ in range(kills):
+            s = Server(d, cfg, server_config=SERVER, state_dir=state)
+            wait_for(lambda: s.card("pg", "input")["messages_in"] > 0, timeout=60,
+                     what="postgres: the input to read")
+            time.sleep(rng.uniform(0.3, 1.5))
+            kill_now(s)
+            c.kill_points += 1
+            if verbose:
+                print(f"  postgres kill {c.kill_points}: "
+                      f"{servers.psql(f'SELECT count(*) FROM {src}')[0]} rows written", flush=True)
+        w.join(timeout=300)
+        total = n // burst * burst
+        s = Server(d, cfg, server_config=SERVER, state_dir=state)
+        ids = lambda: {json.loads(l)["id"] for l in read_dir(f"{d}/out").decode().splitlines()}  # noqa: E731
+        wait_for(lambda: len(ids()) >= total, timeout=300, what="postgres: every row in the file")
+        wait_for(lambda: servers.psql(f"SELECT count(*) FROM {dst}")[0] == str(total),
+                 timeout=120, what="postgres: every row upserted")
+        sums = {k: int(v) for k, v in (r.split("|") for r in servers.psql(
+            f"SELECT k, sum(v) FROM {src} GROUP BY k"))}
+        check_bucket(s, "pgsums", sums, c, "postgres")
+        s.stop()
+        missing = set(range(1, total + 1)) - ids()
+        if missing:
+            c.lost += len(missing)
+            print(f"postgres: rows missing from the file: {sorted(missing)[:10]}")
+        diff = servers.psql(f"SELECT count(*) FROM ((TABLE {src} EXCEPT TABLE {dst}) UNION ALL "
+                            f"(TABLE {dst} EXCEPT TABLE {src})) x")[0]
+        if diff != "0":
+            c.mismatches += 1
+            print(f"postgres: {diff} rows differ between the source and the upserted table")
+        c.messages += total
+        print(f"postgres: {kills} kills, {total} rows in bursts of {burst}: bucket exact, "
+              f"file complete, upserted table equal to the source", flush=True)
+    finally:
+        stop.set()
+        w.join(timeout=60)
+        servers.psql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
 class Poster:
     """Posts `n` messages, one per request and in order, to whichever server
     is up (`url` changes at every restart), sending a post again until it is
@@ -692,6 +775,9 @@ def run(args):
                    args.slow, c, args.verbose)
         part_http(os.path.join(base, "http"), args.http_kills, rng, max(n // 6, 300), c,
                   args.verbose)
+        if args.pg_rows:
+            part_postgres(os.path.join(base, "postgres"), args.pg_kills, rng, args.pg_rows, c,
+                          args.verbose)
     except AssertionError as e:
         print(f"crash suite: {e}")
         c.mismatches += 1
@@ -715,6 +801,9 @@ def main():
     ap.add_argument("--crash-states", type=int, default=3, help="power-loss states to restart from")
     ap.add_argument("--kafka-kills", type=int, default=4, help="kills of the kafka workload")
     ap.add_argument("--http-kills", type=int, default=4, help="kills of the http workload")
+    ap.add_argument("--pg-kills", type=int, default=5, help="kills of the postgres workload")
+    ap.add_argument("--pg-rows", type=int, default=100_000,
+                    help="rows of the postgres workload (0: no postgres part)")
     ap.add_argument("--slow", type=int, default=150000, help="Lua loop per message, to stretch the run")
     ap.add_argument("-v", "--verbose", action="store_true")
     sys.exit(run(ap.parse_args()))
