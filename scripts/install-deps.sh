@@ -15,6 +15,8 @@ PACKAGES=(
   libjemalloc-dev        # the server's allocator (many small, cross-thread allocations)
   liblua5.4-dev          # the lua transform
   librdkafka-dev         # the kafka input and output (and tests' mock broker)
+  libpq-dev              # the postgres input and output
+  postgresql-15 postgresql-client-15  # the real server the postgres tests and benchmark start
   libgtest-dev libgmock-dev
   libbenchmark-dev       # Google Benchmark: the micro benchmarks in bench/micro
   clang libfuzzer-14-dev # the fuzz target over the http input's request path

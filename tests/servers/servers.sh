@@ -22,7 +22,11 @@ start_postgres() {
   local port; port=$(free_port)
   local run=()
   # initdb and postgres refuse to run as root: as root, run them as `postgres`
-  if [ "$(id -u)" = 0 ]; then chown postgres:postgres "$dir"; run=(runuser -u postgres --); fi
+  if [ "$(id -u)" = 0 ]; then
+    chown postgres:postgres "$dir"; run=(runuser -u postgres --)
+    "${run[@]}" test -x "$dir" ||
+      fail "the postgres user cannot reach $dir: every directory above it must be searchable"
+  fi
   "${run[@]}" "$PGBIN/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --no-locale \
     --no-sync >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; fail "initdb failed"; }
   # pg_ctl -w returns once the server accepts connections
