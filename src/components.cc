@@ -9,12 +9,14 @@
 #define KAYAK_COMPONENTS(X)                                                        \
   /* inputs */                                                                     \
   X(DummyInputDef) X(FileInputDef) X(HttpInputDef) X(HttpPollInputDef)             \
-  X(KafkaInputDef) X(PipelineInputDef) X(PostgresInputDef) X(TcpInputDef)         \
+  X(ClickhouseInputDef) X(KafkaInputDef) X(PipelineInputDef) X(PostgresInputDef)  \
+  X(TcpInputDef)                                                                   \
   /* transforms */                                                                 \
   X(FilterDef) X(MapDef) X(RemoveDef) X(RenameDef) X(RollingWindowDef)             \
   X(BucketTransformDef) X(LookupDef) X(BufferDef) X(LuaDef)                        \
   /* outputs */                                                                    \
-  X(FileOutputDef) X(HttpOutputDef) X(KafkaOutputDef) X(PostgresOutputDef)        \
+  X(ClickhouseOutputDef) X(FileOutputDef) X(HttpOutputDef) X(KafkaOutputDef)     \
+  X(PostgresOutputDef)                                                             \
   X(StdoutOutputDef)
 
 namespace kayak {

@@ -2,10 +2,10 @@
 # servers.sh: the real database servers the tests need, started once per test
 # run on loopback ports and stopped by PID (CTest fixtures, tests/CMakeLists.txt).
 #
-#   servers.sh start|stop postgres DIR
+#   servers.sh start|stop postgres|clickhouse DIR
 #
-# `start` picks a free loopback port and writes the address to DIR/env
-# (PG_URL=...), which tests/e2e/servers.py reads. Every server binds
+# `start` picks free loopback ports and writes the address to DIR/env
+# (PG_URL=..., CLICKHOUSE_URL=...), which tests/e2e/servers.py reads. Every server binds
 # 127.0.0.1 only; its data lives under DIR and is removed by `stop`.
 set -euo pipefail
 what=$1 name=$2 dir=$3
@@ -38,6 +38,55 @@ start_postgres() {
   echo "PG_URL=postgresql://postgres@127.0.0.1:$port/kayak" >"$dir/env"
 }
 
+start_clickhouse() {
+  if [ -f "$dir/pid" ]; then stop_pid TERM; fi
+  rm -rf "$dir"; mkdir -p "$dir/data" "$dir/log"
+  local http tcp; http=$(free_port); tcp=$(free_port)
+  cat >"$dir/config.xml" <<XML
+<?xml version="1.0"?>
+<yandex>
+  <logger><level>warning</level><log>$dir/log/server.log</log><errorlog>$dir/log/error.log</errorlog>
+    <size>100M</size><count>2</count></logger>
+  <http_port>$http</http_port>
+  <tcp_port>$tcp</tcp_port>
+  <listen_host>127.0.0.1</listen_host>
+  <max_connections>256</max_connections>
+  <keep_alive_timeout>10</keep_alive_timeout>
+  <max_concurrent_queries>100</max_concurrent_queries>
+  <uncompressed_cache_size>67108864</uncompressed_cache_size>
+  <mark_cache_size>67108864</mark_cache_size>
+  <path>$dir/data/</path>
+  <tmp_path>$dir/data/tmp/</tmp_path>
+  <user_files_path>$dir/data/user_files/</user_files_path>
+  <format_schema_path>$dir/data/format_schemas/</format_schema_path>
+  <users_config>$dir/users.xml</users_config>
+  <default_profile>default</default_profile>
+  <default_database>default</default_database>
+</yandex>
+XML
+  cat >"$dir/users.xml" <<'XML'
+<?xml version="1.0"?>
+<yandex>
+  <profiles><default><max_memory_usage>2000000000</max_memory_usage></default></profiles>
+  <users><default><password></password><networks><ip>127.0.0.1</ip></networks>
+    <profile>default</profile><quota>default</quota></default></users>
+  <quotas><default><interval><duration>3600</duration><queries>0</queries><errors>0</errors>
+    <result_rows>0</result_rows><read_rows>0</read_rows><execution_time>0</execution_time>
+  </interval></default></quotas>
+</yandex>
+XML
+  /usr/sbin/clickhouse-server --config-file="$dir/config.xml" >"$dir/log/stdout.log" 2>&1 &
+  echo $! >"$dir/pid"
+  for _ in $(seq 1 600); do
+    curl -sf "http://127.0.0.1:$http/ping" >/dev/null 2>&1 && break
+    kill -0 "$(cat "$dir/pid")" 2>/dev/null || { tail -20 "$dir/log/"*.log >&2; fail "clickhouse exited"; }
+    sleep 0.1
+  done
+  curl -sf "http://127.0.0.1:$http/ping" >/dev/null || fail "clickhouse did not answer in 60 s"
+  echo "CLICKHOUSE_URL=http://127.0.0.1:$http" >"$dir/env"
+  echo "CLICKHOUSE_TCP_PORT=$tcp" >>"$dir/env"
+}
+
 stop_pid() {  # SIGNAL: the server's own clean stop; then wait for the PID to go
   [ -f "$dir/pid" ] || return 0
   local pid; pid=$(cat "$dir/pid")
@@ -50,5 +99,7 @@ stop_pid() {  # SIGNAL: the server's own clean stop; then wait for the PID to go
 case "$what:$name" in
   start:postgres) start_postgres ;;
   stop:postgres) stop_pid INT ;;   # SIGINT: postgres's fast shutdown
-  *) fail "usage: servers.sh start|stop postgres DIR" ;;
+  start:clickhouse) start_clickhouse ;;
+  stop:clickhouse) stop_pid TERM ;;
+  *) fail "usage: servers.sh start|stop postgres|clickhouse DIR" ;;
 esac

@@ -11,7 +11,7 @@
 
 #include "common/format.h"
 #include "components.h"
-#include "connectors/http/client.h"
+#include "common/http_client.h"
 
 namespace kayak {
 

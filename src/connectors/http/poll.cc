@@ -11,7 +11,7 @@
 #include "common/clock.h"
 #include "common/json_util.h"
 #include "components.h"
-#include "connectors/http/client.h"
+#include "common/http_client.h"
 
 namespace kayak {
 

@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "common/json_text.h"
 #include "common/log.h"
+#include "common/sql_source.h"
 #include "components.h"
 #include "connectors/postgres/pg.h"
 
@@ -17,23 +18,12 @@ namespace {
 
 constexpr unsigned kDateOid = 1082, kTimestampOid = 1114, kTimestampTzOid = 1184;
 
-struct InputOptions {
-  std::string url, query, mode, watermark, tiebreak, start_from;
-  double lag_secs = 0;
-  int64_t poll_ms = 1000;
-  int64_t batch_size = 1000;
-};
-
 class PgInput final : public Input {
  public:
-  PgInput(InputOptions o, const ComponentContext& ctx)
-      : o_(std::move(o)), conn_(o_.url), clock_(ctx.clock), stats_(ctx.stats) {
-    if (!incremental()) return;
-    if (o_.tiebreak.empty()) {
-      KLOG_WARN("pipeline {}: postgres input without `tiebreak`: rows that share a watermark "
-                "are read together, and a row committed later with the watermark already read "
-                "is missed",
-                ctx.pipeline_id);
+  PgInput(std::string url, SqlSourceOptions o, const ComponentContext& ctx)
+      : o_(std::move(o)), conn_(std::move(url)), clock_(ctx.clock) {
+    if (incremental() && o_.tiebreak.empty()) {
+      KLOG_WARN("{}", NoTiebreakWarning(ctx.pipeline_id, "postgres"));
     }
   }
 
@@ -60,34 +50,25 @@ class PgInput final : public Input {
   // tiebreak. Snapshot: nothing (a restart begins a new full read).
   std::string SavePosition() const override {
     if (!incremental() || !has_cursor_) return "";
-    std::string s = "{\"watermark\":";
-    jtext::AppendString(&s, cursor_wm_);
-    if (!o_.tiebreak.empty()) {
-      s += ",\"tiebreak\":";
-      jtext::AppendString(&s, cursor_tb_);
-    }
-    s += '}';
-    return s;
+    std::string wm, tb;
+    jtext::AppendString(&wm, cursor_wm_);
+    if (!o_.tiebreak.empty()) jtext::AppendString(&tb, cursor_tb_);
+    return EncodeCursor(wm, tb);
   }
 
   Status RestorePosition(std::string_view position) override {
     if (position.empty() || !incremental()) return Status::Ok();
-    const size_t open = jtext::SkipWs(position, 0);
-    jtext::Member wm, tb;
-    if (open >= position.size() || position[open] != '{' ||
-        !jtext::FindMember(position, open, "watermark", &wm) ||
-        position[wm.value.begin] != '"') {
-      return Status::Corruption("postgres input: a position that is not a cursor: " +
-                                std::string(position));
+    std::string wm, tb;
+    Status st = DecodeCursor(position, &wm, &tb);
+    if (st.ok() && (wm.empty() || wm[0] != '"' || (!o_.tiebreak.empty() && tb.empty()) ||
+                    (!tb.empty() && tb[0] != '"'))) {
+      st = Status::Corruption("a cursor without the values it needs: " + std::string(position));
     }
+    if (!st.ok()) return Status::Corruption("postgres input: " + st.message());
     cursor_wm_.clear();
-    jtext::DecodeString(wm.value.of(position), &cursor_wm_);
+    jtext::DecodeString(wm, &cursor_wm_);
     cursor_tb_.clear();
-    if (jtext::FindMember(position, open, "tiebreak", &tb) && position[tb.value.begin] == '"') {
-      jtext::DecodeString(tb.value.of(position), &cursor_tb_);
-    } else if (!o_.tiebreak.empty()) {
-      return Status::Corruption("postgres input: the checkpointed cursor has no tiebreak");
-    }
+    if (!tb.empty()) jtext::DecodeString(tb, &cursor_tb_);
     has_cursor_ = true;
     return Status::Ok();
   }
@@ -99,10 +80,9 @@ class PgInput final : public Input {
   }
 
  private:
-  InputOptions o_;
+  SqlSourceOptions o_;
   pg::Connection conn_;
   const Clock* clock_;
-  ComponentStats* stats_;
   bool described_ = false;
   std::vector<unsigned> types_;  // of the query's columns
   std::vector<std::string> names_;  // as JSON keys, quoted
@@ -113,7 +93,7 @@ class PgInput final : public Input {
   bool in_snapshot_ = false;
   uint64_t passes_ = 0;
 
-  bool incremental() const { return o_.mode == "incremental"; }
+  bool incremental() const { return o_.incremental(); }
 
   // The query's columns, once per connection's first use: a query that does
   // not run, or a watermark or tiebreak it lacks, stops the input naming the
@@ -310,48 +290,12 @@ ComponentDef PostgresInputDef() {
       PropDef{"url", PropType::kString, true, "",
               "libpq connection string or URI (postgresql://user@host:port/db); a password "
               "as ${ENV}"}.NonEmpty().Secret(),
-      PropDef{"query", PropType::kString, true, "",
-              "a SELECT; kayak reads it as a subquery"}.NonEmpty(),
-      PropDef{"mode", PropType::kString, false, "incremental",
-              "incremental (after a checkpointed cursor) or snapshot (everything, every poll)"}
-          .OneOf({"incremental", "snapshot"}),
-      {"watermark", PropType::kString, false, "",
-       "incremental: an ordered column of the query (a timestamp, number or text)"},
-      {"tiebreak", PropType::kString, false, "",
-       "incremental: a unique column; the cursor is (watermark, tiebreak)"},
-      {"start_from", PropType::kString, false, "",
-       "incremental: the first watermark read when nothing is checkpointed, in the column "
-       "type's own literal ('2026-01-01', 100)"},
-      PropDef{"lag_secs", PropType::kNumber, false, "0",
-              "incremental: read only rows whose watermark is older than the server's now() "
-              "minus this, so rows that commit late are not skipped"}.AtLeast(0).Unit("s"),
-      PropDef{"poll_secs", PropType::kNumber, false, "1",
-              "how long to wait for new rows once caught up", PropRole::kTuning}
-          .Range(0.001, 86400).Unit("s"),
-      PropDef{"batch_size", PropType::kInt, false, "1000", "most rows a read",
-              PropRole::kTuning}.Range(1, 100000),
   };
+  for (auto& p : SqlSourceProps("PostgreSQL")) d.props.push_back(std::move(p));
   d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
-    InputOptions io;
-    io.url = o.String("url");
-    io.query = o.String("query");
-    io.mode = o.String("mode");
-    io.watermark = o.String("watermark");
-    io.tiebreak = o.String("tiebreak");
-    io.start_from = o.String("start_from");
-    io.lag_secs = o.Number("lag_secs");
-    io.poll_ms = static_cast<int64_t>(o.Number("poll_secs") * 1000);
-    io.batch_size = o.Int("batch_size");
-    if (io.mode == "incremental" && io.watermark.empty()) {
-      o.Error("mode", "incremental reads need a `watermark` column");
-    }
-    if (io.mode == "snapshot") {
-      for (const char* name : {"watermark", "tiebreak", "start_from", "lag_secs"}) {
-        if (o.Has(name)) o.Error(name, std::string("`") + name + "` is for incremental reads");
-      }
-    }
+    SqlSourceOptions so = ReadSqlSourceOptions(o);
     if (o.failed()) return nullptr;
-    return std::make_unique<PgInput>(std::move(io), ctx);
+    return std::make_unique<PgInput>(o.String("url"), std::move(so), ctx);
   };
   return d;
 }

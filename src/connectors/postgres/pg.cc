@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "common/base64.h"
 #include "common/json_text.h"
 
 namespace kayak::pg {
@@ -20,29 +21,6 @@ bool IsServerTrouble(std::string_view sqlstate) {
   if (sqlstate.size() != 5) return true;  // no answer at all
   const std::string_view c = sqlstate.substr(0, 2);
   return c == "08" || c == "40" || c == "53" || c == "57" || c == "58";
-}
-
-void AppendBase64(std::string_view bytes, std::string* out) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  size_t i = 0;
-  for (; i + 3 <= bytes.size(); i += 3) {
-    const uint32_t v = (uint32_t(uint8_t(bytes[i])) << 16) | (uint32_t(uint8_t(bytes[i + 1])) << 8) |
-                       uint8_t(bytes[i + 2]);
-    out->push_back(kAlphabet[v >> 18]);
-    out->push_back(kAlphabet[(v >> 12) & 63]);
-    out->push_back(kAlphabet[(v >> 6) & 63]);
-    out->push_back(kAlphabet[v & 63]);
-  }
-  if (i < bytes.size()) {
-    const bool two = i + 1 < bytes.size();
-    const uint32_t v = (uint32_t(uint8_t(bytes[i])) << 16) |
-                       (two ? uint32_t(uint8_t(bytes[i + 1])) << 8 : 0);
-    out->push_back(kAlphabet[v >> 18]);
-    out->push_back(kAlphabet[(v >> 12) & 63]);
-    out->push_back(two ? kAlphabet[(v >> 6) & 63] : '=');
-    out->push_back('=');
-  }
 }
 
 int HexDigit(char c) {

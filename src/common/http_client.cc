@@ -1,4 +1,4 @@
-#include "connectors/http/client.h"
+#include "common/http_client.h"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -59,6 +59,7 @@ Result<HttpUrl> ParseHttpUrl(std::string_view url) {
 struct HttpClient::Impl {
   HttpUrl url;
   int64_t timeout_ms;
+  uint64_t body_limit = HttpClient::kDefaultBodyLimit;
   asio::io_context io;
   std::optional<beast::tcp_stream> stream;
   beast::flat_buffer buffer;
@@ -81,12 +82,16 @@ HttpClient::HttpClient(HttpUrl url, int64_t timeout_ms) : impl_(std::make_unique
 
 HttpClient::~HttpClient() { impl_->Drop(); }
 
+void HttpClient::set_body_limit(uint64_t bytes) { impl_->body_limit = bytes; }
+uint64_t HttpClient::body_limit() const { return impl_->body_limit; }
+
 Result<HttpResponse> HttpClient::Request(std::string_view method, const HttpHeaders& headers,
-                                         std::string body) {
+                                         std::string body, std::string_view target) {
   Impl& im = *impl_;
   const auto verb = bhttp::string_to_verb(beast::string_view(method.data(), method.size()));
   if (verb == bhttp::verb::unknown) return Status::Invalid("unknown method " + std::string(method));
-  bhttp::request<bhttp::string_body> req{verb, im.url.target, 11};
+  const std::string path = target.empty() ? im.url.target : std::string(target);
+  bhttp::request<bhttp::string_body> req{verb, path, 11};
   req.set(bhttp::field::host, im.url.host);
   req.set(bhttp::field::user_agent, "kayak");
   for (const auto& [k, v] : headers) req.set(k, v);
@@ -115,23 +120,32 @@ Result<HttpResponse> HttpClient::Request(std::string_view method, const HttpHead
                                    ec.message());
       }
     }
-    bhttp::response<bhttp::string_body> res;
+    bhttp::response_parser<bhttp::string_body> parser;
+    parser.body_limit(im.body_limit);
     im.stream->expires_after(std::chrono::milliseconds(im.timeout_ms));
     bhttp::async_write(*im.stream, req, [&](beast::error_code e, size_t) {
       ec = e;
       if (!ec) {
-        bhttp::async_read(*im.stream, im.buffer, res, [&](beast::error_code e2, size_t) { ec = e2; });
+        bhttp::async_read(*im.stream, im.buffer, parser,
+                          [&](beast::error_code e2, size_t) { ec = e2; });
       }
     });
     im.io.restart();
     im.io.run();
+    if (ec == bhttp::error::body_limit) {
+      im.Drop();
+      return Status::Invalid(std::string(method) + " " + im.url.host + ":" + im.url.port + path +
+                             ": the answer is larger than " + std::to_string(im.body_limit) +
+                             " bytes");
+    }
     if (ec) {
       im.Drop();
       if (reused && ec != beast::error::timeout) continue;
       return Status::Unavailable(std::string(method) + " " + im.url.host + ":" + im.url.port +
-                                 im.url.target + ": " +
+                                 path + ": " +
                                  (ec == beast::error::timeout ? "timed out" : ec.message()));
     }
+    auto res = parser.release();
     HttpResponse out;
     out.status = res.result_int();
     out.retry_after = std::string(res[bhttp::field::retry_after]);

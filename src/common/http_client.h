@@ -1,6 +1,7 @@
-// A small blocking HTTP/1.1 client (Boost.Beast) for the http output and the
-// http_poll input: plain http only, one keep-alive connection, reconnects
-// after an error, a deadline on every request.
+// A small blocking HTTP/1.1 client (Boost.Beast) for the connectors that
+// speak HTTP (the http output, the http_poll input, clickhouse): plain http
+// only, one keep-alive connection, reconnects after an error, a deadline on
+// every request and a limit on the size of an answer.
 #pragma once
 
 #include <cstdint>
@@ -40,8 +41,14 @@ class HttpClient {
   // Sends one request and reads the answer. An error Status (Unavailable)
   // for a connection that cannot be made or breaks, or the deadline passing;
   // any HTTP status is a response.
+  // `target` (path and query) replaces the URL's when not empty. An answer
+  // whose body is larger than body_limit() is an error (Invalid).
   Result<HttpResponse> Request(std::string_view method, const HttpHeaders& headers,
-                               std::string body);
+                               std::string body, std::string_view target = {});
+
+  static constexpr uint64_t kDefaultBodyLimit = 8 << 20;
+  void set_body_limit(uint64_t bytes);
+  uint64_t body_limit() const;
 
  private:
   struct Impl;

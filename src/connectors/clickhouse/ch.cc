@@ -1,0 +1,123 @@
+#include "connectors/clickhouse/ch.h"
+
+#include <cstdlib>
+#include <set>
+
+#include "common/base64.h"
+
+namespace kayak::ch {
+
+namespace {
+
+// Error codes (ClickHouse's ErrorCodes.cpp) that say the data of an INSERT was
+// refused: parse errors, type errors, a NULL for a column that is not
+// Nullable.
+const std::set<int> kContentCodes = {6,  26, 27, 32, 33,  38,  41,  53,
+                                     69, 70, 72, 117, 131, 349, 190};
+// Codes that say the server, not the statement, is in trouble: timeouts,
+// too many queries or parts, memory, the network, a shutdown.
+const std::set<int> kServerCodes = {159, 164, 202, 203, 209, 210, 241, 242, 252, 319, 394, 425};
+
+// "Code: 60, e.displayText() = DB::Exception: Table x doesn't exist., e.what() = ..."
+void ParseError(const std::string& body, int* code, std::string* message) {
+  *code = 0;
+  if (body.rfind("Code: ", 0) == 0) *code = std::atoi(body.c_str() + 6);
+  std::string m = body;
+  const size_t at = m.find("DB::Exception: ");
+  if (at != std::string::npos) m = m.substr(at + 15);
+  const size_t what = m.find(", e.what() = ");
+  if (what != std::string::npos) m.resize(what);
+  while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
+  for (auto& c : m) {
+    if (c == '\n') c = ' ';
+  }
+  *message = m.size() > 500 ? m.substr(0, 500) + "..." : m;
+}
+
+}  // namespace
+
+Client::Client(Settings s) : s_(std::move(s)) {}
+
+Status Client::Init() {
+  auto url = ParseHttpUrl(s_.url);
+  if (!url.ok()) return Status::Invalid("url: " + url.status().message());
+  http_ = std::make_unique<HttpClient>(*url, s_.timeout_ms);
+  // Basic authentication: the password stays out of the URL, and so out of
+  // every error message that names the request.
+  std::string cred;
+  AppendBase64(s_.user + ":" + s_.password, &cred);
+  headers_ = {{"Authorization", "Basic " + cred}};
+  return Status::Ok();
+}
+
+void Client::set_body_limit(uint64_t bytes) { http_->set_body_limit(bytes); }
+
+Result<std::string> Client::Send(std::string target, std::string body, Failure* failure) {
+  Failure f;
+  auto res = http_->Request("POST", headers_, std::move(body), target);
+  if (!res.ok()) {
+    if (failure) *failure = f;
+    return res.status();
+  }
+  if (res->status == 200) return std::move(res->body);
+  std::string message;
+  ParseError(res->body, &f.code, &message);
+  if (message.empty()) message = "HTTP " + std::to_string(res->status);
+  f.content = kContentCodes.count(f.code) > 0;
+  if (failure) *failure = f;
+  const std::string text = "clickhouse: " + message;
+  if (f.code == 0 || res->status == 503 || kServerCodes.count(f.code)) {
+    return Status::Unavailable(text);
+  }
+  return Status::Invalid(text);
+}
+
+Result<std::string> Client::Query(const std::string& sql, const std::string& params,
+                                  Failure* failure) {
+  std::string target = "/?database=" + UrlEncode(s_.database) + params;
+  return Send(std::move(target), sql, failure);
+}
+
+Status Client::Insert(const std::string& sql, std::string data, const std::string& params,
+                      Failure* failure) {
+  std::string target = "/?database=" + UrlEncode(s_.database) + "&query=" + UrlEncode(sql) + params;
+  auto res = Send(std::move(target), std::move(data), failure);
+  return res.ok() ? Status::Ok() : res.status();
+}
+
+std::string UrlEncode(std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
+std::string QuoteIdent(std::string_view name) {
+  std::string q = "`";
+  for (char c : name) {
+    if (c == '`' || c == '\\') q.push_back('\\');
+    q.push_back(c);
+  }
+  q.push_back('`');
+  return q;
+}
+
+std::string QuoteString(std::string_view s) {
+  std::string q = "'";
+  for (char c : s) {
+    if (c == '\'' || c == '\\') q.push_back('\\');
+    q.push_back(c);
+  }
+  q.push_back('\'');
+  return q;
+}
+
+}  // namespace kayak::ch

@@ -1,0 +1,73 @@
+// The clickhouse connector's client side: statements over ClickHouse's HTTP
+// interface (the project's HTTP client), its errors sorted by their code into
+// retryable, content and permanent, and SQL literals for the cursor.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/http_client.h"
+#include "components.h"
+#include "kayak/status.h"
+
+namespace kayak {
+namespace ch {
+struct Settings;
+}
+// The options both clickhouse components have (url, user, password,
+// database, timeout_ms), and their values.
+std::vector<PropDef> ChConnectionProps();
+ch::Settings ChSettings(const Options& o);
+}  // namespace kayak
+
+namespace kayak::ch {
+
+struct Settings {
+  std::string url;  // http://host:port
+  std::string user, password, database;
+  int64_t timeout_ms = 30000;
+};
+
+// What a failed statement said.
+struct Failure {
+  int code = 0;         // ClickHouse's error code; 0 when it did not answer
+  bool content = false;  // the data was refused (a parse or type error)
+};
+
+class Client {
+ public:
+  explicit Client(Settings s);
+  // A URL that is not http://host:port (Invalid, naming `url`).
+  Status Init();
+
+  // Runs `sql` (the request body) with `params` (URL query parameters, each
+  // "&name=value", already encoded) and returns the answer's body. Errors:
+  // Unavailable when the server cannot be reached or is overloaded, Invalid
+  // otherwise, with ClickHouse's message; `failure` says which.
+  Result<std::string> Query(const std::string& sql, const std::string& params = "",
+                            Failure* failure = nullptr);
+  // Sends `data` as the body of the statement `sql` (an INSERT ... FORMAT),
+  // which goes in the URL.
+  Status Insert(const std::string& sql, std::string data, const std::string& params,
+                Failure* failure);
+  void set_body_limit(uint64_t bytes);
+
+ private:
+  Settings s_;
+  std::unique_ptr<HttpClient> http_;
+  HttpHeaders headers_;
+
+  Result<std::string> Send(std::string target, std::string body, Failure* failure);
+};
+
+// Percent-encodes a URL query value.
+std::string UrlEncode(std::string_view s);
+// `name` as a quoted identifier: `na``me`.
+std::string QuoteIdent(std::string_view name);
+// `s` as a quoted string literal: 'it\'s'.
+std::string QuoteString(std::string_view s);
+
+}  // namespace kayak::ch
