@@ -39,6 +39,37 @@ def pg_json_rows(table, order="1", url=None):
         f"SELECT row_to_json(t) FROM (SELECT * FROM {table} ORDER BY {order}) t", url)]
 
 
+def ch_url():
+    return env("clickhouse")["CLICKHOUSE_URL"]
+
+
+def ch(sql, data=None, url=None, timeout=60, params=""):
+    """Runs one ClickHouse statement over HTTP and returns the answer's text;
+    with `data`, `sql` (an INSERT ... FORMAT) goes in the URL and `data` is the
+    body."""
+    import urllib.parse
+    import urllib.request
+    base = (url or ch_url()) + "/?" + params
+    if data is None:
+        req = urllib.request.Request(base, data=sql.encode(), method="POST")
+    else:
+        req = urllib.request.Request(base + ("&" if params else "") + "query=" +
+                                     urllib.parse.quote(sql),
+                                     data=data.encode(), method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.read().decode()
+    except urllib.error.HTTPError as e:
+        raise RuntimeError(f"clickhouse: {e.read().decode().strip()}\n{sql[:300]}") from None
+
+
+def ch_rows(sql):
+    """The rows of a SELECT as dicts (JSONEachRow, 64-bit integers as numbers)."""
+    import json
+    out = ch(sql + " FORMAT JSONEachRow", params="output_format_json_quote_64bit_integers=0")
+    return [json.loads(l) for l in out.splitlines() if l]
+
+
 class Proxy:
     """Forwards 127.0.0.1:<port> to a server. cut() closes every connection and
     stops listening (the server is gone); restore() listens again on the same

@@ -137,7 +137,8 @@ ComponentDef ClickhouseOutputDef() {
       "Writes each message (a JSON object) as a row of `table` over ClickHouse's HTTP "
       "interface: a batch is one `INSERT INTO table FORMAT JSONEachRow` request. A field that "
       "is not a column is skipped (logged once by name); a column the message lacks gets its "
-      "default; DateTime columns take RFC 3339 strings. At least once: a batch replayed after "
+      "type's zero value (ClickHouse 18.16 applies no DEFAULT expression to JSONEachRow "
+      "input); DateTime columns take RFC 3339 strings. At least once: a batch replayed after "
       "a crash is inserted again; a ReplacingMergeTree table (ORDER BY the row's key) folds "
       "those repeats into one row when it merges (or at once with SELECT ... FINAL).";
   d.checkpoint = "nothing kept: each batch is inserted (the server answers once it has the "
