@@ -17,6 +17,7 @@ PACKAGES=(
   librdkafka-dev         # the kafka input and output (and tests' mock broker)
   libpq-dev              # the postgres input and output
   postgresql-15 postgresql-client-15  # the real server the postgres tests and benchmark start
+  clickhouse-server clickhouse-client # the same for clickhouse (its connector speaks HTTP)
   libgtest-dev libgmock-dev
   libbenchmark-dev       # Google Benchmark: the micro benchmarks in bench/micro
   clang libfuzzer-14-dev # the fuzz target over the http input's request path

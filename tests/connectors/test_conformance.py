@@ -367,9 +367,59 @@ class PostgresConnector(Connector):
         servers.psql(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
 
 
+class ClickhouseConnector(Connector):
+    """Against the ClickHouse the fixture started: the source is a table read
+    incrementally by seq, the sink a MergeTree table (at least once); a proxy in
+    front of the server can cut it off."""
+    name = "clickhouse"
+    has_output = True
+    has_server = True
+    made = 0
+
+    def __init__(self, t):
+        super().__init__(t)
+        ClickhouseConnector.made += 1
+        self.db = f"kit_{os.getpid()}_{ClickhouseConnector.made}"
+        servers.ch(f"DROP DATABASE IF EXISTS {self.db}")
+        servers.ch(f"CREATE DATABASE {self.db}")
+        for table in ("src", "dst"):
+            servers.ch(f"CREATE TABLE {self.db}.{table} (seq UInt64, k String) "
+                       f"ENGINE = MergeTree() ORDER BY seq")
+        port = int(servers.ch_url().rsplit(":", 1)[1])
+        self.proxy = servers.Proxy("127.0.0.1", port)
+        self.url = f"http://127.0.0.1:{self.proxy.port}"
+
+    def input_yaml(self):
+        return (f"{{clickhouse: {{url: '{self.url}', query: 'SELECT seq, k FROM {self.db}.src', "
+                f"watermark: seq, poll_secs: 0.02, batch_size: 9, timeout_ms: 2000}}}}")
+
+    def write(self, s, msgs):
+        if msgs:
+            servers.ch(f"INSERT INTO {self.db}.src FORMAT JSONEachRow",
+                       "".join(json.dumps(m) + "\n" for m in msgs))
+
+    def bad_input_option(self):
+        return (f"{{clickhouse: {{url: '{self.url}', query: 'SELECT 1', watermark: seq, "
+                f"batch_size: 0}}}}", "0")
+
+    def output_yaml(self):
+        return (f"{{clickhouse: {{url: '{self.url}', table: {self.db}.dst, "
+                f"timeout_ms: 2000}}}}")
+
+    def read_sink(self):
+        return servers.ch_rows(f"SELECT seq, k FROM {self.db}.dst ORDER BY seq")
+
+    def bad_output_option(self):
+        return f"{{clickhouse: {{url: '{self.url}', table: t, timeout_ms: 5}}}}", "5"
+
+    def close(self):
+        self.proxy.close()
+        servers.ch(f"DROP DATABASE IF EXISTS {self.db}")
+
+
 INPUTS = [FileConnector, DummyConnector, HttpConnector, TcpConnector, HttpPollConnector,
-          KafkaConnector, PostgresConnector]
-OUTPUTS = [FileConnector, HttpConnector, KafkaConnector, PostgresConnector]
+          KafkaConnector, PostgresConnector, ClickhouseConnector]
+OUTPUTS = [FileConnector, HttpConnector, KafkaConnector, PostgresConnector, ClickhouseConnector]
 
 
 class ConformanceTest(KayakTest):
@@ -559,6 +609,24 @@ class ConformanceTest(KayakTest):
         s.stop()
         report("postgres", "down_and_up", f"retrying shown, {self.N} of {self.N} through "
                                           "input and output")
+        # clickhouse, both ways, the same (its output is at least once: counted distinct)
+        self.dir_for("clickhouse-down")
+        c = self.connector(ClickhouseConnector)
+        cfg = self.graph(c.input_yaml(), c.output_yaml())
+        s = self.start(cfg, server_config=SERVER, state_dir=self.path("state"))
+        distinct = lambda: sorted({r["seq"] for r in c.read_sink()})  # noqa: E731
+        c.write(s, [message(i) for i in range(100)])
+        wait_for(lambda: len(distinct()) >= 100, timeout=30, what="before")
+        c.proxy.cut()
+        c.write(s, [message(i) for i in range(100, self.N)])
+        wait_for(lambda: s.card("p", "input")["state"] == "retrying", timeout=30,
+                 what="the input retrying")
+        c.proxy.restore()
+        wait_for(lambda: len(distinct()) >= self.N, timeout=60, what="after")
+        self.assertEqual(distinct(), list(range(self.N)))
+        s.stop()
+        report("clickhouse", "down_and_up", f"retrying shown, {self.N} of {self.N} through "
+                                            "input and output")
 
     # ---- bad options, bad data ----
     def check_config(self, text, bad_value):
@@ -590,10 +658,11 @@ class ConformanceTest(KayakTest):
 
     def test_bad_data(self):
         for cls in INPUTS:
-            if cls in (DummyConnector, HttpPollConnector, KafkaConnector, PostgresConnector):
+            if cls in (DummyConnector, HttpPollConnector, KafkaConnector, PostgresConnector,
+                       ClickhouseConnector):
                 # the generator cannot get bad data; http_poll's and kafka's sources here
-                # write only JSON, and a postgres row is always an object (their bad
-                # data is tested in tests/e2e: test_postgres refuses rows in the output)
+                # write only JSON, and a database row is always an object (their bad
+                # data is tested in tests/e2e: refused rows in the database outputs)
                 continue
             with self.subTest(connector=cls.name):
                 self.dir_for(cls.name + "-bad")

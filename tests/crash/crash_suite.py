@@ -582,34 +582,126 @@ pipelines:
         b.close()
 
 
-def part_postgres(d, kills, rng, n, c, verbose):
-    """A postgres table read incrementally while a writer adds bursts of rows that
-    share a timestamp, summed into a bucket, written to a file and upserted into
-    a second table, killed while both go on. Then: the bucket equals the sums of
-    the table (exactly once), every row is in the file (at least once), and the
-    second table equals the first (the upsert is idempotent)."""
+class PostgresSource:
+    """The postgres side of part_database: a table with a serial id read on
+    (ts, id), and a second table upserted by id (idempotent: equal at the end)."""
+    name = "postgres"
+
+    def __init__(self, rng):
+        self.schema = f"crash_{os.getpid()}_{rng.randrange(1 << 20)}"
+        self.src, self.dst = f"{self.schema}.src", f"{self.schema}.dst"
+        servers.psql(f"""DROP SCHEMA IF EXISTS {self.schema} CASCADE; CREATE SCHEMA {self.schema};
+            CREATE TABLE {self.src} (id bigserial PRIMARY KEY, ts timestamptz NOT NULL, k text,
+                                     v int);
+            CREATE INDEX ON {self.src} (ts, id);
+            CREATE TABLE {self.dst} (id bigint PRIMARY KEY, ts timestamptz, k text, v int);""")
+        self.url = servers.pg_url()
+
+    def write_burst(self, b, size):
+        servers.psql(f"INSERT INTO {self.src} (ts, k, v) SELECT timestamptz '2026-01-01' + "
+                     f"interval '{b} second', 'k' || (g % {KEYS}), (g * 7919) % 101 "
+                     f"FROM generate_series({b * size}, {(b + 1) * size - 1}) g")
+
+    def count(self):
+        return int(servers.psql(f"SELECT count(*) FROM {self.src}")[0])
+
+    def input_yaml(self):
+        return (f"postgres: {{url: '{self.url}', query: 'SELECT id, ts, k, v FROM {self.src}', "
+                f"watermark: ts, tiebreak: id, batch_size: 700, poll_secs: 0.05}}")
+
+    def output_yaml(self):
+        return f"postgres: {{url: '{self.url}', table: {self.dst}, key: [id]}}"
+
+    def sums(self):
+        return {k: int(v) for k, v in (r.split("|") for r in servers.psql(
+            f"SELECT k, sum(v) FROM {self.src} GROUP BY k"))}
+
+    def sink_complete(self, total):
+        return servers.psql(f"SELECT count(*) FROM {self.dst}")[0] == str(total)
+
+    def sink_check(self):
+        """'' when the upserted table equals the source row for row."""
+        diff = servers.psql(f"SELECT count(*) FROM ((TABLE {self.src} EXCEPT TABLE {self.dst}) "
+                            f"UNION ALL (TABLE {self.dst} EXCEPT TABLE {self.src})) x")[0]
+        return "" if diff == "0" else f"{diff} rows differ between the source and the upserted table"
+
+    sink_promise = "the upserted table equal to the source"
+
+    def close(self):
+        servers.psql(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
+
+
+class ClickhouseSource:
+    """The clickhouse side of part_database: a MergeTree table read on (ts, id),
+    and a second one the output inserts into (at least once: every id there)."""
+    name = "clickhouse"
+
+    def __init__(self, rng):
+        self.db = f"crash_{os.getpid()}_{rng.randrange(1 << 20)}"
+        self.src, self.dst = f"{self.db}.src", f"{self.db}.dst"
+        servers.ch(f"DROP DATABASE IF EXISTS {self.db}")
+        servers.ch(f"CREATE DATABASE {self.db}")
+        for t in (self.src, self.dst):
+            servers.ch(f"CREATE TABLE {t} (id UInt64, ts DateTime, k String, v UInt32) "
+                       f"ENGINE = MergeTree() ORDER BY (ts, id)")
+        self.url = servers.ch_url()
+
+    def write_burst(self, b, size):
+        servers.ch(f"INSERT INTO {self.src} SELECT number + 1, toDateTime('2026-01-01 00:00:00')"
+                   f" + {b}, concat('k', toString(number % {KEYS})), (number * 7919) % 101 "
+                   f"FROM system.numbers WHERE number >= {b * size} LIMIT {size}")
+
+    def count(self):
+        return int(servers.ch(f"SELECT count() FROM {self.src}").strip())
+
+    def input_yaml(self):
+        return (f"clickhouse: {{url: '{self.url}', query: 'SELECT id, ts, k, v FROM {self.src}', "
+                f"watermark: ts, tiebreak: id, batch_size: 700, poll_secs: 0.05}}")
+
+    def output_yaml(self):
+        return f"clickhouse: {{url: '{self.url}', table: {self.dst}}}"
+
+    def sums(self):
+        return {r["k"]: r["s"] for r in servers.ch_rows(
+            f"SELECT k, toUInt64(sum(v)) AS s FROM {self.src} GROUP BY k")}
+
+    def sink_complete(self, total):
+        return servers.ch(f"SELECT uniqExact(id) FROM {self.dst}").strip() == str(total)
+
+    def sink_check(self):
+        """'' when every source row is in the sink (at least once), as it was."""
+        bad = servers.ch(f"SELECT count() FROM {self.src} WHERE (id, ts, k, v) NOT IN "
+                         f"(SELECT id, ts, k, v FROM {self.dst})").strip()
+        return "" if bad == "0" else f"{bad} source rows missing from the sink"
+
+    sink_promise = "every row in the sink table (at least once)"
+
+    def close(self):
+        servers.ch(f"DROP DATABASE IF EXISTS {self.db}")
+
+
+def part_database(make, d, kills, rng, n, c, verbose):
+    """A database table read incrementally while a writer adds bursts of rows
+    that share a timestamp, summed into a bucket, written to a file and into a
+    second table of the same database, killed while both go on. Then: the
+    bucket equals the sums of the table (exactly once), every row is in the
+    file (at least once), and the second table holds what the source says
+    (`sink_check`)."""
     os.makedirs(d, exist_ok=True)
-    schema = f"crash_{os.getpid()}_{rng.randrange(1 << 20)}"
-    src, dst = f"{schema}.src", f"{schema}.dst"
+    db = make(rng)
     burst = 500
-    servers.psql(f"""DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema};
-        CREATE TABLE {src} (id bigserial PRIMARY KEY, ts timestamptz NOT NULL, k text, v int);
-        CREATE INDEX ON {src} (ts, id);
-        CREATE TABLE {dst} (id bigint PRIMARY KEY, ts timestamptz, k text, v int);""")
-    url = servers.pg_url()
     cfg = f"""
 buckets:
-  pgsums: {{}}
+  sums: {{}}
 pipelines:
-  pg:
+  db:
     input:
-      postgres: {{url: '{url}', query: 'SELECT id, ts, k, v FROM {src}', watermark: ts,
-                  tiebreak: id, batch_size: 700, poll_secs: 0.05}}
+      {db.input_yaml()}
     transforms:
-      - bucket: {{name: pgsums, key: k, op: add, field: v}}
+      - bucket: {{name: sums, key: k, op: add, field: v}}
     outputs:
       - file: {{path: {d}/out}}
-      - postgres: {{url: '{url}', table: {dst}, key: [id]}}
+      - {db.output_yaml()}
 """
     state = f"{d}/state"
     stop = threading.Event()
@@ -618,50 +710,45 @@ pipelines:
         for b in range(n // burst):
             if stop.is_set():
                 return
-            servers.psql(f"INSERT INTO {src} (ts, k, v) SELECT timestamptz '2026-01-01' + "
-                         f"interval '{b} second', 'k' || (g % {KEYS}), (g * 7919) % 101 "
-                         f"FROM generate_series({b * burst}, {(b + 1) * burst - 1}) g")
-            time.sleep(0.01)
+            db.write_burst(b, burst)
+            time.sleep(0.03)  # about 8 s of writing: the kills land while it goes on
     w = threading.Thread(target=writer, daemon=True)
     w.start()
     try:
         for _ in range(kills):
             s = Server(d, cfg, server_config=SERVER, state_dir=state)
-            wait_for(lambda: s.card("pg", "input")["messages_in"] > 0, timeout=60,
-                     what="postgres: the input to read")
+            wait_for(lambda: s.card("db", "input")["messages_in"] > 0, timeout=60,
+                     what=f"{db.name}: the input to read")
             time.sleep(rng.uniform(0.3, 1.5))
             kill_now(s)
             c.kill_points += 1
             if verbose:
-                print(f"  postgres kill {c.kill_points}: "
-                      f"{servers.psql(f'SELECT count(*) FROM {src}')[0]} rows written", flush=True)
+                print(f"  {db.name} kill {c.kill_points}: {db.count()} rows written", flush=True)
         w.join(timeout=300)
         total = n // burst * burst
         s = Server(d, cfg, server_config=SERVER, state_dir=state)
         ids = lambda: {json.loads(l)["id"] for l in read_dir(f"{d}/out").decode().splitlines()}  # noqa: E731
-        wait_for(lambda: len(ids()) >= total, timeout=300, what="postgres: every row in the file")
-        wait_for(lambda: servers.psql(f"SELECT count(*) FROM {dst}")[0] == str(total),
-                 timeout=120, what="postgres: every row upserted")
-        sums = {k: int(v) for k, v in (r.split("|") for r in servers.psql(
-            f"SELECT k, sum(v) FROM {src} GROUP BY k"))}
-        check_bucket(s, "pgsums", sums, c, "postgres")
+        wait_for(lambda: len(ids()) >= total, timeout=300,
+                 what=f"{db.name}: every row in the file")
+        wait_for(lambda: db.sink_complete(total), timeout=120,
+                 what=f"{db.name}: every row in the sink table")
+        check_bucket(s, "sums", db.sums(), c, db.name)
         s.stop()
         missing = set(range(1, total + 1)) - ids()
         if missing:
             c.lost += len(missing)
-            print(f"postgres: rows missing from the file: {sorted(missing)[:10]}")
-        diff = servers.psql(f"SELECT count(*) FROM ((TABLE {src} EXCEPT TABLE {dst}) UNION ALL "
-                            f"(TABLE {dst} EXCEPT TABLE {src})) x")[0]
-        if diff != "0":
+            print(f"{db.name}: rows missing from the file: {sorted(missing)[:10]}")
+        problem = db.sink_check()
+        if problem:
             c.mismatches += 1
-            print(f"postgres: {diff} rows differ between the source and the upserted table")
+            print(f"{db.name}: {problem}")
         c.messages += total
-        print(f"postgres: {kills} kills, {total} rows in bursts of {burst}: bucket exact, "
-              f"file complete, upserted table equal to the source", flush=True)
+        print(f"{db.name}: {kills} kills, {total} rows in bursts of {burst}: bucket exact, "
+              f"file complete, {db.sink_promise}", flush=True)
     finally:
         stop.set()
         w.join(timeout=60)
-        servers.psql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        db.close()
 
 
 class Poster:
@@ -775,9 +862,10 @@ def run(args):
                    args.slow, c, args.verbose)
         part_http(os.path.join(base, "http"), args.http_kills, rng, max(n // 6, 300), c,
                   args.verbose)
-        if args.pg_rows:
-            part_postgres(os.path.join(base, "postgres"), args.pg_kills, rng, args.pg_rows, c,
-                          args.verbose)
+        if args.db_rows:
+            for make in (PostgresSource, ClickhouseSource):
+                part_database(make, os.path.join(base, make.name), args.db_kills, rng,
+                              args.db_rows, c, args.verbose)
     except AssertionError as e:
         print(f"crash suite: {e}")
         c.mismatches += 1
@@ -801,9 +889,10 @@ def main():
     ap.add_argument("--crash-states", type=int, default=3, help="power-loss states to restart from")
     ap.add_argument("--kafka-kills", type=int, default=4, help="kills of the kafka workload")
     ap.add_argument("--http-kills", type=int, default=4, help="kills of the http workload")
-    ap.add_argument("--pg-kills", type=int, default=5, help="kills of the postgres workload")
-    ap.add_argument("--pg-rows", type=int, default=100_000,
-                    help="rows of the postgres workload (0: no postgres part)")
+    ap.add_argument("--db-kills", type=int, default=5,
+                    help="kills of each database workload (postgres, clickhouse)")
+    ap.add_argument("--db-rows", type=int, default=100_000,
+                    help="rows of each database workload (0: no database parts)")
     ap.add_argument("--slow", type=int, default=150000, help="Lua loop per message, to stretch the run")
     ap.add_argument("-v", "--verbose", action="store_true")
     sys.exit(run(ap.parse_args()))
