@@ -31,12 +31,12 @@ fuzz: build
 
 # Every benchmark (micro, pipelines next to the fwrite ceiling, checkpoints,
 # memory, http next to nginx, kafka next to kcat), one table at the end;
-# about 7 minutes on 2 cores; then the postgres connector next to psql's
-# \copy (about 2 minutes).
+# about 7 minutes on 2 cores; then the database connectors next to psql's
+# \copy and clickhouse-client (about 4 minutes).
 bench: build
 	./scripts/install-deps.sh --bench
 	python3 -u bench/pipelines.py --with-micro --with-http --with-kafka
-	python3 -u bench/postgres.py
+	python3 -u bench/databases.py
 
 # Per-message costs (bench/micro): medians of 5 repetitions.
 bench-micro: build
