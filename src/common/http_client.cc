@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <optional>
+#include <vector>
 
 namespace kayak {
 
@@ -63,8 +64,31 @@ struct HttpClient::Impl {
   asio::io_context io;
   std::optional<beast::tcp_stream> stream;
   beast::flat_buffer buffer;
+  // The answer being streamed (StartStream), when there is one.
+  std::optional<bhttp::response_parser<bhttp::buffer_body>> streaming;
+  std::vector<char> piece;  // what one read of a streamed answer lands in
+
+  // Connects if not connected: "" or what failed.
+  std::string Connect() {
+    if (stream) return "";
+    beast::error_code ec;
+    tcp::resolver resolver(io);
+    auto endpoints = resolver.resolve(url.host, url.port, ec);
+    if (ec) return "cannot resolve " + url.host + ": " + ec.message();
+    stream.emplace(io);
+    stream->expires_after(std::chrono::milliseconds(timeout_ms));
+    stream->async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
+    io.restart();
+    io.run();
+    if (ec) {
+      Drop();
+      return "cannot connect to " + url.host + ":" + url.port + ": " + ec.message();
+    }
+    return "";
+  }
 
   void Drop() {
+    streaming.reset();
     if (stream) {
       beast::error_code ec;
       stream->socket().shutdown(tcp::socket::shutdown_both, ec);
@@ -86,42 +110,29 @@ void HttpClient::set_body_limit(uint64_t bytes) { impl_->body_limit = bytes; }
 uint64_t HttpClient::body_limit() const { return impl_->body_limit; }
 
 Result<HttpResponse> HttpClient::Request(std::string_view method, const HttpHeaders& headers,
-                                         std::string body, std::string_view target) {
+                                         std::string_view body, std::string_view target) {
   Impl& im = *impl_;
   const auto verb = bhttp::string_to_verb(beast::string_view(method.data(), method.size()));
   if (verb == bhttp::verb::unknown) return Status::Invalid("unknown method " + std::string(method));
   const std::string path = target.empty() ? im.url.target : std::string(target);
-  bhttp::request<bhttp::string_body> req{verb, path, 11};
+  // The body is sent from the caller's bytes, not copied.
+  bhttp::request<bhttp::span_body<const char>> req{verb, path, 11};
   req.set(bhttp::field::host, im.url.host);
   req.set(bhttp::field::user_agent, "kayak");
   for (const auto& [k, v] : headers) req.set(k, v);
-  req.body() = std::move(body);
+  req.body() = bhttp::span_body<const char>::value_type(body.data(), body.size());
   req.keep_alive(true);
   req.prepare_payload();
   // A kept-alive connection the server closed meanwhile fails the first
   // write: one fresh connection is tried before giving up.
+  if (im.streaming) im.Drop();  // an answer left half read: the connection cannot be reused
   for (int attempt = 0; attempt < 2; ++attempt) {
     const bool reused = im.stream.has_value();
     beast::error_code ec;
-    if (!im.stream) {
-      tcp::resolver resolver(im.io);
-      auto endpoints = resolver.resolve(im.url.host, im.url.port, ec);
-      if (ec) {
-        return Status::Unavailable("cannot resolve " + im.url.host + ": " + ec.message());
-      }
-      im.stream.emplace(im.io);
-      im.stream->expires_after(std::chrono::milliseconds(im.timeout_ms));
-      im.stream->async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
-      im.io.restart();
-      im.io.run();
-      if (ec) {
-        im.Drop();
-        return Status::Unavailable("cannot connect to " + im.url.host + ":" + im.url.port + ": " +
-                                   ec.message());
-      }
-    }
+    if (std::string err = im.Connect(); !err.empty()) return Status::Unavailable(err);
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(im.body_limit);
+    im.buffer.reserve(64 << 10);  // room to read more than a few hundred bytes at a time
     im.stream->expires_after(std::chrono::milliseconds(im.timeout_ms));
     bhttp::async_write(*im.stream, req, [&](beast::error_code e, size_t) {
       ec = e;
@@ -154,6 +165,89 @@ Result<HttpResponse> HttpClient::Request(std::string_view method, const HttpHead
     return out;
   }
   return Status::Unavailable("connection lost");
+}
+
+Result<unsigned> HttpClient::StartStream(std::string_view method, const HttpHeaders& headers,
+                                         std::string body, std::string_view target) {
+  Impl& im = *impl_;
+  if (im.streaming) im.Drop();  // an answer left half read: the connection cannot be reused
+  const auto verb = bhttp::string_to_verb(beast::string_view(method.data(), method.size()));
+  if (verb == bhttp::verb::unknown) return Status::Invalid("unknown method " + std::string(method));
+  const std::string path = target.empty() ? im.url.target : std::string(target);
+  bhttp::request<bhttp::string_body> req{verb, path, 11};
+  req.set(bhttp::field::host, im.url.host);
+  req.set(bhttp::field::user_agent, "kayak");
+  for (const auto& [k, v] : headers) req.set(k, v);
+  req.body() = std::move(body);
+  req.keep_alive(true);
+  req.prepare_payload();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const bool reused = im.stream.has_value();
+    if (std::string err = im.Connect(); !err.empty()) return Status::Unavailable(err);
+    beast::error_code ec;
+    im.streaming.emplace();
+    im.streaming->body_limit(boost::none);  // read a piece at a time: no limit
+    // Beast reads as much as the buffer has room for: without room, a long
+    // answer comes in reads of a few hundred bytes.
+    im.buffer.reserve(256 << 10);
+    im.stream->expires_after(std::chrono::milliseconds(im.timeout_ms));
+    bhttp::async_write(*im.stream, req, [&](beast::error_code e, size_t) {
+      ec = e;
+      if (!ec) {
+        bhttp::async_read_header(*im.stream, im.buffer, *im.streaming,
+                                 [&](beast::error_code e2, size_t) { ec = e2; });
+      }
+    });
+    im.io.restart();
+    im.io.run();
+    if (ec) {
+      im.Drop();
+      if (reused && ec != beast::error::timeout) continue;
+      return Status::Unavailable(std::string(method) + " " + im.url.host + ":" + im.url.port +
+                                 path + ": " +
+                                 (ec == beast::error::timeout ? "timed out" : ec.message()));
+    }
+    return im.streaming->get().result_int();
+  }
+  return Status::Unavailable("connection lost");
+}
+
+Status HttpClient::ReadStream(std::string* out, size_t max, bool* done) {
+  Impl& im = *impl_;
+  *done = true;
+  if (!im.streaming) return Status::Ok();
+  if (im.streaming->is_done()) {
+    if (!im.streaming->get().keep_alive()) im.Drop();
+    im.streaming.reset();
+    return Status::Ok();
+  }
+  if (im.piece.size() < max) im.piece.resize(max);
+  auto& body = im.streaming->get().body();
+  body.data = im.piece.data();
+  body.size = max;
+  beast::error_code ec;
+  im.stream->expires_after(std::chrono::milliseconds(im.timeout_ms));
+  bhttp::async_read_some(*im.stream, im.buffer, *im.streaming,
+                         [&](beast::error_code e, size_t) { ec = e; });
+  im.io.restart();
+  im.io.run();
+  out->append(im.piece.data(), max - body.size);
+  if (ec == bhttp::error::need_buffer) ec = {};
+  if (ec) {
+    im.Drop();
+    return Status::Unavailable(im.url.host + ":" + im.url.port + ": the answer broke off: " +
+                               (ec == beast::error::timeout ? "timed out" : ec.message()));
+  }
+  *done = im.streaming->is_done();
+  if (*done) {
+    if (!im.streaming->get().keep_alive()) im.Drop();
+    im.streaming.reset();
+  }
+  return Status::Ok();
+}
+
+void HttpClient::AbandonStream() {
+  if (impl_->streaming) impl_->Drop();
 }
 
 }  // namespace kayak

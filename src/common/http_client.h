@@ -44,7 +44,16 @@ class HttpClient {
   // `target` (path and query) replaces the URL's when not empty. An answer
   // whose body is larger than body_limit() is an error (Invalid).
   Result<HttpResponse> Request(std::string_view method, const HttpHeaders& headers,
+                               std::string_view body, std::string_view target = {});
+
+  // A long answer read as it arrives: StartStream sends the request and reads
+  // the answer's head (its status is returned); ReadStream appends up to `max`
+  // bytes of the body to `out` and sets `done` at its end. Another request
+  // before the end abandons the rest (and the connection).
+  Result<unsigned> StartStream(std::string_view method, const HttpHeaders& headers,
                                std::string body, std::string_view target = {});
+  Status ReadStream(std::string* out, size_t max, bool* done);
+  void AbandonStream();
 
   static constexpr uint64_t kDefaultBodyLimit = 8 << 20;
   void set_body_limit(uint64_t bytes);

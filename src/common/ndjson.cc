@@ -22,13 +22,16 @@ std::string_view Trim(std::string_view s) {
 // the messages later, so that exactly what nlohmann takes is accepted
 // (simdjson refuses integers beyond 64 bits and nesting deeper than 1024,
 // which nlohmann takes).
-bool IsJson(std::string_view text) {
+bool IsJson(std::string_view text, size_t readable_after) {
   // One parser a thread, reused; its buffers grow to the largest text it
   // checked, so large texts go to nlohmann only.
   constexpr size_t kSimdjsonMax = 64 * 1024;
   if (text.size() <= kSimdjsonMax) {
     thread_local simdjson::dom::parser parser;
-    if (!parser.parse(text.data(), text.size(), /*realloc_if_needed=*/true).error()) return true;
+    const bool padded = readable_after >= simdjson::SIMDJSON_PADDING;
+    if (!parser.parse(text.data(), text.size(), /*realloc_if_needed=*/!padded).error()) {
+      return true;
+    }
   }
   return nlohmann::json::accept(text);
 }

@@ -13,7 +13,9 @@ namespace kayak {
 // false with `error` (naming the line) for anything else, or an empty body.
 // Whether `text` is one JSON value, as nlohmann's parser would take it.
 // The http and file inputs check each message with it.
-bool IsJson(std::string_view text);
+// `readable_after`: how many bytes after text's end the caller's buffer
+// holds (64 or more spare simdjson a copy of the text into a padded buffer).
+bool IsJson(std::string_view text, size_t readable_after = 0);
 
 bool NormalizeIngestBody(std::string_view body, std::string* payload, size_t* messages,
                          std::string* error);

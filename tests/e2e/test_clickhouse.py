@@ -219,7 +219,8 @@ class ClickhouseTest(KayakTest):
         self.assertEqual(got["a"], {"device": "a", "total": 1, "at": "2026-01-01 00:00:00",
                                     "n": 0})
         self.assertEqual(got["c"]["total"], 3)
-        self.assertIn("message 2 of the batch", s.card("p", "outputs[0]")["last_error"])
+        self.assertIn('a row refused', s.card("p", "outputs[0]")["last_error"])
+        self.assertIn('"device": "b"', s.card("p", "outputs[0]")["last_error"])
         self.assertIn("field 'extra' is not a column", s.stderr())
         s.stop()
 
@@ -235,9 +236,10 @@ class ClickhouseTest(KayakTest):
         ch(f"CREATE TABLE {dst} (k String, seq UInt32) ENGINE = MergeTree() ORDER BY seq")
         proxy = Proxy("127.0.0.1", ch_port())
         self.addCleanup(proxy.close)
-        out = f"[{{clickhouse: {{url: '{via(proxy)}', table: {dst}, timeout_ms: 2000}}}}]"
+        out = (f"[{{clickhouse: {{url: '{via(proxy)}', table: {dst}, timeout_ms: 2000, "
+               f"batch_ms: 200}}}}]")
         s = self.start(self.graph(
-            "{dummy: {count: 400, rate_per_sec: 400, batch_size: 10, "
+            "{dummy: {count: 400, rate_per_sec: 100, batch_size: 10, "
             "template: '{\"k\":\"k0\",\"seq\":{{seq}}}'}}", out),
             server_config=SERVER, state_dir=self.path("state"))
         count = lambda: ch_rows(f"SELECT uniqExact(seq) AS n FROM {dst}")[0]["n"]  # noqa: E731

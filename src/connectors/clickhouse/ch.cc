@@ -52,24 +52,46 @@ Status Client::Init() {
 
 void Client::set_body_limit(uint64_t bytes) { http_->set_body_limit(bytes); }
 
-Result<std::string> Client::Send(std::string target, std::string body, Failure* failure) {
+Result<std::string> Client::Send(std::string target, std::string_view body, Failure* failure) {
   Failure f;
-  auto res = http_->Request("POST", headers_, std::move(body), target);
+  auto res = http_->Request("POST", headers_, body, target);
   if (!res.ok()) {
     if (failure) *failure = f;
     return res.status();
   }
   if (res->status == 200) return std::move(res->body);
+  return ErrorOf(res->status, res->body, failure);
+}
+
+Status Client::ErrorOf(unsigned status, const std::string& body, Failure* failure) {
+  Failure f;
   std::string message;
-  ParseError(res->body, &f.code, &message);
-  if (message.empty()) message = "HTTP " + std::to_string(res->status);
+  ParseError(body, &f.code, &message);
+  if (message.empty()) message = "HTTP " + std::to_string(status);
   f.content = kContentCodes.count(f.code) > 0;
   if (failure) *failure = f;
   const std::string text = "clickhouse: " + message;
-  if (f.code == 0 || res->status == 503 || kServerCodes.count(f.code)) {
+  if (f.code == 0 || status == 503 || kServerCodes.count(f.code)) {
     return Status::Unavailable(text);
   }
   return Status::Invalid(text);
+}
+
+Status Client::StartQuery(const std::string& sql, const std::string& params) {
+  auto status = http_->StartStream("POST", headers_, sql,
+                                   "/?database=" + UrlEncode(s_.database) + params);
+  if (!status.ok()) return status.status();
+  if (*status == 200) return Status::Ok();
+  std::string body;
+  for (bool done = false; !done && body.size() < (1 << 20);) {
+    KAYAK_RETURN_IF_ERROR(http_->ReadStream(&body, 64 << 10, &done));
+  }
+  http_->AbandonStream();
+  return ErrorOf(*status, body, nullptr);
+}
+
+Status Client::ReadMore(std::string* out, size_t max, bool* done) {
+  return http_->ReadStream(out, max, done);
 }
 
 Result<std::string> Client::Query(const std::string& sql, const std::string& params,
@@ -78,10 +100,10 @@ Result<std::string> Client::Query(const std::string& sql, const std::string& par
   return Send(std::move(target), sql, failure);
 }
 
-Status Client::Insert(const std::string& sql, std::string data, const std::string& params,
+Status Client::Insert(const std::string& sql, std::string_view data, const std::string& params,
                       Failure* failure) {
   std::string target = "/?database=" + UrlEncode(s_.database) + "&query=" + UrlEncode(sql) + params;
-  auto res = Send(std::move(target), std::move(data), failure);
+  auto res = Send(std::move(target), data, failure);
   return res.ok() ? Status::Ok() : res.status();
 }
 

@@ -51,16 +51,24 @@ class Client {
                             Failure* failure = nullptr);
   // Sends `data` as the body of the statement `sql` (an INSERT ... FORMAT),
   // which goes in the URL.
-  Status Insert(const std::string& sql, std::string data, const std::string& params,
+  Status Insert(const std::string& sql, std::string_view data, const std::string& params,
                 Failure* failure);
   void set_body_limit(uint64_t bytes);
+
+  // A SELECT whose answer is read as it arrives: StartQuery sends it (an
+  // error answer is read whole and returned); ReadMore appends up to `max`
+  // bytes of the answer to `out`, `done` at its end.
+  Status StartQuery(const std::string& sql, const std::string& params);
+  Status ReadMore(std::string* out, size_t max, bool* done);
+  void Abandon() { http_->AbandonStream(); }
 
  private:
   Settings s_;
   std::unique_ptr<HttpClient> http_;
   HttpHeaders headers_;
 
-  Result<std::string> Send(std::string target, std::string body, Failure* failure);
+  Result<std::string> Send(std::string target, std::string_view body, Failure* failure);
+  Status ErrorOf(unsigned status, const std::string& body, Failure* failure);
 };
 
 // Percent-encodes a URL query value.

@@ -22,12 +22,14 @@ namespace kayak {
 
 namespace {
 
-constexpr uint64_t kSnapshotLimit = 256u << 20;  // the largest snapshot answer read
 
 // Numbers as numbers (kayak keeps 64-bit integers exact), NaN and the
 // infinities as strings (JSON has no word for them).
+// The cursor's condition goes down into the query's subquery, so a MergeTree
+// ordered by the watermark skips what is before it.
 const std::string kReadSettings =
-    "&output_format_json_quote_64bit_integers=0&output_format_json_quote_denormals=1";
+    "&output_format_json_quote_64bit_integers=0&output_format_json_quote_denormals=1"
+    "&enable_optimize_predicate_expression=1";
 
 // "Nullable(DateTime('UTC'))" -> "DateTime('UTC')"
 std::string_view BaseType(std::string_view t, bool* nullable) {
@@ -45,26 +47,39 @@ class ChInput final : public Input {
     }
   }
 
-  Status Open() override {
-    Status st = client_.Init();
-    if (st.ok() && !incremental()) client_.set_body_limit(kSnapshotLimit);
-    return st;
-  }
+  Status Open() override { return client_.Init(); }
 
+  // One query reads everything after the cursor (incremental) or the whole
+  // result (snapshot), and its answer is read as the pipeline takes the rows:
+  // a batch_size at a time, never more than a batch and a piece of the answer
+  // in memory. When the answer ends, the next query waits for poll_secs.
   Status Read(Batch* out, int64_t wait_ms, bool* finished) override {
     (void)finished;
-    if (!pending_.empty()) {  // the rest of a snapshot answer
-      TakePending(out);
-      return Status::Ok();
+    if (pending_.empty() && !streaming_) {
+      if (!error_.ok()) {  // the answer that ended in an error: from the cursor again
+        Status st = error_;
+        error_ = Status::Ok();
+        next_poll_ms_ = 0;
+        return st;
+      }
+      const int64_t now = MonotonicMs();
+      if (now < next_poll_ms_) {
+        std::this_thread::sleep_for(
+            std::chrono::milliseconds(std::min(wait_ms, next_poll_ms_ - now)));
+        return Status::Ok();
+      }
+      KAYAK_RETURN_IF_ERROR(described_ ? Status::Ok() : Describe());
+      KAYAK_RETURN_IF_ERROR(client_.StartQuery(incremental() ? IncrementalSql() : SnapshotSql(),
+                                               kReadSettings));
+      streaming_ = true;
     }
-    const int64_t now = MonotonicMs();
-    if (now < next_poll_ms_) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(wait_ms, next_poll_ms_ - now)));
-      return Status::Ok();
+    KAYAK_RETURN_IF_ERROR(Fill(o_.batch_size + 1));
+    TakeBatch(out);
+    if (pending_.empty() && !streaming_ && error_.ok()) {
+      if (!incremental()) ++passes_;
+      next_poll_ms_ = MonotonicMs() + o_.poll_ms;
     }
-    Status st = described_ ? Status::Ok() : Describe();
-    if (st.ok()) st = incremental() ? ReadIncremental(out) : ReadSnapshot(out);
-    return st;
+    return Status::Ok();
   }
 
   bool Rewindable() const override { return true; }
@@ -101,11 +116,16 @@ class ChInput final : public Input {
   ComponentStats* stats_;
   bool described_ = false;
   std::string select_;   // the query's columns, DateTimes as RFC 3339 strings in UTC
+  // The DateTime fields' keys as the answer has them, and as the row gets them.
+  std::vector<std::pair<std::string, std::string>> renames_;
   bool wm_numeric_ = false, tb_numeric_ = false;
   bool wm_datetime_ = false, tb_datetime_ = false;
-  std::string cursor_wm_, cursor_tb_;  // JSON texts of the last row's values
+  std::string cursor_wm_, cursor_tb_;  // JSON texts of the last handed-over row's values
   int64_t next_poll_ms_ = 0;
-  std::deque<Message> pending_;
+  bool streaming_ = false;    // an answer is being read
+  std::string partial_;       // its bytes after the last whole line
+  Status error_;              // what ended the answer early, once its rows are handed over
+  std::deque<Message> pending_;  // rows read and not handed over yet
   uint64_t passes_ = 0;
 
   bool incremental() const { return o_.incremental(); }
@@ -124,6 +144,7 @@ class ChInput final : public Input {
       return Status::Invalid("query: clickhouse answered something that is not its JSON format");
     }
     select_.clear();
+    renames_.clear();
     std::string cols;
     bool has_wm = false, has_tb = false;
     for (const auto& col : meta) {
@@ -139,7 +160,12 @@ class ChInput final : public Input {
       if (datetime) {
         const std::string f = "formatDateTime(" + std::string(nullable ? "assumeNotNull(" + q + ")" : q) +
                               ", '%Y-%m-%dT%H:%M:%SZ', 'UTC')";
-        select_ += (nullable ? "if(isNull(" + q + "), NULL, " + f + ")" : f) + " AS " + q;
+        // Under another name: the cursor's WHERE and ORDER BY use the column
+        // itself (and its index); TakeLines gives the field its name back.
+        std::string alias = name + "__kayak_utc";
+        renames_.push_back({"\"" + alias + "\":", "\"" + name + "\":"});
+        select_ += (nullable ? "if(isNull(" + q + "), NULL, " + f + ")" : f) + " AS " +
+                   ch::QuoteIdent(alias);
       } else {
         select_ += q;
       }
@@ -188,7 +214,8 @@ class ChInput final : public Input {
     return numeric ? text : ch::QuoteString(text);
   }
 
-  Status ReadIncremental(Batch* out) {
+  // Everything after the cursor, in (watermark, tiebreak) order.
+  std::string IncrementalSql() const {
     const std::string wm = ch::QuoteIdent(o_.watermark);
     const bool tb = !o_.tiebreak.empty();
     const std::string tbq = tb ? ch::QuoteIdent(o_.tiebreak) : "";
@@ -208,75 +235,133 @@ class ChInput final : public Input {
     }
     if (o_.lag_secs > 0) {
       const std::string secs = std::to_string(static_cast<int64_t>(std::ceil(o_.lag_secs)));
-      where += " AND " + wm + " <= " + (wm_datetime_ ? "now() - " + secs : "toDate(now() - " + secs + ")");
+      where += " AND " + wm + " <= " +
+               (wm_datetime_ ? "now() - " + secs : "toDate(now() - " + secs + ")");
     }
     const std::string order = wm + (tb ? ", " + tbq : "");
-    const std::string sql = "SELECT " + select_ + " FROM (SELECT * FROM (" + o_.query +
-                            ") WHERE " + where + " ORDER BY " + order + " LIMIT " +
-                            std::to_string(o_.batch_size) + ") ORDER BY " + order +
-                            " FORMAT JSONEachRow";
-    auto r = client_.Query(sql, kReadSettings);
-    if (!r.ok()) return r.status();
-    std::vector<std::string_view> lines = Lines(*r);
-    const bool full = static_cast<int64_t>(lines.size()) >= o_.batch_size;
-    if (!tb && full) {
-      // Without a tiebreak the cursor cannot stop inside a group of equal
-      // watermarks: leave the last group for the next read, or read all of it
-      // now when the whole batch is one group.
-      const std::string last = ValueOf(lines.back(), o_.watermark);
-      size_t keep = lines.size();
-      while (keep > 0 && ValueOf(lines[keep - 1], o_.watermark) == last) --keep;
-      if (keep == 0) return ReadGroup(last, out);
-      lines.resize(keep);
+    return "SELECT " + select_ + " FROM (" + o_.query + ") WHERE " + where + " ORDER BY " +
+           order + " FORMAT JSONEachRow";
+  }
+
+  std::string SnapshotSql() const {
+    return "SELECT " + select_ + " FROM (" + o_.query + ") FORMAT JSONEachRow";
+  }
+
+  // Reads the answer until `rows` rows are pending or it ends.
+  Status Fill(size_t rows) {
+    constexpr size_t kPiece = 1 << 20;
+    while (streaming_ && pending_.size() < rows) {
+      bool done = false;
+      Status st = client_.ReadMore(&partial_, kPiece, &done);
+      if (!st.ok()) {
+        streaming_ = false;
+        partial_.clear();
+        if (pending_.empty()) return st;
+        error_ = st;  // hand over what came first, then retry from the cursor
+        return Status::Ok();
+      }
+      TakeLines(done);
+      if (done) streaming_ = false;
     }
-    Emit(lines, out);
-    if (!full) next_poll_ms_ = MonotonicMs() + o_.poll_ms;
     return Status::Ok();
   }
 
-  Status ReadGroup(const std::string& value, Batch* out) {
-    const std::string wm = ch::QuoteIdent(o_.watermark);
-    auto r = client_.Query("SELECT " + select_ + " FROM (SELECT * FROM (" + o_.query +
-                               ") WHERE " + wm + " = " +
-                               Literal(value, wm_numeric_, wm_datetime_) +
-                               ") FORMAT JSONEachRow",
-                           kReadSettings);
-    if (!r.ok()) return r.status();
-    Emit(Lines(*r), out);
-    cursor_wm_ = value;
-    return Status::Ok();
-  }
-
-  Status ReadSnapshot(Batch* out) {
-    auto r = client_.Query("SELECT " + select_ + " FROM (" + o_.query + ") FORMAT JSONEachRow",
-                           kReadSettings);
-    if (!r.ok()) return r.status();
-    Batch all;
-    Emit(Lines(*r), &all);
-    for (auto& m : all.messages) pending_.push_back(std::move(m));
-    ++passes_;
-    next_poll_ms_ = MonotonicMs() + o_.poll_ms;
-    TakePending(out);
-    return Status::Ok();
-  }
-
-  void TakePending(Batch* out) {
-    for (int64_t i = 0; i < o_.batch_size && !pending_.empty(); ++i) {
-      out->messages.push_back(std::move(pending_.front()));
-      pending_.pop_front();
-    }
-  }
-
-  static std::vector<std::string_view> Lines(std::string_view body) {
-    std::vector<std::string_view> lines;
+  // The whole lines of partial_ into pending_ (at the answer's end, the rest
+  // too). ClickHouse writes an error that happens after the answer began into
+  // the answer itself ("Code: N, e.displayText() = ..."): the rows before it
+  // are handed over, then the query is asked again from the cursor.
+  void TakeLines(bool done) {
+    const int64_t ts = clock_->NowMs();
     size_t at = 0;
-    while (at < body.size()) {
-      size_t nl = body.find('\n', at);
-      if (nl == std::string_view::npos) nl = body.size();
-      if (nl > at) lines.push_back(body.substr(at, nl - at));
+    while (at < partial_.size()) {
+      size_t nl = partial_.find('\n', at);
+      if (nl == std::string::npos) {
+        if (!done) break;
+        nl = partial_.size();
+      }
+      const std::string_view line(partial_.data() + at, nl - at);
       at = nl + 1;
+      if (line.empty()) continue;
+      if (line.rfind("Code: ", 0) == 0) {
+        error_ = Status::Unavailable("clickhouse: the answer ended in an error: " +
+                                     std::string(line.substr(0, 300)));
+        client_.Abandon();
+        streaming_ = false;
+        partial_.clear();
+        return;
+      }
+      // A row that is not JSON is counted and skipped; the cursor never moves
+      // past it on its own (it could be a row cut short by an error), only
+      // with the rows after it.
+      if (!IsJson(line)) {
+        stats_->RecordError("clickhouse: a row that is not valid JSON (bytes that are not "
+                            "UTF-8?): " + std::string(line.substr(0, 200)));
+        continue;
+      }
+      Message m(Renamed(line), ts);
+      m.MarkJson();
+      pending_.push_back(std::move(m));
     }
-    return lines;
+    partial_.erase(0, std::min(at, partial_.size()));
+  }
+
+  // The row with its DateTime fields under their own names. A key is found
+  // with the '{' or ',' before it, which no byte inside a string value can
+  // give ('"' is escaped there).
+  std::string Renamed(std::string_view line) const {
+    std::string out(line);
+    for (const auto& [from, to] : renames_) {
+      size_t at = out.find(from);
+      while (at != std::string::npos && at > 0 && out[at - 1] != '{' && out[at - 1] != ',') {
+        at = out.find(from, at + 1);
+      }
+      if (at != std::string::npos && at > 0) out.replace(at, from.size(), to);
+    }
+    return out;
+  }
+
+  // Hands over batch_size rows (fewer at the answer's end); the cursor moves
+  // past the last one. Without a tiebreak a batch does not end inside a group
+  // of equal watermarks: it takes the rest of the group too (reading on when
+  // the group runs past what is pending), so the cursor never stands where
+  // the next query would skip rows. If the answer breaks inside such a group,
+  // the group is taken back and the cursor stays before it.
+  void TakeBatch(Batch* out) {
+    const bool groups = incremental() && o_.tiebreak.empty();
+    size_t group_at = out->messages.size();   // where the current group began in out
+    std::string before_group = cursor_wm_;    // the cursor before it
+    int64_t taken = 0;
+    while (true) {
+      if (pending_.empty()) {
+        Status st;
+        if (groups && streaming_ && taken >= o_.batch_size) st = Fill(1);  // to the group's end
+        if (pending_.empty()) {
+          if (groups && taken > 0 && (!st.ok() || !error_.ok())) {
+            out->messages.resize(group_at);  // the answer broke off inside the group
+            cursor_wm_ = before_group;
+            if (error_.ok()) error_ = st;
+          }
+          break;
+        }
+      }
+      Message& m = pending_.front();
+      const std::string_view text = m.payload();
+      const bool last = !groups && (taken + 1 >= o_.batch_size || pending_.size() == 1);
+      std::string wm;
+      if (incremental() && (groups || last)) wm = ValueOf(text, o_.watermark);
+      if (taken >= o_.batch_size && (!groups || wm != cursor_wm_)) break;
+      if (groups && wm != cursor_wm_) {
+        group_at = out->messages.size();
+        before_group = cursor_wm_;
+      }
+      if (incremental() && (groups || last) && !wm.empty()) {
+        cursor_wm_ = std::move(wm);
+        if (!o_.tiebreak.empty()) cursor_tb_ = ValueOf(text, o_.tiebreak);
+      }
+      out->messages.push_back(std::move(m));
+      pending_.pop_front();
+      ++taken;
+    }
   }
 
   // The JSON text of member `name` of a row; "" when it has none.
@@ -287,26 +372,6 @@ class ChInput final : public Input {
     return std::string(m.value.of(row));
   }
 
-  // Each line a message, in order; the cursor moves to the last one. A line
-  // that is not JSON (a String column holding bytes that are not UTF-8) is
-  // counted and skipped.
-  void Emit(const std::vector<std::string_view>& lines, Batch* out) {
-    const int64_t ts = clock_->NowMs();
-    for (std::string_view line : lines) {
-      if (!IsJson(line)) {
-        stats_->RecordError("clickhouse: a row that is not valid JSON (bytes that are not "
-                            "UTF-8?): " + std::string(line.substr(0, 200)));
-        continue;
-      }
-      Message m(std::string(line), ts);
-      m.MarkJson();
-      out->messages.push_back(std::move(m));
-    }
-    if (incremental() && !lines.empty()) {
-      cursor_wm_ = ValueOf(lines.back(), o_.watermark);
-      if (!o_.tiebreak.empty()) cursor_tb_ = ValueOf(lines.back(), o_.tiebreak);
-    }
-  }
 };
 
 }  // namespace
@@ -341,8 +406,9 @@ ComponentDef ClickhouseInputDef() {
   d.help =
       "Reads the rows of `query` from ClickHouse over its HTTP interface (JSONEachRow), one JSON "
       "object a row. `incremental` reads in (`watermark`, `tiebreak`) order after a cursor, a "
-      "batch at a time, then polls for new rows; `snapshot` reads the whole result on every poll "
-      "(in one answer of at most 256 MiB). Types: integers (64-bit ones too) and floats as "
+      "batch at a time, then polls for new rows; `snapshot` reads the whole result on every poll. "
+      "One query asks for everything after the cursor (or the whole result), and its answer "
+      "is read as the pipeline takes the rows. Types: integers (64-bit ones too) and floats as "
       "numbers (nan and inf as strings), DateTime as RFC 3339 strings in UTC, Date and String "
       "as strings, arrays and tuples as arrays, NULL as null. Without `tiebreak`, rows that "
       "share a watermark are read in one batch and a row inserted later with a watermark "

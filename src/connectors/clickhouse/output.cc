@@ -1,7 +1,11 @@
 // The clickhouse output: each batch is one INSERT ... FORMAT JSONEachRow
 // request over the HTTP interface. docs/components.md, "clickhouse".
+#include <algorithm>
+#include <chrono>
+#include <future>
 #include <set>
 
+#include "common/clock.h"
 #include "common/json_text.h"
 #include "common/json_util.h"
 #include "common/log.h"
@@ -22,8 +26,17 @@ const std::string kInsertSettings =
 
 class ChOutput final : public Output {
  public:
-  ChOutput(ch::Settings cs, std::string table, const ComponentContext& ctx)
-      : client_(std::move(cs)), table_(std::move(table)), stats_(ctx.stats),
+  struct Limits {
+    size_t rows;
+    size_t bytes;
+    int64_t ms;
+  };
+
+  ChOutput(ch::Settings cs, std::string table, Limits limits, const ComponentContext& ctx)
+      : client_(std::move(cs)),
+        table_(std::move(table)),
+        limits_(limits),
+        stats_(ctx.stats),
         pipeline_(ctx.pipeline_id) {}
 
   // Reads the table's columns. A server that cannot be reached is retried; a
@@ -56,10 +69,30 @@ class ChOutput final : public Output {
     return Status::Ok();
   }
 
+  // Batches are gathered into one INSERT of up to batch_rows rows or
+  // batch_bytes (ClickHouse makes a part of every insert: many small ones are
+  // slow and merge late). A full gathering is sent on its own thread while the
+  // next one gathers (one insert under way at a time); what is gathered is
+  // also sent when it is batch_ms old, at every checkpoint barrier (waiting
+  // for the server's answer, so a checkpoint covers only rows it has) and at
+  // the end.
   Status Write(const Batch& batch) override {
     KAYAK_RETURN_IF_ERROR(Open());
-    rows_.clear();
-    body_.clear();
+    if (failed_) {
+      KAYAK_RETURN_IF_ERROR(SendNow());
+      failed_ = false;
+    }
+    size_t bytes = 0;
+    for (const auto& m : batch.messages) bytes += m.payload().size() + 1;
+    if (!cur_.rows.empty() &&
+        (cur_.rows.size() + batch.messages.size() > limits_.rows ||
+         cur_.body.size() + bytes > limits_.bytes || MonotonicMs() - first_ms_ >= limits_.ms)) {
+      if (!SendInBackground().ok()) {
+        // the insert before failed: everything gathered, now, in the open; the
+        // batch is retried whole (not taken yet) until the server has it
+        KAYAK_RETURN_IF_ERROR(SendNow());
+      }
+    }
     for (size_t i = 0; i < batch.messages.size(); ++i) {
       const Message& m = batch.messages[i];
       if (!IsObject(m)) {
@@ -68,45 +101,148 @@ class ChOutput final : public Output {
         continue;
       }
       WarnUnknownFields(m.payload());
-      rows_.push_back(i);
-      body_.append(m.payload());
-      body_.push_back('\n');
+      if (cur_.rows.empty()) first_ms_ = MonotonicMs();
+      cur_.rows.push_back({cur_.body.size(), m.payload().size() + 1});
+      cur_.body.append(m.payload());
+      cur_.body.push_back('\n');
     }
-    if (rows_.empty()) return Status::Ok();
-    ch::Failure f;
-    Status st = client_.Insert(insert_, body_, kInsertSettings, &f);
-    if (st.ok() || !f.content) return st;
-    // A row refused for its content: find it (and any other) by sending each
-    // row on its own; count each refused one and write the rest.
-    size_t refused = 0;
-    std::string last;
-    for (size_t i : rows_) {
-      ch::Failure rf;
-      Status rs = client_.Insert(insert_, batch.messages[i].payload() + "\n", kInsertSettings, &rf);
-      if (rs.ok()) continue;
-      if (!rf.content) return rs;  // the server, not the row: retry what is left
-      ++refused;
-      last = "clickhouse: message " + std::to_string(i + 1) + " of the batch: " +
-             rs.message().substr(std::string_view("clickhouse: ").size());
+    // Full: on its way at once (an insert still under way is waited for; if
+    // that one failed, the next Write sends everything in the open).
+    if (cur_.rows.size() >= limits_.rows || cur_.body.size() >= limits_.bytes) {
+      if (Status st = SendInBackground(); !st.ok()) {
+        stats_->RecordError(st.message());
+        failed_ = true;  // the next Write sends in the open first, and says so
+      }
     }
-    stats_->RecordError(last, refused);
-    KLOG_WARN("pipeline {}: clickhouse output: {} of {} rows refused by {}; last: {}", pipeline_,
-              refused, rows_.size(), table_, last);
     return Status::Ok();
   }
 
+  void Tick(int64_t now_ms) override {
+    (void)now_ms;
+    Status st;
+    if (inflight_.valid() &&
+        inflight_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      st = Collect();
+    }
+    if (st.ok() && !cur_.rows.empty() && MonotonicMs() - first_ms_ >= limits_.ms) {
+      st = SendInBackground();
+    }
+    if (!st.ok()) {
+      failed_ = true;
+      stats_->RecordError(st.message());
+      KLOG_WARN("pipeline {}: clickhouse output: an insert of {} rows failed, kept for the "
+                "next try: {}", pipeline_, cur_.rows.size(), st.message());
+    }
+  }
+
+  Status Checkpoint(uint64_t id, std::string* state) override {
+    (void)id;
+    (void)state;
+    return SendNow();
+  }
+
+  Status Close() override { return SendNow(); }
+
+  ~ChOutput() override {
+    if (inflight_.valid()) inflight_.wait();  // bounded by timeout_ms
+  }
+
  private:
+  struct Row {
+    size_t at, size;  // its line in the body, the newline included
+  };
+  struct Gathered {
+    std::string body;
+    std::vector<Row> rows;
+  };
+
   ch::Client client_;
   const std::string table_;
+  const Limits limits_;
   ComponentStats* stats_;
   const std::string pipeline_;
   bool inited_ = false;
   std::set<std::string> columns_;
   std::string insert_;
-  std::vector<size_t> rows_;
-  std::string body_;
+  Gathered cur_;      // gathered, not sent yet
+  Gathered sending_;  // the insert under way (inflight_), or empty
+  std::future<Status> inflight_;
+  bool failed_ = false;  // an insert failed since the last Write
+  int64_t first_ms_ = 0;  // when the first gathered row came
   std::vector<jtext::Member> members_;
   std::set<std::string> warned_;
+
+  // Waits for the insert under way; if it failed, its rows go back in front
+  // of what is gathered, to be sent again.
+  Status Collect() {
+    if (!inflight_.valid()) return Status::Ok();
+    Status st = inflight_.get();
+    if (!st.ok()) {
+      const size_t shift = sending_.body.size();
+      for (auto& r : cur_.rows) r.at += shift;
+      sending_.body.append(cur_.body);
+      sending_.rows.insert(sending_.rows.end(), cur_.rows.begin(), cur_.rows.end());
+      std::swap(cur_, sending_);
+      first_ms_ = MonotonicMs() - limits_.ms;  // due at once
+    }
+    sending_.body.clear();
+    sending_.rows.clear();
+    return st;
+  }
+
+  // Sends what is gathered on its own thread, once the insert before is done.
+  Status SendInBackground() {
+    KAYAK_RETURN_IF_ERROR(Collect());
+    if (cur_.rows.empty()) return Status::Ok();
+    std::swap(cur_, sending_);
+    inflight_ = std::async(std::launch::async, [this] { return Send(&sending_); });
+    return Status::Ok();
+  }
+
+  // Sends everything gathered and waits for the answer.
+  Status SendNow() {
+    (void)Collect();  // a failed insert's rows are back in cur_
+    return Send(&cur_);
+  }
+
+  // Sends `g` as one INSERT and clears it. When the server refuses a row for
+  // its content, the rows are sent in halves until each refused row is alone:
+  // those are counted on the card and left out, the rest inserted.
+  Status Send(Gathered* g) {
+    if (g->rows.empty()) return Status::Ok();
+    size_t refused = 0;
+    std::string last;
+    KAYAK_RETURN_IF_ERROR(InsertRange(*g, 0, g->rows.size(), &refused, &last));
+    if (refused > 0) {
+      stats_->RecordError(last, refused);
+      KLOG_WARN("pipeline {}: clickhouse output: {} of {} rows refused by {}; last: {}",
+                pipeline_, refused, g->rows.size(), table_, last);
+    }
+    g->rows.clear();
+    g->body.clear();
+    return Status::Ok();
+  }
+
+  Status InsertRange(const Gathered& g, size_t begin, size_t end, size_t* refused,
+                     std::string* last) {
+    const size_t from = g.rows[begin].at;
+    const size_t to = g.rows[end - 1].at + g.rows[end - 1].size;
+    ch::Failure f;
+    Status st = client_.Insert(insert_, std::string_view(g.body).substr(from, to - from),
+                               kInsertSettings, &f);
+    if (st.ok() || !f.content) return st;  // not the rows: retried whole by the caller
+    if (end - begin == 1) {
+      ++*refused;
+      std::string_view row(g.body.data() + from, std::min<size_t>(to - from - 1, 200));
+      *last = "clickhouse: a row refused: " +
+              st.message().substr(std::string_view("clickhouse: ").size()) + ": " +
+              std::string(row);
+      return Status::Ok();
+    }
+    const size_t mid = begin + (end - begin) / 2;
+    KAYAK_RETURN_IF_ERROR(InsertRange(g, begin, mid, refused, last));
+    return InsertRange(g, mid, end, refused, last);
+  }
 
   static bool IsObject(const Message& m) {
     const std::string& p = m.payload();
@@ -135,27 +271,42 @@ ComponentDef ClickhouseOutputDef() {
   d.type = "clickhouse";
   d.help =
       "Writes each message (a JSON object) as a row of `table` over ClickHouse's HTTP "
-      "interface: a batch is one `INSERT INTO table FORMAT JSONEachRow` request. A field that "
+      "interface, with `INSERT INTO table FORMAT JSONEachRow` requests: batches are gathered "
+      "into one insert of up to `batch_rows` rows or `batch_bytes`, sent when the next batch "
+      "would not fit, when the first row is `batch_ms` old, at every checkpoint barrier and "
+      "at the end (ClickHouse makes a part of each insert, so fewer, larger ones are faster). A field that "
       "is not a column is skipped (logged once by name); a column the message lacks gets its "
       "type's zero value (ClickHouse 18.16 applies no DEFAULT expression to JSONEachRow "
       "input); DateTime columns take RFC 3339 strings. At least once: a batch replayed after "
       "a crash is inserted again; a ReplacingMergeTree table (ORDER BY the row's key) folds "
       "those repeats into one row when it merges (or at once with SELECT ... FINAL).";
-  d.checkpoint = "nothing kept: each batch is inserted (the server answers once it has the "
-                 "rows) before the next is written, so a barrier passes only after everything "
-                 "before it is in the table";
+  d.checkpoint = "nothing kept: at a barrier the gathered rows are inserted (the server "
+                 "answers once it has them), so a barrier passes only after everything before "
+                 "it is in the table; rows gathered after the last barrier are replayed after a "
+                 "crash";
   d.bad_input = "a message that is not a JSON object, or a row the server refuses for its "
                 "content (a parse or type error), is counted as an error on the card and left "
-                "out, the rest of its batch inserted; an unreachable or overloaded server is "
+                "out (found by sending the insert in halves), the rest inserted; an unreachable or overloaded server is "
                 "retried holding the pipeline; a table that does not exist is an error naming "
                 "`table`";
   d.props = ChConnectionProps();
   d.props.push_back(PropDef{"table", PropType::kString, true, "",
                             "the table (database.table, or a table of `database`)"}.NonEmpty());
+  d.props.push_back(PropDef{"batch_rows", PropType::kInt, false, "100000",
+                            "most rows gathered into one INSERT", PropRole::kTuning}
+                        .Range(1, 10000000));
+  d.props.push_back(PropDef{"batch_bytes", PropType::kInt, false, "16777216",
+                            "most bytes gathered into one INSERT", PropRole::kTuning}
+                        .Range(1024, 1 << 30).Unit("bytes"));
+  d.props.push_back(PropDef{"batch_ms", PropType::kInt, false, "1000",
+                            "longest a gathered row waits to be sent", PropRole::kTuning}
+                        .Range(0, 3600000).Unit("ms"));
   d.make_output = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Output> {
     ch::Settings cs = ChSettings(o);
     if (o.failed()) return nullptr;
-    return std::make_unique<ChOutput>(std::move(cs), o.String("table"), ctx);
+    const ChOutput::Limits limits{static_cast<size_t>(o.Int("batch_rows")),
+                                  static_cast<size_t>(o.Int("batch_bytes")), o.Int("batch_ms")};
+    return std::make_unique<ChOutput>(std::move(cs), o.String("table"), limits, ctx);
   };
   return d;
 }

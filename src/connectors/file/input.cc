@@ -86,7 +86,7 @@ class FileInput final : public Input {
       if (has_next || !follow_) {
         // A last line without a newline is a message once the file is done.
         if (!buf_.empty() && !follow_) {
-          Emit(std::string_view(buf_), offset_, out);
+          Emit(std::string_view(buf_), 0, offset_, out);
           offset_ += buf_.size();
           buf_.clear();
         }
@@ -313,7 +313,8 @@ class FileInput final : public Input {
     while (out->messages.size() < batch_size_) {
       const size_t nl = buf_.find('\n', start);
       if (nl == std::string::npos) break;
-      Emit(std::string_view(buf_).substr(start, nl - start), offset_ + start, out);
+      Emit(std::string_view(buf_).substr(start, nl - start), buf_.size() - nl, offset_ + start,
+           out);
       start = nl + 1;
       took = true;
     }
@@ -324,11 +325,15 @@ class FileInput final : public Input {
     return took;
   }
 
-  // `at`: the byte offset of the line in the file.
-  void Emit(std::string_view line, uint64_t at, Batch* out) {
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  // `at`: the byte offset of the line in the file; `after`: the bytes of the
+  // buffer from the line's end on (its newline and what follows).
+  void Emit(std::string_view line, size_t after, uint64_t at, Batch* out) {
+    if (!line.empty() && line.back() == '\r') {
+      line.remove_suffix(1);
+      ++after;
+    }
     if (line.find_first_not_of(" \t") == std::string_view::npos) return;
-    if (!IsJson(line)) {
+    if (!IsJson(line, after)) {
       stats_->RecordError(current_ + " at byte " + std::to_string(at) +
                           ": skipped a line that is not JSON");
       return;
