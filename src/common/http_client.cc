@@ -109,20 +109,41 @@ HttpClient::~HttpClient() { impl_->Drop(); }
 void HttpClient::set_body_limit(uint64_t bytes) { impl_->body_limit = bytes; }
 uint64_t HttpClient::body_limit() const { return impl_->body_limit; }
 
-Result<HttpResponse> HttpClient::Request(std::string_view method, const HttpHeaders& headers,
-                                         std::string_view body, std::string_view target) {
-  Impl& im = *impl_;
+namespace {
+
+// A request whose body is sent from the caller's bytes, not copied.
+using OutRequest = bhttp::request<bhttp::span_body<const char>>;
+
+Result<OutRequest> MakeRequest(const HttpUrl& url, std::string_view method,
+                               const HttpHeaders& headers, std::string_view body,
+                               const std::string& path) {
   const auto verb = bhttp::string_to_verb(beast::string_view(method.data(), method.size()));
   if (verb == bhttp::verb::unknown) return Status::Invalid("unknown method " + std::string(method));
-  const std::string path = target.empty() ? im.url.target : std::string(target);
-  // The body is sent from the caller's bytes, not copied.
-  bhttp::request<bhttp::span_body<const char>> req{verb, path, 11};
-  req.set(bhttp::field::host, im.url.host);
+  OutRequest req{verb, path, 11};
+  req.set(bhttp::field::host, url.host);
   req.set(bhttp::field::user_agent, "kayak");
   for (const auto& [k, v] : headers) req.set(k, v);
   req.body() = bhttp::span_body<const char>::value_type(body.data(), body.size());
   req.keep_alive(true);
   req.prepare_payload();
+  return req;
+}
+
+Status Broken(const HttpUrl& url, std::string_view method, const std::string& path,
+              const beast::error_code& ec) {
+  return Status::Unavailable(std::string(method) + " " + url.host + ":" + url.port + path + ": " +
+                             (ec == beast::error::timeout ? "timed out" : ec.message()));
+}
+
+}  // namespace
+
+Result<HttpResponse> HttpClient::Request(std::string_view method, const HttpHeaders& headers,
+                                         std::string_view body, std::string_view target) {
+  Impl& im = *impl_;
+  const std::string path = target.empty() ? im.url.target : std::string(target);
+  auto made = MakeRequest(im.url, method, headers, body, path);
+  if (!made.ok()) return made.status();
+  OutRequest& req = *made;
   // A kept-alive connection the server closed meanwhile fails the first
   // write: one fresh connection is tried before giving up.
   if (im.streaming) im.Drop();  // an answer left half read: the connection cannot be reused
@@ -152,9 +173,7 @@ Result<HttpResponse> HttpClient::Request(std::string_view method, const HttpHead
     if (ec) {
       im.Drop();
       if (reused && ec != beast::error::timeout) continue;
-      return Status::Unavailable(std::string(method) + " " + im.url.host + ":" + im.url.port +
-                                 path + ": " +
-                                 (ec == beast::error::timeout ? "timed out" : ec.message()));
+      return Broken(im.url, method, path, ec);
     }
     auto res = parser.release();
     HttpResponse out;
@@ -168,19 +187,13 @@ Result<HttpResponse> HttpClient::Request(std::string_view method, const HttpHead
 }
 
 Result<unsigned> HttpClient::StartStream(std::string_view method, const HttpHeaders& headers,
-                                         std::string body, std::string_view target) {
+                                         std::string_view body, std::string_view target) {
   Impl& im = *impl_;
   if (im.streaming) im.Drop();  // an answer left half read: the connection cannot be reused
-  const auto verb = bhttp::string_to_verb(beast::string_view(method.data(), method.size()));
-  if (verb == bhttp::verb::unknown) return Status::Invalid("unknown method " + std::string(method));
   const std::string path = target.empty() ? im.url.target : std::string(target);
-  bhttp::request<bhttp::string_body> req{verb, path, 11};
-  req.set(bhttp::field::host, im.url.host);
-  req.set(bhttp::field::user_agent, "kayak");
-  for (const auto& [k, v] : headers) req.set(k, v);
-  req.body() = std::move(body);
-  req.keep_alive(true);
-  req.prepare_payload();
+  auto made = MakeRequest(im.url, method, headers, body, path);
+  if (!made.ok()) return made.status();
+  OutRequest& req = *made;
   for (int attempt = 0; attempt < 2; ++attempt) {
     const bool reused = im.stream.has_value();
     if (std::string err = im.Connect(); !err.empty()) return Status::Unavailable(err);
@@ -203,9 +216,7 @@ Result<unsigned> HttpClient::StartStream(std::string_view method, const HttpHead
     if (ec) {
       im.Drop();
       if (reused && ec != beast::error::timeout) continue;
-      return Status::Unavailable(std::string(method) + " " + im.url.host + ":" + im.url.port +
-                                 path + ": " +
-                                 (ec == beast::error::timeout ? "timed out" : ec.message()));
+      return Broken(im.url, method, path, ec);
     }
     return im.streaming->get().result_int();
   }

@@ -51,7 +51,7 @@ class HttpClient {
   // bytes of the body to `out` and sets `done` at its end. Another request
   // before the end abandons the rest (and the connection).
   Result<unsigned> StartStream(std::string_view method, const HttpHeaders& headers,
-                               std::string body, std::string_view target = {});
+                               std::string_view body, std::string_view target = {});
   Status ReadStream(std::string* out, size_t max, bool* done);
   void AbandonStream();
 

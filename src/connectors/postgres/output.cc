@@ -92,10 +92,10 @@ class PgOutput final : public Output {
     Status st = conn_.Exec("SELECT $1::regclass::text", {table_option_.c_str()}, &r);
     if (!st.ok()) return st.retryable() ? st : Status::Invalid("table: " + st.message());
     table_ = PQgetvalue(r.get(), 0, 0);
-    const std::string oid_sql =
+    const std::string columns_sql =
         "SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 "
         "AND NOT attisdropped ORDER BY attnum";
-    KAYAK_RETURN_IF_ERROR(conn_.Exec(oid_sql, {table_option_.c_str()}, &r));
+    KAYAK_RETURN_IF_ERROR(conn_.Exec(columns_sql, {table_option_.c_str()}, &r));
     std::vector<std::string> all;
     table_columns_.clear();
     for (int i = 0; i < PQntuples(r.get()); ++i) {
