@@ -60,7 +60,6 @@ Result<HttpUrl> ParseHttpUrl(std::string_view url) {
 struct HttpClient::Impl {
   HttpUrl url;
   int64_t timeout_ms;
-  uint64_t body_limit = HttpClient::kDefaultBodyLimit;
   asio::io_context io;
   std::optional<beast::tcp_stream> stream;
   beast::flat_buffer buffer;
@@ -106,8 +105,6 @@ HttpClient::HttpClient(HttpUrl url, int64_t timeout_ms) : impl_(std::make_unique
 
 HttpClient::~HttpClient() { impl_->Drop(); }
 
-void HttpClient::set_body_limit(uint64_t bytes) { impl_->body_limit = bytes; }
-uint64_t HttpClient::body_limit() const { return impl_->body_limit; }
 
 namespace {
 
@@ -152,7 +149,7 @@ Result<HttpResponse> HttpClient::Request(std::string_view method, const HttpHead
     beast::error_code ec;
     if (std::string err = im.Connect(); !err.empty()) return Status::Unavailable(err);
     bhttp::response_parser<bhttp::string_body> parser;
-    parser.body_limit(im.body_limit);
+    parser.body_limit(kBodyLimit);
     im.buffer.reserve(64 << 10);  // room to read more than a few hundred bytes at a time
     im.stream->expires_after(std::chrono::milliseconds(im.timeout_ms));
     bhttp::async_write(*im.stream, req, [&](beast::error_code e, size_t) {
@@ -167,7 +164,7 @@ Result<HttpResponse> HttpClient::Request(std::string_view method, const HttpHead
     if (ec == bhttp::error::body_limit) {
       im.Drop();
       return Status::Invalid(std::string(method) + " " + im.url.host + ":" + im.url.port + path +
-                             ": the answer is larger than " + std::to_string(im.body_limit) +
+                             ": the answer is larger than " + std::to_string(kBodyLimit) +
                              " bytes");
     }
     if (ec) {

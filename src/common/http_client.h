@@ -42,7 +42,8 @@ class HttpClient {
   // for a connection that cannot be made or breaks, or the deadline passing;
   // any HTTP status is a response.
   // `target` (path and query) replaces the URL's when not empty. An answer
-  // whose body is larger than body_limit() is an error (Invalid).
+  // whose body is larger than kBodyLimit is an error (Invalid); a longer
+  // answer is read with StartStream.
   Result<HttpResponse> Request(std::string_view method, const HttpHeaders& headers,
                                std::string_view body, std::string_view target = {});
 
@@ -55,9 +56,7 @@ class HttpClient {
   Status ReadStream(std::string* out, size_t max, bool* done);
   void AbandonStream();
 
-  static constexpr uint64_t kDefaultBodyLimit = 8 << 20;
-  void set_body_limit(uint64_t bytes);
-  uint64_t body_limit() const;
+  static constexpr uint64_t kBodyLimit = 8 << 20;
 
  private:
   struct Impl;

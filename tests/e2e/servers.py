@@ -1,10 +1,14 @@
 """The real servers the tests use (started once per run by the CTest fixtures in
 tests/CMakeLists.txt, tests/servers/servers.sh), and a TCP proxy in front of
 one that a test can cut and restore to make the server "go away"."""
+import json
 import os
 import socket
 import subprocess
 import threading
+import urllib.error
+import urllib.parse
+import urllib.request
 
 
 def env(server):
@@ -34,7 +38,6 @@ def psql(sql, url=None, timeout=60):
 
 def pg_json_rows(table, order="1", url=None):
     """Every row of `table` as a dict (row_to_json)."""
-    import json
     return [json.loads(l) for l in psql(
         f"SELECT row_to_json(t) FROM (SELECT * FROM {table} ORDER BY {order}) t", url)]
 
@@ -47,8 +50,6 @@ def ch(sql, data=None, url=None, timeout=60, params=""):
     """Runs one ClickHouse statement over HTTP and returns the answer's text;
     with `data`, `sql` (an INSERT ... FORMAT) goes in the URL and `data` is the
     body."""
-    import urllib.parse
-    import urllib.request
     base = (url or ch_url()) + "/?" + params
     if data is None:
         req = urllib.request.Request(base, data=sql.encode(), method="POST")
@@ -65,7 +66,6 @@ def ch(sql, data=None, url=None, timeout=60, params=""):
 
 def ch_rows(sql):
     """The rows of a SELECT as dicts (JSONEachRow, 64-bit integers as numbers)."""
-    import json
     out = ch(sql + " FORMAT JSONEachRow", params="output_format_json_quote_64bit_integers=0")
     return [json.loads(l) for l in out.splitlines() if l]
 

@@ -5,7 +5,6 @@ and options that do not fit."""
 import json
 import os
 import subprocess
-import time
 import unittest
 import urllib.parse
 
@@ -93,8 +92,10 @@ class ClickhouseTest(KayakTest):
         s = self.start(self.graph(self.ch_input(
             f"SELECT id, ts FROM {src}", "watermark: ts, batch_size: 10, poll_secs: 0.05")))
         wait_for(lambda: len(self.out()) >= 200, timeout=30, what="200 rows")
-        time.sleep(0.3)  # a duplicate would come within a few polls
-        self.assertEqual(sorted(m["id"] for m in self.out()), list(range(1, 201)))
+        # a row after them: once it is out, any repeat of the 200 would be too
+        ch(f"INSERT INTO {src} VALUES (201, 100)")
+        wait_for(lambda: 201 in [m["id"] for m in self.out()], what="the row after them")
+        self.assertEqual(sorted(m["id"] for m in self.out()), list(range(1, 202)))
         self.assertIn("without `tiebreak`", s.stderr())
         s.stop()
 
@@ -132,7 +133,8 @@ class ClickhouseTest(KayakTest):
             ch(f"INSERT INTO {src} SELECT 1, now() - 1")
             if lag == 0:
                 wait_for(lambda: got() == [1], what="the first row")
-            ch(f"INSERT INTO {src} SELECT 2, now() - 2")  # late: older than the one read
+            # late: older than the one read (by more than DateTime's one-second grain)
+            ch(f"INSERT INTO {src} SELECT 2, now() - 10")
             ch(f"INSERT INTO {src} SELECT 3, now() + 1")
             wait_for(lambda: 3 in got(), timeout=20, what="the newest row")
             if lag == 0:

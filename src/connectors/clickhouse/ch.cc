@@ -50,7 +50,6 @@ Status Client::Init() {
   return Status::Ok();
 }
 
-void Client::set_body_limit(uint64_t bytes) { http_->set_body_limit(bytes); }
 
 Result<std::string> Client::Send(std::string target, std::string_view body, Failure* failure) {
   Failure f;
@@ -122,24 +121,23 @@ std::string UrlEncode(std::string_view s) {
   return out;
 }
 
-std::string QuoteIdent(std::string_view name) {
-  std::string q = "`";
-  for (char c : name) {
-    if (c == '`' || c == '\\') q.push_back('\\');
-    q.push_back(c);
+namespace {
+
+// `s` between `q`s, with `q` and '\\' escaped by a backslash.
+std::string Quote(std::string_view s, char q) {
+  std::string out(1, q);
+  for (char c : s) {
+    if (c == q || c == '\\') out.push_back('\\');
+    out.push_back(c);
   }
-  q.push_back('`');
-  return q;
+  out.push_back(q);
+  return out;
 }
 
-std::string QuoteString(std::string_view s) {
-  std::string q = "'";
-  for (char c : s) {
-    if (c == '\'' || c == '\\') q.push_back('\\');
-    q.push_back(c);
-  }
-  q.push_back('\'');
-  return q;
-}
+}  // namespace
+
+std::string QuoteIdent(std::string_view name) { return Quote(name, '`'); }
+
+std::string QuoteString(std::string_view s) { return Quote(s, '\''); }
 
 }  // namespace kayak::ch

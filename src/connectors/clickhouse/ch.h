@@ -13,16 +13,6 @@
 #include "components.h"
 #include "kayak/status.h"
 
-namespace kayak {
-namespace ch {
-struct Settings;
-}
-// The options both clickhouse components have (url, user, password,
-// database, timeout_ms), and their values.
-std::vector<PropDef> ChConnectionProps();
-ch::Settings ChSettings(const Options& o);
-}  // namespace kayak
-
 namespace kayak::ch {
 
 struct Settings {
@@ -53,7 +43,6 @@ class Client {
   // which goes in the URL.
   Status Insert(const std::string& sql, std::string_view data, const std::string& params,
                 Failure* failure);
-  void set_body_limit(uint64_t bytes);
 
   // A SELECT whose answer is read as it arrives: StartQuery sends it (an
   // error answer is read whole and returned); ReadMore appends up to `max`
@@ -79,3 +68,10 @@ std::string QuoteIdent(std::string_view name);
 std::string QuoteString(std::string_view s);
 
 }  // namespace kayak::ch
+
+namespace kayak {
+// The options both clickhouse components have (url, user, password,
+// database, timeout_ms), and their values.
+std::vector<PropDef> ChConnectionProps();
+ch::Settings ChSettings(const Options& o);
+}  // namespace kayak

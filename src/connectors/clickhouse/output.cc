@@ -7,7 +7,6 @@
 
 #include "common/clock.h"
 #include "common/json_text.h"
-#include "common/json_util.h"
 #include "common/log.h"
 #include "common/ndjson.h"
 #include "components.h"
@@ -171,6 +170,7 @@ class ChOutput final : public Output {
   int64_t first_ms_ = 0;  // when the first gathered row came
   std::vector<jtext::Member> members_;
   std::set<std::string> warned_;
+  std::set<std::string, std::less<>> seen_tokens_;  // key tokens already looked at
 
   // Waits for the insert under way; if it failed, its rows go back in front
   // of what is gathered, to be sent again.
@@ -250,13 +250,21 @@ class ChOutput final : public Output {
     return open < p.size() && p[open] == '{' && (m.json_known() || IsJson(p));
   }
 
+  // A key token seen before (a column's, or one already warned of) costs a
+  // lookup without a copy; only a new one is decoded.
   void WarnUnknownFields(const std::string& p) {
     if (warned_.size() >= kMaxWarnedFields) return;
     jtext::Members(p, jtext::SkipWs(p, 0), &members_);
     for (const auto& mem : members_) {
+      const std::string_view token = mem.key.of(p);
+      if (seen_tokens_.count(token)) continue;
       std::string name;
-      jtext::DecodeString(mem.key.of(p), &name);
-      if (columns_.count(name) || !warned_.insert(name).second) continue;
+      jtext::DecodeString(token, &name);
+      if (columns_.count(name) || !warned_.insert(name).second) {
+        if (seen_tokens_.size() < 4 * kMaxWarnedFields) seen_tokens_.emplace(token);
+        continue;
+      }
+      seen_tokens_.emplace(token);
       KLOG_WARN("pipeline {}: clickhouse output: field '{}' is not a column of {}; it is not "
                 "written", pipeline_, name, table_);
     }

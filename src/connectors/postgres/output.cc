@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <unordered_map>
 
 #include "common/json_text.h"
 #include "common/log.h"
@@ -78,7 +77,8 @@ class PgOutput final : public Output {
   bool described_ = false;
   std::string table_;                      // as the server names it, quoted where needed
   std::vector<std::string> columns_;       // the columns written, in table order
-  std::unordered_map<std::string, size_t> by_token_;  // "\"name\"" -> index in columns_
+  // "\"name\"" -> index in columns_ (looked up by the message's key token)
+  std::map<std::string, size_t, std::less<>> by_token_;
   std::set<std::string> table_columns_;    // every column of the table
   std::vector<bool> present_;              // columns_ named by the current batch
   std::vector<size_t> rows_;               // messages of the batch that go
@@ -164,7 +164,7 @@ class PgOutput final : public Output {
     jtext::Members(p, open, &members_);
     for (const auto& mem : members_) {
       const std::string_view token = mem.key.of(p);
-      auto it = by_token_.find(std::string(token));
+      auto it = by_token_.find(token);
       if (it == by_token_.end() && jtext::HasEscapes(token)) {
         decoded_.clear();
         jtext::DecodeString(token, &decoded_);

@@ -76,7 +76,7 @@ Status Connection::Ensure() {
   conn_ = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
   if (conn_ == nullptr) return Status::Unavailable("postgres: out of memory");
   if (PQstatus(conn_) != CONNECTION_OK) {
-    Status st = Status::Unavailable("cannot connect to postgres: " + Message(conn_));
+    Status st = Status::Unavailable("cannot connect to postgres: " + ConnError(conn_));
     Close();
     return st;
   }
@@ -176,10 +176,10 @@ std::string QuoteIdent(std::string_view name) {
 
 std::string ErrorText(const PGresult* r, PGconn* conn) {
   const char* primary = r != nullptr ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : nullptr;
-  return primary != nullptr && *primary != 0 ? std::string(primary) : Message(conn);
+  return primary != nullptr && *primary != 0 ? std::string(primary) : ConnError(conn);
 }
 
-std::string Message(PGconn* conn) {
+std::string ConnError(PGconn* conn) {
   std::string m = conn != nullptr ? PQerrorMessage(conn) : "no connection";
   while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
   for (auto& c : m) {

@@ -67,6 +67,6 @@ std::string QuoteIdent(std::string_view name);
 std::string ErrorText(const PGresult* r, PGconn* conn);
 
 // libpq's message without its trailing newline.
-std::string Message(PGconn* conn);
+std::string ConnError(PGconn* conn);
 
 }  // namespace kayak::pg
