@@ -9,13 +9,16 @@
 #define KAYAK_COMPONENTS(X)                                                        \
   /* inputs */                                                                     \
   X(DummyInputDef) X(FileInputDef) X(HttpInputDef) X(HttpPollInputDef)             \
-  X(ClickhouseInputDef) X(KafkaInputDef) X(PipelineInputDef) X(PostgresInputDef)  \
+  X(ClickhouseInputDef) X(KafkaInputDef) X(MqttInputDef) X(NatsInputDef)          \
+  X(PipelineInputDef)                                                              \
+  X(PostgresInputDef) X(RedisInputDef)                                             \
   X(TcpInputDef)                                                                   \
   /* transforms */                                                                 \
   X(FilterDef) X(MapDef) X(RemoveDef) X(RenameDef) X(RollingWindowDef)             \
   X(BucketTransformDef) X(LookupDef) X(BufferDef) X(LuaDef)                        \
   /* outputs */                                                                    \
   X(ClickhouseOutputDef) X(FileOutputDef) X(HttpOutputDef) X(KafkaOutputDef)     \
+  X(MqttOutputDef) X(NatsOutputDef) X(RedisOutputDef)                             \
   X(PostgresOutputDef)                                                             \
   X(StdoutOutputDef)
 

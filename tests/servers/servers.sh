@@ -2,10 +2,11 @@
 # servers.sh: the real database servers the tests need, started once per test
 # run on loopback ports and stopped by PID (CTest fixtures, tests/CMakeLists.txt).
 #
-#   servers.sh start|stop postgres|clickhouse DIR
+#   servers.sh start|stop postgres|clickhouse|nats|redis|mosquitto DIR
 #
 # `start` picks free loopback ports and writes the address to DIR/env
-# (PG_URL=..., CLICKHOUSE_URL=...), which tests/e2e/servers.py reads. Every server binds
+# (PG_URL=..., CLICKHOUSE_URL=..., NATS_URL=..., REDIS_URL=..., MQTT_URL=...), which
+# tests/e2e/servers.py reads. Every server binds
 # 127.0.0.1 only; its data lives under DIR and is removed by `stop`.
 set -euo pipefail
 what=$1 name=$2 dir=$3
@@ -87,6 +88,56 @@ XML
   echo "CLICKHOUSE_TCP_PORT=$tcp" >>"$dir/env"
 }
 
+# Waits up to 30 s for `check` to succeed while the server's PID lives.
+await() {
+  local what=$1; shift
+  for _ in $(seq 1 300); do
+    "$@" >/dev/null 2>&1 && return 0
+    kill -0 "$(cat "$dir/pid")" 2>/dev/null || { tail -20 "$dir/server.log" >&2; fail "$what exited"; }
+    sleep 0.1
+  done
+  fail "$what did not answer in 30 s"
+}
+
+start_nats() {
+  if [ -f "$dir/pid" ]; then stop_pid TERM; fi
+  rm -rf "$dir"; mkdir -p "$dir/js"
+  local port mon; port=$(free_port); mon=$(free_port)
+  nats-server -a 127.0.0.1 -p "$port" -m "$mon" -js -sd "$dir/js" >"$dir/server.log" 2>&1 &
+  echo $! >"$dir/pid"
+  await nats curl -sf "http://127.0.0.1:$mon/healthz?js-enabled-only=true"
+  { echo "NATS_URL=nats://127.0.0.1:$port"; echo "NATS_MONITOR_URL=http://127.0.0.1:$mon"; } >"$dir/env"
+}
+
+start_redis() {
+  if [ -f "$dir/pid" ]; then stop_pid TERM; fi
+  rm -rf "$dir"; mkdir -p "$dir"
+  local port; port=$(free_port)
+  redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no --dir "$dir" \
+    --daemonize no >"$dir/server.log" 2>&1 &
+  echo $! >"$dir/pid"
+  await redis redis-cli -h 127.0.0.1 -p "$port" ping
+  echo "REDIS_URL=redis://127.0.0.1:$port" >"$dir/env"
+}
+
+start_mosquitto() {
+  if [ -f "$dir/pid" ]; then stop_pid TERM; fi
+  rm -rf "$dir"; mkdir -p "$dir"
+  local port; port=$(free_port)
+  # As root mosquitto drops to its own user: it logs to stderr, never to a file of ours.
+  cat >"$dir/mosquitto.conf" <<CONF
+listener $port 127.0.0.1
+allow_anonymous true
+persistence false
+log_dest stderr
+max_queued_messages 1000
+CONF
+  mosquitto -c "$dir/mosquitto.conf" >"$dir/server.log" 2>&1 &
+  echo $! >"$dir/pid"
+  await mosquitto mosquitto_pub -h 127.0.0.1 -p "$port" -t kayak/health -m up
+  echo "MQTT_URL=mqtt://127.0.0.1:$port" >"$dir/env"
+}
+
 stop_pid() {  # SIGNAL: the server's own clean stop; then wait for the PID to go
   [ -f "$dir/pid" ] || return 0
   local pid; pid=$(cat "$dir/pid")
@@ -101,5 +152,9 @@ case "$what:$name" in
   stop:postgres) stop_pid INT ;;   # SIGINT: postgres's fast shutdown
   start:clickhouse) start_clickhouse ;;
   stop:clickhouse) stop_pid TERM ;;
-  *) fail "usage: servers.sh start|stop postgres|clickhouse DIR" ;;
+  start:nats) start_nats ;;
+  start:redis) start_redis ;;
+  start:mosquitto) start_mosquitto ;;
+  stop:nats|stop:redis|stop:mosquitto) stop_pid TERM ;;
+  *) fail "usage: servers.sh start|stop postgres|clickhouse|nats|redis|mosquitto DIR" ;;
 esac

@@ -1,0 +1,106 @@
+#include "connectors/nats/conn.h"
+
+#include "common/log.h"
+
+namespace kayak::nats {
+
+Status ToStatus(natsStatus s, std::string message) {
+  switch (s) {
+    case NATS_OK:
+      return Status::Ok();
+    case NATS_INVALID_ARG:
+    case NATS_INVALID_SUBJECT:
+    case NATS_NOT_PERMITTED:
+    case NATS_MAX_PAYLOAD:
+      return Status::Invalid(std::move(message));
+    default:
+      return Status::Unavailable(std::move(message));
+  }
+}
+
+std::string Connection::Error(const std::string& doing, natsStatus s) const {
+  std::string out = what_ + ": " + doing + ": " + natsStatus_GetText(s);
+  natsStatus last = NATS_OK;
+  const char* text = nats_GetLastError(&last);
+  if (text != nullptr && *text != '\0' && last == s) {
+    const std::string detail = text;
+    if (detail != natsStatus_GetText(s)) out += " (" + detail + ")";
+  }
+  return out;
+}
+
+Status Connection::Ensure() {
+  if (nc_ != nullptr) return Status::Ok();
+  natsOptions* opts = nullptr;
+  natsStatus s = natsOptions_Create(&opts);
+  if (s == NATS_OK) s = natsOptions_SetURL(opts, url_.c_str());
+  if (s != NATS_OK) {
+    natsOptions_Destroy(opts);
+    return Status::Invalid(what_ + ": url: " + natsStatus_GetText(s));
+  }
+  natsOptions_SetName(opts, "kayak");
+  natsOptions_SetTimeout(opts, 2000);
+  natsOptions_SetMaxReconnect(opts, -1);  // forever: the card says it is down
+  natsOptions_SetReconnectWait(opts, 250);
+  // While reconnecting, what is published waits in this buffer (then the
+  // publish fails and the output retries the batch).
+  natsOptions_SetReconnectBufSize(opts, 8 * 1024 * 1024);
+  natsOptions_SetDisconnectedCB(opts, &Connection::OnDisconnected, this);
+  natsOptions_SetReconnectedCB(opts, &Connection::OnReconnected, this);
+  s = natsConnection_Connect(&nc_, opts);
+  natsOptions_Destroy(opts);
+  if (s != NATS_OK) {
+    nc_ = nullptr;
+    return Status::Unavailable(Error("cannot connect to " + url_, s));
+  }
+  down_.store(false);
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  jo.Wait = 5000;
+  if (async_max_pending_ > 0) {
+    jo.PublishAsync.MaxPending = async_max_pending_;
+    jo.PublishAsync.ErrHandler = async_error_;
+    jo.PublishAsync.ErrHandlerClosure = async_closure_;
+  }
+  s = natsConnection_JetStream(&js_, nc_, &jo);
+  if (s != NATS_OK) {
+    const std::string why = Error("JetStream context", s);
+    Close();
+    return Status::Unavailable(why);
+  }
+  KLOG_INFO("{}: connected to {}", what_, url_);
+  return Status::Ok();
+}
+
+Status Connection::Up() const {
+  if (nc_ == nullptr) return Status::Unavailable(what_ + ": not connected");
+  if (down_.load()) {
+    return Status::Unavailable(what_ + ": disconnected from " + url_ + ", reconnecting");
+  }
+  return Status::Ok();
+}
+
+void Connection::Close() {
+  if (js_ != nullptr) jsCtx_Destroy(js_);
+  js_ = nullptr;
+  if (nc_ != nullptr) {
+    natsConnection_Close(nc_);
+    natsConnection_Destroy(nc_);
+  }
+  nc_ = nullptr;
+}
+
+void Connection::OnDisconnected(natsConnection* nc, void* self) {
+  (void)nc;
+  auto* c = static_cast<Connection*>(self);
+  if (!c->down_.exchange(true)) KLOG_WARN("{}: disconnected from {}", c->what_, c->url_);
+}
+
+void Connection::OnReconnected(natsConnection* nc, void* self) {
+  (void)nc;
+  auto* c = static_cast<Connection*>(self);
+  c->down_.store(false);
+  KLOG_INFO("{}: reconnected to {}", c->what_, c->url_);
+}
+
+}  // namespace kayak::nats

@@ -1,0 +1,62 @@
+// The nats connector's connection (cnats): made on first use, reconnected by
+// the library after the server went away (every subscription restored), with
+// its state for the card.
+#pragma once
+
+#include <nats/nats.h>
+
+#include <atomic>
+#include <mutex>
+#include <string>
+
+#include "kayak/status.h"
+
+namespace kayak::nats {
+
+class Connection {
+ public:
+  // `what` names the component in errors ("nats input").
+  Connection(std::string url, std::string what) : url_(std::move(url)), what_(std::move(what)) {}
+  ~Connection() { Close(); }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Connects if not yet connected; Unavailable when no server answers. Once
+  // connected, the library reconnects by itself (forever, every 250 ms).
+  Status Ensure();
+  // Before Ensure: asynchronous JetStream publishing (the output's), at most
+  // `max_pending` unacknowledged, failures reported to `on_error`.
+  void SetPublishAsync(int64_t max_pending, jsPubAckErrHandler on_error, void* closure) {
+    async_max_pending_ = max_pending;
+    async_error_ = on_error;
+    async_closure_ = closure;
+  }
+  // Unavailable while the library is reconnecting, with the reason.
+  Status Up() const;
+  void Close();
+  natsConnection* get() const { return nc_; }
+  jsCtx* js() const { return js_; }
+  const std::string& what() const { return what_; }
+
+  // An error text: `doing`, the status's text and cnats's last error.
+  std::string Error(const std::string& doing, natsStatus s) const;
+
+ private:
+  static void OnDisconnected(natsConnection* nc, void* self);
+  static void OnReconnected(natsConnection* nc, void* self);
+
+  const std::string url_;
+  const std::string what_;
+  natsConnection* nc_ = nullptr;
+  jsCtx* js_ = nullptr;
+  std::atomic<bool> down_{false};
+  int64_t async_max_pending_ = 0;
+  jsPubAckErrHandler async_error_ = nullptr;
+  void* async_closure_ = nullptr;
+};
+
+// A status as an error of the given kind: NATS_TIMEOUT and connection
+// failures are retryable.
+Status ToStatus(natsStatus s, std::string message);
+
+}  // namespace kayak::nats

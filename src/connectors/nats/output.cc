@@ -1,0 +1,197 @@
+// The nats output: core NATS publishes, flushed at every checkpoint barrier
+// (a failed flush fails the checkpoint), or JetStream publishes whose acks
+// are all in before a batch counts as written. docs/components.md, "nats".
+#include <mutex>
+
+#include "common/broker.h"
+#include "common/log.h"
+#include "common/ndjson.h"
+#include "components.h"
+#include "connectors/nats/conn.h"
+
+namespace kayak {
+
+namespace {
+
+class NatsOutput final : public Output {
+ public:
+  NatsOutput(std::string url, FieldTemplate subject, bool jetstream, int64_t max_pending,
+             ComponentStats* stats)
+      : conn_(std::move(url), "nats output"),
+        subject_(std::move(subject)),
+        jetstream_(jetstream),
+        stats_(stats) {
+    if (jetstream_) conn_.SetPublishAsync(max_pending, &NatsOutput::OnPublishError, this);
+  }
+
+  ~NatsOutput() override {
+    if (conn_.get() != nullptr) natsConnection_FlushTimeout(conn_.get(), 5000);
+  }
+
+  Status Write(const Batch& batch) override {
+    KAYAK_RETURN_IF_ERROR(conn_.Ensure());
+    KAYAK_RETURN_IF_ERROR(conn_.Up());
+    size_t dropped = 0, failed = 0;
+    std::string drop_error, error;
+    failures_.store(0);
+    for (const auto& m : batch.messages) {
+      const std::string* subject = &subject_.text();
+      if (!subject_.fixed()) {
+        std::string why;
+        if (!m.json_known() && !IsJson(m.payload())) {
+          why = "the payload is not JSON";
+        } else if (!subject_.Render(m.payload(), &rendered_, &why)) {
+          // why is set
+        }
+        if (!why.empty()) {
+          if (dropped++ == 0) drop_error = why;
+          continue;
+        }
+        subject = &rendered_;
+      }
+      const natsStatus s = Publish(*subject, m);
+      if (s != NATS_OK && failed++ == 0) error = conn_.Error("publishing to " + *subject, s);
+    }
+    if (dropped > 0) {
+      const std::string why = "nats output: dropped " + std::to_string(dropped) + " of " +
+                              std::to_string(batch.size()) +
+                              " messages whose subject could not be made (not retried): " +
+                              drop_error;
+      KLOG_WARN("{}", why);
+      if (stats_ != nullptr) stats_->RecordError(why, dropped);
+    }
+    if (failed > 0) {
+      return Status::Unavailable(error + " (" + std::to_string(failed) + " of " +
+                                 std::to_string(batch.size()) + " messages)");
+    }
+    if (jetstream_) return AwaitAcks();
+    return Status::Ok();
+  }
+
+  // The barrier: core publishes are flushed to the server (a PING answered
+  // after them); JetStream ones were acknowledged by each Write.
+  Status Checkpoint(uint64_t id, std::string* state) override {
+    (void)id;
+    (void)state;
+    if (conn_.get() == nullptr) return Status::Ok();
+    const natsStatus s = natsConnection_FlushTimeout(conn_.get(), 10000);
+    if (s != NATS_OK) return Status::Unavailable(conn_.Error("flush at the checkpoint", s));
+    return Status::Ok();
+  }
+
+  Status Close() override {
+    if (conn_.get() == nullptr) return Status::Ok();
+    const natsStatus s = natsConnection_FlushTimeout(conn_.get(), 10000);
+    if (s != NATS_OK) return Status::Unavailable(conn_.Error("flush at close", s));
+    return Status::Ok();
+  }
+
+ private:
+  natsStatus Publish(const std::string& subject, const Message& m) {
+    const int len = static_cast<int>(m.payload().size());
+    if (m.headers().empty()) {
+      if (jetstream_) return js_PublishAsync(conn_.js(), subject.c_str(), m.payload().data(), len, nullptr);
+      return natsConnection_Publish(conn_.get(), subject.c_str(), m.payload().data(), len);
+    }
+    natsMsg* msg = nullptr;
+    natsStatus s = natsMsg_Create(&msg, subject.c_str(), nullptr, m.payload().data(), len);
+    for (const auto& [k, v] : m.headers()) {
+      if (s == NATS_OK) s = natsMsgHeader_Add(msg, k.c_str(), v.c_str());
+    }
+    if (s == NATS_OK) {
+      s = jetstream_ ? js_PublishMsgAsync(conn_.js(), &msg, nullptr)
+                     : natsConnection_PublishMsg(conn_.get(), msg);
+    }
+    natsMsg_Destroy(msg);
+    return s;
+  }
+
+  // Every JetStream publish of the batch acknowledged, or the batch failed
+  // (the runner writes it again: at least once).
+  Status AwaitAcks() {
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MaxWait = 30000;
+    const natsStatus s = js_PublishAsyncComplete(conn_.js(), &po);
+    if (s != NATS_OK) {
+      natsMsgList pending{nullptr, 0};
+      if (js_PublishAsyncGetPendingList(&pending, conn_.js()) == NATS_OK) {
+        natsMsgList_Destroy(&pending);
+      }
+      return Status::Unavailable(conn_.Error("waiting for JetStream acknowledgements", s));
+    }
+    const uint64_t failures = failures_.load();
+    if (failures > 0) {
+      std::lock_guard lock(mu_);
+      return Status::Unavailable("nats output: JetStream refused " + std::to_string(failures) +
+                                 " messages: " + last_failure_);
+    }
+    return Status::Ok();
+  }
+
+  static void OnPublishError(jsCtx* js, jsPubAckErr* pae, void* closure) {
+    (void)js;
+    auto* self = static_cast<NatsOutput*>(closure);
+    self->failures_.fetch_add(1);
+    std::lock_guard lock(self->mu_);
+    self->last_failure_ = pae->ErrText != nullptr ? pae->ErrText : natsStatus_GetText(pae->Err);
+    if (pae->Err == NATS_NO_RESPONDERS) {
+      self->last_failure_ = "no stream takes the subject (no responders)";
+    }
+  }
+
+  nats::Connection conn_;
+  const FieldTemplate subject_;
+  const bool jetstream_;
+  ComponentStats* const stats_;
+  std::string rendered_;  // reused
+  std::atomic<uint64_t> failures_{0};  // JetStream publishes refused (cnats' thread)
+  std::mutex mu_;
+  std::string last_failure_;  // guarded by mu_
+};
+
+}  // namespace
+
+ComponentDef NatsOutputDef() {
+  ComponentDef d;
+  d.kind = "output";
+  d.type = "nats";
+  d.help =
+      "Publishes each message's payload to `subject` (cnats), where `{{field}}` is replaced by "
+      "that field of the message; its headers go as NATS headers. Core NATS: publishes are "
+      "flushed at every checkpoint barrier. `jetstream: true`: every publish of a batch is "
+      "acknowledged by the stream before the batch counts as written.";
+  d.checkpoint = "nothing kept: the barrier passes once the server has everything published "
+                 "before it (a flush; JetStream: its acks); a failed flush fails the checkpoint";
+  d.bad_input = "a message whose subject cannot be made (a missing field, not JSON) is dropped "
+                "and counted on the card, never retried; an unreachable server, a refused or "
+                "unacknowledged JetStream publish fails the batch, retried holding the pipeline";
+  d.props = {
+      PropDef{"url", PropType::kString, true, "",
+              "nats://host:port (several comma-separated); credentials as ${ENV}"}
+          .NonEmpty()
+          .Secret(),
+      PropDef{"subject", PropType::kString, true, "",
+              "the subject; `{{field}}` is replaced by that field of the message"}
+          .NonEmpty(),
+      {"jetstream", PropType::kBool, false, "false",
+       "publish into JetStream and wait for each message's acknowledgement"},
+      PropDef{"max_pending", PropType::kInt, false, "4000",
+              "JetStream: most publishes awaiting acknowledgement at once", PropRole::kTuning}
+          .Range(1, 1000000),
+  };
+  d.make_output = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Output> {
+    FieldTemplate subject;
+    std::string error;
+    if (!FieldTemplate::Parse(o.String("subject"), &subject, &error)) o.Error("subject", error);
+    if (o.Has("max_pending") && !o.Bool("jetstream")) {
+      o.Error("max_pending", "only with `jetstream: true`");
+    }
+    if (o.failed()) return nullptr;
+    return std::make_unique<NatsOutput>(o.String("url"), std::move(subject), o.Bool("jetstream"),
+                                        o.Int("max_pending"), ctx.stats);
+  };
+  return d;
+}
+
+}  // namespace kayak

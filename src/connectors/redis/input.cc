@@ -1,0 +1,399 @@
+// The redis input: a pub/sub channel (or pattern), or a stream read as
+// consumer `consumer` of group `group`, whose entries are acknowledged
+// (XACK) only once the checkpoint holding them is durable.
+// docs/components.md, "redis"; docs/durability.md, "Brokers".
+//
+// Streams: the position is the id of the last entry handed over. At a start
+// the consumer reads its own pending entries first (what it was given and
+// never acknowledged, in id order), then new ones; a pending entry at or
+// below the restored position is acknowledged and skipped, since the state
+// already counts it.
+#include <deque>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+
+#include "common/broker.h"
+#include "common/clock.h"
+#include "common/json_text.h"
+#include "common/log.h"
+#include "common/ndjson.h"
+#include "components.h"
+#include "connectors/redis/client.h"
+
+namespace kayak {
+
+namespace {
+
+struct StreamOptions {
+  std::string stream;  // "" = pub/sub
+  std::string group, consumer, start;
+  std::string payload_field;
+};
+
+std::string_view Str(const redisReply* r) {
+  return r != nullptr && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS)
+             ? std::string_view(r->str, r->len)
+             : std::string_view();
+}
+
+class RedisInput final : public Input {
+ public:
+  RedisInput(redis::Address address, std::string channel, StreamOptions so, int64_t batch_size,
+             BrokerPayload payload, const ComponentContext& ctx)
+      : client_(address, "redis input"),
+        acker_(address, "redis input (acknowledgements)"),
+        channel_(std::move(channel)),
+        so_(std::move(so)),
+        batch_size_(std::to_string(batch_size)),
+        payload_(std::move(payload)),
+        ctx_(ctx) {
+    pattern_ = channel_.find_first_of("*?[") != std::string::npos;
+  }
+
+  Status Read(Batch* out, int64_t wait_ms, bool* finished) override {
+    (void)finished;
+    if (!stream()) return ReadPubSub(out, wait_ms);
+    if (!ctx_.checkpointing) KAYAK_RETURN_IF_ERROR(AckAll(&client_));
+    return ReadStream(out, wait_ms);
+  }
+
+  std::string Position() const override {
+    if (!stream()) return (pattern_ ? "pattern " : "channel ") + channel_;
+    std::lock_guard lock(mu_);
+    return "stream " + so_.stream + " entry " + redis::IdText(handed_) + ", " +
+           std::to_string(unacked_) + " awaiting acknowledgement" +
+           (reading_pending_ ? " (reading its pending entries)" : "");
+  }
+
+  bool Rewindable() const override { return stream(); }
+
+  std::string SavePosition() const override {
+    if (!stream()) return "";
+    std::lock_guard lock(mu_);
+    if (handed_ == redis::EntryId{0, 0}) return "";
+    return nlohmann::json{{"id", redis::IdText(handed_)}}.dump();
+  }
+
+  Status RestorePosition(std::string_view position) override {
+    if (position.empty() || !stream()) return Status::Ok();
+    if (!ParsePosition(position, &restored_)) {
+      return Status::Corruption("redis input: unreadable checkpointed position");
+    }
+    handed_ = restored_;
+    return Status::Ok();
+  }
+
+  void Committed(std::string_view position) override {
+    redis::EntryId id;
+    if (!stream() || !ParsePosition(position, &id)) return;
+    std::deque<AckBatch> due;
+    {
+      std::lock_guard lock(mu_);
+      while (!acks_.empty() && acks_.front().last <= id) {
+        unacked_ -= acks_.front().ids.size();
+        due.push_back(std::move(acks_.front()));
+        acks_.pop_front();
+      }
+    }
+    std::lock_guard lock(acker_mu_);
+    Status st = Ack(&acker_, due);
+    if (!st.ok() && ctx_.stats != nullptr) {
+      // Not lost: they stay pending, and the next start reads them first
+      // (and skips what the state counts).
+      ctx_.stats->RecordError(st.message() + " (the entries stay pending)");
+    }
+  }
+
+ private:
+  struct AckBatch {
+    redis::EntryId last{0, 0};     // every entry of the batch is at or below it
+    std::vector<std::string> ids;  // to XACK
+  };
+
+  bool stream() const { return !so_.stream.empty(); }
+
+  static bool ParsePosition(std::string_view text, redis::EntryId* id) {
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    if (!j.is_object() || !j["id"].is_string()) return false;
+    *id = redis::ParseId(j["id"].get<std::string>());
+    return true;
+  }
+
+  // ---- pub/sub ----
+  Status ReadPubSub(Batch* out, int64_t wait_ms) {
+    if (!client_.connected() || !subscribed_) {
+      subscribed_ = false;
+      KAYAK_RETURN_IF_ERROR(client_.Ensure());
+      redis::Reply r;
+      KAYAK_RETURN_IF_ERROR(client_.Command({pattern_ ? "PSUBSCRIBE" : "SUBSCRIBE", channel_}, &r));
+      if (r == nullptr || r->type != REDIS_REPLY_ARRAY) {
+        client_.Close();
+        return Status::Unavailable("redis input: SUBSCRIBE " + channel_ + ": " +
+                                   std::string(r && r->type == REDIS_REPLY_ERROR ? r->str : "refused"));
+      }
+      subscribed_ = true;
+      KLOG_INFO("redis input: subscribed to {}", channel_);
+    }
+    const size_t limit = std::stoul(batch_size_);
+    for (size_t i = 0; i < limit; ++i) {
+      redis::Reply r;
+      KAYAK_RETURN_IF_ERROR(client_.Poll(i == 0 ? wait_ms : 0, &r));
+      if (r == nullptr) break;
+      if (r->type != REDIS_REPLY_ARRAY || r->elements < 3) continue;
+      const std::string_view kind = Str(r->element[0]);
+      const bool pmessage = kind == "pmessage" && r->elements >= 4;
+      if (kind != "message" && !pmessage) continue;  // (un)subscribe confirmations
+      const std::string_view channel = Str(r->element[pmessage ? 2 : 1]);
+      const std::string_view data = Str(r->element[pmessage ? 3 : 2]);
+      meta_.clear();
+      if (!payload_.meta_field.empty()) {
+        meta_ = "{\"channel\":";
+        jtext::AppendString(&meta_, channel);
+        meta_ += '}';
+      }
+      Emit(data, ctx_.clock->NowMs(), out);
+    }
+    return Status::Ok();
+  }
+
+  // ---- streams ----
+  Status ReadStream(Batch* out, int64_t wait_ms) {
+    if (!client_.connected()) {
+      KAYAK_RETURN_IF_ERROR(client_.Ensure());
+      KAYAK_RETURN_IF_ERROR(CreateGroup());
+      reading_pending_ = true;  // after every (re)connection: ours first
+      pending_from_ = "0";
+    }
+    redis::Reply r;
+    if (reading_pending_) {
+      KAYAK_RETURN_IF_ERROR(client_.Command({"XREADGROUP", "GROUP", so_.group, so_.consumer,
+                                             "COUNT", batch_size_, "STREAMS", so_.stream,
+                                             pending_from_},
+                                            &r));
+    } else {
+      const std::string block = std::to_string(std::max<int64_t>(wait_ms, 1));
+      KAYAK_RETURN_IF_ERROR(client_.Command({"XREADGROUP", "GROUP", so_.group, so_.consumer,
+                                             "COUNT", batch_size_, "BLOCK", block, "STREAMS",
+                                             so_.stream, ">"},
+                                            &r, static_cast<int>(wait_ms) + 10000));
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+      const std::string why(r->str, r->len);
+      if (why.rfind("NOGROUP", 0) == 0) client_.Close();  // deleted: made again next time
+      return Status::Unavailable("redis input: XREADGROUP on " + so_.stream + ": " + why);
+    }
+    const redisReply* entries = nullptr;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 1 && r->element[0]->elements == 2) {
+      entries = r->element[0]->element[1];
+    }
+    if (entries == nullptr || entries->elements == 0) {
+      if (reading_pending_) {
+        reading_pending_ = false;
+        KLOG_INFO("redis input: read the pending entries of consumer {}; now new ones",
+                  so_.consumer);
+      }
+      return Status::Ok();
+    }
+    AckBatch batch;
+    redis::EntryId handed;
+    {
+      std::lock_guard lock(mu_);
+      handed = handed_;
+    }
+    for (size_t i = 0; i < entries->elements; ++i) {
+      const redisReply* e = entries->element[i];
+      if (e->type != REDIS_REPLY_ARRAY || e->elements < 2) continue;
+      const std::string_view id_text = Str(e->element[0]);
+      const redis::EntryId id = redis::ParseId(id_text);
+      batch.ids.emplace_back(id_text);
+      if (reading_pending_) pending_from_.assign(id_text);
+      // The state counts it already (pending past the restored position's
+      // acknowledgement): acknowledged with this batch, not handed over.
+      if (id <= handed) continue;
+      const redisReply* fields = e->element[1];
+      if (fields == nullptr || fields->type != REDIS_REPLY_ARRAY) continue;  // deleted entry
+      meta_.clear();
+      if (!payload_.meta_field.empty()) {
+        meta_ = "{\"stream\":";
+        jtext::AppendString(&meta_, so_.stream);
+        meta_ += ",\"id\":";
+        jtext::AppendString(&meta_, id_text);
+        meta_ += '}';
+      }
+      EmitEntry(fields, static_cast<int64_t>(id.first), out);
+      batch.last = id;
+    }
+    std::lock_guard lock(mu_);
+    if (batch.last == redis::EntryId{0, 0}) batch.last = handed_;
+    handed_ = std::max(handed_, batch.last);
+    unacked_ += batch.ids.size();
+    acks_.push_back(std::move(batch));
+    return Status::Ok();
+  }
+
+  Status CreateGroup() {
+    redis::Reply r;
+    KAYAK_RETURN_IF_ERROR(client_.Command(
+        {"XGROUP", "CREATE", so_.stream, so_.group, so_.start, "MKSTREAM"}, &r));
+    if (r->type == REDIS_REPLY_ERROR && std::string_view(r->str, r->len).rfind("BUSYGROUP", 0) != 0) {
+      const std::string why(r->str, r->len);
+      client_.Close();
+      return Status::Invalid("redis input: XGROUP CREATE " + so_.stream + " " + so_.group + ": " +
+                             why);
+    }
+    if (r->type != REDIS_REPLY_ERROR) {
+      KLOG_INFO("redis input: created group {} on stream {} at {}", so_.group, so_.stream,
+                so_.start);
+    }
+    return Status::Ok();
+  }
+
+  // An entry with payload_field is that payload; one without it becomes an
+  // object of its fields, each value as JSON where it parses, else a string.
+  void EmitEntry(const redisReply* fields, int64_t ts_ms, Batch* out) {
+    for (size_t k = 0; k + 1 < fields->elements; k += 2) {
+      if (Str(fields->element[k]) == so_.payload_field) {
+        Emit(Str(fields->element[k + 1]), ts_ms, out);
+        return;
+      }
+    }
+    object_ = "{";
+    for (size_t k = 0; k + 1 < fields->elements; k += 2) {
+      if (k > 0) object_ += ',';
+      jtext::AppendString(&object_, Str(fields->element[k]));
+      object_ += ':';
+      const std::string_view v = Str(fields->element[k + 1]);
+      if (!v.empty() && IsJson(v)) {
+        object_ += v;
+      } else {
+        jtext::AppendString(&object_, v);
+      }
+    }
+    object_ += '}';
+    Emit(object_, ts_ms, out);
+  }
+
+  void Emit(std::string_view data, int64_t ts_ms, Batch* out) {
+    std::string payload, why;
+    if (!MakeBrokerPayload(data, payload_, meta_, &payload, &why)) {
+      if (ctx_.stats != nullptr) ctx_.stats->RecordError("redis input: " + why);
+      return;
+    }
+    Message m(std::move(payload), ts_ms);
+    m.MarkJson();
+    out->messages.push_back(std::move(m));
+  }
+
+  Status AckAll(redis::Client* client) {
+    std::deque<AckBatch> due;
+    {
+      std::lock_guard lock(mu_);
+      due.swap(acks_);
+      unacked_ = 0;
+    }
+    return Ack(client, due);
+  }
+
+  Status Ack(redis::Client* client, const std::deque<AckBatch>& due) {
+    for (const auto& b : due) {
+      if (b.ids.empty()) continue;
+      std::vector<std::string_view> args = {"XACK", so_.stream, so_.group};
+      for (const auto& id : b.ids) args.push_back(id);
+      redis::Reply r;
+      KAYAK_RETURN_IF_ERROR(client->Command(args, &r));
+      if (r->type == REDIS_REPLY_ERROR) {
+        return Status::Unavailable("redis input: XACK: " + std::string(r->str, r->len));
+      }
+    }
+    return Status::Ok();
+  }
+
+  redis::Client client_;   // the pipeline thread
+  std::mutex acker_mu_;
+  redis::Client acker_;    // the checkpoint thread's acknowledgements
+  const std::string channel_;
+  bool pattern_ = false;
+  bool subscribed_ = false;
+  const StreamOptions so_;
+  const std::string batch_size_;
+  const BrokerPayload payload_;
+  ComponentContext ctx_;
+  std::string meta_, object_;  // reused
+  bool reading_pending_ = true;
+  std::string pending_from_ = "0";
+  redis::EntryId restored_{0, 0};
+  mutable std::mutex mu_;
+  redis::EntryId handed_{0, 0};  // guarded: the last entry handed over
+  uint64_t unacked_ = 0;         // guarded
+  std::deque<AckBatch> acks_;    // guarded
+};
+
+}  // namespace
+
+ComponentDef RedisInputDef() {
+  ComponentDef d;
+  d.kind = "input";
+  d.type = "redis";
+  d.help =
+      "Reads a pub/sub `channel` (a pattern when it has * ? or [), or a `stream` as consumer "
+      "`consumer` of group `group` (hiredis; the group is created at `start` when missing, "
+      "with MKSTREAM). A stream entry is acknowledged (XACK) only once the checkpoint holding "
+      "it is durable (without a state directory: once the outputs took its batch), and a "
+      "restarted consumer reads its own pending entries first, so the input is rewindable. An "
+      "entry with `payload_field` is that payload; one without it becomes an object of its "
+      "fields, each value as JSON where it parses (numbers) and a string otherwise.";
+  d.checkpoint = "streams: the id of the last entry handed over; pending entries up to it are "
+                 "acknowledged, not read again. Pub/sub: nothing (messages in flight at a crash "
+                 "are lost)";
+  d.bad_input = "a payload that is not JSON is wrapped or counted as an error (`non_json`); an "
+                "unreachable server is retried with backoff (the card says retrying), then the "
+                "subscription or the group read is made again; a key of the wrong type is "
+                "retried with its error on the card";
+  d.props = {
+      PropDef{"url", PropType::kString, true, "",
+              "redis://[:password@]host:port[/db]; a password as ${ENV}"}
+          .NonEmpty()
+          .Secret(),
+      {"channel", PropType::kString, false, "", "a pub/sub channel or pattern"},
+      {"stream", PropType::kString, false, "", "a stream key, read through a consumer group"},
+      {"group", PropType::kString, false, "", "with `stream`: the consumer group (default kayak)"},
+      {"consumer", PropType::kString, false, "",
+       "with `stream`: this reader's name in the group (default kayak-<pipeline>)"},
+      {"start", PropType::kString, false, "0",
+       "with `stream`: where a new group starts: 0 (everything), $ (new entries) or an id"},
+      {"payload_field", PropType::kString, false, "payload",
+       "with `stream`: the entry field that holds the message"},
+      PropDef{"batch_size", PropType::kInt, false, "1000", "most messages per batch",
+              PropRole::kTuning}
+          .Range(1, 100000),
+  };
+  for (auto& p : BrokerPayloadProps("channel, or stream and entry id")) {
+    d.props.push_back(std::move(p));
+  }
+  d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
+    redis::Address address;
+    std::string error;
+    if (!redis::ParseUrl(o.String("url"), &address, &error)) o.Error("url", error);
+    StreamOptions so;
+    so.stream = o.String("stream");
+    so.group = o.Has("group") ? o.String("group") : "kayak";
+    so.consumer = o.Has("consumer") ? o.String("consumer") : "kayak-" + ctx.pipeline_id;
+    so.start = o.String("start");
+    so.payload_field = o.String("payload_field");
+    if (so.stream.empty() == o.String("channel").empty()) {
+      o.Error("channel", "give either `channel` (pub/sub) or `stream` (consumer group)");
+    }
+    if (so.stream.empty()) {
+      for (const char* name : {"group", "consumer", "start", "payload_field"}) {
+        if (o.Has(name)) o.Error(name, "only with `stream`");
+      }
+    }
+    if (o.failed()) return nullptr;
+    return std::make_unique<RedisInput>(address, o.String("channel"), std::move(so),
+                                        o.Int("batch_size"), ReadBrokerPayload(o), ctx);
+  };
+  return d;
+}
+
+}  // namespace kayak

@@ -1,0 +1,133 @@
+// The redis output: XADD into a stream (trimmed to about `maxlen`), or
+// PUBLISH to a channel; a batch is one pipelined round of commands, written
+// once every reply is in. docs/components.md, "redis".
+#include "common/broker.h"
+#include "common/log.h"
+#include "common/ndjson.h"
+#include "components.h"
+#include "connectors/redis/client.h"
+
+namespace kayak {
+
+namespace {
+
+class RedisOutput final : public Output {
+ public:
+  RedisOutput(redis::Address address, FieldTemplate key, bool stream, int64_t maxlen,
+              std::string payload_field, ComponentStats* stats)
+      : client_(std::move(address), "redis output"),
+        key_(std::move(key)),
+        stream_(stream),
+        maxlen_(maxlen > 0 ? std::to_string(maxlen) : ""),
+        payload_field_(std::move(payload_field)),
+        stats_(stats) {}
+
+  Status Write(const Batch& batch) override {
+    KAYAK_RETURN_IF_ERROR(client_.Ensure());
+    size_t dropped = 0, sent = 0;
+    std::string drop_error;
+    std::string rendered;
+    for (const auto& m : batch.messages) {
+      const std::string* key = &key_.text();
+      if (!key_.fixed()) {
+        std::string why;
+        if (!m.json_known() && !IsJson(m.payload())) {
+          why = "the payload is not JSON";
+        } else {
+          key_.Render(m.payload(), &rendered, &why);
+        }
+        if (!why.empty()) {
+          if (dropped++ == 0) drop_error = why;
+          continue;
+        }
+        key = &rendered;
+      }
+      if (!stream_) {
+        client_.Append({"PUBLISH", *key, m.payload()});
+      } else if (maxlen_.empty()) {
+        client_.Append({"XADD", *key, "*", payload_field_, m.payload()});
+      } else {
+        client_.Append({"XADD", *key, "MAXLEN", "~", maxlen_, "*", payload_field_, m.payload()});
+      }
+      ++sent;
+    }
+    size_t refused = 0;
+    std::string refuse_error;
+    for (size_t i = 0; i < sent; ++i) {
+      redis::Reply r;
+      KAYAK_RETURN_IF_ERROR(client_.ReadReply(&r));
+      if (r->type == REDIS_REPLY_ERROR && refused++ == 0) refuse_error.assign(r->str, r->len);
+    }
+    if (dropped + refused > 0) {
+      const std::string why =
+          "redis output: dropped " + std::to_string(dropped + refused) + " of " +
+          std::to_string(batch.size()) + " messages (not retried): " +
+          (dropped > 0 ? "key not made: " + drop_error : "refused: " + refuse_error);
+      KLOG_WARN("{}", why);
+      if (stats_ != nullptr) stats_->RecordError(why, dropped + refused);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  redis::Client client_;
+  const FieldTemplate key_;
+  const bool stream_;
+  const std::string maxlen_;
+  const std::string payload_field_;
+  ComponentStats* const stats_;
+};
+
+}  // namespace
+
+ComponentDef RedisOutputDef() {
+  ComponentDef d;
+  d.kind = "output";
+  d.type = "redis";
+  d.help =
+      "Appends each message to `stream` (XADD, its payload in `payload_field`, the stream "
+      "trimmed to about `maxlen` entries when given) or publishes it to `channel` (PUBLISH), "
+      "with hiredis; `{{field}}` in either is replaced by that field of the message. A batch "
+      "is sent as one pipeline of commands and counts as written once every reply is in.";
+  d.checkpoint = "nothing kept: every command's reply is in before the next batch, so a "
+                 "barrier passes only after the server has everything before it";
+  d.bad_input = "a message whose key cannot be made (a missing field, not JSON) or that the "
+                "server refuses (a key of another type) is dropped and counted on the card, "
+                "never retried; an unreachable server is retried holding the pipeline";
+  d.props = {
+      PropDef{"url", PropType::kString, true, "",
+              "redis://[:password@]host:port[/db]; a password as ${ENV}"}
+          .NonEmpty()
+          .Secret(),
+      {"stream", PropType::kString, false, "", "a stream key to XADD to; `{{field}}` allowed"},
+      {"channel", PropType::kString, false, "", "a channel to PUBLISH to; `{{field}}` allowed"},
+      PropDef{"maxlen", PropType::kInt, false, "0",
+              "with `stream`: trim it to about this many entries (0: never)"}
+          .Range(0, 1e15),
+      {"payload_field", PropType::kString, false, "payload",
+       "with `stream`: the entry field the message goes into"},
+  };
+  d.make_output = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Output> {
+    redis::Address address;
+    std::string error;
+    if (!redis::ParseUrl(o.String("url"), &address, &error)) o.Error("url", error);
+    const bool stream = !o.String("stream").empty();
+    if (stream == !o.String("channel").empty()) {
+      o.Error("stream", "give either `stream` (XADD) or `channel` (PUBLISH)");
+    }
+    if (!stream) {
+      for (const char* name : {"maxlen", "payload_field"}) {
+        if (o.Has(name)) o.Error(name, "only with `stream`");
+      }
+    }
+    const std::string name = stream ? "stream" : "channel";
+    FieldTemplate key;
+    if (!FieldTemplate::Parse(o.String(name), &key, &error)) o.Error(name, error);
+    if (o.failed()) return nullptr;
+    return std::make_unique<RedisOutput>(address, std::move(key), stream, o.Int("maxlen"),
+                                         o.String("payload_field"), ctx.stats);
+  };
+  return d;
+}
+
+}  // namespace kayak
