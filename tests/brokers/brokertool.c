@@ -6,6 +6,7 @@
  *   brokertool nats-stream URL STREAM SUBJECT
  *   brokertool nats-pub URL SUBJECT COUNT [START] [js]
  *   brokertool nats-sub URL SUBJECT COUNT OUT [STREAM DURABLE]
+ *   brokertool nats-send URL SUBJECT DATA...   one message each, \xHH escapes decoded
  *   brokertool redis-pub URL STREAM COUNT [START] [channel]
  *   brokertool redis-sub URL STREAM GROUP COUNT OUT
  *   brokertool mqtt-pub URL TOPIC COUNT QOS [START]
@@ -112,6 +113,36 @@ static int nats_pub(const char* url, const char* subject, long count, long start
   if (s != NATS_OK) die("flush", natsStatus_GetText(s));
   report(count, t0);
   if (js) jsCtx_Destroy(js);
+  natsConnection_Destroy(nc);
+  return 0;
+}
+
+/* "\xff" -> one byte */
+static int unescape(const char* in, char* out) {
+  int n = 0;
+  for (; *in; in++) {
+    unsigned v;
+    if (in[0] == '\\' && in[1] == 'x' && sscanf(in + 2, "%2x", &v) == 1) {
+      out[n++] = (char)v;
+      in += 3;
+    } else {
+      out[n++] = *in;
+    }
+  }
+  return n;
+}
+
+static int nats_send(const char* url, const char* subject, int count, char** data) {
+  natsConnection* nc = nats_connect(url, NULL);
+  for (int i = 0; i < count; i++) {
+    char* buf = malloc(strlen(data[i]) + 1);
+    int len = unescape(data[i], buf);
+    natsStatus s = natsConnection_Publish(nc, subject, buf, len);
+    free(buf);
+    if (s != NATS_OK) die("publish", natsStatus_GetText(s));
+  }
+  natsStatus s = natsConnection_FlushTimeout(nc, 10000);
+  if (s != NATS_OK) die("flush", natsStatus_GetText(s));
   natsConnection_Destroy(nc);
   return 0;
 }
@@ -366,6 +397,8 @@ int main(int argc, char** argv) {
   } else if (!strcmp(cmd, "nats-sub") && (argc == 6 || argc == 8)) {
     rc = nats_sub(argv[2], argv[3], atol(argv[4]), argv[5], argc == 8 ? argv[6] : NULL,
                   argc == 8 ? argv[7] : NULL);
+  } else if (!strcmp(cmd, "nats-send") && argc >= 4) {
+    rc = nats_send(argv[2], argv[3], argc - 4, argv + 4);
   } else if (!strcmp(cmd, "redis-pub") && argc >= 5) {
     rc = redis_pub(argv[2], argv[3], atol(argv[4]), argc > 5 ? atol(argv[5]) : 0,
                    argc > 6 && !strcmp(argv[6], "channel"));

@@ -140,3 +140,84 @@ class Proxy:
 
     def close(self):
         self.cut()
+
+
+# ---- message brokers (nats, redis, mosquitto) ----
+
+def nats_url():
+    return env("nats")["NATS_URL"]
+
+
+def nats_monitor():
+    return env("nats")["NATS_MONITOR_URL"]
+
+
+def redis_url():
+    return env("redis")["REDIS_URL"]
+
+
+def mqtt_url():
+    return env("mosquitto")["MQTT_URL"]
+
+
+def port_of(url):
+    return urllib.parse.urlsplit(url).port
+
+
+def brokertool(*args, timeout=120):
+    """Runs tests/brokers/brokertool (KAYAK_BROKERTOOL) and returns its stdout."""
+    tool = os.environ.get("KAYAK_BROKERTOOL")
+    if not tool:
+        raise RuntimeError("KAYAK_BROKERTOOL is not set: run this test through ctest")
+    r = subprocess.run([tool, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise RuntimeError(f"brokertool {' '.join(map(str, args))}: {r.stderr.strip()}")
+    return r.stdout
+
+
+def brokertool_reader(*args):
+    """Starts a brokertool reader (nats-sub, redis-sub, mqtt-sub) and returns
+    the process once it says it is subscribed."""
+    tool = os.environ.get("KAYAK_BROKERTOOL")
+    p = subprocess.Popen([tool, *map(str, args)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    if line.strip() != "ready":
+        p.kill()
+        raise RuntimeError(f"brokertool {args[0]}: {p.stderr.read().strip()}")
+    return p
+
+
+def redis_cli(*args, url=None):
+    """One redis-cli command; its output, stripped."""
+    r = subprocess.run(["redis-cli", "-u", url or redis_url(), *map(str, args)],
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        raise RuntimeError(f"redis-cli {args}: {r.stderr.strip()}")
+    return r.stdout.strip()
+
+
+def nats_consumer(stream, durable):
+    """The durable's info from the monitoring endpoint (None when it does not exist)."""
+    url = f"{nats_monitor()}/jsz?consumers=true"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        info = json.loads(r.read())
+    for acc in info.get("account_details", []):
+        for st in acc.get("stream_detail", []):
+            if st["name"] != stream:
+                continue
+            for c in st.get("consumer_detail", []) or []:
+                if c["name"] == durable:
+                    return c
+    return None
+
+
+def nats_stream_msgs(stream):
+    url = f"{nats_monitor()}/jsz?streams=true"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        info = json.loads(r.read())
+    for acc in info.get("account_details", []):
+        for st in acc.get("stream_detail", []):
+            if st["name"] == stream:
+                return st["state"]["messages"]
+    return None

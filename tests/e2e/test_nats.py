@@ -1,0 +1,171 @@
+"""The nats input and output against a real nats-server 2.9 with JetStream
+(started once per run by the CTest fixture): core subjects, a JetStream
+durable acknowledged only after the checkpoint, kill -9 and restart, the
+server going away, subjects made from fields, and options that do not fit."""
+import unittest
+
+from brokers import SERVER, BrokerTest, sums
+from harness import committed, wait_for
+from servers import Proxy, brokertool, brokertool_reader, nats_consumer, nats_url, port_of
+
+
+class NatsTest(BrokerTest):
+    def stream(self):
+        """A JetStream stream of this test's own, on subjects <tag>.>"""
+        name = f"S{self.tag}".replace("_", "").upper()
+        brokertool("nats-stream", nats_url(), name, f"{self.tag}.>")
+        return name
+
+    def test_core_subject_to_file_with_metadata_and_wrapped_text(self):
+        s = self.start(self.graph(
+            f"{{nats: {{url: '{nats_url()}', subject: '{self.tag}.>', meta_field: meta}}}}"))
+        wait_for(lambda: "subject" in s.card("p", "input")["position"], what="subscribed")
+        wait_for(lambda: s.card("p", "input")["state"] == "running", what="running")
+        brokertool("nats-pub", nats_url(), f"{self.tag}.a", 500)
+        wait_for(lambda: len(self.out()) == 500, what="500 messages")
+        first = self.out()[0]
+        self.assertEqual(first["meta"]["subject"], f"{self.tag}.a")
+        self.assertEqual(first["seq"], 0)
+        self.assertEqual(sorted(self.seqs()), list(range(500)))
+
+    def test_non_json_is_wrapped_or_counted(self):
+        cfg = lambda extra, out: self.graph(  # noqa: E731
+            f"{{nats: {{url: '{nats_url()}', subject: '{self.tag}.t'{extra}}}}}",
+            f"[{{file: {{path: {self.path(out)}}}}}]")
+        s = self.start(cfg("", "wrap"))
+        wait_for(lambda: s.card("p", "input")["state"] == "running", what="running")
+        brokertool("nats-send", nats_url(), f"{self.tag}.t", "hello", "\\xff\\x00", '{"a":1}')
+        wait_for(lambda: len(self.out("wrap")) == 3, what="three messages")
+        self.assertEqual(self.out("wrap"), [{"payload": "hello"}, {"payload_base64": "/wA="},
+                                            {"a": 1}])
+        s.stop()
+        s = self.start(cfg(", non_json: error", "strict"))
+        wait_for(lambda: s.card("p", "input")["state"] == "running", what="running")
+        brokertool("nats-send", nats_url(), f"{self.tag}.t", "hello", '{"a":2}')
+        wait_for(lambda: len(self.out("strict")) == 1, what="one message")
+        self.assertEqual(self.out("strict"), [{"a": 2}])
+        wait_for(lambda: s.card("p", "input")["errors"] == 1, what="one error")
+        self.assertIn("not JSON", s.card("p", "input")["last_error"])
+
+    def test_jetstream_acks_only_after_the_checkpoint_and_restart_replays_the_rest(self):
+        stream = self.stream()
+        state = self.path("state")
+        cfg = self.graph(
+            f"{{nats: {{url: '{nats_url()}', subject: '{self.tag}.>', stream: {stream}, "
+            f"durable: d1}}}}",
+            transforms="    transforms:\n      - bucket: {name: sums, key: device, op: add, "
+                       "field: value}\n",
+            buckets="buckets:\n  sums: {}\n")
+        brokertool("nats-pub", nats_url(), f"{self.tag}.x", 3000, 0, "js")
+        # a long interval: read, not yet checkpointed, so not acknowledged
+        slow = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 3600, timeout_secs: 20}\n"
+        s = self.start(cfg, server_config=slow, state_dir=state)
+        wait_for(lambda: len(self.out()) == 3000, what="3000 messages")
+        info = nats_consumer(stream, "d1")
+        self.assertEqual(info["ack_floor"]["stream_seq"], 0, "acknowledged before a checkpoint")
+        self.assertEqual(info["num_ack_pending"], 3000)
+        s.kill()
+        # restarted: the checkpoint at start covered nothing, so all 3000 come
+        # again (at once: the durable is made afresh), counted once
+        s = self.start(cfg, server_config=SERVER, state_dir=state)
+        wait_for(lambda: committed(s) >= 2, what="checkpoints")
+        wait_for(lambda: (nats_consumer(stream, "d1") or {}).get("ack_floor", {})
+                 .get("stream_seq") == 3000, timeout=30, what="everything acknowledged")
+        self.assertEqual({k: self.bucket(s, "sums", k) for k in sums(3000)}, sums(3000))
+        # more while it runs, a kill -9 in the middle of them
+        brokertool("nats-pub", nats_url(), f"{self.tag}.x", 3000, 3000, "js")
+        s.kill()
+        s = self.start(cfg, server_config=SERVER, state_dir=state)
+        wait_for(lambda: set(range(6000)) <= set(self.seqs()), timeout=60, what="all 6000")
+        wait_for(lambda: {k: self.bucket(s, "sums", k) for k in sums(6000)} == sums(6000),
+                 timeout=30, what="every message counted once")
+        wait_for(lambda: nats_consumer(stream, "d1")["ack_floor"]["stream_seq"] == 6000,
+                 timeout=30, what="everything acknowledged")
+        self.assertIn(f"stream {stream} sequence 6000", s.card("p", "input")["position"])
+
+    def test_jetstream_without_state_dir_acks_once_the_outputs_took_a_batch(self):
+        stream = self.stream()
+        s = self.start(self.graph(
+            f"{{nats: {{url: '{nats_url()}', subject: '{self.tag}.>', stream: {stream}, "
+            f"durable: d2, batch_size: 100}}}}"))
+        brokertool("nats-pub", nats_url(), f"{self.tag}.y", 1000, 0, "js")
+        wait_for(lambda: len(self.out()) == 1000, what="1000 messages")
+        # the last batch is acknowledged at the next read
+        wait_for(lambda: nats_consumer(stream, "d2")["ack_floor"]["stream_seq"] == 1000,
+                 timeout=10, what="everything acknowledged")
+        s.stop()
+
+    def test_missing_stream_is_retried_and_named(self):
+        s = self.start(self.graph(
+            f"{{nats: {{url: '{nats_url()}', subject: 'nothing.>', stream: NOSUCH{self.tag}}}}}"))
+        wait_for(lambda: s.card("p", "input")["state"] == "retrying", what="retrying")
+        self.assertIn(f"NOSUCH{self.tag} does not exist", s.card("p", "input")["last_error"])
+
+    def test_output_subject_from_a_field_and_jetstream_acks(self):
+        stream = self.stream()
+        reader = brokertool_reader("nats-sub", nats_url(), f"core{self.tag}.>", 3,
+                                   self.path("got"))
+        s = self.start(
+            "pipelines:\n  p:\n    input: {dummy: {count: 4, template: "
+            "'{\"seq\":{{seq}},\"device\":\"d{{seq}}\"}'}}\n"
+            "    transforms: [{filter: 'seq != 2'}]\n"
+            f"    outputs:\n      - nats: {{url: '{nats_url()}', subject: 'core{self.tag}.{{{{device}}}}'}}\n"
+            f"      - nats: {{url: '{nats_url()}', subject: '{self.tag}.js', jetstream: true}}\n"
+            f"      - nats: {{url: '{nats_url()}', subject: '{self.tag}.{{{{missing}}}}'}}\n")
+        reader.wait(timeout=30)
+        with open(self.path("got")) as f:
+            got = sorted(l for l in f.read().splitlines() if l)
+        self.assertEqual(len(got), 3)
+        wait_for(lambda: s.card("p", "outputs[2]")["errors"] == 3, what="three dropped")
+        self.assertIn("no field `missing`", s.card("p", "outputs[2]")["last_error"])
+        from servers import nats_stream_msgs
+        wait_for(lambda: nats_stream_msgs(stream) == 3, what="3 messages in the stream")
+
+    def test_jetstream_output_without_a_stream_fails_the_batch(self):
+        s = self.start(self.graph(
+            "{dummy: {count: 3}}",
+            f"[{{nats: {{url: '{nats_url()}', subject: 'nostream.{self.tag}', jetstream: true}}}}]"))
+        wait_for(lambda: s.card("p", "outputs[0]")["state"] == "retrying", timeout=30,
+                 what="the output retrying")
+        self.assertIn("nats output", s.card("p", "outputs[0]")["last_error"])
+
+    def test_server_down_and_back(self):
+        proxy = Proxy("127.0.0.1", port_of(nats_url()))
+        self.addCleanup(proxy.close)
+        url = f"nats://127.0.0.1:{proxy.port}"
+        proxy.cut()  # down at start
+        s = self.start(self.graph(f"{{nats: {{url: '{url}', subject: '{self.tag}.>'}}}}"))
+        wait_for(lambda: s.card("p", "input")["state"] == "retrying", what="retrying at start")
+        self.assertIn("cannot connect", s.card("p", "input")["last_error"])
+        proxy.restore()
+        wait_for(lambda: s.card("p", "input")["state"] == "running", timeout=30, what="running")
+        brokertool("nats-pub", nats_url(), f"{self.tag}.a", 100)
+        wait_for(lambda: len(self.out()) == 100, what="100 messages")
+        proxy.cut()  # down mid-run: the card says so, the library reconnects
+        wait_for(lambda: s.card("p", "input")["state"] == "retrying", timeout=30,
+                 what="retrying mid-run")
+        self.assertIn("reconnecting", s.card("p", "input")["last_error"])
+        proxy.restore()
+        wait_for(lambda: s.card("p", "input")["state"] == "running", timeout=30,
+                 what="running again")
+        # the subscription came back with the connection
+        wait_for(lambda: (brokertool("nats-pub", nats_url(), f"{self.tag}.b", 10, 100) and
+                          len(self.out()) >= 110), timeout=30, what="messages after the restore")
+
+    def test_options_that_do_not_fit(self):
+        for extra, want in [("queue: q, stream: S", "queue group is for core"),
+                            ("durable: d", "only with `stream`"),
+                            ("ack_wait_secs: 0, stream: S", "ack_wait_secs")]:
+            with self.subTest(extra=extra):
+                code, text = self.check_config(self.graph(
+                    f"{{nats: {{url: '{nats_url()}', subject: x, {extra}}}}}"))
+                self.assertNotEqual(code, 0)
+                self.assertIn(want, text)
+        code, text = self.check_config(self.graph(
+            "{dummy: {count: 1}}", f"[{{nats: {{url: '{nats_url()}', subject: 'a.{{{{b'}}}}]"))
+        self.assertNotEqual(code, 0)
+        self.assertIn("not closed", text)
+
+
+if __name__ == "__main__":
+    unittest.main()
