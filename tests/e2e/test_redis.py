@@ -1,0 +1,154 @@
+"""The redis input and output against a real redis-server 7 (started once per
+run by the CTest fixture): streams read through a consumer group and
+acknowledged only after the checkpoint, pending entries read first after a
+kill -9, pub/sub channels and patterns, XADD and PUBLISH with keys made from
+fields, the server going away, and options that do not fit."""
+import unittest
+
+from brokers import SERVER, BrokerTest, sums
+from harness import committed, wait_for
+from servers import Proxy, brokertool, port_of, redis_cli, redis_url
+
+
+def pending(stream, group):
+    """How many entries of the group are delivered and not acknowledged."""
+    return int(redis_cli("XPENDING", stream, group).splitlines()[0])
+
+
+class RedisTest(BrokerTest):
+    def setUp(self):
+        super().setUp()
+        self.key = f"k{self.tag}"
+        self.addCleanup(lambda: redis_cli("DEL", self.key, f"{self.key}.out",
+                                          f"{self.key}.out.d0", f"{self.key}.out.d1"))
+
+    def test_stream_entries_become_messages(self):
+        redis_cli("XADD", self.key, "*", "payload", '{"a":1}')
+        redis_cli("XADD", self.key, "*", "n", "12", "s", "hello", "j", '{"x":[1]}', "t", "true")
+        redis_cli("XADD", self.key, "*", "payload", "plain text")
+        s = self.start(self.graph(
+            f"{{redis: {{url: '{redis_url()}', stream: {self.key}, meta_field: m}}}}"))
+        wait_for(lambda: len(self.out()) == 3, what="three messages")
+        out = self.out()
+        for m in out:
+            self.assertEqual(m.pop("m")["stream"], self.key)
+        self.assertEqual(out, [{"a": 1}, {"n": 12, "s": "hello", "j": {"x": [1]}, "t": True},
+                               {"payload": "plain text"}])
+        s.stop()
+
+    def test_acks_after_the_checkpoint_and_pending_entries_come_first_after_a_kill(self):
+        state = self.path("state")
+        cfg = self.graph(
+            f"{{redis: {{url: '{redis_url()}', stream: {self.key}, group: g, consumer: c1, "
+            f"batch_size: 100}}}}",
+            transforms="    transforms:\n      - bucket: {name: sums, key: device, op: add, "
+                       "field: value}\n",
+            buckets="buckets:\n  sums: {}\n")
+        brokertool("redis-pub", redis_url(), self.key, 2000)
+        slow = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 3600, timeout_secs: 20}\n"
+        s = self.start(cfg, server_config=slow, state_dir=state)
+        wait_for(lambda: len(self.out()) == 2000, what="2000 messages")
+        self.assertEqual(pending(self.key, "g"), 2000, "acknowledged before a checkpoint")
+        s.kill()
+        s = self.start(cfg, server_config=SERVER, state_dir=state)
+        wait_for(lambda: committed(s) >= 2, what="checkpoints")
+        wait_for(lambda: pending(self.key, "g") == 0, what="every entry acknowledged")
+        self.assertEqual({k: self.bucket(s, "sums", k) for k in sums(2000)}, sums(2000))
+        # while reading more: kill -9, restart; every entry counted once
+        brokertool("redis-pub", redis_url(), self.key, 4000, 2000)
+        s.kill()
+        s = self.start(cfg, server_config=SERVER, state_dir=state)
+        wait_for(lambda: set(range(6000)) <= set(self.seqs()), timeout=60, what="all 6000")
+        wait_for(lambda: {k: self.bucket(s, "sums", k) for k in sums(6000)} == sums(6000),
+                 timeout=30, what="every entry counted once")
+        wait_for(lambda: pending(self.key, "g") == 0, timeout=30, what="every entry acknowledged")
+
+    def test_graceful_stop_acknowledges_what_its_savepoint_covers(self):
+        slow = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 3600, timeout_secs: 20}\n"
+        s = self.start(self.graph(f"{{redis: {{url: '{redis_url()}', stream: {self.key}}}}}"),
+                       server_config=slow, state_dir=self.path("state"))
+        brokertool("redis-pub", redis_url(), self.key, 500)
+        wait_for(lambda: len(self.out()) == 500, what="500 messages")
+        self.assertEqual(pending(self.key, "kayak"), 500)
+        self.assertEqual(s.stop(), 0)
+        self.assertEqual(pending(self.key, "kayak"), 0)
+
+    def test_pubsub_channel_and_pattern(self):
+        s = self.start(
+            "pipelines:\n"
+            f"  a:\n    input: {{redis: {{url: '{redis_url()}', channel: {self.key}}}}}\n"
+            f"    outputs: [{{file: {{path: {self.path('a')}}}}}]\n"
+            f"  b:\n    input: {{redis: {{url: '{redis_url()}', channel: '{self.key}*', "
+            f"meta_field: m}}}}\n"
+            f"    outputs: [{{file: {{path: {self.path('b')}}}}}]\n")
+        wait_for(lambda: s.card("a", "input")["state"] == "running" and
+                 s.card("b", "input")["state"] == "running", what="running")
+        # subscribed once the server counts the subscribers
+        wait_for(lambda: redis_cli("PUBSUB", "NUMSUB", self.key).splitlines()[-1] == "1",
+                 what="subscribed")
+        wait_for(lambda: redis_cli("PUBSUB", "NUMPAT") >= "1", what="pattern subscribed")
+        brokertool("redis-pub", redis_url(), self.key, 300, 0, "channel")
+        brokertool("redis-pub", redis_url(), f"{self.key}.x", 20, 0, "channel")
+        wait_for(lambda: len(self.out("a")) == 300 and len(self.out("b")) == 320,
+                 what="300 and 320 messages")
+        self.assertEqual({m["m"]["channel"] for m in self.out("b")}, {self.key, f"{self.key}.x"})
+
+    def test_outputs_xadd_with_keys_from_fields_and_publish(self):
+        s = self.start(self.graph(
+            "{dummy: {count: 6, template: '{\"seq\":{{seq}},\"d\":\"d{{seq}}\"}'}}",
+            f"[{{redis: {{url: '{redis_url()}', stream: '{self.key}.out', maxlen: 1000}}}},"
+            f" {{redis: {{url: '{redis_url()}', stream: '{self.key}.out.{{{{d}}}}'}}}},"
+            f" {{redis: {{url: '{redis_url()}', stream: '{self.key}.{{{{nope}}}}'}}}},"
+            f" {{redis: {{url: '{redis_url()}', channel: '{self.key}.ch'}}}}]"))
+        wait_for(lambda: redis_cli("XLEN", f"{self.key}.out") == "6", what="6 entries")
+        self.assertEqual(redis_cli("XLEN", f"{self.key}.out.d1"), "1")
+        first = redis_cli("XRANGE", f"{self.key}.out", "-", "+", "COUNT", "1").splitlines()
+        self.assertEqual(first[1:], ["payload", '{"seq":1,"d":"d1"}'])
+        wait_for(lambda: s.card("p", "outputs[2]")["errors"] == 6, what="six dropped")
+        self.assertIn("no field `nope`", s.card("p", "outputs[2]")["last_error"])
+        wait_for(lambda: s.card("p", "outputs[3]")["messages_out"] == 6, what="published")
+
+    def test_a_key_of_another_type_is_counted_not_retried(self):
+        redis_cli("SET", self.key, "a string")
+        s = self.start(self.graph(
+            "{dummy: {count: 5}}", f"[{{redis: {{url: '{redis_url()}', stream: {self.key}}}}}]"))
+        wait_for(lambda: s.card("p", "outputs[0]")["errors"] == 5, what="five refused")
+        self.assertIn("WRONGTYPE", s.card("p", "outputs[0]")["last_error"])
+        self.assertEqual(s.card("p", "outputs[0]")["state"], "running")
+
+    def test_server_down_and_back(self):
+        proxy = Proxy("127.0.0.1", port_of(redis_url()))
+        self.addCleanup(proxy.close)
+        url = f"redis://127.0.0.1:{proxy.port}"
+        proxy.cut()
+        s = self.start(self.graph(f"{{redis: {{url: '{url}', stream: {self.key}}}}}"),
+                       server_config=SERVER, state_dir=self.path("state"))
+        wait_for(lambda: s.card("p", "input")["state"] == "retrying", what="retrying at start")
+        self.assertIn("cannot connect", s.card("p", "input")["last_error"])
+        brokertool("redis-pub", redis_url(), self.key, 100)
+        proxy.restore()
+        wait_for(lambda: len(self.out()) == 100, timeout=30, what="100 messages once up")
+        proxy.cut()
+        wait_for(lambda: s.card("p", "input")["state"] == "retrying", timeout=30,
+                 what="retrying mid-run")
+        brokertool("redis-pub", redis_url(), self.key, 100, 100)
+        proxy.restore()
+        wait_for(lambda: len(self.out()) == 200, timeout=30, what="200 messages once back")
+        self.assertEqual(sorted(self.seqs()), list(range(200)))
+
+    def test_options_that_do_not_fit(self):
+        for extra, want in [("", "either `channel`"),
+                            ("channel: a, stream: b", "either `channel`"),
+                            ("channel: a, group: g", "only with `stream`")]:
+            with self.subTest(extra=extra):
+                code, text = self.check_config(self.graph(
+                    f"{{redis: {{url: '{redis_url()}'{', ' + extra if extra else ''}}}}}"))
+                self.assertNotEqual(code, 0)
+                self.assertIn(want, text)
+        code, text = self.check_config(self.graph("{redis: {url: 'http://x', channel: a}}"))
+        self.assertNotEqual(code, 0)
+        self.assertIn("redis://", text)
+
+
+if __name__ == "__main__":
+    unittest.main()
