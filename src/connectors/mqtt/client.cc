@@ -134,18 +134,24 @@ Status Client::Ensure() {
 Status Client::StartThread() {
   if (m_ == nullptr) return Status::Invalid(what_ + ": cannot make a client");
   if (threaded_) return Status::Ok();
+  // The first connection here (the thread would give up on a refused one);
+  // every later one by the thread.
   mosquitto_reconnect_delay_set(m_, 1, 10, /*exponential=*/true);
-  int rc = mosquitto_connect_async(m_, address_.host.c_str(), address_.port,
-                                   address_.keepalive_secs);
-  if (rc != MOSQ_ERR_SUCCESS && rc != MOSQ_ERR_ERRNO) {
-    return Status::Invalid(what_ + ": " + mosquitto_strerror(rc));
+  const std::string where = address_.host + ":" + std::to_string(address_.port);
+  int rc = mosquitto_connect(m_, address_.host.c_str(), address_.port, address_.keepalive_secs);
+  if (rc != MOSQ_ERR_SUCCESS) {
+    return Status::Unavailable(what_ + ": cannot connect to " + where + ": " +
+                               (rc == MOSQ_ERR_ERRNO ? std::string(strerror(errno))
+                                                     : mosquitto_strerror(rc)));
   }
-  // A refused first connection is tried again by the thread.
+  // Set before the thread starts: its callbacks read it.
+  threaded_ = true;
   rc = mosquitto_loop_start(m_);
   if (rc != MOSQ_ERR_SUCCESS) {
+    threaded_ = false;
+    mosquitto_disconnect(m_);
     return Status::Unavailable(what_ + ": cannot start its thread: " + mosquitto_strerror(rc));
   }
-  threaded_ = true;
   return Status::Ok();
 }
 

@@ -47,9 +47,10 @@ class Client {
   // Connects (or reconnects) if not connected: Unavailable when the broker
   // cannot be reached or refuses. `on_connect` runs inside (subscribe there).
   Status Ensure();
-  // The other way to drive it: libmosquitto's own thread connects, and
-  // reconnects with backoff (1 to 10 s) whenever the connection breaks;
-  // callbacks then run on that thread. Unavailable when it cannot start.
+  // The other way to drive it: connects, then starts libmosquitto's own
+  // thread, which reconnects with backoff (1 to 10 s) whenever the
+  // connection breaks; callbacks then run on that thread. Unavailable when
+  // the first connection fails (call again).
   Status StartThread();
   // With the thread: whether the broker accepted the connection, and why not.
   bool up() const { return connected_.load(); }

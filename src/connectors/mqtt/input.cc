@@ -45,12 +45,11 @@ class MqttInput final : public Input {
     room_.notify_all();  // a callback waiting for room gives up
   }
 
-  Status Open() override { return client_.StartThread(); }
-
   // Up to wait_ms for the first message, then up to batch_wait_ms for a
   // fuller batch, from the buffer the library's thread fills.
   Status Read(Batch* out, int64_t wait_ms, bool* finished) override {
     (void)finished;
+    KAYAK_RETURN_IF_ERROR(client_.StartThread());
     std::unique_lock lock(mu_);
     if (!arrived_.wait_for(lock, std::chrono::milliseconds(wait_ms),
                            [&] { return !queue_.empty(); })) {
