@@ -10,10 +10,10 @@
  *   brokertool redis-pub URL STREAM COUNT [START] [channel]
  *   brokertool redis-sub URL STREAM GROUP COUNT OUT
  *   brokertool mqtt-pub URL TOPIC COUNT QOS [START]
- *   brokertool mqtt-sub URL TOPIC COUNT QOS OUT
+ *   brokertool mqtt-sub URL TOPIC COUNT QOS OUT [IDLE_SECS [flush]]
  *
  * Messages are {"seq":N,"device":"dK","value":N}, N from START (default 0).
- * A reader stops after COUNT messages or 10 s without one, and prints
+ * A reader stops after COUNT messages or 10 s (IDLE_SECS) without one, and prints
  * "COUNT messages in SECONDS s". Every loop is bounded in count and time. */
 #define _GNU_SOURCE
 #include <hiredis/hiredis.h>
@@ -211,7 +211,7 @@ static int nats_sub(const char* url, const char* subject, long count, const char
   natsSubscription_Destroy(sub);
   if (js) jsCtx_Destroy(js);
   natsConnection_Destroy(nc);
-  return n == count ? 0 : 2;
+  return n >= count ? 0 : 2;
 }
 
 /* ---- Redis ---- */
@@ -296,12 +296,13 @@ static int redis_sub(const char* url, const char* stream, const char* group, lon
   fclose(f);
   report(n, t0);
   redisFree(c);
-  return n == count ? 0 : 2;
+  return n >= count ? 0 : 2;
 }
 
 /* ---- MQTT ---- */
 struct mqtt_sub_state {
   FILE* f;
+  int flush;
   long n, count;
   double t0, last;
 };
@@ -312,6 +313,7 @@ static void on_mqtt_message(struct mosquitto* m, void* obj, const struct mosquit
   if (st->n == 0) st->t0 = now_s();
   fwrite(msg->payload, 1, (size_t)msg->payloadlen, st->f);
   fputc('\n', st->f);
+  if (st->flush) fflush(st->f);
   st->n++;
   st->last = now_s();
 }
@@ -361,8 +363,10 @@ static int mqtt_pub(const char* url, const char* topic, long count, int qos, lon
   return mqtt_acked == count ? 0 : 2;
 }
 
-static int mqtt_sub(const char* url, const char* topic, long count, int qos, const char* out) {
+static int mqtt_sub(const char* url, const char* topic, long count, int qos, const char* out,
+                    double idle, int flush) {
   struct mqtt_sub_state st = {0};
+  st.flush = flush;
   st.count = count;
   st.f = fopen(out, "w");
   if (!st.f) die("open", out);
@@ -374,14 +378,14 @@ static int mqtt_sub(const char* url, const char* topic, long count, int qos, con
   printf("ready\n");
   fflush(stdout);
   st.last = now_s();
-  while (st.n < count && now_s() - st.last < 10) {
+  while (st.n < count && now_s() - st.last < idle) {
     rc = mosquitto_loop(m, 100, 1);
     if (rc != MOSQ_ERR_SUCCESS) die("loop", mosquitto_strerror(rc));
   }
   fclose(st.f);
   report(st.n, st.t0);
   mosquitto_destroy(m);
-  return st.n == count ? 0 : 2;
+  return st.n >= count ? 0 : 2;
 }
 
 int main(int argc, char** argv) {
@@ -406,8 +410,9 @@ int main(int argc, char** argv) {
     rc = redis_sub(argv[2], argv[3], argv[4], atol(argv[5]), argv[6]);
   } else if (!strcmp(cmd, "mqtt-pub") && argc >= 6) {
     rc = mqtt_pub(argv[2], argv[3], atol(argv[4]), atoi(argv[5]), argc > 6 ? atol(argv[6]) : 0);
-  } else if (!strcmp(cmd, "mqtt-sub") && argc == 7) {
-    rc = mqtt_sub(argv[2], argv[3], atol(argv[4]), atoi(argv[5]), argv[6]);
+  } else if (!strcmp(cmd, "mqtt-sub") && argc >= 7) {
+    rc = mqtt_sub(argv[2], argv[3], atol(argv[4]), atoi(argv[5]), argv[6],
+                  argc > 7 ? atof(argv[7]) : 10, argc > 8 && !strcmp(argv[8], "flush"));
   } else {
     die("usage", "see the comment at the top of brokertool.c");
   }

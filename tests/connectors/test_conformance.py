@@ -417,9 +417,241 @@ class ClickhouseConnector(Connector):
         servers.ch(f"DROP DATABASE IF EXISTS {self.db}")
 
 
+class Subscribed:
+    """For inputs that keep nothing for an absent subscriber (delivery none):
+    write() waits until the running server `s` has subscribed."""
+    _ready_for = None
+
+    def ensure_subscribed(self, s):
+        if self._ready_for is not s:
+            wait_for(lambda: self.subscribed(s), timeout=30, interval=0.05,
+                     what=f"{self.name}: subscribed")
+            self._ready_for = s
+
+
+class NatsConnector(Subscribed, Connector):
+    """Core NATS against the nats-server the fixture started: nothing is kept
+    for an absent subscriber. The output side is JetStream (acks), read back
+    through a durable of the kit's own."""
+    name = "nats"
+    delivery = "none"
+    has_output = True
+    has_server = True
+    made = 0
+
+    def __init__(self, t):
+        super().__init__(t)
+        NatsConnector.made += 1
+        self.tag = f"kit{os.getpid()}n{NatsConnector.made}"
+        self.proxy = servers.Proxy("127.0.0.1", servers.port_of(servers.nats_url()))
+        self.url = f"nats://127.0.0.1:{self.proxy.port}"
+        self.stream = self.tag.upper()
+        servers.brokertool("nats-stream", servers.nats_url(), self.stream, f"{self.tag}.js.>")
+
+    def input_yaml(self):
+        return f"{{nats: {{url: '{self.url}', subject: '{self.tag}.in', batch_size: 16, "
+                f"non_json: error}}}}"
+
+    def subscribed(self, s):
+        return servers.nats_subscribed(f"{self.tag}.in")
+
+    def write(self, s, msgs):
+        self.ensure_subscribed(s)
+        if msgs:
+            servers.brokertool("nats-send", servers.nats_url(), f"{self.tag}.in",
+                               *[json.dumps(m) for m in msgs])
+
+    def write_bad(self, s):
+        self.ensure_subscribed(s)
+        servers.brokertool("nats-send", servers.nats_url(), f"{self.tag}.in", "not json")
+
+    def bad_input_option(self):
+        return (f"{{nats: {{url: '{self.url}', subject: x, stream: S, deliver: sideways}}}}",
+                "sideways")
+
+    def output_yaml(self):
+        return (f"{{nats: {{url: '{self.url}', subject: '{self.tag}.js.{{{{k}}}}', "
+                f"jetstream: true}}}}")
+
+    def read_sink(self):
+        n = servers.nats_stream_msgs(self.stream) or 0
+        if n == 0:
+            return []
+        self.reads = getattr(self, "reads", 0) + 1
+        path = os.path.join(self.t.dir, f"nats-sink-{self.reads}")
+        servers.brokertool("nats-sub", servers.nats_url(), f"{self.tag}.js.>", n, path,
+                           self.stream, f"kit{self.reads}")
+        with open(path) as f:
+            return [json.loads(l) for l in f if l.strip()]
+
+    def bad_output_option(self):
+        return f"{{nats: {{url: '{self.url}', subject: 'a.{{{{b'}}}}", "{{b"
+
+    def close(self):
+        self.proxy.close()
+
+
+class NatsJetStreamConnector(NatsConnector):
+    """A JetStream durable: acknowledged after the checkpoint, so rewindable."""
+    name = "nats_jetstream"
+    delivery = "rewindable"
+
+    def input_yaml(self):
+        return (f"{{nats: {{url: '{self.url}', subject: '{self.tag}.js.in', stream: "
+                f"{self.stream}, batch_size: 16, non_json: error}}}}")
+
+    def write(self, s, msgs):
+        if msgs:
+            servers.brokertool("nats-send", servers.nats_url(), f"{self.tag}.js.in",
+                               *[json.dumps(m) for m in msgs])
+
+    def write_bad(self, s):
+        servers.brokertool("nats-send", servers.nats_url(), f"{self.tag}.js.in", "not json")
+
+    def bad_input_option(self):
+        return (f"{{nats: {{url: '{self.url}', subject: x, stream: S, max_ack_pending: 0}}}}",
+                "max_ack_pending")
+
+
+class RedisConnector(Connector):
+    """A redis stream read by a consumer group, acknowledged after the
+    checkpoint (rewindable); the output XADDs into another stream."""
+    name = "redis"
+    has_output = True
+    has_server = True
+    made = 0
+
+    def __init__(self, t):
+        super().__init__(t)
+        RedisConnector.made += 1
+        self.key = f"kit{os.getpid()}r{RedisConnector.made}"
+        self.proxy = servers.Proxy("127.0.0.1", servers.port_of(servers.redis_url()))
+        self.url = f"redis://127.0.0.1:{self.proxy.port}"
+
+    def input_yaml(self):
+        return f"{{redis: {{url: '{self.url}', stream: {self.key}.in, batch_size: 16, "
+                f"non_json: error}}}}"
+
+    def write(self, s, msgs):
+        if msgs:
+            servers.redis_commands([["XADD", f"{self.key}.in", "*", "payload", json.dumps(m)]
+                                    for m in msgs])
+
+    def write_bad(self, s):
+        servers.redis_commands([["XADD", f"{self.key}.in", "*", "payload", "not json"]])
+
+    def bad_input_option(self):
+        return f"{{redis: {{url: '{self.url}', stream: s, batch_size: 0}}}}", "0"
+
+    def output_yaml(self):
+        return f"{{redis: {{url: '{self.url}', stream: {self.key}.out}}}}"
+
+    def read_sink(self):
+        return [json.loads(p) for p in servers.redis_stream_payloads(f"{self.key}.out")]
+
+    def bad_output_option(self):
+        return f"{{redis: {{url: '{self.url}', stream: s, maxlen: -1}}}}", "-1"
+
+    def close(self):
+        self.proxy.close()
+        servers.redis_commands([["DEL", f"{self.key}.in", f"{self.key}.out"]])
+
+
+class RedisPubSubConnector(Subscribed, RedisConnector):
+    """A redis pub/sub channel: nothing is kept for an absent subscriber."""
+    name = "redis_pubsub"
+    delivery = "none"
+    has_output = False
+
+    def input_yaml(self):
+        return f"{{redis: {{url: '{self.url}', channel: {self.key}.ch, batch_size: 16, "
+                f"non_json: error}}}}"
+
+    def subscribed(self, s):
+        return servers.redis_commands([["PUBSUB", "NUMSUB", f"{self.key}.ch"]])[0][1] >= 1
+
+    def write(self, s, msgs):
+        self.ensure_subscribed(s)
+        if msgs:
+            servers.redis_commands([["PUBLISH", f"{self.key}.ch", json.dumps(m)] for m in msgs])
+
+    def write_bad(self, s):
+        self.ensure_subscribed(s)
+        servers.redis_commands([["PUBLISH", f"{self.key}.ch", "not json"]])
+
+    def bad_input_option(self):
+        return f"{{redis: {{url: '{self.url}', channel: c, stream: s}}}}", "stream: s"
+
+
+class MqttConnector(Subscribed, Connector):
+    """MQTT QoS 1 with a clean session against the mosquitto the fixture
+    started: nothing is kept for an absent subscriber. The output publishes
+    QoS 1, read back by a brokertool subscriber started before kayak."""
+    name = "mqtt"
+    delivery = "none"
+    has_output = True
+    has_server = True
+    made = 0
+
+    def __init__(self, t):
+        super().__init__(t)
+        MqttConnector.made += 1
+        self.tag = f"kit{os.getpid()}m{MqttConnector.made}"
+        self.proxy = servers.Proxy("127.0.0.1", servers.port_of(servers.mqtt_url()))
+        self.url = f"mqtt://127.0.0.1:{self.proxy.port}"
+        self.reader = None
+
+    def input_yaml(self):
+        return (f"{{mqtt: {{url: '{self.url}', topics: ['{self.tag}/in'], client_id: "
+                f"{self.tag}-in, batch_size: 16, non_json: error}}}}")
+
+    def subscribed(self, s):
+        return s.card("p", "input")["position"].startswith("subscribed")
+
+    def publish(self, lines):
+        port = servers.port_of(servers.mqtt_url())
+        subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(port), "-q", "1", "-t",
+                        f"{self.tag}/in", "-l"], input="".join(l + "\n" for l in lines),
+                       text=True, check=True, timeout=60)
+
+    def write(self, s, msgs):
+        self.ensure_subscribed(s)
+        if msgs:
+            self.publish([json.dumps(m) for m in msgs])
+
+    def write_bad(self, s):
+        self.ensure_subscribed(s)
+        self.publish(["not json"])
+
+    def bad_input_option(self):
+        return f"{{mqtt: {{url: '{self.url}', topics: [a], qos: 5}}}}", "qos: 5"
+
+    def output_yaml(self):
+        self.sink = os.path.join(self.t.dir, "mqtt-sink")
+        self.reader = servers.brokertool_reader("mqtt-sub", servers.mqtt_url(),
+                                                f"{self.tag}/out/#", 1_000_000, 1, self.sink,
+                                                600, "flush")
+        return f"{{mqtt: {{url: '{self.url}', topic: '{self.tag}/out/{{{{k}}}}', qos: 1}}}}"
+
+    def read_sink(self):
+        with open(self.sink) as f:
+            return [json.loads(l) for l in f.read().split("\n")[:-1] if l]
+
+    def bad_output_option(self):
+        return f"{{mqtt: {{url: '{self.url}', topic: 'a/+'}}}}", "a/+"
+
+    def close(self):
+        self.proxy.close()
+        if self.reader:
+            self.reader.kill()
+            self.reader.wait()
+
+
 INPUTS = [FileConnector, DummyConnector, HttpConnector, TcpConnector, HttpPollConnector,
-          KafkaConnector, PostgresConnector, ClickhouseConnector]
-OUTPUTS = [FileConnector, HttpConnector, KafkaConnector, PostgresConnector, ClickhouseConnector]
+          KafkaConnector, PostgresConnector, ClickhouseConnector, NatsConnector,
+          NatsJetStreamConnector, RedisConnector, RedisPubSubConnector, MqttConnector]
+OUTPUTS = [FileConnector, HttpConnector, KafkaConnector, PostgresConnector, ClickhouseConnector,
+           NatsConnector, RedisConnector, MqttConnector]
 
 
 class ConformanceTest(KayakTest):
@@ -626,6 +858,35 @@ class ConformanceTest(KayakTest):
         self.assertEqual(distinct(), list(range(self.N)))
         s.stop()
         report("clickhouse", "down_and_up", f"retrying shown, {self.N} of {self.N} through "
+                                            "input and output")
+        # the brokers, both ways, with a state directory: a JetStream durable and a
+        # redis stream lose nothing; mqtt (clean session) takes what is published
+        # once it has subscribed again
+        for cls in (NatsJetStreamConnector, RedisConnector, MqttConnector):
+            self.dir_for(cls.name + "-down")
+            c = self.connector(cls)
+            cfg = self.graph(c.input_yaml(), c.output_yaml())
+            s = self.start(cfg, server_config=SERVER, state_dir=self.path("state"))
+            distinct = lambda: sorted({r["seq"] for r in c.read_sink()})  # noqa: E731
+            c.write(s, [message(i) for i in range(100)])
+            wait_for(lambda: len(distinct()) >= 100, timeout=30, what=f"{cls.name}: before")
+            c.proxy.cut()
+            if c.delivery != "none":
+                c.write(s, [message(i) for i in range(100, self.N)])  # while kayak cannot see
+            wait_for(lambda: s.card("p", "input")["state"] == "retrying", timeout=30,
+                     what=f"{cls.name}: the input retrying")
+            wait_for(lambda: s.card("p", "outputs[0]")["state"] in ("running", "retrying"),
+                     what="the output")
+            c.proxy.restore()
+            if c.delivery == "none":
+                wait_for(lambda: s.card("p", "input")["state"] == "running", timeout=40,
+                         what=f"{cls.name}: running again")
+                c._ready_for = None
+                c.write(s, [message(i) for i in range(100, self.N)])
+            wait_for(lambda: len(distinct()) >= self.N, timeout=60, what=f"{cls.name}: after")
+            self.assertEqual(distinct(), list(range(self.N)))
+            s.stop()
+            report(cls.name, "down_and_up", f"retrying shown, {self.N} of {self.N} through "
                                             "input and output")
 
     # ---- bad options, bad data ----

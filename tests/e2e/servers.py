@@ -221,3 +221,57 @@ def nats_stream_msgs(stream):
             if st["name"] == stream:
                 return st["state"]["messages"]
     return None
+
+
+def redis_commands(commands, url=None):
+    """Sends `commands` (lists of str) pipelined over one connection (RESP)
+    and returns the replies: str, int, None, list, or RuntimeError for an error."""
+    u = urllib.parse.urlsplit(url or redis_url())
+    out = bytearray()
+    for cmd in commands:
+        out += f"*{len(cmd)}\r\n".encode()
+        for a in cmd:
+            b = a if isinstance(a, bytes) else str(a).encode()
+            out += f"${len(b)}\r\n".encode() + b + b"\r\n"
+    with socket.create_connection((u.hostname, u.port), timeout=30) as s:
+        s.sendall(out)
+        f = s.makefile("rb")
+
+        def reply():
+            line = f.readline().rstrip(b"\r\n")
+            kind, rest = line[:1], line[1:]
+            if kind == b"+":
+                return rest.decode()
+            if kind == b"-":
+                return RuntimeError(rest.decode())
+            if kind == b":":
+                return int(rest)
+            if kind == b"$":
+                n = int(rest)
+                if n < 0:
+                    return None
+                data = f.read(n + 2)[:-2]
+                return data.decode(errors="replace")
+            if kind == b"*":
+                n = int(rest)
+                return None if n < 0 else [reply() for _ in range(n)]
+            raise RuntimeError(f"redis: unexpected reply {line!r}")
+        return [reply() for _ in commands]
+
+
+def redis_stream_payloads(key, field="payload"):
+    """The `field` of every entry of stream `key`, in order."""
+    entries = redis_commands([["XRANGE", key, "-", "+"]])[0] or []
+    out = []
+    for _, fields in entries:
+        for i in range(0, len(fields), 2):
+            if fields[i] == field:
+                out.append(fields[i + 1])
+    return out
+
+
+def nats_subscribed(subject):
+    """Whether some client of the NATS server subscribes to exactly `subject`."""
+    with urllib.request.urlopen(f"{nats_monitor()}/connz?subs=1", timeout=10) as r:
+        info = json.loads(r.read())
+    return any(subject in (c.get("subscriptions_list") or []) for c in info.get("connections", []))
