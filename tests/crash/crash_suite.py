@@ -846,6 +846,232 @@ pipelines:
         poster.stop = True
 
 
+# ---- message brokers (nats, redis, mqtt) ----
+
+def broker_message(i):
+    """What brokertool publishes as message i."""
+    return {"seq": i, "device": f"d{i % 4}", "value": i}
+
+
+class JetStreamSource:
+    """A JetStream stream read by a durable (acknowledged after the
+    checkpoint); the sink is JetStream too, read back by a durable."""
+    name = "nats_jetstream"
+
+    def __init__(self, rng):
+        self.tag = f"crash{rng.randrange(1 << 30)}x{os.getpid()}"
+        self.url = servers.nats_url()
+        self.stream, self.out_stream = f"{self.tag}IN".upper(), f"{self.tag}OUT".upper()
+        servers.brokertool("nats-stream", self.url, self.stream, f"{self.tag}.in")
+        servers.brokertool("nats-stream", self.url, self.out_stream, f"{self.tag}.out.>")
+
+    def publish(self, start, count):
+        servers.brokertool("nats-pub", self.url, f"{self.tag}.in", count, start, "js")
+
+    def input_yaml(self):
+        return (f"nats: {{url: '{self.url}', subject: {self.tag}.in, stream: {self.stream}, "
+                f"batch_size: 200}}")
+
+    def output_yaml(self):
+        return f"nats: {{url: '{self.url}', subject: '{self.tag}.out.{{{{device}}}}', jetstream: true}}"
+
+    def sink_seqs(self, d):
+        n = servers.nats_stream_msgs(self.out_stream) or 0
+        path = os.path.join(d, f"sink-{time.monotonic_ns()}")
+        servers.brokertool("nats-sub", self.url, f"{self.tag}.out.>", n, path, self.out_stream,
+                           f"check{time.monotonic_ns()}")
+        with open(path) as f:
+            return {json.loads(l)["seq"] for l in f if l.strip()}
+
+    def close(self):
+        pass
+
+
+class RedisStreamSource:
+    """A redis stream read by a consumer group (acknowledged after the
+    checkpoint); the sink is another stream (XADD)."""
+    name = "redis_stream"
+
+    def __init__(self, rng):
+        self.key = f"crash{rng.randrange(1 << 30)}x{os.getpid()}"
+        self.url = servers.redis_url()
+
+    def publish(self, start, count):
+        servers.brokertool("redis-pub", self.url, f"{self.key}.in", count, start)
+
+    def input_yaml(self):
+        return f"redis: {{url: '{self.url}', stream: {self.key}.in, batch_size: 200}}"
+
+    def output_yaml(self):
+        return f"redis: {{url: '{self.url}', stream: {self.key}.out}}"
+
+    def sink_seqs(self, d):
+        return {json.loads(p)["seq"] for p in servers.redis_stream_payloads(f"{self.key}.out")}
+
+    def close(self):
+        servers.redis_commands([["DEL", f"{self.key}.in", f"{self.key}.out"]])
+
+
+def part_broker(make, d, kills, rng, n, c, verbose):
+    """A broker input acknowledged after the checkpoint (JetStream, a redis
+    stream), summed into a bucket, written to a file and back into the broker,
+    killed while a publisher adds bursts. Then: the bucket equals the sums of
+    everything published (exactly once), every message is in the file and in
+    the broker sink (at least once)."""
+    os.makedirs(d, exist_ok=True)
+    src = make(rng)
+    burst = 500
+    cfg = f"""
+buckets:
+  sums: {{}}
+pipelines:
+  b:
+    input:
+      {src.input_yaml()}
+    transforms:
+      - bucket: {{name: sums, key: device, op: add, field: value}}
+    outputs:
+      - file: {{path: {d}/out}}
+      - {src.output_yaml()}
+"""
+    state = f"{d}/state"
+    stop = threading.Event()
+
+    def publisher():
+        for b in range(n // burst):
+            if stop.is_set():
+                return
+            src.publish(b * burst, burst)
+            time.sleep(0.2)  # about 10 s of publishing: the kills land while it goes on
+    w = threading.Thread(target=publisher, daemon=True)
+    w.start()
+    try:
+        for _ in range(kills):
+            s = Server(d, cfg, server_config=SERVER, state_dir=state)
+            # (or the publisher is done and the checkpoint covers all of it)
+            wait_for(lambda: s.card("b", "input")["messages_in"] > 0 or not w.is_alive(),
+                     timeout=60, what=f"{src.name}: the input to read")
+            time.sleep(rng.uniform(0.3, 1.5))
+            kill_now(s)
+            c.kill_points += 1
+            if verbose:
+                print(f"  {src.name} kill {c.kill_points}", flush=True)
+        w.join(timeout=300)
+        total = n // burst * burst
+        s = Server(d, cfg, server_config=SERVER, state_dir=state)
+        seqs = lambda: {json.loads(l)["seq"] for l in read_dir(f"{d}/out").decode().splitlines()}  # noqa: E731
+        wait_for(lambda: len(seqs()) >= total, timeout=300,
+                 what=f"{src.name}: every message in the file")
+        want = {}
+        for i in range(total):
+            m = broker_message(i)
+            want[m["device"]] = want.get(m["device"], 0) + m["value"]
+        check_bucket(s, "sums", want, c, src.name)
+        wait_for(lambda: len(src.sink_seqs(d)) >= total, timeout=120,
+                 what=f"{src.name}: every message in the broker sink")
+        s.stop()
+        missing = set(range(total)) - seqs()
+        if missing:
+            c.lost += len(missing)
+            print(f"{src.name}: messages missing from the file: {sorted(missing)[:10]}")
+        c.messages += total
+        print(f"{src.name}: {kills} kills, {total} messages: bucket exact, file and broker "
+              "sink complete (at least once)", flush=True)
+    finally:
+        stop.set()
+        w.join(timeout=60)
+        src.close()
+
+
+class LossySource:
+    """An input that keeps nothing for an absent subscriber: nats core, redis
+    pub/sub, mqtt with a clean session."""
+
+    def __init__(self, rng, kind):
+        self.name = kind
+        self.tag = f"crash{rng.randrange(1 << 30)}x{os.getpid()}"
+
+    def input_yaml(self):
+        if self.name == "nats":
+            return f"nats: {{url: '{servers.nats_url()}', subject: {self.tag}}}"
+        if self.name == "redis_pubsub":
+            return f"redis: {{url: '{servers.redis_url()}', channel: {self.tag}}}"
+        return f"mqtt: {{url: '{servers.mqtt_url()}', topics: [{self.tag}], client_id: {self.tag}}}"
+
+    def subscribed(self, s):
+        if self.name == "nats":
+            return servers.nats_subscribed(self.tag)
+        if self.name == "redis_pubsub":
+            return servers.redis_commands([["PUBSUB", "NUMSUB", self.tag]])[0][1] >= 1
+        return s.card("l", "input")["position"].startswith("subscribed")
+
+    def publish(self, start, count):
+        if self.name == "nats":
+            servers.brokertool("nats-pub", servers.nats_url(), self.tag, count, start)
+        elif self.name == "redis_pubsub":
+            servers.brokertool("redis-pub", servers.redis_url(), self.tag, count, start, "channel")
+        else:
+            servers.brokertool("mqtt-pub", servers.mqtt_url(), self.tag, count, 1, start)
+
+
+def part_lossy(kind, d, kills, rng, c, verbose):
+    """An input that is not rewindable, counted into a bucket and written to a
+    file, killed at a random instant after each burst. Then: the bucket agrees
+    with the file (state consistent with the output), nothing is there twice,
+    and what is missing is only from bursts a kill cut into: what was in
+    flight (received after the last checkpoint) at a crash."""
+    os.makedirs(d, exist_ok=True)
+    src = LossySource(rng, kind)
+    burst = 2000
+    cfg = f"""
+buckets:
+  counts: {{}}
+pipelines:
+  l:
+    input:
+      {src.input_yaml()}
+    transforms:
+      - bucket: {{name: counts, key: device, op: count}}
+    outputs:
+      - file: {{path: {d}/out}}
+"""
+    state = f"{d}/state"
+    seqs = lambda: [json.loads(l)["seq"] for l in read_dir(f"{d}/out").decode().splitlines()]  # noqa: E731
+    cut = set()
+    for k in range(kills + 1):
+        s = Server(d, cfg, server_config=SERVER, state_dir=state)
+        wait_for(lambda: src.subscribed(s), timeout=60, what=f"{kind}: subscribed")
+        src.publish(k * burst, burst)
+        if k == kills:
+            wait_for(lambda: len(set(seqs()) & set(range(k * burst, (k + 1) * burst))) >= burst,
+                     timeout=60, what=f"{kind}: the last burst, whole")
+            break
+        time.sleep(rng.uniform(0.0, 1.5))
+        kill_now(s)
+        c.kill_points += 1
+        cut.update(range(k * burst, (k + 1) * burst))
+    c1 = committed(s)
+    wait_for(lambda: committed(s) > c1, timeout=30, what=f"{kind}: a checkpoint after the end")
+    got = seqs()
+    per_device = {}
+    for q in got:
+        dev = broker_message(q)["device"]
+        per_device[dev] = per_device.get(dev, 0) + 1
+    check_bucket(s, "counts", per_device, c, kind)
+    s.stop()
+    published = (kills + 1) * burst
+    missing = set(range(published)) - set(got)
+    if len(got) != len(set(got)):
+        c.double += len(got) - len(set(got))
+        print(f"{kind}: messages twice in the output")
+    if missing - cut:
+        c.lost += len(missing - cut)
+        print(f"{kind}: lost outside a crash: {sorted(missing - cut)[:10]}")
+    c.messages += published
+    print(f"{kind}: {kills} kills, {published} published, {len(missing)} lost, all in flight at "
+          f"a crash; bucket = output", flush=True)
+
+
 def run(args):
     rng = random.Random(args.seed)
     n = args.messages
@@ -866,6 +1092,12 @@ def run(args):
             for make in (PostgresSource, ClickhouseSource):
                 part_database(make, os.path.join(base, make.name), args.db_kills, rng,
                               args.db_rows, c, args.verbose)
+        if args.broker_messages:
+            for make in (JetStreamSource, RedisStreamSource):
+                part_broker(make, os.path.join(base, make.name), args.broker_kills, rng,
+                            args.broker_messages, c, args.verbose)
+            for kind in ("nats", "redis_pubsub", "mqtt"):
+                part_lossy(kind, os.path.join(base, kind), 3, rng, c, args.verbose)
     except AssertionError as e:
         print(f"crash suite: {e}")
         c.mismatches += 1
@@ -893,6 +1125,10 @@ def main():
                     help="kills of each database workload (postgres, clickhouse)")
     ap.add_argument("--db-rows", type=int, default=100_000,
                     help="rows of each database workload (0: no database parts)")
+    ap.add_argument("--broker-kills", type=int, default=5,
+                    help="kills of each rewindable broker workload (JetStream, redis stream)")
+    ap.add_argument("--broker-messages", type=int, default=20_000,
+                    help="messages of each broker workload (0: no broker parts)")
     ap.add_argument("--slow", type=int, default=150000, help="Lua loop per message, to stretch the run")
     ap.add_argument("-v", "--verbose", action="store_true")
     sys.exit(run(ap.parse_args()))

@@ -259,8 +259,12 @@ class NatsInput final : public Input {
     const natsStatus s =
         natsSubscription_Fetch(&list, sub_, batch_size_, std::max<int64_t>(wait_ms, 1), &jerr);
     MsgListFree free_list{&list};
-    if (s == NATS_TIMEOUT || (s == NATS_OK && list.Count == 0)) return conn_.Up();
-    if (s != NATS_OK) return nats::ToStatus(s, conn_.Error("fetching from " + js_.durable, s));
+    // Whatever the status says, what came is handed over: a message
+    // delivered and dropped here would come back only after ack_wait.
+    if (list.Count == 0) {
+      if (s == NATS_TIMEOUT || s == NATS_OK) return conn_.Up();
+      return nats::ToStatus(s, conn_.Error("fetching from " + js_.durable, s));
+    }
     AckBatch batch;
     for (int i = 0; i < list.Count; ++i) {
       natsMsg* m = list.Msgs[i];
