@@ -37,6 +37,7 @@ bench: build
 	./scripts/install-deps.sh --bench
 	python3 -u bench/pipelines.py --with-micro --with-http --with-kafka
 	python3 -u bench/databases.py
+	python3 -u bench/brokers.py
 
 # Per-message costs (bench/micro): medians of 5 repetitions.
 bench-micro: build

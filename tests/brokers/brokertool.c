@@ -318,6 +318,17 @@ static void on_mqtt_message(struct mosquitto* m, void* obj, const struct mosquit
   st->last = now_s();
 }
 
+static int mqtt_subacked;
+
+static void on_mqtt_subscribe(struct mosquitto* m, void* obj, int mid, int n, const int* qos) {
+  (void)m;
+  (void)obj;
+  (void)mid;
+  (void)n;
+  (void)qos;
+  mqtt_subacked = 1;
+}
+
 static struct mosquitto* mqtt_connect(const char* url, void* obj) {
   char host[256];
   int port;
@@ -356,8 +367,10 @@ static int mqtt_pub(const char* url, const char* topic, long count, int qos, lon
     }
   }
   while (mqtt_acked < count && now_s() < deadline) mosquitto_loop(m, 10, 1);
+  /* QoS 0 counts as published once queued: write out the queue, then leave */
+  while (mosquitto_want_write(m) && now_s() < deadline) mosquitto_loop(m, 10, 1);
   mosquitto_disconnect(m);
-  mosquitto_loop(m, 100, 1);
+  while (mosquitto_want_write(m) && now_s() < deadline) mosquitto_loop(m, 10, 1);
   report(mqtt_acked, t0);
   mosquitto_destroy(m);
   return mqtt_acked == count ? 0 : 2;
@@ -372,9 +385,11 @@ static int mqtt_sub(const char* url, const char* topic, long count, int qos, con
   if (!st.f) die("open", out);
   struct mosquitto* m = mqtt_connect(url, &st);
   mosquitto_message_callback_set(m, on_mqtt_message);
+  mosquitto_subscribe_callback_set(m, on_mqtt_subscribe);
   int rc = mosquitto_subscribe(m, NULL, topic, qos);
   if (rc != MOSQ_ERR_SUCCESS) die("subscribe", mosquitto_strerror(rc));
-  for (int i = 0; i < 20; i++) mosquitto_loop(m, 10, 1); /* the SUBACK */
+  for (double end = now_s() + 10; !mqtt_subacked && now_s() < end;) mosquitto_loop(m, 10, 1);
+  if (!mqtt_subacked) die("subscribe", "no SUBACK in 10 s");
   printf("ready\n");
   fflush(stdout);
   st.last = now_s();

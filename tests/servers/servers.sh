@@ -125,12 +125,15 @@ start_mosquitto() {
   rm -rf "$dir"; mkdir -p "$dir"
   local port; port=$(free_port)
   # As root mosquitto drops to its own user: it logs to stderr, never to a file of ours.
+  # The queue limits are mosquitto's defaults unless the caller (the benchmark) says.
   cat >"$dir/mosquitto.conf" <<CONF
 listener $port 127.0.0.1
 allow_anonymous true
 persistence false
 log_dest stderr
-max_queued_messages 1000
+max_queued_messages ${MOSQUITTO_MAX_QUEUED:-1000}
+max_inflight_messages ${MOSQUITTO_MAX_INFLIGHT:-20}
+queue_qos0_messages ${MOSQUITTO_QUEUE_QOS0:-false}
 CONF
   mosquitto -c "$dir/mosquitto.conf" >"$dir/server.log" 2>&1 &
   echo $! >"$dir/pid"
