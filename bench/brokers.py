@@ -228,7 +228,7 @@ def bench_redis(a, work, n):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--messages", type=int, default=500_000)
+    ap.add_argument("--messages", type=int, default=200_000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--only", choices=["mqtt", "nats", "redis"])
     ap.add_argument("--smoke", action="store_true", help="tiny, for the test suite")

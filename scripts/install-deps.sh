@@ -18,6 +18,10 @@ PACKAGES=(
   libpq-dev              # the postgres input and output
   postgresql-15 postgresql-client-15  # the real server the postgres tests and benchmark start
   clickhouse-server clickhouse-client # the same for clickhouse (its connector speaks HTTP)
+  libnats-dev            # the nats input and output (cnats: core and JetStream)
+  libhiredis-dev         # the redis input and output
+  libmosquitto-dev       # the mqtt input and output
+  nats-server redis-server redis-tools mosquitto mosquitto-clients  # their real servers, for tests
   libgtest-dev libgmock-dev
   libbenchmark-dev       # Google Benchmark: the micro benchmarks in bench/micro
   clang libfuzzer-14-dev # the fuzz target over the http input's request path

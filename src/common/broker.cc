@@ -114,8 +114,9 @@ bool FieldTemplate::Render(std::string_view payload, std::string* out, std::stri
     const std::string_view value = v.of(payload);
     if (value.empty() || value[0] == '{' || value[0] == '[' ||
         (value[0] == '"' && value.size() == 2)) {
+      const bool empty_string = value.size() == 2 && value[0] == '"';
       *why = "field `" + p.name + "` for `" + text_ + "` is " +
-             (value.size() == 2 ? "an empty string" : std::string("an ") + jtext::TypeName(value));
+             (empty_string ? "an empty string" : std::string("an ") + jtext::TypeName(value));
       return false;
     }
     if (value[0] == '"') {

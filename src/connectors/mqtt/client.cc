@@ -16,6 +16,7 @@ bool ParseUrl(std::string_view url, Address* out, std::string* error) {
   }
   std::string_view rest = url.substr(7);
   if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
+  out->port = 1883;
   const size_t colon = rest.rfind(':');
   if (colon != std::string_view::npos) {
     std::string_view port = rest.substr(colon + 1);
