@@ -40,7 +40,8 @@ std::vector<PropDef> ConnectionProps() {
   return {
       PropDef{"url", PropType::kString, true, "", "mqtt://host:port"}.NonEmpty(),
       {"client_id", PropType::kString, false, "",
-       "the MQTT client id (default kayak-<pipeline>-<component>); unique per broker"},
+       "the MQTT client id (default kayak-<pipeline> for an input, kayak-<pipeline>-out<N> "
+       "for output N); unique per broker: another client with it takes the session over"},
       {"username", PropType::kString, false, "", "the MQTT user name"},
       PropDef{"password", PropType::kString, false, "", "the MQTT password, as ${ENV}"}.Secret(),
       PropDef{"keepalive_secs", PropType::kInt, false, "60",

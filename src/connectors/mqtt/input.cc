@@ -147,7 +147,8 @@ ComponentDef MqttInputDef() {
   d.type = "mqtt";
   d.help =
       "Subscribes to `topics` (wildcards + and #) at `qos` with a clean session (MQTT 3.1.1, "
-      "libmosquitto). The socket is read only as the pipeline takes batches, so a slow "
+      "libmosquitto). The library's thread reads into a bounded buffer (`buffer`) the "
+      "pipeline takes batches from; when it is full the socket is not read, so a slow "
       "pipeline holds the broker back instead of filling kayak's memory. Not rewindable: "
       "messages in flight at a crash are lost, and so is what the broker queued for a session "
       "it dropped. A payload that is JSON is the message; another is wrapped or refused "
