@@ -449,8 +449,8 @@ class NatsConnector(Subscribed, Connector):
         servers.brokertool("nats-stream", servers.nats_url(), self.stream, f"{self.tag}.js.>")
 
     def input_yaml(self):
-        return f"{{nats: {{url: '{self.url}', subject: '{self.tag}.in', batch_size: 16, "
-                f"non_json: error}}}}"
+        return (f"{{nats: {{url: '{self.url}', subject: '{self.tag}.in', batch_size: 16, "
+                f"non_json: error}}}}")
 
     def subscribed(self, s):
         return servers.nats_subscribed(f"{self.tag}.in")
@@ -529,8 +529,8 @@ class RedisConnector(Connector):
         self.url = f"redis://127.0.0.1:{self.proxy.port}"
 
     def input_yaml(self):
-        return f"{{redis: {{url: '{self.url}', stream: {self.key}.in, batch_size: 16, "
-                f"non_json: error}}}}"
+        return (f"{{redis: {{url: '{self.url}', stream: {self.key}.in, batch_size: 16, "
+                f"non_json: error}}}}")
 
     def write(self, s, msgs):
         if msgs:
@@ -564,8 +564,8 @@ class RedisPubSubConnector(Subscribed, RedisConnector):
     has_output = False
 
     def input_yaml(self):
-        return f"{{redis: {{url: '{self.url}', channel: {self.key}.ch, batch_size: 16, "
-                f"non_json: error}}}}"
+        return (f"{{redis: {{url: '{self.url}', channel: {self.key}.ch, batch_size: 16, "
+                f"non_json: error}}}}")
 
     def subscribed(self, s):
         return servers.redis_commands([["PUBSUB", "NUMSUB", f"{self.key}.ch"]])[0][1] >= 1

@@ -1,10 +1,10 @@
 #include "connectors/mqtt/client.h"
 
-#include <charconv>
 #include <cstring>
 #include <mutex>
 
 #include "common/clock.h"
+#include "common/host_port.h"
 #include "common/log.h"
 
 namespace kayak::mqtt {
@@ -17,19 +17,21 @@ bool ParseUrl(std::string_view url, Address* out, std::string* error) {
   std::string_view rest = url.substr(7);
   if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
   out->port = 1883;
-  const size_t colon = rest.rfind(':');
-  if (colon != std::string_view::npos) {
-    std::string_view port = rest.substr(colon + 1);
-    auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), out->port);
-    if (ec != std::errc() || p != port.data() + port.size() || out->port <= 0 ||
-        out->port > 65535) {
-      *error = "the port is not a number from 1 to 65535";
+  if (rest.find_first_of("/@") != std::string_view::npos) {
+    *error = "mqtt://host:port, with the credentials in `username` and `password`";
+    return false;
+  }
+  if (rest.find(':') != std::string_view::npos) {
+    uint16_t port = 0;
+    if (!ParseHostPort(std::string(rest), &out->host, &port) || port == 0) {
+      *error = "host:port, the port a number from 1 to 65535";
       return false;
     }
-    rest = rest.substr(0, colon);
+    out->port = port;
+    return true;
   }
-  if (rest.empty() || rest.find_first_of("/@") != std::string_view::npos) {
-    *error = "mqtt://host:port, with the credentials in `username` and `password`";
+  if (rest.empty()) {
+    *error = "mqtt://host:port";
     return false;
   }
   out->host.assign(rest);

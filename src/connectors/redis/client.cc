@@ -4,6 +4,7 @@
 
 #include <charconv>
 
+#include "common/host_port.h"
 #include "common/log.h"
 
 namespace kayak::redis {
@@ -41,16 +42,14 @@ bool ParseUrl(std::string_view url, Address* out, std::string* error) {
       }
     }
   }
-  const size_t colon = rest.rfind(':');
-  if (colon != std::string_view::npos) {
-    std::string_view port = rest.substr(colon + 1);
-    auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), out->port);
-    if (ec != std::errc() || p != port.data() + port.size() || out->port <= 0 ||
-        out->port > 65535) {
-      *error = "the port is not a number from 1 to 65535";
+  if (rest.find(':') != std::string_view::npos) {
+    uint16_t port = 0;
+    if (!ParseHostPort(std::string(rest), &out->host, &port) || port == 0) {
+      *error = "host:port, the port a number from 1 to 65535";
       return false;
     }
-    rest = rest.substr(0, colon);
+    out->port = port;
+    return true;
   }
   if (!rest.empty()) out->host.assign(rest);
   return true;
