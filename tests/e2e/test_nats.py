@@ -129,6 +129,25 @@ class NatsTest(BrokerTest):
                  what="the output retrying")
         self.assertIn("nats output", s.card("p", "outputs[0]")["last_error"])
 
+    def test_a_failed_flush_fails_the_checkpoint(self):
+        proxy = Proxy("127.0.0.1", port_of(nats_url()))
+        self.addCleanup(proxy.close)
+        url = f"nats://127.0.0.1:{proxy.port}"
+        reader = brokertool_reader("nats-sub", nats_url(), f"{self.tag}.f", 20, self.path("got"))
+        s = self.start(self.graph(
+            "{dummy: {count: 20}}", f"[{{nats: {{url: '{url}', subject: '{self.tag}.f'}}}}]"),
+            server_config=SERVER, state_dir=self.path("state"))
+        self.assertEqual(reader.wait(timeout=30), 0)
+        c0 = committed(s)
+        wait_for(lambda: committed(s) > c0, what="a checkpoint after the messages")
+        proxy.cut()  # nothing left to write: the barrier's flush is what finds it gone
+        abandoned = lambda: sum(r["abandoned"] for r in s.get_json("/api/v1/checkpoints")["regions"])  # noqa: E731
+        a0 = abandoned()
+        wait_for(lambda: abandoned() > a0, timeout=60, what="a checkpoint abandoned")
+        proxy.restore()
+        c1 = committed(s)
+        wait_for(lambda: committed(s) > c1, timeout=60, what="checkpoints again once it is back")
+
     def test_server_down_and_back(self):
         proxy = Proxy("127.0.0.1", port_of(nats_url()))
         self.addCleanup(proxy.close)
