@@ -6,7 +6,8 @@ import unittest
 
 from brokers import SERVER, BrokerTest, sums
 from harness import committed, wait_for
-from servers import Proxy, brokertool, brokertool_reader, nats_consumer, nats_url, port_of
+from servers import (Proxy, brokertool, brokertool_reader, nats_consumer, nats_subscribed,
+                     nats_url, port_of)
 
 
 class NatsTest(BrokerTest):
@@ -19,8 +20,7 @@ class NatsTest(BrokerTest):
     def test_core_subject_to_file_with_metadata_and_wrapped_text(self):
         s = self.start(self.graph(
             f"{{nats: {{url: '{nats_url()}', subject: '{self.tag}.>', meta_field: meta}}}}"))
-        wait_for(lambda: "subject" in s.card("p", "input")["position"], what="subscribed")
-        wait_for(lambda: s.card("p", "input")["state"] == "running", what="running")
+        wait_for(lambda: nats_subscribed(f"{self.tag}.>"), what="subscribed")
         brokertool("nats-pub", nats_url(), f"{self.tag}.a", 500)
         wait_for(lambda: len(self.out()) == 500, what="500 messages")
         first = self.out()[0]
@@ -29,19 +29,19 @@ class NatsTest(BrokerTest):
         self.assertEqual(sorted(self.seqs()), list(range(500)))
 
     def test_non_json_is_wrapped_or_counted(self):
-        cfg = lambda extra, out: self.graph(  # noqa: E731
-            f"{{nats: {{url: '{nats_url()}', subject: '{self.tag}.t'{extra}}}}}",
+        cfg = lambda subject, extra, out: self.graph(  # noqa: E731
+            f"{{nats: {{url: '{nats_url()}', subject: '{subject}'{extra}}}}}",
             f"[{{file: {{path: {self.path(out)}}}}}]")
-        s = self.start(cfg("", "wrap"))
-        wait_for(lambda: s.card("p", "input")["state"] == "running", what="running")
+        s = self.start(cfg(f"{self.tag}.t", "", "wrap"))
+        wait_for(lambda: nats_subscribed(f"{self.tag}.t"), what="subscribed")
         brokertool("nats-send", nats_url(), f"{self.tag}.t", "hello", "\\xff\\x00", '{"a":1}')
         wait_for(lambda: len(self.out("wrap")) == 3, what="three messages")
         self.assertEqual(self.out("wrap"), [{"payload": "hello"}, {"payload_base64": "/wA="},
                                             {"a": 1}])
         s.stop()
-        s = self.start(cfg(", non_json: error", "strict"))
-        wait_for(lambda: s.card("p", "input")["state"] == "running", what="running")
-        brokertool("nats-send", nats_url(), f"{self.tag}.t", "hello", '{"a":2}')
+        s = self.start(cfg(f"{self.tag}.u", ", non_json: error", "strict"))
+        wait_for(lambda: nats_subscribed(f"{self.tag}.u"), what="subscribed")
+        brokertool("nats-send", nats_url(), f"{self.tag}.u", "hello", '{"a":2}')
         wait_for(lambda: len(self.out("strict")) == 1, what="one message")
         self.assertEqual(self.out("strict"), [{"a": 2}])
         wait_for(lambda: s.card("p", "input")["errors"] == 1, what="one error")
@@ -157,7 +157,8 @@ class NatsTest(BrokerTest):
         wait_for(lambda: s.card("p", "input")["state"] == "retrying", what="retrying at start")
         self.assertIn("cannot connect", s.card("p", "input")["last_error"])
         proxy.restore()
-        wait_for(lambda: s.card("p", "input")["state"] == "running", timeout=30, what="running")
+        wait_for(lambda: s.card("p", "input")["state"] == "running" and
+                 nats_subscribed(f"{self.tag}.>"), timeout=30, what="running")
         brokertool("nats-pub", nats_url(), f"{self.tag}.a", 100)
         wait_for(lambda: len(self.out()) == 100, what="100 messages")
         proxy.cut()  # down mid-run: the card says so, the library reconnects
