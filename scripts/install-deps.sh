@@ -21,6 +21,7 @@ PACKAGES=(
   libnats-dev            # the nats input and output (cnats: core and JetStream)
   libhiredis-dev         # the redis input and output
   libmosquitto-dev       # the mqtt input and output
+  libssl-dev             # SHA-256 and HMAC for the s3 output's SigV4 signer
   nats-server redis-server redis-tools mosquitto mosquitto-clients  # their real servers, for tests
   libgtest-dev libgmock-dev
   libbenchmark-dev       # Google Benchmark: the micro benchmarks in bench/micro
