@@ -22,6 +22,7 @@ PACKAGES=(
   libhiredis-dev         # the redis input and output
   libmosquitto-dev       # the mqtt input and output
   libssl-dev             # SHA-256 and HMAC for the s3 output's SigV4 signer
+  libcurl4-openssl-dev   # the s3 output's HTTP(S) client
   nats-server redis-server redis-tools mosquitto mosquitto-clients  # their real servers, for tests
   libgtest-dev libgmock-dev
   libbenchmark-dev       # Google Benchmark: the micro benchmarks in bench/micro
@@ -40,19 +41,31 @@ if [ "${1:-}" = "--bench" ]; then
   )
 fi
 
+# Node.js and npm run the npm test servers (s3rver); the machine's own when it
+# has them, else Debian's.
+command -v npm >/dev/null 2>&1 || PACKAGES+=(nodejs npm)
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    SUDO=sudo
+  else
+    SUDO=
+  fi
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -o DPkg::Lock::Timeout=600 -qq
+  $SUDO apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 "${missing[@]}" >/dev/null
 fi
-if [ "$(id -u)" -ne 0 ]; then
-  SUDO=sudo
-else
-  SUDO=
+
+# The npm test servers, pinned by tests/servers/npm/package-lock.json; npm ci
+# only when that lockfile changed since the last install.
+npm_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/servers/npm"
+if ! cmp -s "$npm_dir/package-lock.json" "$npm_dir/node_modules/.kayak-lock.json" 2>/dev/null; then
+  echo "install-deps: npm ci in tests/servers/npm"
+  (cd "$npm_dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  cp "$npm_dir/package-lock.json" "$npm_dir/node_modules/.kayak-lock.json"
 fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -o DPkg::Lock::Timeout=600 -qq
-$SUDO apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 "${missing[@]}" >/dev/null

@@ -2,7 +2,7 @@
 # servers.sh: the real database servers the tests need, started once per test
 # run on loopback ports and stopped by PID (CTest fixtures, tests/CMakeLists.txt).
 #
-#   servers.sh start|stop postgres|clickhouse|nats|redis|mosquitto DIR
+#   servers.sh start|stop postgres|clickhouse|nats|redis|mosquitto|s3 DIR
 #
 # `start` picks free loopback ports and writes the address to DIR/env
 # (PG_URL=..., CLICKHOUSE_URL=..., NATS_URL=..., REDIS_URL=..., MQTT_URL=...), which
@@ -141,6 +141,23 @@ CONF
   echo "MQTT_URL=mqtt://127.0.0.1:$port" >"$dir/env"
 }
 
+# s3rver (npm, pinned in tests/servers/npm; scripts/install-deps.sh installs it):
+# path-style buckets, bucket `kayak` made at start, credentials S3RVER/S3RVER. It
+# does not check SigV4 signatures (the signer is tested against AWS's vectors).
+start_s3() {
+  if [ -f "$dir/pid" ]; then stop_pid TERM; fi
+  rm -rf "$dir"; mkdir -p "$dir/data"
+  local port here; port=$(free_port); here=$(cd "$(dirname "$0")" && pwd)
+  [ -f "$here/npm/node_modules/s3rver/bin/s3rver.js" ] ||
+    fail "s3rver is not installed: run scripts/install-deps.sh"
+  node "$here/npm/node_modules/s3rver/bin/s3rver.js" -d "$dir/data" -a 127.0.0.1 -p "$port" \
+    --no-vhost-buckets --configure-bucket kayak >"$dir/server.log" 2>&1 &
+  echo $! >"$dir/pid"
+  await s3rver curl -s -o /dev/null "http://127.0.0.1:$port/"
+  { echo "S3_ENDPOINT=http://127.0.0.1:$port"; echo "S3_BUCKET=kayak"
+    echo "S3_ACCESS_KEY_ID=S3RVER"; echo "S3_SECRET_ACCESS_KEY=S3RVER"; } >"$dir/env"
+}
+
 stop_pid() {  # SIGNAL: the server's own clean stop; then wait for the PID to go
   [ -f "$dir/pid" ] || return 0
   local pid; pid=$(cat "$dir/pid")
@@ -158,6 +175,7 @@ case "$what:$name" in
   start:nats) start_nats ;;
   start:redis) start_redis ;;
   start:mosquitto) start_mosquitto ;;
-  stop:nats|stop:redis|stop:mosquitto) stop_pid TERM ;;
-  *) fail "usage: servers.sh start|stop postgres|clickhouse|nats|redis|mosquitto DIR" ;;
+  start:s3) start_s3 ;;
+  stop:nats|stop:redis|stop:mosquitto|stop:s3) stop_pid TERM ;;
+  *) fail "usage: servers.sh start|stop postgres|clickhouse|nats|redis|mosquitto|s3 DIR" ;;
 esac

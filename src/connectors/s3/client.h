@@ -1,0 +1,66 @@
+// The s3 output's client side (libcurl): the multipart upload calls it needs,
+// signed with SigV4 (sigv4.h), over http or https, path-style or
+// virtual-hosted. Errors are sorted as the output needs them: a connection
+// failure, a 5xx or SlowDown is retryable; any other 4xx is permanent, with
+// S3's own code and message.
+#pragma once
+
+#include <curl/curl.h>
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "connectors/s3/sigv4.h"
+#include "kayak/status.h"
+
+namespace kayak::s3 {
+
+struct Endpoint {
+  std::string endpoint;  // http(s)://host[:port]; "" = AWS for `region`
+  std::string region = "us-east-1";
+  std::string bucket;
+  bool path_style = false;
+  Credentials credentials;
+};
+
+class Client {
+ public:
+  explicit Client(Endpoint e);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  Status CreateUpload(const std::string& key, std::string* upload_id);
+  Status UploadPart(const std::string& key, const std::string& upload_id, int part,
+                    std::string_view bytes, std::string* etag);
+  // `parts`: number and ETag, in order.
+  Status Complete(const std::string& key, const std::string& upload_id,
+                  const std::vector<std::pair<int, std::string>>& parts);
+  // Whether the object exists (HEAD).
+  Status Exists(const std::string& key, bool* exists);
+  Status Get(const std::string& key, std::string* body);
+  Status Put(const std::string& key, std::string_view bytes);
+
+  // The URL of `key` (for messages and tests).
+  std::string Url(const std::string& key, const Pairs& query) const;
+
+ private:
+  struct Response {
+    long status = 0;
+    std::string body;
+    std::string etag;
+  };
+  Status Send(const char* method, const std::string& key, const Pairs& query,
+              std::string_view body, Response* out);
+
+  const Endpoint e_;
+  std::string scheme_, host_;  // from the endpoint
+  CURL* curl_ = nullptr;
+};
+
+// The text of <tag>...</tag> in an S3 XML answer ("" when absent).
+std::string XmlText(std::string_view xml, std::string_view tag);
+
+}  // namespace kayak::s3
