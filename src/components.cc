@@ -18,7 +18,7 @@
   X(BucketTransformDef) X(LookupDef) X(BufferDef) X(LuaDef)                        \
   /* outputs */                                                                    \
   X(ClickhouseOutputDef) X(FileOutputDef) X(HttpOutputDef) X(KafkaOutputDef)     \
-  X(MqttOutputDef) X(NatsOutputDef) X(RedisOutputDef)                             \
+  X(MqttOutputDef) X(NatsOutputDef) X(RedisOutputDef) X(S3OutputDef)              \
   X(PostgresOutputDef)                                                             \
   X(StdoutOutputDef)
 

@@ -275,3 +275,25 @@ def nats_subscribed(subject):
     with urllib.request.urlopen(f"{nats_monitor()}/connz?subs=1", timeout=10) as r:
         info = json.loads(r.read())
     return any(subject in (c.get("subscriptions_list") or []) for c in info.get("connections", []))
+
+
+# ---- S3 (s3rver) ----
+
+def s3_env():
+    return env("s3")
+
+
+def s3_objects(prefix):
+    """{key: bytes} of every object under `prefix` in bucket kayak (s3rver
+    answers a list and a GET without a signature)."""
+    import re
+    from urllib.parse import quote
+    base = s3_env()["S3_ENDPOINT"] + "/kayak"
+    with urllib.request.urlopen(f"{base}?list-type=2&max-keys=1000&prefix={quote(prefix)}",
+                                timeout=30) as r:
+        keys = re.findall(r"<Key>([^<]*)</Key>", r.read().decode())
+    out = {}
+    for k in keys:
+        with urllib.request.urlopen(f"{base}/{quote(k)}", timeout=30) as r:
+            out[k] = r.read()
+    return out

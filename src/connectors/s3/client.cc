@@ -110,6 +110,10 @@ Status Client::Send(const char* method, const std::string& key, const Pairs& que
   const std::string what = std::string("s3: ") + method + " " + e_.bucket + "/" + key;
   if (rc != CURLE_OK) return Status::Unavailable(what + ": " + curl_easy_strerror(rc));
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out->status);
+  curl_off_t length = -1;
+  if (curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) == CURLE_OK) {
+    out->length = static_cast<int64_t>(length);
+  }
   if (out->status >= 200 && out->status < 300) return Status::Ok();
   const std::string code = XmlText(out->body, "Code"), message = XmlText(out->body, "Message");
   const std::string why = what + ": HTTP " + std::to_string(out->status) +
@@ -160,10 +164,11 @@ Status Client::Complete(const std::string& key, const std::string& upload_id,
   return Status::Ok();
 }
 
-Status Client::Exists(const std::string& key, bool* exists) {
+Status Client::Exists(const std::string& key, bool* exists, uint64_t* size) {
   Response r;
   Status st = Send("HEAD", key, {}, "", &r);
   *exists = st.ok();
+  if (size != nullptr) *size = r.length > 0 ? static_cast<uint64_t>(r.length) : 0;
   if (st.code() == Code::kNotFound) return Status::Ok();
   return st;
 }

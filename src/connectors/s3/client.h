@@ -7,6 +7,7 @@
 
 #include <curl/curl.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -38,8 +39,8 @@ class Client {
   // `parts`: number and ETag, in order.
   Status Complete(const std::string& key, const std::string& upload_id,
                   const std::vector<std::pair<int, std::string>>& parts);
-  // Whether the object exists (HEAD).
-  Status Exists(const std::string& key, bool* exists);
+  // Whether the object exists (HEAD), and its size when it does.
+  Status Exists(const std::string& key, bool* exists, uint64_t* size = nullptr);
   Status Get(const std::string& key, std::string* body);
   Status Put(const std::string& key, std::string_view bytes);
 
@@ -51,6 +52,7 @@ class Client {
     long status = 0;
     std::string body;
     std::string etag;
+    int64_t length = -1;  // Content-Length, when the answer had one
   };
   Status Send(const char* method, const std::string& key, const Pairs& query,
               std::string_view body, Response* out);

@@ -1,0 +1,444 @@
+// The s3 output: rows appended to objects uploaded in parts (multipart
+// upload), each object closed at the first row boundary at or past
+// `max_object_bytes` (or after `max_object_secs`, or at a stop), and the part
+// not yet uploaded kept in the checkpoint. docs/components.md, "s3";
+// docs/durability.md, "s3".
+//
+// Parts are cut at row boundaries once `part_bytes` is reached, so part and
+// object boundaries depend only on the rows: a replay after a restore cuts
+// the same parts, uploads them again under the same numbers (S3 keeps the
+// last), and completes byte-identical objects. An object completed after the
+// checkpoint that still shows it open is found with HEAD at the restore; the
+// replayed rows it already holds (its size) are passed over, not uploaded
+// under another key.
+#include <deque>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "common/crash_point.h"
+#include "common/log.h"
+#include "components.h"
+#include "connectors/s3/client.h"
+
+namespace kayak {
+
+namespace {
+
+struct S3Options {
+  s3::Endpoint endpoint;
+  std::string key;  // template: {{date}} {{hour}} {{seq}}
+  uint64_t part_bytes = 5242880;
+  uint64_t max_object_bytes = 1073741824;
+  int64_t max_object_secs = 300;
+};
+
+// One object being written: rows go into it until it is closed; it is
+// completed once every part is up.
+struct Object {
+  uint64_t seq = 0;
+  std::string key;
+  std::string upload_id;  // "" until the first part is uploaded
+  std::vector<std::pair<int, std::string>> parts;  // uploaded: number, ETag
+  int next_part = 1;
+  uint64_t bytes = 0;  // rows written into it so far
+  bool closed = false;
+  int64_t opened_ms = 0;
+};
+
+// A part cut from an object's rows, waiting to be uploaded.
+struct Piece {
+  uint64_t seq = 0;
+  int number = 0;
+  std::string bytes;
+};
+
+std::string Pad10(uint64_t n) {
+  std::string s = std::to_string(n);
+  return std::string(s.size() < 10 ? 10 - s.size() : 0, '0') + s;
+}
+
+std::string RenderKey(const std::string& tmpl, uint64_t seq, int64_t now_ms) {
+  const std::time_t t = static_cast<std::time_t>(now_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char date[16], hour[8];
+  std::strftime(date, sizeof(date), "%Y-%m-%d", &tm);
+  std::strftime(hour, sizeof(hour), "%H", &tm);
+  std::string out;
+  for (size_t i = 0; i < tmpl.size();) {
+    auto at = [&](std::string_view v) { return tmpl.compare(i, v.size(), v) == 0; };
+    if (at("{{date}}")) {
+      out += date;
+      i += 8;
+    } else if (at("{{hour}}")) {
+      out += hour;
+      i += 8;
+    } else if (at("{{seq}}")) {
+      out += Pad10(seq);
+      i += 7;
+    } else {
+      out += tmpl[i++];
+    }
+  }
+  return out;
+}
+
+class S3Output final : public Output {
+ public:
+  S3Output(S3Options o, const ComponentContext& ctx)
+      : o_(std::move(o)), client_(o_.endpoint), clock_(ctx.clock), stats_(ctx.stats) {}
+
+  // Without a restored state: the first sequence number whose key is free,
+  // so a restart never writes over an object of an earlier run.
+  Status Open() override {
+    if (opened_) return Status::Ok();
+    if (restored_) {
+      KAYAK_RETURN_IF_ERROR(FindCompletedAfterRestore());
+    } else {
+      for (int i = 0; i < 100000; ++i) {
+        bool exists = false;
+        KAYAK_RETURN_IF_ERROR(
+            client_.Exists(RenderKey(o_.key, next_seq_, clock_->NowMs()), &exists));
+        if (!exists) break;
+        ++next_seq_;
+      }
+    }
+    opened_ = true;
+    return Status::Ok();
+  }
+
+  // What came before goes out first: a batch is taken only while the store
+  // answers, so a store that is down holds the pipeline (retried by the
+  // runner). The batch's own parts go out now or at the next call.
+  Status Write(const Batch& batch) override {
+    KAYAK_RETURN_IF_ERROR(Flush());
+    for (const auto& m : batch.messages) Append(m.payload());
+    Report(Flush(), "the batch is kept; sent again before the next one");
+    return Status::Ok();
+  }
+
+  void Tick(int64_t now_ms) override {
+    if (o_.max_object_secs > 0 && !objs_.empty() && !objs_.back().closed &&
+        objs_.back().bytes > 0 && now_ms - objs_.back().opened_ms >= o_.max_object_secs * 1000) {
+      CloseOpen();
+    }
+    if (!queue_.empty() || (!objs_.empty() && objs_.front().closed)) {
+      Report(Flush(), "tried again");
+    }
+  }
+
+  // The barrier: what is uploaded is named (key, upload id, parts and their
+  // ETags); what is not, its bytes, go into the checkpoint.
+  Status Checkpoint(uint64_t id, std::string* state) override {
+    (void)id;
+    Report(Flush(), "its bytes go into the checkpoint");
+    nlohmann::json objs = nlohmann::json::array(), pieces = nlohmann::json::array();
+    for (const auto& ob : objs_) {
+      nlohmann::json parts = nlohmann::json::array();
+      for (const auto& [n, etag] : ob.parts) parts.push_back({n, etag});
+      objs.push_back({{"seq", ob.seq}, {"key", ob.key}, {"upload_id", ob.upload_id},
+                      {"parts", parts}, {"next_part", ob.next_part}, {"bytes", ob.bytes},
+                      {"closed", ob.closed}, {"opened_ms", ob.opened_ms}});
+    }
+    for (const auto& p : queue_) pieces.push_back({p.seq, p.number, p.bytes.size()});
+    *state = nlohmann::json{{"version", 1}, {"next_seq", next_seq_}, {"objects", objs},
+                            {"pieces", pieces}, {"open_bytes", open_.size()}}
+                 .dump();
+    state->push_back('\n');
+    for (const auto& p : queue_) state->append(p.bytes);
+    state->append(open_);
+    return Status::Ok();
+  }
+
+  Status RestoreState(std::string_view state) override {
+    if (state.empty()) return Status::Ok();
+    const size_t nl = state.find('\n');
+    auto j = nlohmann::json::parse(state.substr(0, nl), nullptr, false);
+    if (nl == std::string_view::npos || !j.is_object() || j.value("version", 0) != 1) {
+      return Status::Corruption("s3 output: not a state this version wrote");
+    }
+    try {
+      std::string_view rest = state.substr(nl + 1);
+      next_seq_ = j["next_seq"].get<uint64_t>();
+      for (const auto& o : j["objects"]) {
+        Object ob;
+        ob.seq = o["seq"].get<uint64_t>();
+        ob.key = o["key"].get<std::string>();
+        ob.upload_id = o["upload_id"].get<std::string>();
+        for (const auto& p : o["parts"]) ob.parts.emplace_back(p[0].get<int>(), p[1].get<std::string>());
+        ob.next_part = o["next_part"].get<int>();
+        ob.bytes = o["bytes"].get<uint64_t>();
+        ob.closed = o["closed"].get<bool>();
+        ob.opened_ms = o["opened_ms"].get<int64_t>();
+        objs_.push_back(std::move(ob));
+      }
+      for (const auto& p : j["pieces"]) {
+        const size_t len = p[2].get<size_t>();
+        if (len > rest.size()) return Status::Corruption("s3 output: a part is cut short");
+        queue_.push_back({p[0].get<uint64_t>(), p[1].get<int>(), std::string(rest.substr(0, len))});
+        rest.remove_prefix(len);
+      }
+      if (rest.size() != j["open_bytes"].get<size_t>()) {
+        return Status::Corruption("s3 output: the open part's length does not match");
+      }
+      open_.assign(rest);
+    } catch (const nlohmann::json::exception& e) {
+      return Status::Corruption(std::string("s3 output: unreadable state: ") + e.what());
+    }
+    restored_ = true;
+    return Status::Ok();
+  }
+
+  // A graceful stop: every object is closed and completed.
+  Status Close() override {
+    if (!opened_) return Status::Ok();
+    CloseOpen();
+    Status st = Flush();
+    if (!st.ok()) KLOG_ERROR("{}; the rows not uploaded are lost unless a checkpoint holds them", st.message());
+    return st;
+  }
+
+ private:
+  void Append(std::string_view payload) {
+    if (objs_.empty() || objs_.back().closed) {
+      Object ob;
+      ob.seq = next_seq_++;
+      ob.opened_ms = clock_->NowMs();
+      ob.key = RenderKey(o_.key, ob.seq, ob.opened_ms);
+      objs_.push_back(std::move(ob));
+    }
+    Object& ob = objs_.back();
+    const uint64_t row = payload.size() + 1;
+    if (skip_seq_ == ob.seq) {
+      // Completed after the checkpoint: these rows are in it already.
+      ob.bytes += row;
+      if (ob.bytes >= skip_bytes_) {
+        if (ob.bytes != skip_bytes_) {
+          KLOG_ERROR("s3 output: {} holds {} bytes, the replay gave {}", ob.key, skip_bytes_,
+                     ob.bytes);
+        }
+        objs_.pop_back();
+        skip_seq_ = 0;
+      }
+      return;
+    }
+    open_.append(payload);
+    open_.push_back('\n');
+    ob.bytes += row;
+    if (open_.size() >= o_.part_bytes) Cut(ob);
+    if (ob.bytes >= o_.max_object_bytes) CloseOpen();
+  }
+
+  void Cut(Object& ob) {
+    if (open_.empty()) return;
+    queue_.push_back({ob.seq, ob.next_part++, std::move(open_)});
+    open_.clear();
+  }
+
+  void CloseOpen() {
+    if (objs_.empty() || objs_.back().closed) return;
+    Object& ob = objs_.back();
+    if (ob.seq == skip_seq_) {  // completed before the crash: nothing to do
+      objs_.pop_back();
+      skip_seq_ = 0;
+      return;
+    }
+    if (ob.bytes == 0) {
+      objs_.pop_back();
+      --next_seq_;
+      return;
+    }
+    Cut(ob);
+    ob.closed = true;
+  }
+
+  Object* Find(uint64_t seq) {
+    for (auto& ob : objs_) {
+      if (ob.seq == seq) return &ob;
+    }
+    return nullptr;
+  }
+
+  // Uploads the parts cut so far, in order, and completes every closed
+  // object whose parts are all up.
+  Status Flush() {
+    while (!queue_.empty()) {
+      Piece& p = queue_.front();
+      Object* ob = Find(p.seq);
+      if (ob == nullptr) {  // passed over after a restore
+        queue_.pop_front();
+        continue;
+      }
+      if (ob->upload_id.empty()) {
+        KAYAK_RETURN_IF_ERROR(Check(client_.CreateUpload(ob->key, &ob->upload_id)));
+      }
+      std::string etag;
+      KAYAK_RETURN_IF_ERROR(Check(client_.UploadPart(ob->key, ob->upload_id, p.number, p.bytes, &etag)));
+      kayak::CrashPoint("s3_after_upload_part");
+      bool replaced = false;
+      for (auto& [n, e] : ob->parts) {
+        if (n == p.number) {
+          e = etag;
+          replaced = true;
+        }
+      }
+      if (!replaced) ob->parts.emplace_back(p.number, etag);
+      queue_.pop_front();
+    }
+    while (!objs_.empty() && objs_.front().closed) {
+      Object& ob = objs_.front();
+      KAYAK_RETURN_IF_ERROR(Check(client_.Complete(ob.key, ob.upload_id, ob.parts)));
+      kayak::CrashPoint("s3_after_complete");
+      KLOG_INFO("s3 output: completed {} ({} bytes, {} parts)", ob.key, ob.bytes, ob.parts.size());
+      objs_.pop_front();
+    }
+    return Status::Ok();
+  }
+
+  // An upload that failed outside the runner's retry (the batch was taken):
+  // the card says retrying until one goes through.
+  void Report(const Status& st, const char* what) {
+    if (stats_ == nullptr) return;
+    if (st.ok()) {
+      if (stats_->state() == ComponentState::kRetrying) stats_->SetState(ComponentState::kRunning);
+      return;
+    }
+    KLOG_WARN("{} ({})", st.message(), what);
+    stats_->RecordError(st.message());
+    stats_->SetState(ComponentState::kRetrying);
+  }
+
+  // A permanent error (a bad bucket, bad credentials) goes on the card with
+  // S3's code; the runner holds the pipeline under checkpointing either way.
+  Status Check(Status st) {
+    if (!st.ok() && !st.retryable() && stats_ != nullptr) stats_->RecordError(st.message());
+    return st;
+  }
+
+  // After a restore: an object the checkpoint shows unfinished may have been
+  // completed before the crash. Closed ones are then done; the open one's
+  // replayed rows are passed over up to its size.
+  Status FindCompletedAfterRestore() {
+    for (auto it = objs_.begin(); it != objs_.end();) {
+      bool exists = false;
+      uint64_t size = 0;
+      KAYAK_RETURN_IF_ERROR(client_.Exists(it->key, &exists, &size));
+      if (!exists) {
+        ++it;
+        continue;
+      }
+      KLOG_INFO("s3 output: {} was completed after the checkpoint; not written again", it->key);
+      if (!it->closed) {
+        skip_seq_ = it->seq;
+        skip_bytes_ = size;
+        const uint64_t seq = it->seq;
+        std::erase_if(queue_, [seq](const Piece& p) { return p.seq == seq; });
+        // What the checkpoint held of it is in the object already.
+        open_.clear();
+        it->parts.clear();
+        if (it->bytes >= size) {
+          it = objs_.erase(it);
+          skip_seq_ = 0;
+          continue;
+        }
+        ++it;
+        continue;
+      }
+      it = objs_.erase(it);
+    }
+    return Status::Ok();
+  }
+
+  const S3Options o_;
+  s3::Client client_;
+  const Clock* clock_;
+  ComponentStats* const stats_;
+  bool opened_ = false;
+  bool restored_ = false;
+  uint64_t next_seq_ = 1;
+  std::deque<Object> objs_;  // oldest first; the back one is open unless closed
+  std::deque<Piece> queue_;  // parts cut and not yet uploaded, in order
+  std::string open_;         // the open object's rows not yet cut into a part
+  uint64_t skip_seq_ = 0;    // an object completed after the restored checkpoint
+  uint64_t skip_bytes_ = 0;  // its size
+};
+
+}  // namespace
+
+ComponentDef S3OutputDef() {
+  ComponentDef d;
+  d.kind = "output";
+  d.type = "s3";
+  d.help =
+      "Writes each message and a newline into objects of `bucket` with multipart uploads "
+      "(libcurl, AWS Signature Version 4). Rows are cut into parts at row boundaries once a "
+      "part has `part_bytes`; an object is completed at the first row boundary at or past "
+      "`max_object_bytes`, after `max_object_secs`, or at a stop. Keys come from `key`: "
+      "{{date}} (YYYY-MM-DD) and {{hour}} (HH) of the wall clock when the object opens, in UTC, "
+      "and {{seq}}, the object's number from 1, ten digits.";
+  d.checkpoint = "the open objects (key, upload id, the parts uploaded and their ETags) and the "
+                 "bytes not yet uploaded; a restore goes on with the same upload and part "
+                 "numbers, and an object completed after the checkpoint is found with HEAD and "
+                 "not written again";
+  d.bad_input = "a refused connection, a 5xx or SlowDown is retried holding the pipeline; a 4xx "
+                "(no such bucket, bad credentials) is an error on the card with S3's code and "
+                "message, retried the same way under checkpointing";
+  d.props = {
+      {"endpoint", PropType::kString, false, "",
+       "http(s)://host:port of an S3-compatible store (default: AWS for `region`)"},
+      {"region", PropType::kString, false, "us-east-1", "the region signed for"},
+      PropDef{"bucket", PropType::kString, true, "", "the bucket"}.NonEmpty(),
+      PropDef{"key", PropType::kString, false, "kayak/{{date}}/{{hour}}/part-{{seq}}.ndjson",
+              "the object key: {{date}}, {{hour}} and {{seq}} are replaced"}
+          .NonEmpty(),
+      {"path_style", PropType::kBool, false, "false",
+       "address the bucket in the path (host/bucket/key) instead of the host name"},
+      PropDef{"access_key_id", PropType::kString, true, "", "the access key id, as ${ENV}"}.NonEmpty(),
+      PropDef{"secret_access_key", PropType::kString, true, "",
+              "the secret access key, as ${ENV}"}
+          .NonEmpty()
+          .Secret(),
+      PropDef{"session_token", PropType::kString, false, "", "a session token, as ${ENV}"}.Secret(),
+      PropDef{"part_bytes", PropType::kInt, false, "5242880",
+              "a part is cut at the first row boundary at or past this; S3 refuses parts under "
+              "5 MiB but the last (smaller values are for tests and other stores)",
+              PropRole::kIdentity}
+          .Range(1, 5368709120.0)
+          .Unit("bytes"),
+      PropDef{"max_object_bytes", PropType::kInt, false, "1073741824",
+              "an object is completed at the first row boundary at or past this"}
+          .Range(1, 5e12)
+          .Unit("bytes"),
+      PropDef{"max_object_secs", PropType::kInt, false, "300",
+              "an object is completed once it has been open this long (0: never)",
+              PropRole::kTuning}
+          .Range(0, 86400 * 7)
+          .Unit("s"),
+  };
+  d.make_output = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Output> {
+    S3Options so;
+    so.endpoint.endpoint = o.String("endpoint");
+    so.endpoint.region = o.String("region");
+    so.endpoint.bucket = o.String("bucket");
+    so.endpoint.path_style = o.Bool("path_style");
+    so.endpoint.credentials = {o.String("access_key_id"), o.String("secret_access_key"),
+                               o.String("session_token")};
+    so.key = o.String("key");
+    so.part_bytes = static_cast<uint64_t>(o.Int("part_bytes"));
+    so.max_object_bytes = static_cast<uint64_t>(o.Int("max_object_bytes"));
+    so.max_object_secs = o.Int("max_object_secs");
+    if (so.key.find("{{seq}}") == std::string::npos) {
+      o.Error("key", "the key needs {{seq}}: every object of the output has its own");
+    }
+    if (!so.endpoint.endpoint.empty() && so.endpoint.endpoint.rfind("http://", 0) != 0 &&
+        so.endpoint.endpoint.rfind("https://", 0) != 0) {
+      o.Error("endpoint", "http://host:port or https://host:port");
+    }
+    if (o.failed()) return nullptr;
+    return std::make_unique<S3Output>(std::move(so), ctx);
+  };
+  return d;
+}
+
+}  // namespace kayak

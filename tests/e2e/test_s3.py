@@ -1,0 +1,121 @@
+"""The s3 output against s3rver (started once per run by the CTest fixture):
+objects cut at row boundaries and byte-identical to the input, kill -9 at
+random instants and at the crash points between an upload and the
+checkpoint that names it, a bad bucket, and options that do not fit."""
+import json
+import os
+import random
+import subprocess
+import time
+import unittest
+
+from harness import KAYAK, KayakTest, committed, wait_for
+from servers import s3_env, s3_objects
+
+SERVER = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 1, timeout_secs: 20}\n"
+
+
+class S3Test(KayakTest):
+    def setUp(self):
+        super().setUp()
+        self.prefix = f"t{os.getpid()}-{self.id().split('.')[-1][5:30]}"
+
+    def s3(self, extra="", bucket="kayak"):
+        e = s3_env()
+        return (f"{{s3: {{endpoint: '{e['S3_ENDPOINT']}', bucket: {bucket}, path_style: true, "
+                f"access_key_id: {e['S3_ACCESS_KEY_ID']}, secret_access_key: "
+                f"{e['S3_SECRET_ACCESS_KEY']}, key: '{self.prefix}/{{{{seq}}}}.ndjson'"
+                f"{', ' + extra if extra else ''}}}}}")
+
+    def input_file(self, n):
+        path = self.path("in.ndjson")
+        with open(path, "w") as f:
+            for i in range(n):
+                f.write(json.dumps({"seq": i, "pad": "x" * (i % 61)}, separators=(",", ":")) + "\n")
+        with open(path, "rb") as f:
+            return f.read()
+
+    def objects(self):
+        objs = s3_objects(self.prefix + "/")
+        return b"".join(objs[k] for k in sorted(objs)), sorted(objs)
+
+    def test_objects_cut_at_row_boundaries_hold_every_row_once(self):
+        data = self.input_file(3000)
+        s = self.start(f"pipelines:\n  p:\n    input: {{file: {{path: {self.path('in.ndjson')}}}}}\n"
+                       f"    outputs: [{self.s3('part_bytes: 10000, max_object_bytes: 50000')}]\n")
+        wait_for(lambda: s.card("p", "outputs[0]")["messages_out"] == 3000, what="every row out")
+        self.assertEqual(s.stop(), 0)  # the stop completes the last object
+        got, keys = self.objects()
+        self.assertEqual(got, data)
+        self.assertGreater(len(keys), 3)
+        for k in keys[:-1]:  # every object but the last ends at the first row past 50000 bytes
+            body = s3_objects(k)[k]
+            self.assertTrue(body.endswith(b"\n"))
+            self.assertLess(len(body) - len(body[:-1].rsplit(b"\n", 1)[-1]) - 1, 50000)
+            self.assertGreaterEqual(len(body), 50000)
+
+    def test_kill_9_anywhere_leaves_objects_byte_identical(self):
+        data = self.input_file(6000)
+        cfg = (f"pipelines:\n  p:\n    input: {{file: {{path: {self.path('in.ndjson')}, "
+               f"batch_size: 50}}}}\n"
+               "    transforms: [{lua: {script: 'function process(m) for i=1,400000 do end "
+               "return m end'}}]\n"
+               f"    outputs: [{self.s3('part_bytes: 8000, max_object_bytes: 60000')}]\n")
+        state = self.path("state")
+        rng = random.Random()
+        kills = ["random", "s3_after_upload_part:3", "random", "s3_after_complete:1", "random",
+                 "s3_after_upload_part:7", "random"]
+        killed = 0
+        for k in kills:
+            env = {} if k == "random" else {"KAYAK_CRASH_POINT": k}
+            s = self.start(cfg, server_config=SERVER, state_dir=state, env=env)
+
+            def done(s=s):
+                try:
+                    return s.card("p", "input")["state"] == "finished"
+                except OSError:  # it killed itself while answering
+                    return False
+            if k == "random":
+                wait_for(lambda: done() or s.card("p", "outputs[0]")["messages_out"] > 0,
+                         timeout=60, what="rows out")
+                time.sleep(rng.uniform(0.2, 1.5))
+            else:  # it kills itself at the crash point (unless the input ends first)
+                wait_for(lambda: s.proc.poll() is not None or done(), timeout=120,
+                         what=f"the crash point {k}")
+            killed += s.proc.poll() is not None or not done()
+            s.kill()
+        self.assertGreaterEqual(killed, 5, "too few kills landed before the input ended")
+        s = self.start(cfg, server_config=SERVER, state_dir=state)
+        wait_for(lambda: s.card("p", "input")["state"] == "finished", timeout=300,
+                 what="the input to end")
+        self.assertEqual(s.stop(), 0)
+        got, keys = self.objects()
+        self.assertEqual(len(got), len(data), f"{len(keys)} objects")
+        self.assertEqual(got, data)
+
+    def test_a_bad_bucket_is_an_error_on_the_card(self):
+        self.input_file(10)
+        s = self.start(f"pipelines:\n  p:\n    input: {{file: {{path: {self.path('in.ndjson')}}}}}\n"
+                       f"    outputs: [{self.s3('part_bytes: 10', bucket='no-such-bucket')}]\n",
+                       server_config=SERVER, state_dir=self.path("state"))
+        wait_for(lambda: "NoSuchBucket" in s.card("p", "outputs[0]")["last_error"], timeout=30,
+                 what="the error on the card")
+        wait_for(lambda: s.card("p", "outputs[0]")["state"] == "retrying", timeout=30,
+                 what="the card retrying")
+
+    def test_options_that_do_not_fit(self):
+        path = self.path("bad.yaml")
+        for extra, want in [("key: 'a/b.ndjson'", "{{seq}}"), ("endpoint: 'ftp://x'", "http://")]:
+            with self.subTest(extra=extra):
+                with open(path, "w") as f:
+                    f.write("pipelines:\n  p:\n    input: {dummy: {count: 1}}\n"
+                            f"    outputs: [{{s3: {{bucket: b, access_key_id: a, "
+                            f"secret_access_key: s, {extra}}}}}]\n")
+                r = subprocess.run([KAYAK, "check", "--config", path], capture_output=True,
+                                   text=True, timeout=30)
+                self.assertNotEqual(r.returncode, 0)
+                self.assertIn(want, r.stdout + r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
