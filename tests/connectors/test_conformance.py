@@ -647,11 +647,43 @@ class MqttConnector(Subscribed, Connector):
             self.reader.wait()
 
 
+class S3Connector(Connector):
+    """The s3 output against s3rver: small parts and objects, closed after a
+    second, read back through s3rver's list and GET."""
+    name = "s3"
+    has_input = False
+    has_output = True
+    has_server = True
+    made = 0
+
+    def __init__(self, t):
+        super().__init__(t)
+        S3Connector.made += 1
+        self.prefix = f"kit{os.getpid()}s{S3Connector.made}"
+
+    def yaml(self, part_bytes=500):
+        e = servers.s3_env()
+        return (f"{{s3: {{endpoint: '{e['S3_ENDPOINT']}', bucket: {e['S3_BUCKET']}, "
+                f"path_style: true, access_key_id: {e['S3_ACCESS_KEY_ID']}, secret_access_key: "
+                f"{e['S3_SECRET_ACCESS_KEY']}, key: '{self.prefix}/{{{{seq}}}}', "
+                f"part_bytes: {part_bytes}, max_object_bytes: 2000, max_object_secs: 1}}}}")
+
+    def output_yaml(self):
+        return self.yaml()
+
+    def read_sink(self):
+        objs = servers.s3_objects(self.prefix + "/")
+        return [json.loads(l) for k in sorted(objs) for l in objs[k].decode().splitlines() if l]
+
+    def bad_output_option(self):
+        return self.yaml(part_bytes=0), "part_bytes: 0"
+
+
 INPUTS = [FileConnector, DummyConnector, HttpConnector, TcpConnector, HttpPollConnector,
           KafkaConnector, PostgresConnector, ClickhouseConnector, NatsConnector,
           NatsJetStreamConnector, RedisConnector, RedisPubSubConnector, MqttConnector]
 OUTPUTS = [FileConnector, HttpConnector, KafkaConnector, PostgresConnector, ClickhouseConnector,
-           NatsConnector, RedisConnector, MqttConnector]
+           NatsConnector, RedisConnector, MqttConnector, S3Connector]
 
 
 class ConformanceTest(KayakTest):
@@ -888,6 +920,27 @@ class ConformanceTest(KayakTest):
             s.stop()
             report(cls.name, "down_and_up", f"retrying shown, {self.N} of {self.N} through "
                                             "input and output")
+
+        # the s3 output, with a state directory: the store goes away, the card says
+        # retrying, it comes back, every row is in the objects once
+        self.dir_for("s3-down")
+        c = self.connector(S3Connector)
+        e = servers.s3_env()
+        proxy = servers.Proxy("127.0.0.1", servers.port_of(e["S3_ENDPOINT"]))
+        self.addCleanup(proxy.close)
+        yaml = c.yaml().replace(e["S3_ENDPOINT"], f"http://127.0.0.1:{proxy.port}")
+        d = DummyConnector(self, count=self.N)
+        proxy.cut()
+        s = self.start(self.graph(d.input_yaml(), yaml), server_config=SERVER,
+                       state_dir=self.path("state"))
+        wait_for(lambda: s.card("p", "outputs[0]")["state"] == "retrying", timeout=30,
+                 what="s3: retrying")
+        proxy.restore()
+        wait_for(lambda: len(c.read_sink()) >= self.N, timeout=60, what="s3: every row")
+        self.assertEqual(sorted(r["seq"] for r in c.read_sink()), list(range(1, self.N + 1)))
+        s.stop()
+        report("s3", "down_and_up (output)", f"retrying shown, {self.N} of {self.N} in the "
+                                             "objects once")
 
     # ---- bad options, bad data ----
     def check_config(self, text, bad_value):
