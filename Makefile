@@ -38,6 +38,7 @@ bench: build
 	python3 -u bench/pipelines.py --with-micro --with-http --with-kafka
 	python3 -u bench/databases.py
 	python3 -u bench/brokers.py
+	python3 -u bench/s3.py
 
 # Per-message costs (bench/micro): medians of 5 repetitions.
 bench-micro: build
