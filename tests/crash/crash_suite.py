@@ -1072,6 +1072,75 @@ pipelines:
           f"a crash; bucket = output", flush=True)
 
 
+def part_s3(d, kills, rng, c, verbose):
+    """The file input into the s3 output (small parts and objects), killed at
+    random instants and at the crash points between an upload and the
+    checkpoint that names it. Then: the completed objects, concatenated,
+    are the input's bytes exactly (every row once, byte-identical with an
+    uninterrupted run)."""
+    os.makedirs(d, exist_ok=True)
+    n = 8000
+    with open(f"{d}/in.ndjson", "w") as f:
+        for i in range(n):
+            f.write(json.dumps({"seq": i, "pad": "x" * (i % 61)}, separators=(",", ":")) + "\n")
+    with open(f"{d}/in.ndjson", "rb") as f:
+        want = f.read()
+    e = servers.s3_env()
+    prefix = f"crash{rng.randrange(1 << 30)}x{os.getpid()}"
+    cfg = f"""
+pipelines:
+  s:
+    input: {{file: {{path: {d}/in.ndjson, batch_size: 50}}}}
+    transforms:
+      - lua: {{script: 'function process(m) for i=1,300000 do end return m end'}}
+    outputs:
+      - s3: {{endpoint: '{e["S3_ENDPOINT"]}', bucket: {e["S3_BUCKET"]}, path_style: true,
+              access_key_id: {e["S3_ACCESS_KEY_ID"]}, secret_access_key: {e["S3_SECRET_ACCESS_KEY"]},
+              key: '{prefix}/{{{{seq}}}}.ndjson', part_bytes: 8000, max_object_bytes: 60000}}
+"""
+    state = f"{d}/state"
+    points = ["s3_after_upload_part:2", "s3_after_complete:1", "s3_after_upload_part:5"]
+    plan = ["random"] * kills
+    for i, p in enumerate(points):
+        plan.insert(min(len(plan), 2 * i + 1), p)
+    for p in plan:
+        env = {} if p == "random" else {"KAYAK_CRASH_POINT": p}
+        s = Server(d, cfg, server_config=SERVER, state_dir=state, env=env)
+
+        def done(s=s):
+            try:
+                return s.card("s", "input")["state"] == "finished"
+            except OSError:  # it killed itself while answering
+                return False
+        if p == "random":
+            wait_for(lambda: done() or s.card("s", "outputs[0]")["messages_out"] > 0, timeout=60,
+                     what="s3: rows out")
+            time.sleep(rng.uniform(0.1, 1.2))
+        else:
+            wait_for(lambda: s.proc.poll() is not None or done(), timeout=120,
+                     what=f"s3: the crash point {p}")
+        if s.proc.poll() is not None or not done():
+            c.kill_points += 1
+        kill_now(s)
+        if verbose:
+            print(f"  s3 kill ({p})", flush=True)
+    s = Server(d, cfg, server_config=SERVER, state_dir=state)
+    wait_for(lambda: s.card("s", "input")["state"] == "finished", timeout=300,
+             what="s3: the input to end")
+    s.stop()
+    objs = servers.s3_objects(prefix + "/")
+    got = b"".join(objs[k] for k in sorted(objs))
+    if got != want:
+        seqs = [json.loads(l)["seq"] for l in got.decode().splitlines()]
+        c.lost += len(set(range(n)) - set(seqs))
+        c.double += len(seqs) - len(set(seqs))
+        c.mismatches += 1
+        print(f"s3: the objects are not the input's bytes ({len(got)} of {len(want)})")
+    c.messages += n
+    print(f"s3: {len(plan)} kills ({len(points)} at crash points), {n} rows in {len(objs)} "
+          "objects: byte-identical to the input", flush=True)
+
+
 def run(args):
     rng = random.Random(args.seed)
     n = args.messages
@@ -1098,6 +1167,8 @@ def run(args):
                             args.broker_messages, c, args.verbose)
             for kind in ("nats", "redis_pubsub", "mqtt"):
                 part_lossy(kind, os.path.join(base, kind), 3, rng, c, args.verbose)
+        if args.s3_kills:
+            part_s3(os.path.join(base, "s3"), args.s3_kills, rng, c, args.verbose)
     except AssertionError as e:
         print(f"crash suite: {e}")
         c.mismatches += 1
@@ -1129,6 +1200,8 @@ def main():
                     help="kills of each rewindable broker workload (JetStream, redis stream)")
     ap.add_argument("--broker-messages", type=int, default=20_000,
                     help="messages of each broker workload (0: no broker parts)")
+    ap.add_argument("--s3-kills", type=int, default=5,
+                    help="random kills of the s3 workload (plus 3 at crash points; 0: none)")
     ap.add_argument("--slow", type=int, default=150000, help="Lua loop per message, to stretch the run")
     ap.add_argument("-v", "--verbose", action="store_true")
     sys.exit(run(ap.parse_args()))
