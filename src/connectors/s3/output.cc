@@ -119,8 +119,10 @@ class S3Output final : public Output {
   }
 
   void Tick(int64_t now_ms) override {
+    // (Not an object the replay is still passing over: it is complete already.)
     if (o_.max_object_secs > 0 && !objs_.empty() && !objs_.back().closed &&
-        objs_.back().bytes > 0 && now_ms - objs_.back().opened_ms >= o_.max_object_secs * 1000) {
+        objs_.back().seq != skip_seq_ && objs_.back().bytes > 0 &&
+        now_ms - objs_.back().opened_ms >= o_.max_object_secs * 1000) {
       CloseOpen();
     }
     if (!queue_.empty() || (!objs_.empty() && objs_.front().closed)) {
