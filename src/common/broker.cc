@@ -4,6 +4,7 @@
 
 #include "common/base64.h"
 #include "common/json_text.h"
+#include "common/log.h"
 #include "common/ndjson.h"
 
 namespace kayak {
@@ -126,6 +127,22 @@ bool FieldTemplate::Render(std::string_view payload, std::string* out, std::stri
     }
   }
   return true;
+}
+
+bool FieldTemplate::Render(const Message& m, std::string* out, std::string* why) const {
+  if (!m.json_known() && !IsJson(m.payload())) {
+    *why = "the payload is not JSON";
+    return false;
+  }
+  return Render(m.payload(), out, why);
+}
+
+void Dropped::Report(ComponentStats* stats, std::string_view what, size_t batch_size) const {
+  if (count_ == 0) return;
+  const std::string why = std::string(what) + ": dropped " + std::to_string(count_) + " of " +
+                          std::to_string(batch_size) + " messages (not retried): " + first_;
+  KLOG_WARN("{}", why);
+  if (stats != nullptr) stats->RecordError(why, count_);
 }
 
 }  // namespace kayak

@@ -49,6 +49,8 @@ class FieldTemplate {
   // payload is not a JSON object holding every field, or a field is an
   // empty string, an object or an array.
   bool Render(std::string_view payload, std::string* out, std::string* why) const;
+  // The same for a message, whose payload must be JSON (checked unless known).
+  bool Render(const Message& m, std::string* out, std::string* why) const;
 
  private:
   struct Part {
@@ -60,6 +62,22 @@ class FieldTemplate {
   std::string text_;
   std::vector<Part> parts_;
   size_t fields_ = 0;
+};
+
+// Messages an output leaves out of a batch (a name that cannot be made, a
+// refusal): never retried, counted on the card and logged once per batch.
+class Dropped {
+ public:
+  void Add(const std::string& why) {
+    if (count_++ == 0) first_ = why;
+  }
+  size_t count() const { return count_; }
+  // "<what>: dropped N of M messages (not retried): <first reason>".
+  void Report(ComponentStats* stats, std::string_view what, size_t batch_size) const;
+
+ private:
+  size_t count_ = 0;
+  std::string first_;
 };
 
 }  // namespace kayak

@@ -18,4 +18,16 @@ bool ParseHostPort(const std::string& text, std::string* host, uint16_t* port) {
   return true;
 }
 
+bool ParseHostMaybePort(const std::string& text, std::string* host, int* port) {
+  if (text.find(':') == std::string::npos) {
+    if (text.empty()) return false;
+    *host = text;
+    return true;
+  }
+  uint16_t p = 0;
+  if (!ParseHostPort(text, host, &p) || p == 0) return false;
+  *port = p;
+  return true;
+}
+
 }  // namespace kayak

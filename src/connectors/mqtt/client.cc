@@ -21,20 +21,10 @@ bool ParseUrl(std::string_view url, Address* out, std::string* error) {
     *error = "mqtt://host:port, with the credentials in `username` and `password`";
     return false;
   }
-  if (rest.find(':') != std::string_view::npos) {
-    uint16_t port = 0;
-    if (!ParseHostPort(std::string(rest), &out->host, &port) || port == 0) {
-      *error = "host:port, the port a number from 1 to 65535";
-      return false;
-    }
-    out->port = port;
-    return true;
-  }
-  if (rest.empty()) {
-    *error = "mqtt://host:port";
+  if (!ParseHostMaybePort(std::string(rest), &out->host, &out->port)) {
+    *error = "mqtt://host:port, the port a number from 1 to 65535";
     return false;
   }
-  out->host.assign(rest);
   return true;
 }
 

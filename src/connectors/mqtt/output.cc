@@ -8,7 +8,6 @@
 #include "common/broker.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "common/ndjson.h"
 #include "components.h"
 #include "connectors/mqtt/client.h"
 
@@ -35,19 +34,13 @@ class MqttOutput final : public Output {
   Status Write(const Batch& batch) override {
     KAYAK_RETURN_IF_ERROR(client_.Ensure());
     mosquitto* m = client_.handle();
-    size_t dropped = 0;
-    std::string drop_error;
+    Dropped dropped;
+    std::string why;
     for (const auto& msg : batch.messages) {
       const std::string* topic = &topic_.text();
       if (!topic_.fixed()) {
-        std::string why;
-        if (!msg.json_known() && !IsJson(msg.payload())) {
-          why = "the payload is not JSON";
-        } else {
-          topic_.Render(msg.payload(), &rendered_, &why);
-        }
-        if (!why.empty()) {
-          if (dropped++ == 0) drop_error = why;
+        if (!topic_.Render(msg, &rendered_, &why)) {
+          dropped.Add(why);
           continue;
         }
         topic = &rendered_;
@@ -60,19 +53,13 @@ class MqttOutput final : public Output {
                                        msg.payload().data(), qos_, retain_);
       if (rc == MOSQ_ERR_INVAL || rc == MOSQ_ERR_MALFORMED_UTF8 ||
           rc == MOSQ_ERR_PAYLOAD_SIZE || rc == MOSQ_ERR_OVERSIZE_PACKET) {
-        if (dropped++ == 0) drop_error = std::string("refused: ") + mosquitto_strerror(rc);
+        dropped.Add(std::string("refused: ") + mosquitto_strerror(rc));
         continue;
       }
       KAYAK_RETURN_IF_ERROR(client_.Check(rc, "publishing"));
       inflight_.insert(mid);
     }
-    if (dropped > 0) {
-      const std::string why = "mqtt output: dropped " + std::to_string(dropped) + " of " +
-                              std::to_string(batch.size()) + " messages (not retried): " +
-                              drop_error;
-      KLOG_WARN("{}", why);
-      if (stats_ != nullptr) stats_->RecordError(why, dropped);
-    }
+    dropped.Report(stats_, "mqtt output", batch.size());
     // Every publish of the batch sent (QoS 0) or acknowledged (QoS 1, 2).
     const int64_t deadline = MonotonicMs() + 30000;
     while (!inflight_.empty()) {

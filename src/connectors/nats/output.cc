@@ -5,7 +5,6 @@
 
 #include "common/broker.h"
 #include "common/log.h"
-#include "common/ndjson.h"
 #include "components.h"
 #include "connectors/nats/conn.h"
 
@@ -31,20 +30,15 @@ class NatsOutput final : public Output {
   Status Write(const Batch& batch) override {
     KAYAK_RETURN_IF_ERROR(conn_.Ensure());
     KAYAK_RETURN_IF_ERROR(conn_.Up());
-    size_t dropped = 0, failed = 0;
-    std::string drop_error, error;
+    size_t failed = 0;
+    std::string error, why;
+    Dropped dropped;
     failures_.store(0);
     for (const auto& m : batch.messages) {
       const std::string* subject = &subject_.text();
       if (!subject_.fixed()) {
-        std::string why;
-        if (!m.json_known() && !IsJson(m.payload())) {
-          why = "the payload is not JSON";
-        } else if (!subject_.Render(m.payload(), &rendered_, &why)) {
-          // why is set
-        }
-        if (!why.empty()) {
-          if (dropped++ == 0) drop_error = why;
+        if (!subject_.Render(m, &rendered_, &why)) {
+          dropped.Add(why);
           continue;
         }
         subject = &rendered_;
@@ -52,14 +46,7 @@ class NatsOutput final : public Output {
       const natsStatus s = Publish(*subject, m);
       if (s != NATS_OK && failed++ == 0) error = conn_.Error("publishing to " + *subject, s);
     }
-    if (dropped > 0) {
-      const std::string why = "nats output: dropped " + std::to_string(dropped) + " of " +
-                              std::to_string(batch.size()) +
-                              " messages whose subject could not be made (not retried): " +
-                              drop_error;
-      KLOG_WARN("{}", why);
-      if (stats_ != nullptr) stats_->RecordError(why, dropped);
-    }
+    dropped.Report(stats_, "nats output", batch.size());
     if (failed > 0) {
       return Status::Unavailable(error + " (" + std::to_string(failed) + " of " +
                                  std::to_string(batch.size()) + " messages)");

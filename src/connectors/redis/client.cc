@@ -42,16 +42,10 @@ bool ParseUrl(std::string_view url, Address* out, std::string* error) {
       }
     }
   }
-  if (rest.find(':') != std::string_view::npos) {
-    uint16_t port = 0;
-    if (!ParseHostPort(std::string(rest), &out->host, &port) || port == 0) {
-      *error = "host:port, the port a number from 1 to 65535";
-      return false;
-    }
-    out->port = port;
-    return true;
+  if (!rest.empty() && !ParseHostMaybePort(std::string(rest), &out->host, &out->port)) {
+    *error = "host:port, the port a number from 1 to 65535";
+    return false;
   }
-  if (!rest.empty()) out->host.assign(rest);
   return true;
 }
 

@@ -46,6 +46,7 @@ class RedisInput final : public Input {
         channel_(std::move(channel)),
         so_(std::move(so)),
         batch_size_(std::to_string(batch_size)),
+        batch_limit_(static_cast<size_t>(batch_size)),
         payload_(std::move(payload)),
         ctx_(ctx) {
     pattern_ = channel_.find_first_of("*?[") != std::string::npos;
@@ -135,8 +136,7 @@ class RedisInput final : public Input {
       subscribed_ = true;
       KLOG_INFO("redis input: subscribed to {}", channel_);
     }
-    const size_t limit = std::stoul(batch_size_);
-    for (size_t i = 0; i < limit; ++i) {
+    for (size_t i = 0; i < batch_limit_; ++i) {
       redis::Reply r;
       KAYAK_RETURN_IF_ERROR(client_.Poll(i == 0 ? wait_ms : 0, &r));
       if (r == nullptr) break;
@@ -316,7 +316,8 @@ class RedisInput final : public Input {
   bool pattern_ = false;
   bool subscribed_ = false;
   const StreamOptions so_;
-  const std::string batch_size_;
+  const std::string batch_size_;  // as XREADGROUP's COUNT takes it
+  const size_t batch_limit_;
   const BrokerPayload payload_;
   ComponentContext ctx_;
   std::string meta_, object_;  // reused

@@ -3,7 +3,6 @@
 // once every reply is in. docs/components.md, "redis".
 #include "common/broker.h"
 #include "common/log.h"
-#include "common/ndjson.h"
 #include "components.h"
 #include "connectors/redis/client.h"
 
@@ -24,20 +23,14 @@ class RedisOutput final : public Output {
 
   Status Write(const Batch& batch) override {
     KAYAK_RETURN_IF_ERROR(client_.Ensure());
-    size_t dropped = 0, sent = 0;
-    std::string drop_error;
-    std::string rendered;
+    size_t sent = 0;
+    Dropped dropped;
+    std::string rendered, why;
     for (const auto& m : batch.messages) {
       const std::string* key = &key_.text();
       if (!key_.fixed()) {
-        std::string why;
-        if (!m.json_known() && !IsJson(m.payload())) {
-          why = "the payload is not JSON";
-        } else {
-          key_.Render(m.payload(), &rendered, &why);
-        }
-        if (!why.empty()) {
-          if (dropped++ == 0) drop_error = why;
+        if (!key_.Render(m, &rendered, &why)) {
+          dropped.Add("key not made: " + why);
           continue;
         }
         key = &rendered;
@@ -51,21 +44,12 @@ class RedisOutput final : public Output {
       }
       ++sent;
     }
-    size_t refused = 0;
-    std::string refuse_error;
     for (size_t i = 0; i < sent; ++i) {
       redis::Reply r;
       KAYAK_RETURN_IF_ERROR(client_.ReadReply(&r));
-      if (r->type == REDIS_REPLY_ERROR && refused++ == 0) refuse_error.assign(r->str, r->len);
+      if (r->type == REDIS_REPLY_ERROR) dropped.Add("refused: " + std::string(r->str, r->len));
     }
-    if (dropped + refused > 0) {
-      const std::string why =
-          "redis output: dropped " + std::to_string(dropped + refused) + " of " +
-          std::to_string(batch.size()) + " messages (not retried): " +
-          (dropped > 0 ? "key not made: " + drop_error : "refused: " + refuse_error);
-      KLOG_WARN("{}", why);
-      if (stats_ != nullptr) stats_->RecordError(why, dropped + refused);
-    }
+    dropped.Report(stats_, "redis output", batch.size());
     return Status::Ok();
   }
 
