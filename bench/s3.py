@@ -7,14 +7,20 @@ the same run (docs/benchmarks.md):
 Starts its own s3rver (tests/servers/servers.sh start s3), writes an NDJSON file
 of about M MB, then R rounds of, alternately:
 
-  curl    `curl -T` of the file to one object (a single PUT, the same server)
-  kayak   kayak's file input into the s3 output (parts of 5 MiB, one object),
-          timed from the process's start to the object being complete
-          (HEAD answers), and checked byte-identical to the file
+  curl         `curl -T` of the file to one object (a single PUT, the same server)
+  kayak        kayak's file input into the s3 output (parts of 5 MiB, one
+               object), timed from the process's start to the object being
+               complete (HEAD answers), and checked byte-identical to the file
+  gzip+curl    `gzip -6` of the file, then `curl -T` of the result
+  kayak-gzip   the s3 output with `compression: gzip`, checked by decompressing
+  zstd+curl    `zstd -3` of the file, then `curl -T` of the result
+  kayak-zstd   the s3 output with `compression: zstd`
 
-Prints MB/s per round, the medians and the ratio.
+MB/s are of the uncompressed file in every row. Prints MB/s per round, the
+medians and the ratios (each compressed row also next to its own tool pair).
 """
 import argparse
+import gzip
 import json
 import os
 import shutil
@@ -65,38 +71,67 @@ def main():
         size = os.path.getsize(data)
         with open(data, "rb") as f:
             want = f.read()
-        rates = {"curl": [], "kayak": []}
-        for r in range(a.runs):
+        rates = {k: [] for k in ("curl", "kayak", "gzip+curl", "kayak-gzip", "zstd+curl",
+                                 "kayak-zstd")}
+
+        def curl(path, key):
+            subprocess.run(["curl", "-sSf", "-T", path, "-H",
+                            "x-amz-content-sha256: UNSIGNED-PAYLOAD", "--aws-sigv4",
+                            "aws:amz:us-east-1:s3", "--user", "S3RVER:S3RVER",
+                            f"{ep}/kayak/{key}"], check=True)
+
+        def tools(tool, r):  # compress with the tool, then upload
             t0 = time.monotonic()
-            subprocess.run(["curl", "-sSf", "-T", data, "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD",
-                            "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", "S3RVER:S3RVER",
-                            f"{ep}/kayak/curl-{r}.ndjson"], check=True)
-            rates["curl"].append(size / 1e6 / (time.monotonic() - t0))
-            key = f"kayak-{r}/0000000001.ndjson"
+            packed = os.path.join(work, "packed")
+            with open(packed, "wb") as out:
+                subprocess.run([tool, "-6" if tool == "gzip" else "-3", "-c", data], stdout=out,
+                               check=True)
+            curl(packed, f"{tool}-{r}")
+            return size / 1e6 / (time.monotonic() - t0)
+
+        def kayak(comp, r):
+            key = f"kayak-{comp}-{r}/0000000001.ndjson"
             k = Kayak(work, f"pipelines:\n  p:\n    input: {{file: {{path: {data}, "
                             f"batch_size: 1000}}}}\n    outputs:\n      - s3: {{endpoint: '{ep}', "
                             f"bucket: kayak, path_style: true, access_key_id: S3RVER, "
-                            f"secret_access_key: S3RVER, key: 'kayak-{r}/{{{{seq}}}}.ndjson', "
-                            f"max_object_bytes: {size}" + "}\n")
+                            f"secret_access_key: S3RVER, key: 'kayak-{comp}-{r}/{{{{seq}}}}.ndjson', "
+                            f"max_object_bytes: {size}, compression: {comp}" + "}\n")
             try:
                 t1 = wait(lambda: exists(f"{ep}/kayak/{key}") and time.monotonic(), 1800,
                           "the object complete", 0.02)
-                rates["kayak"].append(size / 1e6 / (t1 - k.started))
+                rate = size / 1e6 / (t1 - k.started)
             finally:
                 k.stop()
                 shutil.rmtree(k.dir, ignore_errors=True)
             with urllib.request.urlopen(f"{ep}/kayak/{key}", timeout=600) as resp:
-                if resp.read() != want:
-                    raise SystemExit("the object is not the file's bytes")
-            print(f"round {r + 1}: curl {rates['curl'][-1]:.1f} MB/s, kayak "
-                  f"{rates['kayak'][-1]:.1f} MB/s", flush=True)
+                body = resp.read()
+            if comp == "gzip":
+                body = gzip.decompress(body)
+            elif comp == "zstd":
+                body = subprocess.run(["zstd", "-dcq"], input=body, capture_output=True,
+                                      check=True).stdout
+            if body != want:
+                raise SystemExit(f"the {comp} object is not the file's bytes")
+            return rate
+
+        for r in range(a.runs):
+            t0 = time.monotonic()
+            curl(data, f"curl-{r}.ndjson")
+            rates["curl"].append(size / 1e6 / (time.monotonic() - t0))
+            rates["kayak"].append(kayak("none", r))
+            for tool in ("gzip", "zstd"):
+                rates[f"{tool}+curl"].append(tools(tool, r))
+                rates[f"kayak-{tool}"].append(kayak(tool, r))
+            print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in rates.items()) +
+                  " MB/s", flush=True)
         med = {k: statistics.median(v) for k, v in rates.items()}
         print(f"\n{size / 1e6:.0f} MB, {a.runs} rounds, medians (min-max):")
-        print("| what | MB/s | ratio |")
-        print("|---|---|---|")
-        for k in ("curl", "kayak"):
-            v = rates[k]
-            print(f"| {k} | {med[k]:.1f} ({min(v):.1f}-{max(v):.1f}) | {med[k] / med['curl']:.2f} |")
+        print("| what | MB/s | / curl | / its tools |")
+        print("|---|---|---|---|")
+        for k, v in rates.items():
+            pair = {"kayak-gzip": "gzip+curl", "kayak-zstd": "zstd+curl"}.get(k)
+            print(f"| {k} | {med[k]:.1f} ({min(v):.1f}-{max(v):.1f}) | "
+                  f"{med[k] / med['curl']:.2f} | {f'{med[k] / med[pair]:.2f}' if pair else ''} |")
     finally:
         subprocess.run([SERVERS, "stop", "s3", d])
         shutil.rmtree(work, ignore_errors=True)

@@ -23,11 +23,13 @@ PACKAGES=(
   libmosquitto-dev       # the mqtt input and output
   libssl-dev             # SHA-256 and HMAC for the s3 output's SigV4 signer
   libcurl4-openssl-dev   # the s3 output's HTTP(S) client
+  zlib1g-dev libzstd-dev # the s3 output's gzip and zstd compression
   nats-server redis-server redis-tools mosquitto mosquitto-clients  # their real servers, for tests
   libgtest-dev libgmock-dev
   libbenchmark-dev       # Google Benchmark: the micro benchmarks in bench/micro
   clang libfuzzer-14-dev # the fuzz target over the http input's request path
   python3 curl procps    # end-to-end tests drive the real binary
+  zstd                   # the s3 tests read zstd objects back with its command line
 )
 
 # `install-deps.sh --bench` adds what bench/ compares kayak with.

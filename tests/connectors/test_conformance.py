@@ -15,6 +15,7 @@ Cases, by what the connector declares:
   bad_options  a wrong option value: `kayak check` names file:line:column
   bad_data     a record that is not JSON: counted on the card, the rest delivered
 """
+import gzip
 import json
 import os
 import random
@@ -666,24 +667,40 @@ class S3Connector(Connector):
         return (f"{{s3: {{endpoint: '{e['S3_ENDPOINT']}', bucket: {e['S3_BUCKET']}, "
                 f"path_style: true, access_key_id: {e['S3_ACCESS_KEY_ID']}, secret_access_key: "
                 f"{e['S3_SECRET_ACCESS_KEY']}, key: '{self.prefix}/{{{{seq}}}}', "
-                f"part_bytes: {part_bytes}, max_object_bytes: 2000, max_object_secs: 1}}}}")
+                f"part_bytes: {part_bytes}, max_object_bytes: 2000, max_object_secs: 1, "
+                f"compression: {self.compression}}}}}")
+
+    compression = "none"
 
     def output_yaml(self):
         return self.yaml()
 
+    def body(self, raw):
+        return raw
+
     def read_sink(self):
         objs = servers.s3_objects(self.prefix + "/")
-        return [json.loads(l) for k in sorted(objs) for l in objs[k].decode().splitlines() if l]
+        return [json.loads(l) for k in sorted(objs)
+                for l in self.body(objs[k]).decode().splitlines() if l]
 
     def bad_output_option(self):
         return self.yaml(part_bytes=0), "part_bytes: 0"
+
+
+class S3GzipConnector(S3Connector):
+    """The s3 output with `compression: gzip`: every part one gzip member."""
+    name = "s3_gzip"
+    compression = "gzip"
+
+    def body(self, raw):
+        return gzip.decompress(raw)
 
 
 INPUTS = [FileConnector, DummyConnector, HttpConnector, TcpConnector, HttpPollConnector,
           KafkaConnector, PostgresConnector, ClickhouseConnector, NatsConnector,
           NatsJetStreamConnector, RedisConnector, RedisPubSubConnector, MqttConnector]
 OUTPUTS = [FileConnector, HttpConnector, KafkaConnector, PostgresConnector, ClickhouseConnector,
-           NatsConnector, RedisConnector, MqttConnector, S3Connector]
+           NatsConnector, RedisConnector, MqttConnector, S3Connector, S3GzipConnector]
 
 
 class ConformanceTest(KayakTest):

@@ -2,6 +2,7 @@
 objects cut at row boundaries and byte-identical to the input, kill -9 at
 random instants and at the crash points between an upload and the
 checkpoint that names it, a bad bucket, and options that do not fit."""
+import gzip
 import json
 import os
 import random
@@ -12,6 +13,16 @@ import unittest
 from harness import KAYAK, KayakTest, committed, wait_for
 from servers import s3_env, s3_objects
 
+def decompress(body, compression):
+    """An object's rows: gzip members or zstd frames read through."""
+    if compression == "gzip":
+        return gzip.decompress(body)
+    if compression == "zstd":
+        return subprocess.run(["zstd", "-dcq"], input=body, capture_output=True, check=True,
+                              timeout=30).stdout
+    return body
+
+
 SERVER = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 1, timeout_secs: 20}\n"
 
 
@@ -20,12 +31,12 @@ class S3Test(KayakTest):
         super().setUp()
         self.prefix = f"t{os.getpid()}-{self.id().split('.')[-1][5:30]}"
 
-    def s3(self, extra="", bucket="kayak"):
+    def s3(self, extra="", bucket="kayak", compression="none"):
         e = s3_env()
         return (f"{{s3: {{endpoint: '{e['S3_ENDPOINT']}', bucket: {bucket}, path_style: true, "
                 f"access_key_id: {e['S3_ACCESS_KEY_ID']}, secret_access_key: "
-                f"{e['S3_SECRET_ACCESS_KEY']}, key: '{self.prefix}/{{{{seq}}}}.ndjson'"
-                f"{', ' + extra if extra else ''}}}}}")
+                f"{e['S3_SECRET_ACCESS_KEY']}, key: '{self.prefix}/{{{{seq}}}}.ndjson', "
+                f"compression: {compression}{', ' + extra if extra else ''}}}}}")
 
     def input_file(self, n):
         path = self.path("in.ndjson")
@@ -35,9 +46,9 @@ class S3Test(KayakTest):
         with open(path, "rb") as f:
             return f.read()
 
-    def objects(self):
+    def objects(self, compression="none"):
         objs = s3_objects(self.prefix + "/")
-        return b"".join(objs[k] for k in sorted(objs)), sorted(objs)
+        return b"".join(decompress(objs[k], compression) for k in sorted(objs)), sorted(objs)
 
     def test_objects_cut_at_row_boundaries_hold_every_row_once(self):
         data = self.input_file(3000)
@@ -54,18 +65,45 @@ class S3Test(KayakTest):
             self.assertLess(len(body) - len(body[:-1].rsplit(b"\n", 1)[-1]) - 1, 50000)
             self.assertGreaterEqual(len(body), 50000)
 
+    def test_compressed_objects_are_whole_gzip_and_zstd_files(self):
+        data = self.input_file(3000)
+        for comp in ["gzip", "zstd"]:
+            with self.subTest(compression=comp):
+                self.prefix += comp[0]
+                s = self.start(f"pipelines:\n  p:\n    input: {{file: {{path: "
+                               f"{self.path('in.ndjson')}}}}}\n    outputs: ["
+                               f"{self.s3('part_bytes: 10000, max_object_bytes: 50000', compression=comp)}]\n")
+                wait_for(lambda: s.card("p", "outputs[0]")["messages_out"] == 3000,
+                         what="every row out")
+                self.assertEqual(s.stop(), 0)
+                objs = s3_objects(self.prefix + "/")
+                self.assertGreater(len(objs), 3)
+                raw = sum(len(decompress(b, comp)) for b in objs.values())
+                self.assertLess(sum(len(b) for b in objs.values()), raw / 3)
+                self.assertEqual(self.objects(comp)[0], data)
+                for k, body in objs.items():  # each object is one file of several parts
+                    self.assertGreaterEqual(len(decompress(body, comp)), 50000 if k != max(objs) else 1)
+
     def test_kill_9_anywhere_leaves_objects_byte_identical(self):
+        self.kill_run("none", ["random", "s3_after_upload_part:3", "random", "s3_after_complete:1",
+                               "random", "s3_after_upload_part:7", "random"])
+
+    def test_kill_9_leaves_compressed_objects_byte_identical(self):
+        # s3_after_complete: the restore reads the completed object through to
+        # learn how many rows it holds.
+        self.kill_run("gzip", ["s3_after_complete:1", "random", "s3_after_upload_part:4",
+                               "s3_after_complete:2", "random"])
+
+    def kill_run(self, comp, kills):
         data = self.input_file(6000)
         cfg = (f"pipelines:\n  p:\n    input: {{file: {{path: {self.path('in.ndjson')}, "
                f"batch_size: 50}}}}\n"
                "    transforms: [{lua: {script: 'function process(m) for i=1,400000 do end "
                "return m end'}}]\n"
-               f"    outputs: [{self.s3('part_bytes: 8000, max_object_bytes: 60000')}]\n")
+               f"    outputs: [{self.s3('part_bytes: 8000, max_object_bytes: 60000', compression=comp)}]\n")
         state = self.path("state")
         rng = random.Random()
-        kills = ["random", "s3_after_upload_part:3", "random", "s3_after_complete:1", "random",
-                 "s3_after_upload_part:7", "random"]
-        killed = 0
+        killed, logs = 0, ""
         for k in kills:
             env = {} if k == "random" else {"KAYAK_CRASH_POINT": k}
             s = self.start(cfg, server_config=SERVER, state_dir=state, env=env)
@@ -84,14 +122,28 @@ class S3Test(KayakTest):
                          what=f"the crash point {k}")
             killed += s.proc.poll() is not None or not done()
             s.kill()
-        self.assertGreaterEqual(killed, 5, "too few kills landed before the input ended")
+            logs += s.stderr()
+        self.assertGreaterEqual(killed, min(5, len(kills)),
+                                "too few kills landed before the input ended")
         s = self.start(cfg, server_config=SERVER, state_dir=state)
         wait_for(lambda: s.card("p", "input")["state"] == "finished", timeout=300,
                  what="the input to end")
         self.assertEqual(s.stop(), 0)
-        got, keys = self.objects()
+        if any(k.startswith("s3_after_complete") for k in kills):
+            self.assertIn("was completed after the checkpoint", logs + s.stderr())
+        got, keys = self.objects(comp)
         self.assertEqual(len(got), len(data), f"{len(keys)} objects")
         self.assertEqual(got, data)
+        if comp != "none":  # and the same bytes as an uninterrupted run
+            old, self.prefix = self.prefix, self.prefix + "-clean"
+            s = self.start(cfg.replace(old + "/", self.prefix + "/"), server_config=SERVER,
+                           state_dir=self.path("state2"))
+            wait_for(lambda: s.card("p", "input")["state"] == "finished", timeout=300,
+                     what="the input to end")
+            self.assertEqual(s.stop(), 0)
+            clean = s3_objects(self.prefix + "/")
+            self.assertEqual([clean[k] for k in sorted(clean)],
+                             [s3_objects(k)[k] for k in keys])
 
     def test_a_bad_bucket_is_an_error_on_the_card(self):
         self.input_file(10)

@@ -46,10 +46,23 @@ std::string Query(const Pairs& query) {
   return out;
 }
 
-size_t OnBody(char* p, size_t size, size_t n, void* out) {
-  static_cast<std::string*>(out)->append(p, size * n);
+}  // namespace
+
+size_t Client::OnBody(char* p, size_t size, size_t n, void* userdata) {
+  auto* r = static_cast<Response*>(userdata);
+  if (r->sink != nullptr) {
+    long status = 0;
+    curl_easy_getinfo(r->curl, CURLINFO_RESPONSE_CODE, &status);
+    if (status >= 200 && status < 300) {
+      r->sink_status = (*r->sink)(std::string_view(p, size * n));
+      return r->sink_status.ok() ? size * n : 0;  // 0 stops the transfer
+    }
+  }
+  r->body.append(p, size * n);
   return size * n;
 }
+
+namespace {
 
 size_t OnHeader(char* p, size_t size, size_t n, void* out) {
   std::string_view line(p, size * n);
@@ -101,13 +114,15 @@ Status Client::Send(const char* method, const std::string& key, const Pairs& que
   }
   out->body.clear();
   out->etag.clear();
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &OnBody);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &out->body);
+  out->curl = c;
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &Client::OnBody);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, &OnHeader);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &out->etag);
   const CURLcode rc = curl_easy_perform(c);
   curl_slist_free_all(headers);
   const std::string what = std::string("s3: ") + method + " " + e_.bucket + "/" + key;
+  if (!out->sink_status.ok()) return out->sink_status;
   if (rc != CURLE_OK) return Status::Unavailable(what + ": " + curl_easy_strerror(rc));
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out->status);
   curl_off_t length = -1;
@@ -178,6 +193,13 @@ Status Client::Get(const std::string& key, std::string* body) {
   KAYAK_RETURN_IF_ERROR(Send("GET", key, {}, "", &r));
   *body = std::move(r.body);
   return Status::Ok();
+}
+
+Status Client::GetEach(const std::string& key,
+                       const std::function<Status(std::string_view)>& sink) {
+  Response r;
+  r.sink = &sink;
+  return Send("GET", key, {}, "", &r);
 }
 
 Status Client::Put(const std::string& key, std::string_view bytes) {

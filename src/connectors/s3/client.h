@@ -8,6 +8,7 @@
 #include <curl/curl.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -42,6 +43,9 @@ class Client {
   // Whether the object exists (HEAD), and its size when it does.
   Status Exists(const std::string& key, bool* exists, uint64_t* size = nullptr);
   Status Get(const std::string& key, std::string* body);
+  // The object's body handed to `sink` in chunks as it arrives, not kept; a
+  // sink's error stops the transfer and is returned.
+  Status GetEach(const std::string& key, const std::function<Status(std::string_view)>& sink);
   Status Put(const std::string& key, std::string_view bytes);
 
   // The URL of `key` (for messages and tests).
@@ -53,7 +57,12 @@ class Client {
     std::string body;
     std::string etag;
     int64_t length = -1;  // Content-Length, when the answer had one
+    // When set, a 2xx answer's body goes here instead of into `body`.
+    const std::function<Status(std::string_view)>* sink = nullptr;
+    Status sink_status;
+    CURL* curl = nullptr;
   };
+  static size_t OnBody(char* p, size_t size, size_t n, void* userdata);
   Status Send(const char* method, const std::string& key, const Pairs& query,
               std::string_view body, Response* out);
 

@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "components.h"
 #include "connectors/s3/client.h"
+#include "connectors/s3/codec.h"
 
 namespace kayak {
 
@@ -31,6 +32,7 @@ struct S3Options {
   uint64_t part_bytes = 5242880;
   uint64_t max_object_bytes = 1073741824;
   int64_t max_object_secs = 300;
+  s3::Compression compression = s3::Compression::kNone;
 };
 
 // One object being written: rows go into it until it is closed; it is
@@ -87,7 +89,11 @@ std::string RenderKey(const std::string& tmpl, uint64_t seq, int64_t now_ms) {
 class S3Output final : public Output {
  public:
   S3Output(S3Options o, const ComponentContext& ctx)
-      : o_(std::move(o)), client_(o_.endpoint), clock_(ctx.clock), stats_(ctx.stats) {}
+      : o_(std::move(o)),
+        client_(o_.endpoint),
+        compressor_(s3::MakeCompressor(o_.compression)),
+        clock_(ctx.clock),
+        stats_(ctx.stats) {}
 
   // Without a restored state: the first sequence number whose key is free,
   // so a restart never writes over an object of an earlier run.
@@ -232,9 +238,22 @@ class S3Output final : public Output {
     if (ob.bytes >= o_.max_object_bytes) CloseOpen();
   }
 
+  // A part is cut from the open rows and, with `compression`, compressed
+  // whole (one gzip member or zstd frame): equal rows give equal parts.
   void Cut(Object& ob) {
     if (open_.empty()) return;
-    queue_.push_back({ob.seq, ob.next_part++, std::move(open_)});
+    if (compressor_ == nullptr) {
+      queue_.push_back({ob.seq, ob.next_part++, std::move(open_)});
+    } else {
+      Piece p{ob.seq, ob.next_part++, {}};
+      if (Status st = compressor_->Compress(open_, &p.bytes); !st.ok()) {
+        // Only a library fault or no memory: the rows were taken and cannot
+        // be kept, so the process stops and the restore replays them.
+        KLOG_ERROR("{}; stopping", st.message());
+        std::abort();
+      }
+      queue_.push_back(std::move(p));
+    }
     open_.clear();
   }
 
@@ -330,6 +349,13 @@ class S3Output final : public Output {
         ++it;
         continue;
       }
+      if (!it->closed && o_.compression != s3::Compression::kNone) {
+        // The rows it holds are its uncompressed size: read through once.
+        auto counter = s3::MakeRawCounter(o_.compression);
+        KAYAK_RETURN_IF_ERROR(client_.GetEach(
+            it->key, [&counter](std::string_view chunk) { return counter->Feed(chunk); }));
+        KAYAK_RETURN_IF_ERROR(counter->Finish(&size));
+      }
       KLOG_INFO("s3 output: {} was completed after the checkpoint; not written again", it->key);
       if (!it->closed) {
         skip_seq_ = it->seq;
@@ -354,6 +380,7 @@ class S3Output final : public Output {
 
   const S3Options o_;
   s3::Client client_;
+  const std::unique_ptr<s3::Compressor> compressor_;  // null without compression
   const Clock* clock_;
   ComponentStats* const stats_;
   bool opened_ = false;
@@ -417,6 +444,10 @@ ComponentDef S3OutputDef() {
               PropRole::kTuning}
           .Range(0, 86400 * 7)
           .Unit("s"),
+      PropDef{"compression", PropType::kString, false, "none",
+              "none, gzip or zstd: each part is compressed on its own (one gzip member or zstd "
+              "frame), so an object is one valid .gz or .zst file; name `key` to match"}
+          .OneOf({"none", "gzip", "zstd"}),
   };
   d.make_output = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Output> {
     S3Options so;
@@ -430,6 +461,7 @@ ComponentDef S3OutputDef() {
     so.part_bytes = static_cast<uint64_t>(o.Int("part_bytes"));
     so.max_object_bytes = static_cast<uint64_t>(o.Int("max_object_bytes"));
     so.max_object_secs = o.Int("max_object_secs");
+    s3::ParseCompression(o.String("compression"), &so.compression);
     if (so.key.find("{{seq}}") == std::string::npos) {
       o.Error("key", "the key needs {{seq}}: every object of the output has its own");
     }
