@@ -30,6 +30,8 @@ PACKAGES=(
   clang libfuzzer-14-dev # the fuzz target over the http input's request path
   python3 curl procps    # end-to-end tests drive the real binary
   zstd                   # the s3 tests read zstd objects back with its command line
+  prometheus             # promtool: a test lints /metrics of a live server with it
+  chromium               # the dashboard's browser tests (driven by playwright-core from npm)
 )
 
 # `install-deps.sh --bench` adds what bench/ compares kayak with.
@@ -63,7 +65,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 "${missing[@]}" >/dev/null
 fi
 
-# The npm test servers, pinned by tests/servers/npm/package-lock.json; npm ci
+# The npm test servers and the browser test client, pinned by tests/servers/npm/package-lock.json; npm ci
 # only when that lockfile changed since the last install.
 npm_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/servers/npm"
 if ! cmp -s "$npm_dir/package-lock.json" "$npm_dir/node_modules/.kayak-lock.json" 2>/dev/null; then

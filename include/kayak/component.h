@@ -57,17 +57,33 @@ class ComponentStats {
   // Wall-clock milliseconds of the last change of state() (0: never changed).
   int64_t state_since_ms() const { return state_since_ms_.load(std::memory_order_relaxed); }
   std::string last_error() const;
+  // Wall-clock milliseconds of the last error (0: none yet).
+  int64_t last_error_ms() const;
   // An input's position, published by its pipeline thread for the card.
   void SetPosition(std::string position);
   std::string position() const;
+  // How far an input is behind the newest data it knows of (-1: it does not
+  // know), in `unit` ("bytes" or "messages"); published with the position.
+  void SetLag(int64_t lag, const char* unit) {
+    lag_unit_.store(unit, std::memory_order_relaxed);
+    lag_.store(lag, std::memory_order_relaxed);
+  }
+  int64_t lag() const { return lag_.load(std::memory_order_relaxed); }
+  const char* lag_unit() const { return lag_unit_.load(std::memory_order_relaxed); }
+  // An output's write or commit tried again after a failure.
+  void AddRetry() { retries_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t retries() const { return retries_.load(std::memory_order_relaxed); }
 
  private:
   const std::string name_, kind_, type_;
-  std::atomic<uint64_t> in_{0}, out_{0}, errors_{0};
+  std::atomic<uint64_t> in_{0}, out_{0}, errors_{0}, retries_{0};
+  std::atomic<int64_t> lag_{-1};
+  std::atomic<const char*> lag_unit_{""};
   std::atomic<int> state_{static_cast<int>(ComponentState::kStarting)};
   std::atomic<int64_t> state_since_ms_{0};
   mutable std::mutex mu_;
   std::string last_error_;  // guarded by mu_
+  int64_t last_error_ms_ = 0;  // guarded by mu_
   std::string position_;    // guarded by mu_
 };
 
@@ -97,6 +113,14 @@ class Input {
   virtual bool StopAccepting() { return false; }
   // A human-readable position for the card ("offset 1234 of a.ndjson").
   virtual std::string Position() const { return ""; }
+  // How far behind the newest data it knows of the input is, for the card
+  // and /metrics: bytes of a file not read yet, messages of a partition not
+  // fetched yet, posts logged and not read. Called on the pipeline thread.
+  struct Lag {
+    int64_t value = -1;  // -1: not known
+    const char* unit = "";  // "bytes" or "messages"
+  };
+  virtual Lag Behind() const { return {}; }
 
   // ---- checkpointing (with --state-dir) ----
   // Whether a restart can rewind this input to a checkpointed position.

@@ -19,6 +19,13 @@ size_t Checkpointer::AddRegion(Region region) {
   for (Bucket* b : region.buckets) b->TrackChanges();
   for (auto* p : region.pipelines) rs.status.pipelines.push_back(p->id());
   rs.region = std::move(region);
+  auto& reg = metrics::Registry::Global();
+  rs.duration = reg.GetHistogram("kayak_checkpoint_duration_seconds",
+                                 "Time from a region's barrier to its checkpoint's commit.",
+                                 {{"region", rs.status.name}}, metrics::LatencyBounds());
+  rs.pause = reg.GetHistogram("kayak_checkpoint_barrier_pause_seconds",
+                              "Time a pipeline stopped at a barrier to snapshot its state.",
+                              {{"region", rs.status.name}}, metrics::LatencyBounds());
   regions_.push_back(std::move(rs));
   return regions_.size() - 1;
 }
@@ -54,10 +61,12 @@ Status Checkpointer::CommitInitial(std::map<size_t, std::vector<checkpoint::Unit
       rs.status.bytes_written = stats.bytes_written;
       rs.status.bytes_reused = stats.bytes_reused;
       rs.status.committed++;
+      Record(rs, id, "", 0, &stats);
       for (auto* p : rs.region.pipelines) p->Committed(list);
     } else {
       rs.status.abandoned++;
       rs.status.last_error = st.message();
+      Record(rs, id, st.message(), 0, nullptr);
       rs.needs_full = true;
       result = st;
     }
@@ -106,6 +115,27 @@ void Checkpointer::BarrierPause(size_t region, uint64_t id, int64_t us) {
     rs.status.barrier_pause_us = std::max(rs.status.barrier_pause_us, us);
   }
   rs.status.longest_barrier_pause_us = std::max(rs.status.longest_barrier_pause_us, us);
+  rs.pause->Observe(static_cast<double>(us) / 1e6);
+}
+
+void Checkpointer::Record(RegionState& rs, uint64_t id, std::string reason, int64_t duration_ms,
+                          const checkpoint::CommitStats* stats) {
+  CheckpointRecord r;
+  r.id = id;
+  r.committed = stats != nullptr;
+  r.reason = std::move(reason);
+  r.at_ms = clock_->NowMs();
+  r.duration_ms = duration_ms;
+  if (stats != nullptr) {
+    r.bytes_written = stats->bytes_written;
+    r.bytes_reused = stats->bytes_reused;
+    rs.status.bytes_written_total += stats->bytes_written;
+    rs.status.bytes_reused_total += stats->bytes_reused;
+    rs.duration->Observe(static_cast<double>(duration_ms) / 1e3);
+  }
+  if (rs.pause_id == id) r.barrier_pause_us = rs.status.barrier_pause_us;
+  rs.status.history.push_back(std::move(r));
+  while (rs.status.history.size() > RegionStatus::kHistory) rs.status.history.pop_front();
 }
 
 void Checkpointer::OutputCommitted(size_t region, uint64_t id) {
@@ -217,6 +247,11 @@ void Checkpointer::AbandonOverdue(int64_t now_mono) {
               in.id, rs.region.name, timeout_ms_ / 1000, in.acks, in.expected);
     rs.status.abandoned++;
     rs.status.last_error = "checkpoint " + std::to_string(in.id) + " timed out";
+    Record(rs, in.id,
+           "not complete after " + std::to_string(timeout_ms_ / 1000) + " s (" +
+               std::to_string(in.acks) + " of " + std::to_string(in.expected) +
+               " parts reported)",
+           now_mono - in.started_mono_ms, nullptr);
     for (auto it = meetings_.begin(); it != meetings_.end();) {
       it = it->first.second == in.id ? meetings_.erase(it) : std::next(it);
     }
@@ -274,6 +309,7 @@ void Checkpointer::CommitReady() {
       rs.status.bytes_reused = stats.bytes_reused;
       rs.status.committed++;
       rs.status.last_error.clear();  // the region commits again
+      Record(rs, id, "", done - started, &stats);
       if (full) rs.needs_full = false;
       if (rs.region.two_phase.empty()) {
         for (auto* p : rs.region.pipelines) p->Committed(units);
@@ -293,6 +329,7 @@ void Checkpointer::CommitReady() {
     } else {
       rs.status.abandoned++;
       rs.status.last_error = st.message();
+      Record(rs, id, st.message(), done - started, nullptr);
       rs.needs_full = true;
       Decide(rs, id, false);
       KLOG_ERROR("checkpoint {} of region {} abandoned: {}; the previous checkpoint stays in "

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
@@ -14,14 +15,28 @@
 #include <thread>
 #include <vector>
 
-#include "state/store.h"
 #include "common/clock.h"
+#include "common/metrics.h"
+#include "state/store.h"
 #include "state/bucket.h"
 
 namespace kayak {
 
 class PipelineRunner;
 class OutputRunner;
+
+// One checkpoint of a region, for the history on the dashboard and in
+// GET /api/v1/checkpoints.
+struct CheckpointRecord {
+  uint64_t id = 0;
+  bool committed = false;
+  std::string reason;  // why it was abandoned
+  int64_t at_ms = 0;   // wall clock, when it was committed or abandoned
+  int64_t duration_ms = 0;
+  uint64_t bytes_written = 0;
+  uint64_t bytes_reused = 0;
+  int64_t barrier_pause_us = 0;  // the longest a pipeline paused at its barrier
+};
 
 struct RegionStatus {
   std::string name;
@@ -40,6 +55,10 @@ struct RegionStatus {
   int64_t longest_barrier_pause_us = 0;
   std::string held_back;  // why the region is not checkpointing, or ""
   std::string last_error;
+  uint64_t bytes_written_total = 0;  // over every checkpoint since the start
+  uint64_t bytes_reused_total = 0;
+  std::deque<CheckpointRecord> history;  // the newest last, at most kHistory
+  static constexpr size_t kHistory = 50;
 };
 
 class Checkpointer {
@@ -144,6 +163,8 @@ class Checkpointer {
     std::map<Bucket*, std::vector<std::vector<Bucket::Change>>> pending;
     Awaiting awaiting;
     uint64_t pause_id = 0;  // the checkpoint status.barrier_pause_us is about
+    metrics::Histogram* duration = nullptr;  // seconds, barrier to commit
+    metrics::Histogram* pause = nullptr;     // seconds, each pipeline's barrier pause
   };
   struct Meeting {
     size_t arrived = 0;
@@ -156,6 +177,9 @@ class Checkpointer {
   void AbandonOverdue(int64_t now_mono);            // mu_ held
   void Decide(RegionState& rs, uint64_t id, bool committed);  // mu_ held
   void NotifyInputs();                              // mu_ held
+  // Into the region's history (mu_ held); `stats` is null for an abandoned one.
+  void Record(RegionState& rs, uint64_t id, std::string reason, int64_t duration_ms,
+              const checkpoint::CommitStats* stats);
   std::string HeldBack(const RegionState& rs) const;
 
   checkpoint::Store* store_;

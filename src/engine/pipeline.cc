@@ -91,6 +91,7 @@ void OutputRunner::AwaitDecision(uint64_t id) {
       return;
     }
     stats_->SetState(ComponentState::kRetrying);
+    stats_->AddRetry();
     Backoff(backoff);
     backoff = std::min(retry_.max_ms, backoff * 2);
   }
@@ -124,6 +125,7 @@ bool OutputRunner::WriteWithRetry(const Batch& batch) {
       return false;
     }
     stats_->SetState(ComponentState::kRetrying);
+    stats_->AddRetry();
     Backoff(backoff);
     backoff = std::min(retry_.max_ms, backoff * 2);
   }
@@ -471,7 +473,11 @@ void PipelineRunner::Run() {
     if (mono - last_tick_ms_ >= kTickEveryMs) {
       last_tick_ms_ = mono;
       TickTransforms(clock_->NowMs());
-      if (input_) input_card_->SetPosition(input_->Position());
+      if (input_) {
+        input_card_->SetPosition(input_->Position());
+        const Input::Lag lag = input_->Behind();
+        input_card_->SetLag(lag.value, lag.unit);
+      }
     }
   }
   // Graceful stop without a state dir: an input that acknowledged data it

@@ -66,13 +66,20 @@ void ComponentStats::SetState(ComponentState s) {
 
 void ComponentStats::RecordError(const std::string& message, uint64_t count) {
   errors_.fetch_add(count, std::memory_order_relaxed);
+  const int64_t now = SystemClock::Get()->NowMs();
   std::lock_guard lock(mu_);
   last_error_ = message;
+  last_error_ms_ = now;
 }
 
 std::string ComponentStats::last_error() const {
   std::lock_guard lock(mu_);
   return last_error_;
+}
+
+int64_t ComponentStats::last_error_ms() const {
+  std::lock_guard lock(mu_);
+  return last_error_ms_;
 }
 
 void ComponentStats::SetPosition(std::string position) {

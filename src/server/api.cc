@@ -2,10 +2,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "common/bearer.h"
 #include "common/clock.h"
+#include "common/metrics.h"
+#include "server/ui_assets.h"
 
 namespace kayak::http {
 
@@ -107,6 +116,23 @@ Json PipelineJson(const PipelineRunner& p, bool with_config, int version) {
   j["status"] = PipelineStatusName(p.status());
   j["version"] = version;
   j["upstreams"] = p.spec().upstreams;
+  // The buckets its components name, each once; `writes` when one writes it.
+  Json buckets = Json::array();
+  auto add_uses = [&buckets](const ComponentSpec& c) {
+    for (const auto& u : c.buckets) {
+      auto it = std::find_if(buckets.begin(), buckets.end(),
+                             [&u](const Json& b) { return b["bucket"] == u.bucket; });
+      if (it == buckets.end()) {
+        buckets.push_back(Json{{"bucket", u.bucket}, {"writes", u.writes}});
+      } else if (u.writes) {
+        (*it)["writes"] = true;
+      }
+    }
+  };
+  add_uses(p.spec().input);
+  for (const auto& t : p.spec().transforms) add_uses(t);
+  for (const auto& o : p.spec().outputs) add_uses(o);
+  j["buckets"] = std::move(buckets);
   Json cards = Json::array();
   for (const auto* c : p.cards()) {
     Json card{{"name", c->name()},
@@ -117,8 +143,13 @@ Json PipelineJson(const PipelineRunner& p, bool with_config, int version) {
               {"messages_out", c->out()},
               {"errors", c->errors()},
               {"last_error", c->last_error()},
+              {"last_error_ms", c->last_error_ms()},
               {"state_since_ms", c->state_since_ms()}};
-    if (c->kind() == "input") card["position"] = c->position();
+    if (c->kind() == "input") {
+      card["position"] = c->position();
+      if (c->lag() >= 0) card["lag"] = Json{{"value", c->lag()}, {"unit", c->lag_unit()}};
+    }
+    if (c->kind() == "output") card["retries"] = c->retries();
     cards.push_back(std::move(card));
   }
   j["components"] = std::move(cards);
@@ -164,9 +195,9 @@ void Api::Handle(const Request& req, Response* res) {
     if (!get) return MethodNotAllowed(res, "GET");
     return Ready(res);
   }
-  if (path == "/" || path == "/index.html") {
+  if (path == "/" || path == "/index.html" || path.rfind("/ui/", 0) == 0) {
     if (!get) return MethodNotAllowed(res, "GET");
-    return Dashboard(res);
+    return Dashboard(path, res);
   }
   if (graph() == nullptr) {
     res->set(bhttp::field::retry_after, "1");
@@ -198,6 +229,10 @@ void Api::Handle(const Request& req, Response* res) {
       return Send(graph_->Versions(id), res);
     }
     if (action == "revert" || action == "restart") return MethodNotAllowed(res, "POST");
+  }
+  if (path == "/api/v1/overview") {
+    if (!get) return MethodNotAllowed(res, "GET");
+    return Overview(res);
   }
   if (path == "/api/v1/checkpoints") {
     if (get) return Checkpoints(res);
@@ -373,6 +408,32 @@ void Api::ListPipelines(Response* res) {
   SendJson(res, 200, Json{{"pipelines", std::move(list)}});
 }
 
+namespace {
+Json CheckpointsJson(const std::vector<RegionStatus>& all);
+}  // namespace
+
+void Api::Overview(Response* res) {
+  Json pipelines = Json::array();
+  for (const auto* p : graph()->pipelines()) {
+    pipelines.push_back(PipelineJson(*p, false, graph_->CurrentVersion(p->id())));
+  }
+  Json buckets = Json::array();
+  for (const auto* b : graph()->Buckets()) {
+    buckets.push_back(Json{{"name", b->name()}, {"size", b->Size()}});
+  }
+  Json reasons = NotReadyReasons();
+  Json checkpoints = graph()->checkpointing()
+                         ? CheckpointsJson(graph()->Regions())
+                         : Json{{"checkpointing", false}, {"regions", Json::array()}};
+  SendJson(res, 200,
+           Json{{"now_ms", graph()->clock()->NowMs()},
+                {"ready", reasons.empty()},
+                {"reasons", std::move(reasons)},
+                {"pipelines", std::move(pipelines)},
+                {"buckets", std::move(buckets)},
+                {"checkpoints", std::move(checkpoints)}});
+}
+
 void Api::GetPipeline(const std::string& id, Response* res) {
   PipelineRunner* p = graph()->Find(id);
   if (p == nullptr) return NotFound(res, "no pipeline '" + id + "'");
@@ -412,6 +473,23 @@ void Api::GetBucket(const std::string& name, const std::string& query, Response*
 
 namespace {
 
+// The region's last checkpoints, the newest first.
+Json HistoryJson(const std::deque<CheckpointRecord>& history) {
+  Json out = Json::array();
+  for (auto it = history.rbegin(); it != history.rend(); ++it) {
+    Json j{{"id", it->id},
+           {"status", it->committed ? "committed" : "abandoned"},
+           {"at_ms", it->at_ms},
+           {"duration_ms", it->duration_ms},
+           {"bytes_written", it->bytes_written},
+           {"bytes_reused", it->bytes_reused},
+           {"barrier_pause_us", it->barrier_pause_us}};
+    if (!it->committed) j["reason"] = it->reason;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
 Json CheckpointsJson(const std::vector<RegionStatus>& all) {
   Json regions = Json::array();
   for (const auto& r : all) {
@@ -427,7 +505,10 @@ Json CheckpointsJson(const std::vector<RegionStatus>& all) {
                            {"committed", r.committed},
                            {"abandoned", r.abandoned},
                            {"held_back", r.held_back},
-                           {"last_error", r.last_error}});
+                           {"last_error", r.last_error},
+                           {"bytes_written_total", r.bytes_written_total},
+                           {"bytes_reused_total", r.bytes_reused_total},
+                           {"history", HistoryJson(r.history)}});
   }
   return Json{{"checkpointing", true}, {"regions", std::move(regions)}};
 }
@@ -457,124 +538,181 @@ GraphManager::Answer Api::TakeCheckpoint() {
   return {ok ? Outcome::kOk : Outcome::kUnavailable, CheckpointsJson(g->Regions())};
 }
 
+namespace {
+
+// The standard process metrics every Prometheus client library exports,
+// from /proc/self (Linux).
+void ProcessMetrics(std::string* out) {
+  auto family = [out](const char* name, const char* type, const char* help) {
+    *out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  };
+  const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  const double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
+  std::ifstream stat_file("/proc/self/stat");
+  std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
+  // Fields after the command (which may hold spaces), from field 3 on.
+  const size_t close = stat.rfind(')');
+  std::vector<std::string> f;
+  if (close != std::string::npos) {
+    std::istringstream in(stat.substr(close + 2));
+    for (std::string w; in >> w;) f.push_back(w);
+  }
+  auto field = [&f](size_t n) { return n - 3 < f.size() ? std::stod(f[n - 3]) : 0.0; };
+  if (f.size() > 22) {
+    family("process_cpu_seconds_total", "counter", "User and system CPU time spent in seconds.");
+    *out += "process_cpu_seconds_total " + metrics::FormatValue((field(14) + field(15)) / tick) + "\n";
+    family("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
+    *out += "process_virtual_memory_bytes " + metrics::FormatValue(field(23)) + "\n";
+    family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+    *out += "process_resident_memory_bytes " + metrics::FormatValue(field(24) * page) + "\n";
+    std::ifstream proc_stat("/proc/stat");
+    for (std::string line; std::getline(proc_stat, line);) {
+      if (line.rfind("btime ", 0) == 0) {
+        const double boot = std::stod(line.substr(6));
+        family("process_start_time_seconds", "gauge",
+               "Start time of the process since unix epoch in seconds.");
+        *out += "process_start_time_seconds " + metrics::FormatValue(boot + field(22) / tick) + "\n";
+      }
+    }
+  }
+  size_t fds = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++fds;
+  }
+  family("process_open_fds", "gauge", "Number of open file descriptors.");
+  *out += "process_open_fds " + std::to_string(fds) + "\n";
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0) {
+    family("process_max_fds", "gauge", "Maximum number of open file descriptors.");
+    *out += "process_max_fds " + std::to_string(lim.rlim_cur) + "\n";
+  }
+}
+
+}  // namespace
+
 void Api::Metrics(Response* res) {
   std::string out;
   auto family = [&](const char* name, const char* type, const char* help) {
     out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
   };
-  auto sample = [&](const char* name, const std::string& labels, uint64_t v) {
-    out += std::string(name) + "{" + labels + "} " + std::to_string(v) + "\n";
+  auto sample = [&](const char* name, const std::string& labels, double v) {
+    out += std::string(name) + "{" + labels + "} " + metrics::FormatValue(v) + "\n";
   };
   const auto& pipelines = graph()->pipelines();
   auto labels = [](const PipelineRunner& p, const ComponentStats& c) {
-    return "pipeline=\"" + p.id() + "\",component=\"" + c.name() + "\",type=\"" + c.type() + "\"";
+    return metrics::RenderLabels({{"pipeline", p.id()}, {"component", c.name()}, {"type", c.type()}});
+  };
+  // One family over every component's card (or the cards `kind` names).
+  auto cards = [&](const char* name, const char* type, const char* help, const char* kind,
+                   auto value) {
+    family(name, type, help);
+    for (const auto& p : pipelines) {
+      for (const auto* c : p->cards()) {
+        if (kind == nullptr || c->kind() == kind) sample(name, labels(*p, *c), value(*c));
+      }
+    }
   };
   family("kayak_ready", "gauge", "1 when /ready answers 200, else 0.");
   const Json reasons = NotReadyReasons();
   out += "kayak_ready " + std::string(reasons.empty() ? "1" : "0") + "\n";
   family("kayak_not_ready_reasons", "gauge", "How many reasons /ready lists.");
   out += "kayak_not_ready_reasons " + std::to_string(reasons.size()) + "\n";
-  family("kayak_component_state_since_ms", "gauge",
-         "Wall-clock ms of a component's last change of state (retrying since, failed since).");
+  family("kayak_component_state_since_seconds", "gauge",
+         "Unix time of a component's last change of state (retrying since, failed since).");
   for (const auto& p : pipelines) {
     for (const auto* c : p->cards()) {
-      sample("kayak_component_state_since_ms",
+      sample("kayak_component_state_since_seconds",
              labels(*p, *c) + ",state=\"" + ComponentStateName(c->state()) + "\"",
-             static_cast<uint64_t>(c->state_since_ms()));
+             static_cast<double>(c->state_since_ms()) / 1e3);
     }
   }
-  family("kayak_messages_in_total", "counter", "Messages a component received.");
-  for (const auto& p : pipelines) {
-    for (const auto* c : p->cards()) sample("kayak_messages_in_total", labels(*p, *c), c->in());
-  }
-  family("kayak_messages_out_total", "counter", "Messages a component passed on or wrote.");
-  for (const auto& p : pipelines) {
-    for (const auto* c : p->cards()) sample("kayak_messages_out_total", labels(*p, *c), c->out());
-  }
-  family("kayak_errors_total", "counter", "Errors a component had.");
-  for (const auto& p : pipelines) {
-    for (const auto* c : p->cards()) sample("kayak_errors_total", labels(*p, *c), c->errors());
+  cards("kayak_messages_in_total", "counter", "Messages a component received.", nullptr,
+        [](const ComponentStats& c) { return static_cast<double>(c.in()); });
+  cards("kayak_messages_out_total", "counter", "Messages a component passed on or wrote.", nullptr,
+        [](const ComponentStats& c) { return static_cast<double>(c.out()); });
+  cards("kayak_errors_total", "counter", "Errors a component had.", nullptr,
+        [](const ComponentStats& c) { return static_cast<double>(c.errors()); });
+  cards("kayak_output_retries_total", "counter",
+        "Writes and commits an output tried again after a failure.", "output",
+        [](const ComponentStats& c) { return static_cast<double>(c.retries()); });
+  for (const char* unit : {"bytes", "messages"}) {
+    const std::string name = std::string("kayak_input_lag_") + unit;
+    family(name.c_str(), "gauge",
+           (std::string("How far an input is behind the newest data it knows of, in ") + unit +
+            " (file: bytes not read; http: bytes posted, not read; kafka: messages behind the "
+            "high watermarks).")
+               .c_str());
+    for (const auto& p : pipelines) {
+      for (const auto* c : p->cards()) {
+        if (c->kind() == "input" && c->lag() >= 0 && std::string_view(c->lag_unit()) == unit) {
+          sample(name.c_str(), labels(*p, *c), static_cast<double>(c->lag()));
+        }
+      }
+    }
   }
   family("kayak_queue_depth", "gauge", "Batches waiting in a bounded queue.");
   for (const auto& p : pipelines) {
     for (const auto& [name, depth] : p->QueueDepths()) {
-      sample("kayak_queue_depth", "pipeline=\"" + p->id() + "\",queue=\"" + name + "\"", depth);
+      sample("kayak_queue_depth", metrics::RenderLabels({{"pipeline", p->id()}, {"queue", name}}),
+             static_cast<double>(depth));
     }
   }
   family("kayak_bucket_entries", "gauge", "Live entries in a bucket.");
   for (const auto* b : graph()->Buckets()) {
-    sample("kayak_bucket_entries", "bucket=\"" + b->name() + "\"", b->Size());
+    sample("kayak_bucket_entries", metrics::RenderLabels({{"bucket", b->name()}}),
+           static_cast<double>(b->Size()));
   }
   if (graph()->checkpointing()) {
     const auto regions = graph()->Regions();
     auto each = [&](const char* name, const char* type, const char* help, auto value) {
       family(name, type, help);
-      for (const auto& r : regions) sample(name, "region=\"" + r.name + "\"", value(r));
+      for (const auto& r : regions) {
+        sample(name, metrics::RenderLabels({{"region", r.name}}), static_cast<double>(value(r)));
+      }
     };
     each("kayak_checkpoint_last_committed_id", "gauge", "Id of the region's last committed checkpoint.",
          [](const RegionStatus& r) { return r.last_committed_id; });
+    each("kayak_checkpoint_last_committed_timestamp_seconds", "gauge",
+         "Unix time of the region's last committed checkpoint (0: none yet).",
+         [](const RegionStatus& r) { return static_cast<double>(r.last_committed_ms) / 1e3; });
     each("kayak_checkpoints_committed_total", "counter", "Checkpoints the region committed.",
          [](const RegionStatus& r) { return r.committed; });
     each("kayak_checkpoints_abandoned_total", "counter", "Checkpoints the region abandoned.",
          [](const RegionStatus& r) { return r.abandoned; });
-    each("kayak_checkpoint_duration_ms", "gauge", "Barrier to commit, last checkpoint.",
-         [](const RegionStatus& r) { return static_cast<uint64_t>(r.last_duration_ms); });
-    each("kayak_checkpoint_bytes_written", "gauge", "Bytes the last checkpoint wrote.",
+    each("kayak_checkpoint_written_bytes_total", "counter", "Bytes the region's checkpoints wrote.",
+         [](const RegionStatus& r) { return r.bytes_written_total; });
+    each("kayak_checkpoint_reused_bytes_total", "counter",
+         "Bytes of unchanged state the region's checkpoints referred to instead of writing.",
+         [](const RegionStatus& r) { return r.bytes_reused_total; });
+    each("kayak_checkpoint_last_written_bytes", "gauge", "Bytes the last checkpoint wrote.",
          [](const RegionStatus& r) { return r.bytes_written; });
-    each("kayak_checkpoint_bytes_reused", "gauge", "Bytes of unchanged state the last checkpoint referred to.",
-         [](const RegionStatus& r) { return r.bytes_reused; });
     each("kayak_checkpoint_held_back", "gauge", "1 when a failed pipeline holds the region back.",
-         [](const RegionStatus& r) { return static_cast<uint64_t>(r.held_back.empty() ? 0 : 1); });
+         [](const RegionStatus& r) { return r.held_back.empty() ? 0 : 1; });
   }
+  // Histograms and counters recorded as things happen: checkpoint duration
+  // and barrier pause, http ingest requests by status, the http log's fsync.
+  metrics::Registry::Global().Render(&out);
+  ProcessMetrics(&out);
   res->result(200);
   res->set(bhttp::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
   res->body() = std::move(out);
 }
 
-void Api::Dashboard(Response* res) {
+void Api::Dashboard(const std::string& path, Response* res) {
+  const UiAsset* a = FindUiAsset(path == "/" ? "/index.html" : path);
+  if (a == nullptr) return JsonError(res, 404, "no route for GET " + path);
   res->result(200);
-  res->set(bhttp::field::content_type, "text/html; charset=utf-8");
-  res->body() = R"(<!doctype html>
-<html><head><meta charset="utf-8"><title>kayak</title>
-<style>
-body{font-family:system-ui,sans-serif;margin:2em;background:#fafafa}
-.p{background:#fff;border:1px solid #ddd;border-radius:6px;padding:1em;margin-bottom:1em}
-.cards{display:flex;gap:.5em;flex-wrap:wrap}
-.c{border:1px solid #ccc;border-radius:4px;padding:.5em;min-width:11em;font-size:.9em}
-.failed,.retrying{border-color:#c00;background:#fee}
-.err{color:#c00;font-size:.8em}
-.ready{border:1px solid #c00;background:#fee;padding:.5em 1em;border-radius:6px;margin-bottom:1em}
-</style></head><body><h1>kayak</h1><div id="ready"></div><div id="g">loading…</div>
-<script>
-let asked=false;
-function esc(s){return String(s).replace(/[&<>"]/g,c=>({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;'}[c]))}
-async function load(){
-  const t=sessionStorage.getItem('kayak-token');
-  const r=await fetch('/api/v1/pipelines',t?{headers:{Authorization:'Bearer '+t}}:{});
-  if(r.status==401||r.status==403){
-    const n=asked?null:prompt('The admin API needs its token (auth.token_file):');
-    asked=true;
-    if(n){sessionStorage.setItem('kayak-token',n.trim());asked=false;return load();}
-    document.getElementById('g').textContent='the admin API needs its token; reload to enter it';
-    return;
-  }
-  const d=await r.json();
-  const rd=await (await fetch('/ready')).json();
-  document.getElementById('ready').innerHTML=rd.reasons.length?'<div class="ready"><b>not ready</b><ul>'+
-    rd.reasons.map(x=>'<li>'+esc(x.reason)+' '+esc(x.pipeline||x.region||'')+(x.component?' '+esc(x.component):'')+
-    (x.since_ms?' since '+esc(new Date(x.since_ms).toISOString()):'')+
-    (x.why||x.last_error?': '+esc(x.why||x.last_error):'')+'</li>').join('')+'</ul></div>':'';
-  document.getElementById('g').innerHTML=d.pipelines.map(p=>
-    '<div class="p"><b>'+esc(p.id)+'</b> '+esc(p.status)+
-    (p.upstreams.length?' ← '+p.upstreams.map(esc).join(', '):'')+
-    '<div class="cards">'+p.components.map(c=>'<div class="c '+esc(c.state)+'"><b>'+esc(c.type)+
-    '</b> '+esc(c.name)+'<br>'+esc(c.state)+'<br>in '+c.messages_in+' / out '+c.messages_out+
-    '<br>errors '+c.errors+(c.last_error?'<div class="err">'+esc(c.last_error)+'</div>':'')+
-    '</div>').join('')+'</div></div>').join('');
-}
-load();setInterval(load,2000);
-</script></body></html>
-)";
+  res->set(bhttp::field::content_type, std::string(a->content_type));
+  // Everything the page loads comes from this listener; nothing inline.
+  res->set("Content-Security-Policy",
+           "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+           "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+  res->set("X-Content-Type-Options", "nosniff");
+  res->set("Referrer-Policy", "no-referrer");
+  res->set(bhttp::field::cache_control, "no-cache");
+  res->body() = std::string(a->body);
 }
 
 }  // namespace kayak::http

@@ -35,7 +35,11 @@ class Api {
   void ListPipelines(Response* res);
   void GetPipeline(const std::string& id, Response* res);
   void GetBucket(const std::string& name, const std::string& query, Response* res);
-  void Dashboard(Response* res);
+  // The page and its assets (/, /index.html, /ui/...), built into the binary.
+  void Dashboard(const std::string& path, Response* res);
+  // Everything the page shows, in one answer: pipelines with their cards,
+  // buckets, checkpoints and the readiness reasons.
+  void Overview(Response* res);
   void Checkpoints(Response* res);  // GET; a POST goes to TakeCheckpoint
 
   // The running graph, held for the request being answered (a change on

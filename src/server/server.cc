@@ -352,8 +352,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void Send() {
     res_.keep_alive(keep_alive_);
     res_.set("X-Content-Type-Options", "nosniff");
-    res_.set("Content-Security-Policy", "default-src 'self'; script-src 'self' 'unsafe-inline'; "
-                                        "style-src 'self' 'unsafe-inline'; frame-ancestors 'none'");
+    // The dashboard's page sets its own policy; every other answer is data.
+    if (res_.find("Content-Security-Policy") == res_.end()) {
+      res_.set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'");
+    }
     res_.prepare_payload();
     SetDeadline(limits_.read_timeout_ms);
     bhttp::async_write(socket_, res_, [self = shared_from_this()](beast::error_code wec, size_t) {

@@ -30,6 +30,7 @@ class DummyInput final : public Input {
 
   Status Open() override {
     start_mono_ms_ = MonotonicMs();
+    produced_at_open_ = produced_;  // the rate counts from here (after a restore too)
     return Status::Ok();
   }
 
@@ -39,14 +40,15 @@ class DummyInput final : public Input {
     if (rate_ > 0) {
       const int64_t elapsed = MonotonicMs() - start_mono_ms_;
       const int64_t allowed = static_cast<int64_t>(static_cast<double>(elapsed) * rate_ / 1000.0) + 1;
-      if (allowed <= produced_) {
+      const int64_t since_open = produced_ - produced_at_open_;
+      if (allowed <= since_open) {
         const int64_t due_ms =
-            static_cast<int64_t>(static_cast<double>(produced_) * 1000.0 / rate_) - elapsed;
+            static_cast<int64_t>(static_cast<double>(since_open) * 1000.0 / rate_) - elapsed;
         std::this_thread::sleep_for(
             std::chrono::milliseconds(std::clamp<int64_t>(due_ms, 1, wait_ms)));
         return Status::Ok();
       }
-      n = std::min(n, allowed - produced_);
+      n = std::min(n, allowed - since_open);
     }
     const int64_t now = clock_->NowMs();
     out->messages.reserve(out->messages.size() + static_cast<size_t>(std::max<int64_t>(n, 0)));
@@ -97,6 +99,7 @@ class DummyInput final : public Input {
   };
   const double rate_;
   const int64_t count_;
+  int64_t produced_at_open_ = 0;
   const int64_t batch_size_;
   const Clock* clock_;
   std::vector<Part> parts_;

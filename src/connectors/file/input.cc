@@ -165,6 +165,14 @@ class FileInput final : public Input {
     return current_ + " at byte " + std::to_string(offset_);
   }
 
+  // The bytes of the open file past what was handed over.
+  Lag Behind() const override {
+    struct stat st {};
+    if (fd_ < 0 || ::fstat(fd_, &st) != 0) return {};
+    const int64_t size = static_cast<int64_t>(st.st_size);
+    return {std::max<int64_t>(0, size - static_cast<int64_t>(offset_)), "bytes"};
+  }
+
  private:
   void Sleep(int64_t deadline) {
     const int64_t left = deadline - MonotonicMs();

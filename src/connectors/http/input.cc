@@ -4,11 +4,13 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <mutex>
 
 #include "common/bearer.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "components.h"
 #include "kayak/ingest.h"
 #include "common/ndjson.h"
@@ -24,8 +26,15 @@ std::string ErrorBody(const std::string& message) {
 
 class HttpEndpoint final : public IngestEndpoint {
  public:
-  HttpEndpoint(std::string token, ComponentStats* stats, uint64_t max_backlog)
-      : token_(std::move(token)), stats_(stats), max_backlog_(max_backlog) {}
+  HttpEndpoint(std::string token, ComponentStats* stats, uint64_t max_backlog,
+               const std::string& pipeline)
+      : token_(std::move(token)), stats_(stats), max_backlog_(max_backlog) {
+    for (size_t i = 0; i < kCodes.size(); ++i) {
+      by_code_[i] = metrics::Registry::Global().GetCounter(
+          "kayak_http_ingest_requests_total", "Posts to an http input, by the status answered.",
+          {{"pipeline", pipeline}, {"code", std::to_string(kCodes[i])}});
+    }
+  }
 
   // The log opens on the pipeline thread; until then posts get 503.
   void SetLog(std::shared_ptr<HttpLog> log) {
@@ -39,9 +48,11 @@ class HttpEndpoint final : public IngestEndpoint {
         case BearerCheck::kOk:
           break;
         case BearerCheck::kMissing:
+          Count(401);
           done({401, ErrorBody("this input needs \"Authorization: Bearer <token>\""), 0});
           return;
         case BearerCheck::kWrong:
+          Count(403);
           done({403, ErrorBody("the bearer token is not this input's"), 0});
           return;
       }
@@ -51,6 +62,7 @@ class HttpEndpoint final : public IngestEndpoint {
     std::string error;
     if (!NormalizeIngestBody(body, &payload, &n, &error)) {
       if (stats_) stats_->RecordError("rejected a post: " + error);
+      Count(400);
       done({400, ErrorBody(error), 0});
       return;
     }
@@ -60,10 +72,13 @@ class HttpEndpoint final : public IngestEndpoint {
       log = log_;
     }
     if (log == nullptr) {
+      Count(503);
       done({503, ErrorBody("the input is starting; send it again"), 1});
       return;
     }
-    auto reply = [done, n](Status st, uint64_t seq) {
+    // (The counters, not the endpoint: they live as long as the process.)
+    auto reply = [done, n, ok = by_code_[0], failed = by_code_[4]](Status st, uint64_t seq) {
+      (st.ok() ? ok : failed)->Add();
       if (st.ok()) {
         done({202, "{\"accepted\":" + std::to_string(n) + ",\"seq\":" + std::to_string(seq) + "}",
               0});
@@ -73,6 +88,7 @@ class HttpEndpoint final : public IngestEndpoint {
       }
     };
     if (!log->Append(std::move(payload), reply)) {
+      Count(503);
       done({503,
             ErrorBody("the input's backlog is full (" + std::to_string(max_backlog_) +
                       " bytes not yet read by its pipeline) or it is stopping; send it again"),
@@ -81,6 +97,14 @@ class HttpEndpoint final : public IngestEndpoint {
   }
 
  private:
+  static constexpr std::array<unsigned, 5> kCodes{202, 400, 401, 403, 503};
+  void Count(unsigned code) {
+    for (size_t i = 0; i < kCodes.size(); ++i) {
+      if (kCodes[i] == code) by_code_[i]->Add();
+    }
+  }
+
+  std::array<metrics::Counter*, kCodes.size()> by_code_{};
   std::mutex mu_;
   std::shared_ptr<HttpLog> log_;  // guarded by mu_; null until Open and after the input is gone
   const std::string token_;
@@ -105,7 +129,7 @@ class HttpInput final : public Input {
     // The path is served from the moment the graph is built, so a post that
     // comes while the pipeline starts gets 503 (retry), not 404.
     if (ctx_.ingest == nullptr) return;  // `kayak check`
-    endpoint_ = std::make_shared<HttpEndpoint>(token_, ctx_.stats, max_backlog_);
+    endpoint_ = std::make_shared<HttpEndpoint>(token_, ctx_.stats, max_backlog_, ctx_.pipeline_id);
     register_status_ = ctx_.ingest->Register(path_, endpoint_);
     if (!register_status_.ok()) endpoint_.reset();
   }
@@ -124,6 +148,9 @@ class HttpInput final : public Input {
     HttpLog::Options o;
     if (ctx_.checkpointing && !ctx_.state_dir.empty()) {
       o.dir = ctx_.state_dir + "/http/" + ctx_.pipeline_id;
+      o.fsync_seconds = metrics::Registry::Global().GetHistogram(
+          "kayak_http_log_fsync_seconds", "The http input's log: each batch's fdatasync.",
+          {{"pipeline", ctx_.pipeline_id}}, metrics::LatencyBounds());
     }
     o.max_backlog_bytes = max_backlog_;
     o.segment_bytes = segment_bytes_;
@@ -132,6 +159,12 @@ class HttpInput final : public Input {
     log_ = std::move(log.value());
     endpoint_->SetLog(log_);
     return Status::Ok();
+  }
+
+  // Bytes posted (and logged) that the pipeline has not read yet.
+  Lag Behind() const override {
+    if (log_ == nullptr) return {};
+    return {static_cast<int64_t>(log_->backlog_bytes()), "bytes"};
   }
 
   Status Read(Batch* out, int64_t wait_ms, bool* finished) override {

@@ -355,7 +355,14 @@ Status HttpLog::WriteBatch(std::vector<Pending>* batch, uint64_t first_seq) {
   // the file's size does not change (docs/benchmarks.md).
   Status st = WriteAhead(end + buf_.size(), path);
   if (st.ok()) st = PwriteAll(write_fd_, buf_.data(), buf_.size(), end, path);
-  if (st.ok() && ::fdatasync(write_fd_) != 0) st = Status::FromErrno("fdatasync " + path, errno);
+  if (st.ok()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (::fdatasync(write_fd_) != 0) st = Status::FromErrno("fdatasync " + path, errno);
+    if (opt_.fsync_seconds != nullptr) {
+      opt_.fsync_seconds->Observe(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
   if (st.ok() && created) st = SyncDir(opt_.dir);
   if (!st.ok()) {
     // Whatever reached the file is cut off and the segment abandoned: a

@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/metrics.h"
 #include "kayak/status.h"
 
 namespace kayak {
@@ -44,6 +45,7 @@ class HttpLog {
     std::string dir;               // "" = in memory, nothing durable
     uint64_t max_backlog_bytes = 64 << 20;  // appended but not yet read
     uint64_t segment_bytes = 64 << 20;      // a segment is rolled past this
+    metrics::Histogram* fsync_seconds = nullptr;  // each batch's fdatasync, when set
   };
 
   // Opens the log: scans the segments in `dir` (a torn last record is cut

@@ -206,13 +206,27 @@ class KafkaInput final : public Input {
     return Status::Ok();
   }
 
+  // topic/partition@offset per partition, with its lag where the client
+  // knows the partition's high watermark (from its last fetch: no request).
   std::string Position() const override {
     std::string s;
     for (const auto& [tp, off] : positions_) {
       if (!s.empty()) s += ", ";
       s += tp.first + "/" + std::to_string(tp.second) + "@" + std::to_string(off);
+      const int64_t lag = PartitionLag(tp, off);
+      if (lag >= 0) s += " (lag " + std::to_string(lag) + ")";
     }
     return s.empty() ? "no partition read yet" : s;
+  }
+
+  // Messages behind the high watermarks, summed over the partitions read.
+  Lag Behind() const override {
+    int64_t total = -1;
+    for (const auto& [tp, off] : positions_) {
+      const int64_t lag = PartitionLag(tp, off);
+      if (lag >= 0) total = std::max<int64_t>(total, 0) + lag;
+    }
+    return {total, "messages"};
   }
 
   bool Rewindable() const override { return true; }
@@ -248,6 +262,18 @@ class KafkaInput final : public Input {
   }
 
  private:
+  int64_t PartitionLag(const std::pair<std::string, int32_t>& tp, int64_t offset) const {
+    rd_kafka_t* rk = rk_.load();
+    int64_t low = -1, high = -1;
+    if (rk == nullptr || offset < 0 ||
+        rd_kafka_get_watermark_offsets(rk, tp.first.c_str(), tp.second, &low, &high) !=
+            RD_KAFKA_RESP_ERR_NO_ERROR ||
+        high < 0) {
+      return -1;
+    }
+    return std::max<int64_t>(0, high - offset);
+  }
+
   Status Subscribe(rd_kafka_t* rk) {
     if (restore_commit_) {
       // The group must not be ahead of the restored state: the checkpoint's
