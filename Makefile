@@ -1,5 +1,5 @@
 # Convenience targets; the scripts in scripts/ do the work.
-.PHONY: build test test-asan test-tsan soak fuzz bench bench-micro run clean
+.PHONY: build test test-asan test-tsan soak fuzz bench bench-micro run clean screenshots
 
 build:
 	./scripts/build.sh
@@ -46,6 +46,12 @@ bench-micro: build
 
 run:
 	./scripts/quickstart.sh
+
+# The dashboard's pictures in docs/img, taken in Debian's chromium on the
+# quickstart example (about 40 s).
+screenshots: build
+	./scripts/install-deps.sh
+	KAYAK_BIN=$(CURDIR)/build/kayak node tests/browser/screenshots.mjs
 
 clean:
 	rm -rf build build-asan build-tsan

@@ -5,7 +5,8 @@ import signal
 import subprocess
 import time
 
-from harness import EXAMPLES, KayakTest, Server, http, run, wait_for
+from harness import (EXAMPLES, KayakTest, Server, committed, http, post_until_taken, region_stats,
+                     run, wait_for)
 
 
 class ServerTest(KayakTest):
@@ -270,3 +271,87 @@ pipelines:
 if __name__ == "__main__":
     import unittest
     unittest.main()
+
+
+class MetricsTest(KayakTest):
+    """/metrics in Prometheus's text format, linted by promtool against a live server."""
+
+    def test_metrics_pass_promtool_and_carry_every_family(self):
+        src = self.write_ndjson("in.ndjson", [{"k": f"k{i % 5}", "v": i} for i in range(200)])
+        s = self.start(f"""
+buckets:
+  sums: {{}}
+pipelines:
+  files:
+    input: {{file: {{path: {src}}}}}
+    transforms:
+      - bucket: {{name: sums, key: k, op: add, field: v}}
+    outputs: [{{file: {{path: out}}}}]
+  web:
+    input: {{http: {{path: /ingest}}}}
+    outputs: [{{file: {{path: web}}}}]
+""", server_config="listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 1, timeout_secs: 30}\n",
+                       state_dir=self.path("state"))
+        post_until_taken(s, "/ingest", b'{"a":1}\n{"a":2}\n')
+        self.assertEqual(http("POST", s.url + "/ingest", b"not json")[0], 400)
+        wait_for(lambda: all(r["committed"] >= 2 for r in region_stats(s)), what="two checkpoints")
+        status, text = s.get("/metrics")
+        self.assertEqual(status, 200)
+        lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                              text=True, timeout=30)
+        self.assertEqual(lint.returncode, 0, lint.stdout + lint.stderr)
+        for family in ["process_cpu_seconds_total", "process_resident_memory_bytes",
+                       "process_open_fds", "process_start_time_seconds",
+                       "kayak_component_state_since_seconds", "kayak_output_retries_total",
+                       "kayak_checkpoint_written_bytes_total", "kayak_checkpoint_reused_bytes_total"]:
+            self.assertRegex(text, rf"(?m)^{family}(\{{|\s)", family)
+        self.assertRegex(text, r'(?m)^kayak_checkpoint_duration_seconds_bucket\{region="[^"]+",le="\+Inf"\} [1-9]')
+        self.assertRegex(text, r'(?m)^kayak_checkpoint_barrier_pause_seconds_count\{region="[^"]+"\} [1-9]')
+        self.assertRegex(text, r'(?m)^kayak_http_ingest_requests_total\{pipeline="web",code="202"\} 1$')
+        self.assertRegex(text, r'(?m)^kayak_http_ingest_requests_total\{pipeline="web",code="400"\} 1$')
+        self.assertRegex(text, r'(?m)^kayak_http_log_fsync_seconds_count\{pipeline="web"\} [1-9]')
+        # the file input has read its file: nothing behind
+        self.assertRegex(text, r'(?m)^kayak_input_lag_bytes\{pipeline="files",component="input",type="file"\} 0$')
+        self.assertNotIn("_ms", "".join(l for l in text.splitlines() if l.startswith("# TYPE")))
+
+    def test_overview_and_checkpoint_history(self):
+        src = self.write_ndjson("in.ndjson", [{"k": "a", "v": 1}])
+        s = self.start(f"""
+buckets:
+  sums: {{}}
+pipelines:
+  p:
+    input: {{file: {{path: {src}}}}}
+    transforms:
+      - bucket: {{name: sums, key: k, op: add, field: v}}
+    outputs: [{{file: {{path: out}}}}]
+  q:
+    input: {{pipeline: p}}
+    transforms:
+      - lookup: {{bucket: sums, key: k, as: total}}
+    outputs: [{{file: {{path: out2}}}}]
+""", server_config="listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 1, timeout_secs: 30}\n",
+                       state_dir=self.path("state"))
+        wait_for(lambda: committed(s) >= 3, what="three checkpoints")
+        o = s.get_json("/api/v1/overview")
+        self.assertTrue(o["ready"])
+        self.assertEqual(o["reasons"], [])
+        self.assertEqual([p["id"] for p in o["pipelines"]], ["p", "q"])
+        self.assertEqual(o["pipelines"][0]["buckets"], [{"bucket": "sums", "writes": True}])
+        self.assertEqual(o["pipelines"][1]["buckets"], [{"bucket": "sums", "writes": False}])
+        self.assertEqual(o["pipelines"][1]["upstreams"], ["p"])
+        self.assertEqual(o["buckets"], [{"name": "sums", "size": 1}])
+        self.assertNotIn("config", o["pipelines"][0])
+        (region,) = o["checkpoints"]["regions"]
+        history = region["history"]
+        self.assertGreaterEqual(len(history), 3)
+        ids = [h["id"] for h in history]
+        self.assertEqual(ids, sorted(ids, reverse=True))  # newest first
+        self.assertEqual(history[0]["status"], "committed")
+        self.assertGreaterEqual(region["bytes_written_total"], history[0]["bytes_written"])
+        card = o["pipelines"][0]["components"][0]
+        self.assertEqual(card["lag"], {"value": 0, "unit": "bytes"})
+        self.assertEqual(o["pipelines"][0]["components"][-1]["retries"], 0)
+        # the history stays bounded
+        wait_for(lambda: region_stats(s)[0]["committed"] >= 3, what="more")
+        self.assertLessEqual(len(region_stats(s)[0]["history"]), 50)

@@ -167,8 +167,9 @@ class FileInput final : public Input {
 
   // The bytes of the open file past what was handed over.
   Lag Behind() const override {
+    if (fd_ < 0) return done_with_all_ ? Lag{0, "bytes"} : Lag{};  // every file read, or between files
     struct stat st {};
-    if (fd_ < 0 || ::fstat(fd_, &st) != 0) return {};
+    if (::fstat(fd_, &st) != 0) return {};
     const int64_t size = static_cast<int64_t>(st.st_size);
     return {std::max<int64_t>(0, size - static_cast<int64_t>(offset_)), "bytes"};
   }

@@ -615,7 +615,7 @@ function browser(name) {
     next.disabled = !r.json.next_after;
     next.dataset.after = r.json.next_after || '';
     note.className = 'note';
-    note.textContent = `${num(r.json.size)} entries; showing ${r.json.entries.length}` + (from ? ` after ${from}` : '');
+    note.textContent = `${num(r.json.size)} ${r.json.size === 1 ? 'entry' : 'entries'}; showing ${r.json.entries.length}` + (from ? ` after ${from}` : '');
   };
   next.addEventListener('click', () => { pages.push(after); load(next.dataset.after).catch(() => {}); });
   const first = el('button', { type: 'button', text: 'First page', onclick: () => { pages.length = 1; load('').catch(() => {}); } });
