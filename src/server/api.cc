@@ -400,38 +400,35 @@ void Api::Ready(Response* res) {
            Json{{"status", ready ? "ready" : "not ready"}, {"reasons", std::move(reasons)}});
 }
 
-void Api::ListPipelines(Response* res) {
+Json Api::PipelineList() {
   Json list = Json::array();
   for (const auto* p : graph()->pipelines()) {
     list.push_back(PipelineJson(*p, false, graph_->CurrentVersion(p->id())));
   }
-  SendJson(res, 200, Json{{"pipelines", std::move(list)}});
+  return list;
+}
+
+void Api::ListPipelines(Response* res) {
+  SendJson(res, 200, Json{{"pipelines", PipelineList()}});
 }
 
 namespace {
-Json CheckpointsJson(const std::vector<RegionStatus>& all);
+Json CheckpointsJson(const RunningGraph& g);
 }  // namespace
 
 void Api::Overview(Response* res) {
-  Json pipelines = Json::array();
-  for (const auto* p : graph()->pipelines()) {
-    pipelines.push_back(PipelineJson(*p, false, graph_->CurrentVersion(p->id())));
-  }
   Json buckets = Json::array();
   for (const auto* b : graph()->Buckets()) {
     buckets.push_back(Json{{"name", b->name()}, {"size", b->Size()}});
   }
   Json reasons = NotReadyReasons();
-  Json checkpoints = graph()->checkpointing()
-                         ? CheckpointsJson(graph()->Regions())
-                         : Json{{"checkpointing", false}, {"regions", Json::array()}};
   SendJson(res, 200,
            Json{{"now_ms", graph()->clock()->NowMs()},
                 {"ready", reasons.empty()},
                 {"reasons", std::move(reasons)},
-                {"pipelines", std::move(pipelines)},
+                {"pipelines", PipelineList()},
                 {"buckets", std::move(buckets)},
-                {"checkpoints", std::move(checkpoints)}});
+                {"checkpoints", CheckpointsJson(*graph())}});
 }
 
 void Api::GetPipeline(const std::string& id, Response* res) {
@@ -490,9 +487,11 @@ Json HistoryJson(const std::deque<CheckpointRecord>& history) {
   return out;
 }
 
-Json CheckpointsJson(const std::vector<RegionStatus>& all) {
+// GET /api/v1/checkpoints's body.
+Json CheckpointsJson(const RunningGraph& g) {
+  if (!g.checkpointing()) return Json{{"checkpointing", false}, {"regions", Json::array()}};
   Json regions = Json::array();
-  for (const auto& r : all) {
+  for (const auto& r : g.Regions()) {
     regions.push_back(Json{{"region", r.name},
                            {"pipelines", r.pipelines},
                            {"last_committed_id", r.last_committed_id},
@@ -516,10 +515,7 @@ Json CheckpointsJson(const std::vector<RegionStatus>& all) {
 }  // namespace
 
 void Api::Checkpoints(Response* res) {
-  if (!graph()->checkpointing()) {
-    return SendJson(res, 200, Json{{"checkpointing", false}, {"regions", Json::array()}});
-  }
-  SendJson(res, 200, CheckpointsJson(graph()->Regions()));
+  SendJson(res, 200, CheckpointsJson(*graph()));
 }
 
 GraphManager::Answer Api::TakeCheckpoint() {
@@ -535,7 +531,7 @@ GraphManager::Answer Api::TakeCheckpoint() {
   for (const auto& e : g->engines()) {
     if (Checkpointer* cp = e->checkpointer()) ok = cp->CheckpointNow(120000) && ok;
   }
-  return {ok ? Outcome::kOk : Outcome::kUnavailable, CheckpointsJson(g->Regions())};
+  return {ok ? Outcome::kOk : Outcome::kUnavailable, CheckpointsJson(*g)};
 }
 
 namespace {

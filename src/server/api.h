@@ -33,6 +33,8 @@ class Api {
   nlohmann::ordered_json NotReadyReasons();
   void Metrics(Response* res);
   void ListPipelines(Response* res);
+  // Every pipeline without its config, as GET /api/v1/pipelines lists them.
+  nlohmann::ordered_json PipelineList();
   void GetPipeline(const std::string& id, Response* res);
   void GetBucket(const std::string& name, const std::string& query, Response* res);
   // The page and its assets (/, /index.html, /ui/...), built into the binary.

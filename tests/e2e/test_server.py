@@ -352,6 +352,5 @@ pipelines:
         card = o["pipelines"][0]["components"][0]
         self.assertEqual(card["lag"], {"value": 0, "unit": "bytes"})
         self.assertEqual(o["pipelines"][0]["components"][-1]["retries"], 0)
-        # the history stays bounded
-        wait_for(lambda: region_stats(s)[0]["committed"] >= 3, what="more")
-        self.assertLessEqual(len(region_stats(s)[0]["history"]), 50)
+        # every checkpoint so far is in the history (fewer than its bound of 50)
+        self.assertEqual(len(history), region["committed"] + region["abandoned"])

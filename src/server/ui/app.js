@@ -443,14 +443,14 @@ function pipelineView(id) {
     if (v) { text.value = v.body; bad = new Set(); paintGutter(); say(`showing version ${v.version}; Apply makes it the newest`); }
   });
 
-  const act = async (button, fn) => {
+  const act = async fn => {
     const all = [...document.querySelectorAll('.actions button')];
     all.forEach(b => { b.disabled = true; });
     try { await fn(); } catch (e) { if (!(e instanceof AuthNeeded)) say(String(e), true); }
     finally { all.forEach(b => { b.disabled = false; }); $('#revert').disabled = versions.length < 2; }
   };
 
-  const apply = () => act(null, async () => {
+  const apply = () => act(async () => {
     problems.replaceChildren(); say('applying…');
     const r = await api('PUT', `/api/v1/pipelines/${encodeURIComponent(id)}`, text.value);
     if (r.ok) {
@@ -468,13 +468,13 @@ function pipelineView(id) {
     say(r.json.error || `refused (${r.status})`, true);
     if (errs.length && errs[0].line) goToLine(errs[0].line);
   });
-  const revert = () => act(null, async () => {
+  const revert = () => act(async () => {
     say('reverting…');
     const r = await api('POST', `/api/v1/pipelines/${encodeURIComponent(id)}/revert`);
     if (r.ok) { say(`reverted: version ${r.json.version}` + savepointNote(r.json)); await loadVersions(false); }
     else say(r.json.error || `revert refused (${r.status})`, true);
   });
-  const restart = () => act(null, async () => {
+  const restart = () => act(async () => {
     say('restarting…');
     const r = await api('POST', `/api/v1/pipelines/${encodeURIComponent(id)}/restart`);
     say(r.ok ? 'restarted' + savepointNote(r.json) : (r.json.error || `restart refused (${r.status})`), !r.ok);
@@ -483,7 +483,7 @@ function pipelineView(id) {
   const del = () => {
     const b = $('#delete');
     if (!armed) { armed = true; b.textContent = 'Confirm delete'; say(`Deleting drops ${id}'s checkpointed state; press again to delete.`); return; }
-    return act(null, async () => {
+    return act(async () => {
       const r = await api('DELETE', `/api/v1/pipelines/${encodeURIComponent(id)}`);
       if (r.ok) { location.hash = '#/graph'; return; }
       armed = false; b.textContent = 'Delete';
