@@ -256,7 +256,12 @@ size_t Elements(std::string_view s, size_t open, std::vector<Span>* out) {
 
 bool KeyIs(std::string_view token, std::string_view key) {
   const std::string_view inner = token.substr(1, token.size() - 2);
-  if (inner.find('\\') == std::string_view::npos) return inner == key;
+  // Every escape is longer than the bytes it stands for, so a token with one
+  // is longer than the key it names: most keys are told apart by their size
+  // alone, with no search for a backslash.
+  if (inner.size() < key.size()) return false;
+  if (inner.size() == key.size()) return inner == key && inner.find('\\') == std::string_view::npos;
+  if (inner.find('\\') == std::string_view::npos) return false;
   std::string decoded;
   DecodeString(token, &decoded);
   return decoded == key;
@@ -516,7 +521,7 @@ bool SetMembers(std::string_view doc,
 
 bool SetMembersOf(std::string_view doc, size_t open, const std::vector<Member>& ms,
                   const std::vector<std::pair<std::string_view, std::string_view>>& members,
-                  std::string* out) {
+                  std::string* out, std::vector<Member>* now) {
   constexpr size_t kMaxAtOnce = 16;
   if (members.size() > kMaxAtOnce) {  // one at a time
     std::string cur(doc);
@@ -525,16 +530,19 @@ bool SetMembersOf(std::string_view doc, size_t open, const std::vector<Member>& 
       cur.swap(*out);
     }
     out->swap(cur);
+    if (now != nullptr) Members(*out, open, now);
     return true;
   }
   // Replacements in the order of the text; the others are added at the end.
   struct Change {
-    Span at;
+    size_t member;
     size_t pair;
   };
   Change changes[kMaxAtOnce];
-  size_t n_changes = 0;
-  std::string added;
+  Member added_at[kMaxAtOnce];  // the added members, from the start of `added`
+  size_t n_changes = 0, n_added = 0;
+  thread_local std::string added;
+  added.clear();
   bool empty = ms.empty();
   for (size_t p = 0; p < members.size(); ++p) {
     size_t hit = ms.size();
@@ -546,30 +554,62 @@ bool SetMembersOf(std::string_view doc, size_t open, const std::vector<Member>& 
     }
     if (hit == ms.size()) {
       if (!empty) added.push_back(',');
+      Member& a = added_at[n_added++];
+      a.key.begin = added.size();
       AppendString(&added, members[p].first);
+      a.key.end = added.size();
       added.push_back(':');
+      a.value.begin = added.size();
       added.append(members[p].second);
+      a.value.end = added.size();
       empty = false;
       continue;
     }
     size_t k = n_changes++;
-    while (k > 0 && changes[k - 1].at.begin > ms[hit].value.begin) {
+    while (k > 0 && changes[k - 1].member > hit) {
       changes[k] = changes[k - 1];
       --k;
     }
-    changes[k] = Change{ms[hit].value, p};
+    changes[k] = Change{hit, p};
   }
   const size_t insert_at = ms.empty() ? open + 1 : ms.back().value.end;
   out->clear();
   size_t from = 0;
   for (size_t c = 0; c < n_changes; ++c) {
-    out->append(doc.data() + from, changes[c].at.begin - from);
+    const Span at = ms[changes[c].member].value;
+    out->append(doc.data() + from, at.begin - from);
     out->append(members[changes[c].pair].second);
-    from = changes[c].at.end;
+    from = at.end;
   }
   out->append(doc.data() + from, insert_at - from);
+  const size_t added_from = out->size();
   out->append(added);
   out->append(doc.data() + insert_at, doc.size() - insert_at);
+  if (now != nullptr) {
+    // Members keep their keys and the bytes around them; a replaced value
+    // changes its own end and moves everything after it.
+    now->resize(ms.size() + n_added);
+    int64_t delta = 0;  // how much the values replaced before a member grew
+    auto moved = [&](size_t at) { return static_cast<size_t>(static_cast<int64_t>(at) + delta); };
+    size_t c = 0;
+    for (size_t k = 0; k < ms.size(); ++k) {
+      Member& n = (*now)[k];
+      const Member& o = ms[k];
+      n.key = Span{moved(o.key.begin), moved(o.key.end)};
+      n.value = Span{moved(o.value.begin), moved(o.value.end)};
+      if (c < n_changes && changes[c].member == k) {
+        const size_t len = members[changes[c].pair].second.size();
+        n.value.end = n.value.begin + len;
+        delta += static_cast<int64_t>(len) - static_cast<int64_t>(o.value.size());
+        ++c;
+      }
+    }
+    for (size_t a = 0; a < n_added; ++a) {
+      Member& n = (*now)[ms.size() + a];
+      n.key = Span{added_from + added_at[a].key.begin, added_from + added_at[a].key.end};
+      n.value = Span{added_from + added_at[a].value.begin, added_from + added_at[a].value.end};
+    }
+  }
   return true;
 }
 

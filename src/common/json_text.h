@@ -111,8 +111,10 @@ bool SetMembers(std::string_view doc,
                 const std::vector<std::pair<std::string_view, std::string_view>>& members,
                 std::string* out);
 // SetMembers on the object at doc[open] whose members `ms` are already known.
+// With `now`, also the members of the patched object in `out` (computed, not
+// scanned).
 bool SetMembersOf(std::string_view doc, size_t open, const std::vector<Member>& ms,
                   const std::vector<std::pair<std::string_view, std::string_view>>& members,
-                  std::string* out);
+                  std::string* out, std::vector<Member>* now = nullptr);
 
 }  // namespace kayak::jtext

@@ -549,6 +549,7 @@ bool PipelineRunner::RunTransforms(Batch* batch, size_t first) {
 
 void PipelineRunner::Emit(Batch batch) {
   if (batch.empty()) return;
+  batch.DropFields();  // only the transforms read them
   auto shared = std::make_shared<const Batch>(std::move(batch));
   for (auto& o : outputs_) o->Push(Item{Item::Kind::kBatch, shared, 0});
   for (auto& e : downstream_) e.inbox->Push(e.lane, Item{Item::Kind::kBatch, shared, 0});

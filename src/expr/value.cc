@@ -118,10 +118,12 @@ void Document::Index() const {
   indexed_ = true;
 }
 
-bool Document::SetTop(std::string_view key, std::string_view value, std::string* out) const {
+bool Document::SetTop(std::string_view key, std::string_view value, std::string* out,
+                      std::vector<jtext::Member>* now) const {
   if (!indexed_) Index();
   if (!root_object_) return false;
   out->clear();
+  if (now != nullptr) *now = top_;
   for (size_t m = top_.size(); m-- > 0;) {
     if (!jtext::KeyIs(top_[m].key.of(text_), key)) continue;
     const jtext::Span v = top_[m].value;
@@ -129,25 +131,40 @@ bool Document::SetTop(std::string_view key, std::string_view value, std::string*
     out->append(text_.data(), v.begin);
     out->append(value);
     out->append(text_.data() + v.end, text_.size() - v.end);
+    if (now != nullptr) {  // this value's end, and everything after it, move
+      const size_t grew = value.size();
+      (*now)[m].value.end = v.begin + grew;
+      for (size_t k = m + 1; k < now->size(); ++k) {
+        jtext::Member& n = (*now)[k];
+        n.key = jtext::Span{n.key.begin - v.size() + grew, n.key.end - v.size() + grew};
+        n.value = jtext::Span{n.value.begin - v.size() + grew, n.value.end - v.size() + grew};
+      }
+    }
     return true;
   }
   const size_t at = top_.empty() ? root_ + 1 : top_.back().value.end;
   out->reserve(text_.size() + key.size() + value.size() + 4);
   out->append(text_.data(), at);
   if (!top_.empty()) out->push_back(',');
+  jtext::Member added;
+  added.key.begin = out->size();
   jtext::AppendString(out, key);
+  added.key.end = out->size();
   out->push_back(':');
+  added.value.begin = out->size();
   out->append(value);
+  added.value.end = out->size();
   out->append(text_.data() + at, text_.size() - at);
+  if (now != nullptr) now->push_back(added);
   return true;
 }
 
 bool Document::SetMembers(
     const std::vector<std::pair<std::string_view, std::string_view>>& members,
-    std::string* out) const {
+    std::string* out, std::vector<jtext::Member>* now) const {
   if (!indexed_) Index();
   if (!root_object_) return false;
-  return jtext::SetMembersOf(text_, root_, top_, members, out);
+  return jtext::SetMembersOf(text_, root_, top_, members, out, now);
 }
 
 bool Document::Find(const FieldPath& path, jtext::Span* out) const {

@@ -109,6 +109,24 @@ class Document {
     text_ = text;
     indexed_ = false;
   }
+  // Starts on `text`, an object at byte `root` whose `n` members the caller
+  // already knows: it fills them in at the returned pointer.
+  jtext::Member* ResetIndexed(std::string_view text, size_t root, size_t n) {
+    text_ = text;
+    root_ = root;
+    root_object_ = true;
+    indexed_ = true;
+    top_.resize(n);
+    return top_.data();
+  }
+  // Whether the root is an object (indexing it on first use); `*root` is
+  // where it starts and `*members` its members.
+  bool TopMembers(size_t* root, const std::vector<jtext::Member>** members) const {
+    if (!indexed_) Index();
+    *root = root_;
+    *members = &top_;
+    return root_object_;
+  }
   std::string_view text() const { return text_; }
   // The span of the value at `path`; false when it is missing.
   bool Find(const FieldPath& path, jtext::Span* out) const;
@@ -116,10 +134,12 @@ class Document {
   Value Get(const FieldPath& path, Scratch* scratch) const;
   // jtext::SetPath for a path of one key, with the index this document
   // already has (no second scan). False when the root is not an object.
-  bool SetTop(std::string_view key, std::string_view value, std::string* out) const;
-  // jtext::SetMembers with this document's index.
+  // With `now`, also the members of the object written to `out`.
+  bool SetTop(std::string_view key, std::string_view value, std::string* out,
+              std::vector<jtext::Member>* now = nullptr) const;
+  // jtext::SetMembers with this document's index (and `now` as SetTop's).
   bool SetMembers(const std::vector<std::pair<std::string_view, std::string_view>>& members,
-                  std::string* out) const;
+                  std::string* out, std::vector<jtext::Member>* now = nullptr) const;
 
  private:
   std::string_view text_;

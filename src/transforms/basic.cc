@@ -15,7 +15,7 @@ class FilterTransform final : public Transform {
 
   Status Process(Batch* batch) override {
     return KeepMessages(batch, [&](Message& m, bool* keep) -> Status {
-      KAYAK_RETURN_IF_ERROR(OpenFields(m, &doc_, false));
+      KAYAK_RETURN_IF_ERROR(OpenFields(batch, m, &doc_, false));
       scratch_.Reset();
       expr::Value v;
       KAYAK_RETURN_IF_ERROR(expr_->Eval(doc_, &scratch_, *clock_, &v));
@@ -48,10 +48,11 @@ class MapTransform final : public Transform {
 
   Status Process(Batch* batch) override {
     return ForEachMessage(batch, [&](Message& m) -> Status {
-      KAYAK_RETURN_IF_ERROR(OpenFields(m, &doc_, true));
+      KAYAK_RETURN_IF_ERROR(OpenFields(batch, m, &doc_, true));
       // Assignments apply in order; a later one sees the earlier ones.
-      for (const auto& a : assignments_) {
-        doc_.Reset(m.payload());
+      for (size_t i = 0; i < assignments_.size(); ++i) {
+        const Assignment& a = assignments_[i];
+        if (i > 0) KAYAK_RETURN_IF_ERROR(OpenFields(batch, m, &doc_, true));  // changed since
         scratch_.Reset();
         expr::Value v;
         Status st = a.expr->Eval(doc_, &scratch_, *clock_, &v);
@@ -62,7 +63,7 @@ class MapTransform final : public Transform {
         }
         value_.clear();
         expr::AppendJson(v, &value_);
-        KAYAK_RETURN_IF_ERROR(SetField(m, doc_, a.path, value_, &buf_));
+        KAYAK_RETURN_IF_ERROR(SetField(batch, m, doc_, a.path, value_, &buf_, &members_));
       }
       return Status::Ok();
     });
@@ -75,6 +76,7 @@ class MapTransform final : public Transform {
   expr::Scratch scratch_;
   std::string value_;  // the assigned value's JSON
   std::string buf_;    // the patched payload, swapped into the message
+  std::vector<jtext::Member> members_;  // its members
 };
 
 class RemoveTransform final : public Transform {
@@ -82,7 +84,7 @@ class RemoveTransform final : public Transform {
   explicit RemoveTransform(std::vector<FieldPath> paths) : paths_(std::move(paths)) {}
   Status Process(Batch* batch) override {
     return ForEachMessage(batch, [&](Message& m) -> Status {
-      KAYAK_RETURN_IF_ERROR(OpenFields(m, &doc_, true));
+      KAYAK_RETURN_IF_ERROR(OpenFields(batch, m, &doc_, true));
       for (const auto& p : paths_) {
         if (jtext::RemovePath(m.payload(), p, &buf_)) m.SwapJsonPayload(&buf_);
       }
@@ -102,7 +104,7 @@ class RenameTransform final : public Transform {
       : moves_(std::move(moves)) {}
   Status Process(Batch* batch) override {
     return ForEachMessage(batch, [&](Message& m) -> Status {
-      KAYAK_RETURN_IF_ERROR(OpenFields(m, &doc_, true));
+      KAYAK_RETURN_IF_ERROR(OpenFields(batch, m, &doc_, true));
       for (const auto& [from, to] : moves_) {
         jtext::Span span;
         if (!jtext::FindPath(m.payload(), from, &span)) continue;  // nothing to rename

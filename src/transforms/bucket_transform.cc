@@ -47,14 +47,14 @@ class BucketTransform final : public Transform {
 
   Status Process(Batch* batch) override {
     const int64_t now = clock_->NowMs();
-    return ForEachMessage(batch, [&](Message& m) { return One(m, now); });
+    return ForEachMessage(batch, [&](Message& m) { return One(batch, m, now); });
   }
 
   void Tick(int64_t now_ms, Batch*) override { c_.bucket->Expire(now_ms); }
 
  private:
-  Status One(Message& m, int64_t now) {
-    KAYAK_RETURN_IF_ERROR(OpenFields(m, &doc_, true));
+  Status One(Batch* batch, Message& m, int64_t now) {
+    KAYAK_RETURN_IF_ERROR(OpenFields(batch, m, &doc_, true));
     scratch_.Reset();
     KAYAK_RETURN_IF_ERROR(KeyOf(doc_, c_.key, &scratch_, &key_));
     const std::string* key = &key_;
@@ -107,7 +107,7 @@ class BucketTransform final : public Transform {
     if (!c_.as.empty()) {
       value_.clear();
       AppendJsonOf(result, &value_);
-      KAYAK_RETURN_IF_ERROR(SetField(m, doc_, c_.as, value_, &buf_));
+      KAYAK_RETURN_IF_ERROR(SetField(batch, m, doc_, c_.as, value_, &buf_, &members_));
     }
     return Status::Ok();
   }
@@ -120,6 +120,7 @@ class BucketTransform final : public Transform {
   std::string key_;
   std::string value_;
   std::string buf_;
+  std::vector<jtext::Member> members_;  // the patched payload's
 };
 
 std::unique_ptr<Transform> Make(const Options& o, const ComponentContext& ctx,

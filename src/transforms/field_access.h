@@ -14,36 +14,80 @@
 namespace kayak {
 
 // Opens `m`'s payload as `doc`: an error if it is not JSON, or (with
-// `object`) not a JSON object.
-inline Status OpenFields(Message& m, expr::Document* doc, bool object) {
+// `object`) not a JSON object. `m` is a message of `batch`: the index of its
+// top-level members is taken from the batch when a transform before found it,
+// else found here and kept there for the transforms after.
+inline Status OpenFields(Batch* batch, Message& m, expr::Document* doc, bool object) {
+  size_t root = 0;
+  const FieldSpan* spans = nullptr;
+  size_t n = 0;
+  if (batch->FieldsOf(m, &root, &spans, &n)) {
+    jtext::Member* top = doc->ResetIndexed(m.payload(), root, n);
+    for (size_t i = 0; i < n; ++i) {
+      top[i] = jtext::Member{{spans[i].key_begin, spans[i].key_end},
+                             {spans[i].value_begin, spans[i].value_end}};
+    }
+    return Status::Ok();
+  }
   KAYAK_RETURN_IF_ERROR(m.CheckJson());
   doc->Reset(m.payload());
-  if (object) {
-    const std::string& p = m.payload();
-    const size_t b = jtext::SkipWs(p, 0);
-    if (p[b] != '{') {
-      size_t e = p.size();
-      while (e > b && jtext::IsWs(p[e - 1])) --e;
-      return Status::Invalid(std::string("payload is a JSON ") +
-                             jtext::TypeName(std::string_view(p).substr(b, e - b)) +
-                             ", not an object");
+  const std::string& p = m.payload();
+  const size_t b = jtext::SkipWs(p, 0);
+  if (p[b] != '{') {
+    if (!object) return Status::Ok();
+    size_t e = p.size();
+    while (e > b && jtext::IsWs(p[e - 1])) --e;
+    return Status::Invalid(std::string("payload is a JSON ") +
+                           jtext::TypeName(std::string_view(p).substr(b, e - b)) +
+                           ", not an object");
+  }
+  const std::vector<jtext::Member>* top = nullptr;
+  doc->TopMembers(&root, &top);
+  FieldSpan* keep = batch->KeepFields(&m, root, top->size());
+  if (keep != nullptr) {
+    for (const jtext::Member& f : *top) {
+      *keep++ = FieldSpan{static_cast<uint32_t>(f.key.begin), static_cast<uint32_t>(f.key.end),
+                          static_cast<uint32_t>(f.value.begin), static_cast<uint32_t>(f.value.end)};
     }
   }
   return Status::Ok();
 }
 
-// Sets the field at `path` of `m` to the JSON text `json`, building the new
-// payload in `buf` (whose memory the message keeps; `buf` gets the old one).
-// `doc` is m's payload, opened by OpenFields: a top-level field is set with
-// its index.
-inline Status SetField(Message& m, const expr::Document& doc, const FieldPath& path,
-                       std::string_view json, std::string* buf) {
+// Swaps `m`'s payload with `now`, which a set made of it, and keeps in
+// `batch` the new payload's members `members` (found by the set), an object
+// at `root` as before.
+inline void SwapPayloadKeepFields(Batch* batch, Message& m, std::string* now, size_t root,
+                                  const std::vector<jtext::Member>& members) {
+  m.SwapJsonPayload(now);
+  FieldSpan* keep = batch->KeepFields(&m, root, members.size());
+  if (keep == nullptr) return;
+  for (const jtext::Member& f : members) {
+    *keep++ = FieldSpan{static_cast<uint32_t>(f.key.begin), static_cast<uint32_t>(f.key.end),
+                        static_cast<uint32_t>(f.value.begin), static_cast<uint32_t>(f.value.end)};
+  }
+}
+
+// Sets the field at `path` of `m` (a message of `batch`) to the JSON text
+// `json`, building the new payload in `buf` (whose memory the message keeps;
+// `buf` gets the old one). `doc` is m's payload, opened by OpenFields. A
+// top-level field is set with its index, and the new payload's index is kept
+// in the batch; `members` is room for it.
+inline Status SetField(Batch* batch, Message& m, const expr::Document& doc, const FieldPath& path,
+                       std::string_view json, std::string* buf,
+                       std::vector<jtext::Member>* members) {
   const bool top = path.size() == 1 && path[0].index < 0;
-  if (!(top ? doc.SetTop(path[0].key, json, buf) : jtext::SetPath(m.payload(), path, json, buf))) {
+  if (!(top ? doc.SetTop(path[0].key, json, buf, members)
+            : jtext::SetPath(m.payload(), path, json, buf))) {
     return Status::Invalid("cannot set '" + FieldPathToString(path) +
                            "': a parent is not an object");
   }
-  m.SwapJsonPayload(buf);
+  size_t root = 0;
+  const std::vector<jtext::Member>* unused = nullptr;
+  if (top && doc.TopMembers(&root, &unused)) {
+    SwapPayloadKeepFields(batch, m, buf, root, *members);
+  } else {
+    m.SwapJsonPayload(buf);
+  }
   return Status::Ok();
 }
 

@@ -42,7 +42,7 @@ class RollingWindow final : public Transform {
 
   Status Process(Batch* batch) override {
     const int64_t now = clock_->NowMs();
-    return ForEachMessage(batch, [&](Message& m) { return One(m, now); });
+    return ForEachMessage(batch, [&](Message& m) { return One(batch, m, now); });
   }
 
   void Tick(int64_t now_ms, Batch*) override { ExpireIdle(now_ms); }
@@ -114,8 +114,8 @@ class RollingWindow final : public Transform {
     std::list<const std::string*>::iterator order;
   };
 
-  Status One(Message& m, int64_t now) {
-    KAYAK_RETURN_IF_ERROR(OpenFields(m, &doc_, true));
+  Status One(Batch* batch, Message& m, int64_t now) {
+    KAYAK_RETURN_IF_ERROR(OpenFields(batch, m, &doc_, true));
     scratch_.Reset();
     key_.clear();
     if (!c_.key.empty()) KAYAK_RETURN_IF_ERROR(KeyOf(doc_, c_.key, &scratch_, &key_));
@@ -163,7 +163,7 @@ class RollingWindow final : public Transform {
       while (static_cast<int64_t>(ks.points.size()) > c_.window_messages) PopFront(ks);
     }
     while (ks.points.size() > c_.max_points_per_key) PopFront(ks);
-    Emit(ks, m);
+    Emit(ks, batch, m);
     return Status::Ok();
   }
 
@@ -174,7 +174,7 @@ class RollingWindow final : public Transform {
   }
 
   // Adds (or replaces) the aggregate fields, in one pass over the payload.
-  void Emit(const KeyState& ks, Message& m) {
+  void Emit(const KeyState& ks, Batch* batch, Message& m) {
     const size_t n = ks.points.size();
     values_.clear();
     fields_.clear();
@@ -202,7 +202,11 @@ class RollingWindow final : public Transform {
       fields_.emplace_back(names_[i], std::string_view(values_).substr(from, ends[i] - from));
       from = ends[i];
     }
-    if (doc_.SetMembers(fields_, &buf_)) m.SwapJsonPayload(&buf_);  // doc_ is m's payload
+    size_t root = 0;
+    const std::vector<jtext::Member>* unused = nullptr;
+    if (doc_.TopMembers(&root, &unused) && doc_.SetMembers(fields_, &buf_, &members_)) {
+      SwapPayloadKeepFields(batch, m, &buf_, root, members_);  // doc_ is m's payload
+    }
   }
 
   KeyState& Touch(const std::string& key, int64_t now) {
@@ -249,6 +253,7 @@ class RollingWindow final : public Transform {
   std::string values_;
   std::vector<std::pair<std::string_view, std::string_view>> fields_;
   std::string buf_;
+  std::vector<jtext::Member> members_;  // the patched payload's
   std::unordered_map<std::string, KeyState> keys_;
   std::list<const std::string*> order_;  // least recently written first
   uint64_t late_ = 0;

@@ -58,6 +58,7 @@ class FileInput final : public Input {
 
   Status Read(Batch* out, int64_t wait_ms, bool* finished) override {
     const int64_t deadline = MonotonicMs() + wait_ms;
+    read_ms_ = clock_->NowMs();  // the arrival time of this batch's messages
     out->messages.reserve(std::min<size_t>(batch_size_, 4096));  // one allocation a batch, mostly
     while (out->messages.size() < batch_size_) {
       if (fd_ < 0) {
@@ -347,7 +348,7 @@ class FileInput final : public Input {
                           ": skipped a line that is not JSON");
       return;
     }
-    out->messages.emplace_back(std::string(line), clock_->NowMs()).MarkJson();
+    out->messages.emplace_back(std::string(line), read_ms_).MarkJson();
   }
 
   const std::string pattern_;
@@ -369,6 +370,7 @@ class FileInput final : public Input {
   uint64_t offset_ = 0;    // bytes of current_ handed over (whole lines)
   uint64_t read_pos_ = 0;  // bytes of current_ read into buf_
   std::string buf_;
+  int64_t read_ms_ = 0;  // when the Read under way began
 };
 
 }  // namespace
