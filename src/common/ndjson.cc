@@ -22,16 +22,83 @@ std::string_view Trim(std::string_view s) {
 // the messages later, so that exactly what nlohmann takes is accepted
 // (simdjson refuses integers beyond 64 bits and nesting deeper than 1024,
 // which nlohmann takes).
-bool IsJson(std::string_view text, size_t readable_after) {
-  // One parser a thread, reused; its buffers grow to the largest text it
-  // checked, so large texts go to nlohmann only.
-  constexpr size_t kSimdjsonMax = 64 * 1024;
-  if (text.size() <= kSimdjsonMax) {
-    thread_local simdjson::dom::parser parser;
-    const bool padded = readable_after >= simdjson::SIMDJSON_PADDING;
-    if (!parser.parse(text.data(), text.size(), /*realloc_if_needed=*/!padded).error()) {
-      return true;
+namespace {
+
+// One parser a thread, reused; its buffers grow to the largest text it
+// checked, so large texts go to nlohmann only.
+constexpr size_t kSimdjsonMax = 64 * 1024;
+simdjson::dom::parser& Parser() {
+  thread_local simdjson::dom::parser parser;
+  return parser;
+}
+
+bool SimdjsonTakes(std::string_view text, size_t readable_after) {
+  if (text.size() > kSimdjsonMax) return false;
+  const bool padded = readable_after >= simdjson::SIMDJSON_PADDING;
+  return !Parser().parse(text.data(), text.size(), /*realloc_if_needed=*/!padded).error();
+}
+
+size_t TrimBack(std::string_view s, size_t end) {
+  while (end > 0 && jtext::IsWs(s[end - 1])) --end;
+  return end;
+}
+
+// The members of the root object of `text`, read off the structural indexes
+// simdjson's first stage found as it checked the text (where each brace,
+// bracket, colon, comma and value starts; `implementation` is public in the
+// simdjson 3 that Debian 12 ships). No byte of the text is scanned again.
+bool MembersFromStructurals(std::string_view text, size_t* root, std::vector<jtext::Member>* out) {
+  const auto& impl = *Parser().implementation;
+  const uint32_t* idx = impl.structural_indexes.get();
+  const size_t n = impl.n_structural_indexes;
+  out->clear();
+  if (n == 0 || text[idx[0]] != '{') return false;
+  *root = idx[0];
+  size_t i = 1;
+  if (i < n && text[idx[i]] == '}') return true;  // {}
+  while (i + 2 < n) {
+    jtext::Member m;
+    m.key.begin = idx[i];
+    m.key.end = TrimBack(text, idx[i + 1]);  // before ':'
+    m.value.begin = idx[i + 2];
+    size_t j = i + 3;
+    const char c = text[m.value.begin];
+    if (c == '{' || c == '[') {
+      int depth = 1;
+      while (depth > 0 && j < n) {
+        const char d = text[idx[j]];
+        if (d == '{' || d == '[') {
+          ++depth;
+        } else if (d == '}' || d == ']') {
+          --depth;
+        }
+        ++j;
+      }
+      m.value.end = idx[j - 1] + 1;
+    } else {
+      if (j >= n) return false;
+      m.value.end = TrimBack(text, idx[j]);  // before ',' or '}'
     }
+    out->push_back(m);
+    if (j >= n) return false;
+    if (text[idx[j]] == '}') return true;
+    i = j + 1;  // past ','
+  }
+  return false;
+}
+
+}  // namespace
+
+bool IsJson(std::string_view text, size_t readable_after) {
+  return SimdjsonTakes(text, readable_after) || nlohmann::json::accept(text);
+}
+
+bool IsJsonIndexed(std::string_view text, size_t readable_after, bool* indexed, size_t* root,
+                   std::vector<jtext::Member>* members) {
+  *indexed = false;
+  if (SimdjsonTakes(text, readable_after)) {
+    *indexed = MembersFromStructurals(text, root, members);
+    return true;
   }
   return nlohmann::json::accept(text);
 }

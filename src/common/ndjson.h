@@ -4,6 +4,9 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "common/json_text.h"
 
 namespace kayak {
 
@@ -16,6 +19,14 @@ namespace kayak {
 // `readable_after`: how many bytes after text's end the caller's buffer
 // holds (64 or more spare simdjson a copy of the text into a padded buffer).
 bool IsJson(std::string_view text, size_t readable_after = 0);
+// IsJson that also hands over, for a text whose root is an object, the
+// members of that object as the check found them (so that the transforms
+// after the input need not look for them): `*indexed` is true, `*root` is
+// where the object starts and `members` holds them (byte offsets into
+// `text`). `*indexed` is false for other roots and texts the fallback parser
+// checked.
+bool IsJsonIndexed(std::string_view text, size_t readable_after, bool* indexed, size_t* root,
+                   std::vector<jtext::Member>* members);
 
 bool NormalizeIngestBody(std::string_view body, std::string* payload, size_t* messages,
                          std::string* error);

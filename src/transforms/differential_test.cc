@@ -23,6 +23,7 @@
 #include "../../tests/unit/test_util.h"
 #include "common/json_text.h"
 #include "common/json_util.h"
+#include "common/ndjson.h"
 #include "state/bucket.h"
 #include "expr/ast.h"
 #include "expr/expr.h"
@@ -723,6 +724,34 @@ TEST(DifferentialTest, KeptFieldsMatchAScanThroughWindowBucketAndMap) {
       }
     }
   }
+}
+
+// The members the input's JSON check reads off simdjson's structural
+// indexes are what a scan of the text finds, for every kind of message the
+// generator makes (and the check itself agrees with IsJson).
+TEST(DifferentialTest, MembersFromTheJsonCheckMatchAScan) {
+  Gen gen(11);
+  int indexed_count = 0;
+  std::vector<jtext::Member> got, want;
+  for (int i = 0; i < 100000; ++i) {
+    const std::string text = gen.Message();
+    bool indexed = false;
+    size_t root = 0;
+    const bool ok = IsJsonIndexed(text, 0, &indexed, &root, &got);
+    ASSERT_EQ(ok, IsJson(text)) << text;
+    if (!indexed) continue;
+    ++indexed_count;
+    ASSERT_EQ(root, jtext::SkipWs(text, 0)) << text;
+    jtext::Members(text, root, &want);
+    ASSERT_EQ(got.size(), want.size()) << text;
+    for (size_t k = 0; k < got.size(); ++k) {
+      ASSERT_EQ(got[k].key.begin, want[k].key.begin) << text;
+      ASSERT_EQ(got[k].key.end, want[k].key.end) << text;
+      ASSERT_EQ(got[k].value.begin, want[k].value.begin) << text;
+      ASSERT_EQ(got[k].value.end, want[k].value.end) << text;
+    }
+  }
+  EXPECT_GT(indexed_count, 50000);  // the rest: integers past 64 bits, not objects, not JSON
 }
 
 // A copied message or batch carries no index; a moved one keeps it.

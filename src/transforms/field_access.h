@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/json_text.h"
+#include "common/kept_fields.h"
 #include "common/json_util.h"
 #include "expr/value.h"
 #include "kayak/message.h"
@@ -43,13 +44,7 @@ inline Status OpenFields(Batch* batch, Message& m, expr::Document* doc, bool obj
   }
   const std::vector<jtext::Member>* top = nullptr;
   doc->TopMembers(&root, &top);
-  FieldSpan* keep = batch->KeepFields(&m, root, top->size());
-  if (keep != nullptr) {
-    for (const jtext::Member& f : *top) {
-      *keep++ = FieldSpan{static_cast<uint32_t>(f.key.begin), static_cast<uint32_t>(f.key.end),
-                          static_cast<uint32_t>(f.value.begin), static_cast<uint32_t>(f.value.end)};
-    }
-  }
+  KeepMembers(batch, &m, root, *top);
   return Status::Ok();
 }
 
@@ -59,12 +54,7 @@ inline Status OpenFields(Batch* batch, Message& m, expr::Document* doc, bool obj
 inline void SwapPayloadKeepFields(Batch* batch, Message& m, std::string* now, size_t root,
                                   const std::vector<jtext::Member>& members) {
   m.SwapJsonPayload(now);
-  FieldSpan* keep = batch->KeepFields(&m, root, members.size());
-  if (keep == nullptr) return;
-  for (const jtext::Member& f : members) {
-    *keep++ = FieldSpan{static_cast<uint32_t>(f.key.begin), static_cast<uint32_t>(f.key.end),
-                        static_cast<uint32_t>(f.value.begin), static_cast<uint32_t>(f.value.end)};
-  }
+  KeepMembers(batch, &m, root, members);
 }
 
 // Sets the field at `path` of `m` (a message of `batch`) to the JSON text

@@ -14,6 +14,7 @@
 
 #include "common/format.h"
 #include "common/clock.h"
+#include "common/kept_fields.h"
 #include "common/log.h"
 #include "components.h"
 #include "common/ndjson.h"
@@ -343,12 +344,16 @@ class FileInput final : public Input {
       ++after;
     }
     if (line.find_first_not_of(" \t") == std::string_view::npos) return;
-    if (!IsJson(line, after)) {
+    bool indexed = false;
+    size_t root = 0;
+    if (!IsJsonIndexed(line, after, &indexed, &root, &members_)) {
       stats_->RecordError(current_ + " at byte " + std::to_string(at) +
                           ": skipped a line that is not JSON");
       return;
     }
-    out->messages.emplace_back(std::string(line), read_ms_).MarkJson();
+    Message& m = out->messages.emplace_back(std::string(line), read_ms_);
+    m.MarkJson();
+    if (indexed) KeepMembers(out, &m, root, members_);  // for the transforms
   }
 
   const std::string pattern_;
@@ -371,6 +376,7 @@ class FileInput final : public Input {
   uint64_t read_pos_ = 0;  // bytes of current_ read into buf_
   std::string buf_;
   int64_t read_ms_ = 0;  // when the Read under way began
+  std::vector<jtext::Member> members_;  // of the line being checked
 };
 
 }  // namespace
