@@ -134,6 +134,7 @@ struct Batch {
     if (this != &o) {
       messages = o.messages;
       fields_.clear();
+      used_ = 0;
       id_ = 0;
     }
     return *this;
@@ -161,7 +162,8 @@ struct Batch {
   void DropFields();
 
  private:
-  std::vector<FieldSpan> fields_;
+  std::vector<FieldSpan> fields_;  // room; the first used_ are kept indexes
+  size_t used_ = 0;
   uint64_t id_ = 0;  // set when the first index is kept; unique in the process
 };
 

@@ -1,5 +1,6 @@
 #include "kayak/message.h"
 
+#include <algorithm>
 #include <atomic>
 #include <limits>
 
@@ -21,31 +22,31 @@ std::vector<FieldSpan>& SpareFields() {
 void Batch::DropFields() {
   constexpr size_t kKeepAtMost = 1 << 18;  // spans (4 MiB)
   std::vector<FieldSpan>& spare = SpareFields();
-  if (fields_.capacity() > spare.capacity() && fields_.capacity() <= kKeepAtMost) {
-    fields_.clear();
-    spare.swap(fields_);
-  }
+  if (fields_.size() > spare.size() && fields_.size() <= kKeepAtMost) spare.swap(fields_);
   fields_ = {};
+  used_ = 0;
   id_ = 0;
 }
 
 FieldSpan* Batch::KeepFields(Message* m, size_t root, size_t n) {
   if (m->payload_.size() >= std::numeric_limits<uint32_t>::max() ||
-      fields_.size() + n >= std::numeric_limits<uint32_t>::max()) {
+      used_ + n >= std::numeric_limits<uint32_t>::max()) {
     return nullptr;
   }
   if (id_ == 0) {
     static std::atomic<uint64_t> next{1};
     id_ = next.fetch_add(1, std::memory_order_relaxed);
-    fields_.clear();
-    if (fields_.capacity() == 0) fields_.swap(SpareFields());  // memory a batch before used
-    fields_.reserve(messages.size() * 16);  // room for a few sets of members a message
+    used_ = 0;
+    if (fields_.empty()) fields_.swap(SpareFields());  // the room a batch before used
   }
+  // fields_ is all room (filled in up to used_): only growing it writes to
+  // the new part.
+  if (used_ + n > fields_.size()) fields_.resize(std::max(fields_.size() * 2, used_ + n + 4096));
   m->fields_batch_ = id_;
-  m->fields_at_ = static_cast<uint32_t>(fields_.size());
+  m->fields_at_ = static_cast<uint32_t>(used_);
   m->fields_n_ = static_cast<uint32_t>(n);
   m->fields_root_ = static_cast<uint32_t>(root);
-  fields_.resize(fields_.size() + n);
+  used_ += n;
   return fields_.data() + m->fields_at_;
 }
 
