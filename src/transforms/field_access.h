@@ -7,6 +7,7 @@
 
 #include "common/json_text.h"
 #include "common/kept_fields.h"
+#include "common/ndjson.h"
 #include "common/json_util.h"
 #include "expr/value.h"
 #include "kayak/message.h"
@@ -29,6 +30,18 @@ inline Status OpenFields(Batch* batch, Message& m, expr::Document* doc, bool obj
                              {spans[i].value_begin, spans[i].value_end}};
     }
     return Status::Ok();
+  }
+  if (!m.json_known()) {
+    // Checked here, once: the check finds the members as well.
+    bool indexed = false;
+    thread_local std::vector<jtext::Member> found;
+    if (IsJsonIndexed(m.payload(), 0, &indexed, &root, &found)) {
+      m.MarkJson();
+      if (indexed) {
+        KeepMembers(batch, &m, root, found);
+        return OpenFields(batch, m, doc, object);  // from the batch, as kept
+      }
+    }
   }
   KAYAK_RETURN_IF_ERROR(m.CheckJson());
   doc->Reset(m.payload());
