@@ -254,13 +254,8 @@ size_t Elements(std::string_view s, size_t open, std::vector<Span>* out) {
   return j;
 }
 
-bool KeyIs(std::string_view token, std::string_view key) {
+bool KeyIsEscaped(std::string_view token, std::string_view key) {
   const std::string_view inner = token.substr(1, token.size() - 2);
-  // Every escape is longer than the bytes it stands for, so a token with one
-  // is longer than the key it names: most keys are told apart by their size
-  // alone, with no search for a backslash.
-  if (inner.size() < key.size()) return false;
-  if (inner.size() == key.size()) return inner == key && inner.find('\\') == std::string_view::npos;
   if (inner.find('\\') == std::string_view::npos) return false;
   std::string decoded;
   DecodeString(token, &decoded);

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -45,8 +46,20 @@ size_t Members(std::string_view s, size_t open, std::vector<Member>* out);
 // Returns the index of the array's ']'.
 size_t Elements(std::string_view s, size_t open, std::vector<Span>* out);
 
+// KeyIs for a token longer than its key: one with escapes.
+bool KeyIsEscaped(std::string_view token, std::string_view key);
 // Whether the key token `token` (quotes included) names `key` (decoded bytes).
-bool KeyIs(std::string_view token, std::string_view key);
+// Every escape is longer than the bytes it stands for, so a token with one
+// is longer than the key it names: most keys are told apart by their size
+// alone, with no search for a backslash (and no call: lookups compare a key
+// with every member).
+inline bool KeyIs(std::string_view token, std::string_view key) {
+  const size_t inner = token.size() - 2;
+  if (inner < key.size()) return false;
+  if (inner > key.size()) return KeyIsEscaped(token, key);
+  return std::memcmp(token.data() + 1, key.data(), inner) == 0 &&
+         std::memchr(token.data() + 1, '\\', inner) == nullptr;
+}
 // The last member of the object at s[open] named `key`; false if none.
 bool FindMember(std::string_view s, size_t open, std::string_view key, Member* out);
 // Element `index` of the array at s[open]; false if it has fewer.
