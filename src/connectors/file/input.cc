@@ -44,8 +44,7 @@ class FileInput final : public Input {
         batch_size_(static_cast<size_t>(batch_size)),
         poll_ms_(poll_ms),
         clock_(ctx.clock),
-        stats_(ctx.stats),
-        keep_fields_(ctx.transforms_follow) {}
+        stats_(ctx.stats) {}
 
   ~FileInput() override { CloseFile(); }
 
@@ -347,8 +346,7 @@ class FileInput final : public Input {
     if (line.find_first_not_of(" \t") == std::string_view::npos) return;
     bool indexed = false;
     size_t root = 0;
-    if (!(keep_fields_ ? IsJsonIndexed(line, after, &indexed, &root, &members_)
-                       : IsJson(line, after))) {
+    if (!IsJsonIndexed(line, after, &indexed, &root, &members_)) {
       stats_->RecordError(current_ + " at byte " + std::to_string(at) +
                           ": skipped a line that is not JSON");
       return;
@@ -364,7 +362,6 @@ class FileInput final : public Input {
   const int64_t poll_ms_;
   const Clock* clock_;
   ComponentStats* stats_;
-  const bool keep_fields_;  // hand over where each line's fields are
 
   int fd_ = -1;
   FileId id_;  // of the open file
