@@ -96,6 +96,10 @@ struct ComponentContext {
   bool checkpointing = false;         // the server runs with --state-dir
   std::string state_dir;              // its path, when checkpointing
   IngestRouter* ingest = nullptr;     // where http inputs register their paths
+  // The input's pipeline has transforms: an input that finds where a
+  // message's fields are as it checks it keeps that for them
+  // (Batch::KeepFields); without transforms nobody would read it.
+  bool transforms_follow = false;
 };
 
 class Input {

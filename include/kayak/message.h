@@ -24,63 +24,19 @@ class Message {
  public:
   Message() = default;
   Message(std::string payload, int64_t ts_ms) : payload_(std::move(payload)), ts_ms_(ts_ms) {}
-  // A copy has the same bytes but not the index of its members (which lives
-  // in the original's batch).
-  Message(const Message& o)
-      : payload_(o.payload_), json_(o.json_), ts_ms_(o.ts_ms_), key_(o.key_), headers_(o.headers_) {}
-  Message& operator=(const Message& o) {
-    if (this != &o) {
-      payload_ = o.payload_;
-      json_ = o.json_;
-      ts_ms_ = o.ts_ms_;
-      key_ = o.key_;
-      headers_ = o.headers_;
-      fields_batch_ = 0;
-    }
-    return *this;
-  }
-  // A moved-from message keeps no index.
-  Message(Message&& o) noexcept
-      : payload_(std::move(o.payload_)),
-        json_(o.json_),
-        ts_ms_(o.ts_ms_),
-        key_(std::move(o.key_)),
-        headers_(std::move(o.headers_)),
-        fields_batch_(o.fields_batch_),
-        fields_at_(o.fields_at_),
-        fields_n_(o.fields_n_),
-        fields_root_(o.fields_root_) {
-    o.fields_batch_ = 0;
-  }
-  Message& operator=(Message&& o) noexcept {
-    if (this != &o) {
-      payload_ = std::move(o.payload_);
-      json_ = o.json_;
-      ts_ms_ = o.ts_ms_;
-      key_ = std::move(o.key_);
-      headers_ = std::move(o.headers_);
-      fields_batch_ = o.fields_batch_;
-      fields_at_ = o.fields_at_;
-      fields_n_ = o.fields_n_;
-      fields_root_ = o.fields_root_;
-      o.fields_batch_ = 0;
-    }
-    return *this;
-  }
-
   const std::string& payload() const { return payload_; }
   // Replaces the payload; `json` says it is known to be valid JSON.
   void set_payload(std::string payload, bool json) {
     payload_ = std::move(payload);
     json_ = json ? JsonState::kValid : JsonState::kUnknown;
-    fields_batch_ = 0;
+    fields_.batch = 0;
   }
   // Swaps the payload with `other` (whose bytes must be valid JSON), keeping
   // both buffers: how transforms replace a payload without allocating.
   void SwapJsonPayload(std::string* other) {
     payload_.swap(*other);
     json_ = JsonState::kValid;
-    fields_batch_ = 0;
+    fields_.batch = 0;
   }
   // The input checked that the payload is one JSON value.
   void MarkJson() { json_ = JsonState::kValid; }
@@ -106,13 +62,30 @@ class Message {
   int64_t ts_ms_ = 0;
   std::string key_;
   std::vector<std::pair<std::string, std::string>> headers_;
-  // The index of the payload's top-level members (Batch::FieldsOf): which
-  // batch holds it (0: none), where, how many, and where the root object
-  // starts. Dropped when the payload changes.
-  uint64_t fields_batch_ = 0;
-  uint32_t fields_at_ = 0;
-  uint32_t fields_n_ = 0;
-  uint32_t fields_root_ = 0;
+  // Where the index of the payload's top-level members is (Batch::FieldsOf):
+  // which batch holds it (0: none), where in it, how many, and where the root
+  // object starts. The index lives in the batch, so a copy of the message
+  // has none, nor has a moved-from one; it is dropped when the payload changes.
+  struct FieldsRef {
+    uint64_t batch = 0;
+    uint32_t at = 0, n = 0, root = 0;
+    FieldsRef() = default;
+    FieldsRef(const FieldsRef&) {}
+    FieldsRef& operator=(const FieldsRef&) {
+      batch = 0;
+      return *this;
+    }
+    FieldsRef(FieldsRef&& o) noexcept : batch(o.batch), at(o.at), n(o.n), root(o.root) { o.batch = 0; }
+    FieldsRef& operator=(FieldsRef&& o) noexcept {
+      const FieldsRef moved(std::move(o));
+      batch = moved.batch;
+      at = moved.at;
+      n = moved.n;
+      root = moved.root;
+      return *this;
+    }
+  };
+  FieldsRef fields_;
 };
 
 // Where one member of a JSON object payload sits: the byte offsets of its key
@@ -127,30 +100,15 @@ struct Batch {
   bool empty() const { return messages.empty(); }
   size_t size() const { return messages.size(); }
 
-  Batch() = default;
-  // A copy's messages have no index (it stays with the original's).
-  Batch(const Batch& o) : messages(o.messages) {}
-  Batch& operator=(const Batch& o) {
-    if (this != &o) {
-      messages = o.messages;
-      fields_.clear();
-      used_ = 0;
-      id_ = 0;
-    }
-    return *this;
-  }
-  Batch(Batch&&) = default;
-  Batch& operator=(Batch&&) = default;
-
   // The top-level members of `m` (a message of this batch whose payload is a
   // JSON object at byte `*root`), if a transform before found them: the
   // transforms of a chain scan a message once, and keep what they found here,
   // with no allocation a message.
   bool FieldsOf(const Message& m, size_t* root, const FieldSpan** spans, size_t* n) const {
-    if (m.fields_batch_ == 0 || m.fields_batch_ != id_) return false;
-    *root = m.fields_root_;
-    *spans = fields_.data() + m.fields_at_;
-    *n = m.fields_n_;
+    if (m.fields_.batch == 0 || m.fields_.batch != kept_.id) return false;
+    *root = m.fields_.root;
+    *spans = kept_.spans.data() + m.fields_.at;
+    *n = m.fields_.n;
     return true;
   }
   // Room for the `n` members of `m`'s payload, an object at byte `root`, to
@@ -162,9 +120,23 @@ struct Batch {
   void DropFields();
 
  private:
-  std::vector<FieldSpan> fields_;  // room; the first used_ are kept indexes
-  size_t used_ = 0;
-  uint64_t id_ = 0;  // set when the first index is kept; unique in the process
+  // The kept indexes: `spans` is all room, filled in up to `used`; `id` is
+  // set when the first is kept and unique in the process. A copy of the
+  // batch keeps none (its messages' copies have no index either).
+  struct Kept {
+    std::vector<FieldSpan> spans;
+    size_t used = 0;
+    uint64_t id = 0;
+    Kept() = default;
+    Kept(const Kept&) {}
+    Kept& operator=(const Kept&) {
+      *this = Kept();
+      return *this;
+    }
+    Kept(Kept&&) = default;
+    Kept& operator=(Kept&&) = default;
+  };
+  Kept kept_;
 };
 
 using BatchPtr = std::shared_ptr<const Batch>;

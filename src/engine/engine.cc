@@ -194,6 +194,7 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
     ctx.checkpointing = options.checkpointing;
     ctx.state_dir = options.state_dir;
     ctx.ingest = engine->ingest();
+    ctx.transforms_follow = !p.transforms.empty();
 
     const ComponentSpec& in = p.input;
     auto in_card = std::make_unique<ComponentStats>("input", "input", in.def->type);

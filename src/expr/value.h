@@ -119,14 +119,15 @@ class Document {
     top_.resize(n);
     return top_.data();
   }
-  // Whether the root is an object (indexing it on first use); `*root` is
-  // where it starts and `*members` its members.
-  bool TopMembers(size_t* root, const std::vector<jtext::Member>** members) const {
+  // Whether the root is an object, indexing it on first use.
+  bool RootIsObject() const {
     if (!indexed_) Index();
-    *root = root_;
-    *members = &top_;
     return root_object_;
   }
+  // Where the root value starts, and the root object's members (both once
+  // RootIsObject() said so).
+  size_t root() const { return root_; }
+  const std::vector<jtext::Member>& members() const { return top_; }
   std::string_view text() const { return text_; }
   // The span of the value at `path`; false when it is missing.
   bool Find(const FieldPath& path, jtext::Span* out) const;

@@ -22,32 +22,33 @@ std::vector<FieldSpan>& SpareFields() {
 void Batch::DropFields() {
   constexpr size_t kKeepAtMost = 1 << 18;  // spans (4 MiB)
   std::vector<FieldSpan>& spare = SpareFields();
-  if (fields_.size() > spare.size() && fields_.size() <= kKeepAtMost) spare.swap(fields_);
-  fields_ = {};
-  used_ = 0;
-  id_ = 0;
+  if (kept_.spans.size() > spare.size() && kept_.spans.size() <= kKeepAtMost) {
+    spare.swap(kept_.spans);
+  }
+  kept_ = Kept();
 }
 
 FieldSpan* Batch::KeepFields(Message* m, size_t root, size_t n) {
   if (m->payload_.size() >= std::numeric_limits<uint32_t>::max() ||
-      used_ + n >= std::numeric_limits<uint32_t>::max()) {
+      kept_.used + n >= std::numeric_limits<uint32_t>::max()) {
     return nullptr;
   }
-  if (id_ == 0) {
+  if (kept_.id == 0) {
     static std::atomic<uint64_t> next{1};
-    id_ = next.fetch_add(1, std::memory_order_relaxed);
-    used_ = 0;
-    if (fields_.empty()) fields_.swap(SpareFields());  // the room a batch before used
+    kept_.id = next.fetch_add(1, std::memory_order_relaxed);
+    kept_.used = 0;
+    if (kept_.spans.empty()) kept_.spans.swap(SpareFields());  // the room a batch before used
   }
-  // fields_ is all room (filled in up to used_): only growing it writes to
-  // the new part.
-  if (used_ + n > fields_.size()) fields_.resize(std::max(fields_.size() * 2, used_ + n + 4096));
-  m->fields_batch_ = id_;
-  m->fields_at_ = static_cast<uint32_t>(used_);
-  m->fields_n_ = static_cast<uint32_t>(n);
-  m->fields_root_ = static_cast<uint32_t>(root);
-  used_ += n;
-  return fields_.data() + m->fields_at_;
+  // Only growing the room writes to its new part.
+  if (kept_.used + n > kept_.spans.size()) {
+    kept_.spans.resize(std::max(kept_.spans.size() * 2, kept_.used + n + 4096));
+  }
+  m->fields_.batch = kept_.id;
+  m->fields_.at = static_cast<uint32_t>(kept_.used);
+  m->fields_.n = static_cast<uint32_t>(n);
+  m->fields_.root = static_cast<uint32_t>(root);
+  kept_.used += n;
+  return kept_.spans.data() + m->fields_.at;
 }
 
 Status Message::CheckJson() {

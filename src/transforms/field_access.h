@@ -55,19 +55,17 @@ inline Status OpenFields(Batch* batch, Message& m, expr::Document* doc, bool obj
                            jtext::TypeName(std::string_view(p).substr(b, e - b)) +
                            ", not an object");
   }
-  const std::vector<jtext::Member>* top = nullptr;
-  doc->TopMembers(&root, &top);
-  KeepMembers(batch, &m, root, *top);
+  if (doc->RootIsObject()) KeepMembers(batch, &m, doc->root(), doc->members());
   return Status::Ok();
 }
 
-// Swaps `m`'s payload with `now`, which a set made of it, and keeps in
-// `batch` the new payload's members `members` (found by the set), an object
-// at `root` as before.
-inline void SwapPayloadKeepFields(Batch* batch, Message& m, std::string* now, size_t root,
-                                  const std::vector<jtext::Member>& members) {
+// Swaps `m`'s payload with `now`, which a set made of the payload `doc`
+// read, and keeps in `batch` the new payload's members `members` (found by
+// the set; the root object starts where it did).
+inline void SwapPayloadKeepFields(Batch* batch, Message& m, const expr::Document& doc,
+                                  std::string* now, const std::vector<jtext::Member>& members) {
   m.SwapJsonPayload(now);
-  KeepMembers(batch, &m, root, members);
+  KeepMembers(batch, &m, doc.root(), members);
 }
 
 // Sets the field at `path` of `m` (a message of `batch`) to the JSON text
@@ -84,10 +82,8 @@ inline Status SetField(Batch* batch, Message& m, const expr::Document& doc, cons
     return Status::Invalid("cannot set '" + FieldPathToString(path) +
                            "': a parent is not an object");
   }
-  size_t root = 0;
-  const std::vector<jtext::Member>* unused = nullptr;
-  if (top && doc.TopMembers(&root, &unused)) {
-    SwapPayloadKeepFields(batch, m, buf, root, *members);
+  if (top) {
+    SwapPayloadKeepFields(batch, m, doc, buf, *members);
   } else {
     m.SwapJsonPayload(buf);
   }

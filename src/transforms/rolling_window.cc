@@ -202,10 +202,8 @@ class RollingWindow final : public Transform {
       fields_.emplace_back(names_[i], std::string_view(values_).substr(from, ends[i] - from));
       from = ends[i];
     }
-    size_t root = 0;
-    const std::vector<jtext::Member>* unused = nullptr;
-    if (doc_.TopMembers(&root, &unused) && doc_.SetMembers(fields_, &buf_, &members_)) {
-      SwapPayloadKeepFields(batch, m, &buf_, root, members_);  // doc_ is m's payload
+    if (doc_.SetMembers(fields_, &buf_, &members_)) {
+      SwapPayloadKeepFields(batch, m, doc_, &buf_, members_);  // doc_ is m's payload
     }
   }
 

@@ -44,7 +44,8 @@ class FileInput final : public Input {
         batch_size_(static_cast<size_t>(batch_size)),
         poll_ms_(poll_ms),
         clock_(ctx.clock),
-        stats_(ctx.stats) {}
+        stats_(ctx.stats),
+        keep_fields_(ctx.transforms_follow) {}
 
   ~FileInput() override { CloseFile(); }
 
@@ -346,7 +347,8 @@ class FileInput final : public Input {
     if (line.find_first_not_of(" \t") == std::string_view::npos) return;
     bool indexed = false;
     size_t root = 0;
-    if (!IsJsonIndexed(line, after, &indexed, &root, &members_)) {
+    if (!(keep_fields_ ? IsJsonIndexed(line, after, &indexed, &root, &members_)
+                       : IsJson(line, after))) {
       stats_->RecordError(current_ + " at byte " + std::to_string(at) +
                           ": skipped a line that is not JSON");
       return;
@@ -362,6 +364,7 @@ class FileInput final : public Input {
   const int64_t poll_ms_;
   const Clock* clock_;
   ComponentStats* stats_;
+  const bool keep_fields_;  // hand over where each line's fields are
 
   int fd_ = -1;
   FileId id_;  // of the open file
