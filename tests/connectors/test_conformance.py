@@ -433,7 +433,8 @@ class Subscribed:
 class NatsConnector(Subscribed, Connector):
     """Core NATS against the nats-server the fixture started: nothing is kept
     for an absent subscriber. The output side is JetStream (acks), read back
-    through a durable of the kit's own."""
+    through a durable of the kit's own from a stream of its own, so that what
+    a JetStream input was sent is never counted as output."""
     name = "nats"
     delivery = "none"
     has_output = True
@@ -446,8 +447,10 @@ class NatsConnector(Subscribed, Connector):
         self.tag = f"kit{os.getpid()}n{NatsConnector.made}"
         self.proxy = servers.Proxy("127.0.0.1", servers.port_of(servers.nats_url()))
         self.url = f"nats://127.0.0.1:{self.proxy.port}"
-        self.stream = self.tag.upper()
+        self.stream, self.out_stream = self.tag.upper(), f"{self.tag}OUT".upper()
         servers.brokertool("nats-stream", servers.nats_url(), self.stream, f"{self.tag}.js.>")
+        servers.brokertool("nats-stream", servers.nats_url(), self.out_stream,
+                           f"{self.tag}.out.>")
 
     def input_yaml(self):
         return (f"{{nats: {{url: '{self.url}', subject: '{self.tag}.in', batch_size: 16, "
@@ -471,17 +474,17 @@ class NatsConnector(Subscribed, Connector):
                 "sideways")
 
     def output_yaml(self):
-        return (f"{{nats: {{url: '{self.url}', subject: '{self.tag}.js.{{{{k}}}}', "
+        return (f"{{nats: {{url: '{self.url}', subject: '{self.tag}.out.{{{{k}}}}', "
                 f"jetstream: true}}}}")
 
     def read_sink(self):
-        n = servers.nats_stream_msgs(self.stream) or 0
+        n = servers.nats_stream_msgs(self.out_stream) or 0
         if n == 0:
             return []
         self.reads = getattr(self, "reads", 0) + 1
         path = os.path.join(self.t.dir, f"nats-sink-{self.reads}")
-        servers.brokertool("nats-sub", servers.nats_url(), f"{self.tag}.js.>", n, path,
-                           self.stream, f"kit{self.reads}")
+        servers.brokertool("nats-sub", servers.nats_url(), f"{self.tag}.out.>", n, path,
+                           self.out_stream, f"kit{self.reads}")
         with open(path) as f:
             return [json.loads(l) for l in f if l.strip()]
 

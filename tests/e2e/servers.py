@@ -73,10 +73,12 @@ def ch_rows(sql):
 class Proxy:
     """Forwards 127.0.0.1:<port> to a server. cut() closes every connection and
     stops listening (the server is gone); restore() listens again on the same
-    port."""
+    port. hold_replies() drops what the server sends until the next cut (what
+    is in flight when a link dies: requests arrive, their replies are lost)."""
 
     def __init__(self, host, port):
         self.target = (host, port)
+        self.held = False
         self.lock = threading.Lock()
         self.conns = []
         self.listener = None
@@ -104,17 +106,20 @@ class Proxy:
                 continue
             with self.lock:
                 self.conns += [c, s]
-            for a, b in ((c, s), (s, c)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+            for a, b, replies in ((c, s, False), (s, c, True)):
+                threading.Thread(target=self._pipe, args=(a, b, replies), daemon=True).start()
 
-    @staticmethod
-    def _pipe(a, b):
+    def hold_replies(self):
+        self.held = True
+
+    def _pipe(self, a, b, replies):
         try:
             while True:
                 data = a.recv(65536)
                 if not data:
                     break
-                b.sendall(data)
+                if not (replies and self.held):
+                    b.sendall(data)
         except OSError:
             pass
         for x in (a, b):
@@ -124,6 +129,7 @@ class Proxy:
                 pass
 
     def cut(self):
+        self.held = False
         try:
             self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() to end its thread
         except OSError:

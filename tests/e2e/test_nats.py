@@ -172,6 +172,34 @@ class NatsTest(BrokerTest):
         wait_for(lambda: (brokertool("nats-pub", nats_url(), f"{self.tag}.b", 10, 100) and
                           len(self.out()) >= 110), timeout=30, what="messages after the restore")
 
+    def test_jetstream_acks_lost_with_the_connection_fail_the_batch_at_once(self):
+        # the output's publishes reach the stream but their acks are lost with
+        # the link: the batch is written again once the connection is back,
+        # not after the whole 30 s wait for acks, and a stop is not held by it
+        from harness import post_until_taken
+        from servers import nats_stream_msgs
+        stream = self.stream()
+        proxy = Proxy("127.0.0.1", port_of(nats_url()))
+        self.addCleanup(proxy.close)
+        url = f"nats://127.0.0.1:{proxy.port}"
+        s = self.start(self.graph(
+            "{http: {path: /in}}",
+            f"[{{nats: {{url: '{url}', subject: '{self.tag}.o', jetstream: true}}}}]"))
+        post_until_taken(s, "/in", b'{"seq":0}')
+        wait_for(lambda: nats_stream_msgs(stream) == 1, what="the first message acknowledged")
+        wait_for(lambda: s.card("p", "outputs[0]")["messages_out"] == 1, what="the first batch written")
+        proxy.hold_replies()
+        post_until_taken(s, "/in", "\n".join(f'{{"seq":{i}}}' for i in range(1, 11)).encode())
+        wait_for(lambda: nats_stream_msgs(stream) == 11, what="ten more in the stream")
+        self.assertEqual(s.card("p", "outputs[0]")["messages_out"], 1, "written without its acks")
+        proxy.cut()
+        proxy.restore()
+        # written again (at least once): the ten come a second time
+        wait_for(lambda: nats_stream_msgs(stream) == 21, timeout=15, what="the batch again")
+        wait_for(lambda: s.card("p", "outputs[0]")["messages_out"] == 11, what="the batch written")
+        self.assertIn("connection was lost while the batch awaited", s.stderr())
+        self.assertEqual(s.stop(timeout=10), 0)
+
     def test_options_that_do_not_fit(self):
         for extra, want in [("queue: q, stream: S", "queue group is for core"),
                             ("durable: d", "only with `stream`"),

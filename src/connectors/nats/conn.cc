@@ -80,6 +80,12 @@ Status Connection::Up() const {
   return Status::Ok();
 }
 
+natsStatus Connection::Flush(int64_t timeout_ms) {
+  if (nc_ == nullptr) return NATS_OK;
+  if (down_.load()) return NATS_CONNECTION_DISCONNECTED;
+  return natsConnection_FlushTimeout(nc_, timeout_ms);
+}
+
 void Connection::Close() {
   if (js_ != nullptr) jsCtx_Destroy(js_);
   js_ = nullptr;
@@ -93,6 +99,7 @@ void Connection::Close() {
 void Connection::OnDisconnected(natsConnection* nc, void* self) {
   (void)nc;
   auto* c = static_cast<Connection*>(self);
+  c->losses_.fetch_add(1);
   if (!c->down_.exchange(true)) KLOG_WARN("{}: disconnected from {}", c->what_, c->url_);
 }
 

@@ -33,6 +33,12 @@ class Connection {
   }
   // Unavailable while the library is reconnecting, with the reason.
   Status Up() const;
+  // How many times the connection was lost: what was sent before a loss may
+  // have had its reply lost with it.
+  uint64_t losses() const { return losses_.load(); }
+  // Flushes within `timeout_ms`; at once NATS_CONNECTION_DISCONNECTED while
+  // the library is reconnecting (a flush then would wait its whole timeout).
+  natsStatus Flush(int64_t timeout_ms);
   void Close();
   natsConnection* get() const { return nc_; }
   jsCtx* js() const { return js_; }
@@ -50,6 +56,7 @@ class Connection {
   natsConnection* nc_ = nullptr;
   jsCtx* js_ = nullptr;
   std::atomic<bool> down_{false};
+  std::atomic<uint64_t> losses_{0};
   int64_t async_max_pending_ = 0;
   jsPubAckErrHandler async_error_ = nullptr;
   void* async_closure_ = nullptr;

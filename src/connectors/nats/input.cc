@@ -57,7 +57,7 @@ class NatsInput final : public Input {
   ~NatsInput() override {
     if (sub_ != nullptr) natsSubscription_Destroy(sub_);  // never Unsubscribe: it deletes a durable
     sub_ = nullptr;
-    if (conn_.get() != nullptr) natsConnection_FlushTimeout(conn_.get(), 2000);  // the last acks
+    conn_.Flush(2000);  // the last acks
   }
 
   Status Read(Batch* out, int64_t wait_ms, bool* finished) override {
@@ -374,7 +374,8 @@ class NatsInput final : public Input {
         if (natsConnection_Publish(nc, reply.c_str(), "+ACK", 4) != NATS_OK) ++failed;
       }
     }
-    natsConnection_Flush(nc);
+    // While the library reconnects, the acks wait in its reconnect buffer.
+    conn_.Flush(2000);
     if (failed > 0 && ctx_.stats != nullptr) {
       // Not lost: the server delivers them again after ack_wait, and the
       // input skips what its state already counts.

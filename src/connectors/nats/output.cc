@@ -24,7 +24,7 @@ class NatsOutput final : public Output {
   }
 
   ~NatsOutput() override {
-    if (conn_.get() != nullptr) natsConnection_FlushTimeout(conn_.get(), 5000);
+    conn_.Flush(5000);
   }
 
   Status Write(const Batch& batch) override {
@@ -34,6 +34,7 @@ class NatsOutput final : public Output {
     std::string error, why;
     Dropped dropped;
     failures_.store(0);
+    const uint64_t losses = conn_.losses();
     for (const auto& m : batch.messages) {
       const std::string* subject = &subject_.text();
       if (!subject_.fixed()) {
@@ -51,7 +52,7 @@ class NatsOutput final : public Output {
       return Status::Unavailable(error + " (" + std::to_string(failed) + " of " +
                                  std::to_string(batch.size()) + " messages)");
     }
-    if (jetstream_) return AwaitAcks();
+    if (jetstream_) return AwaitAcks(losses);
     return Status::Ok();
   }
 
@@ -60,15 +61,13 @@ class NatsOutput final : public Output {
   Status Checkpoint(uint64_t id, std::string* state) override {
     (void)id;
     (void)state;
-    if (conn_.get() == nullptr) return Status::Ok();
-    const natsStatus s = natsConnection_FlushTimeout(conn_.get(), 10000);
+    const natsStatus s = conn_.Flush(10000);
     if (s != NATS_OK) return Status::Unavailable(conn_.Error("flush at the checkpoint", s));
     return Status::Ok();
   }
 
   Status Close() override {
-    if (conn_.get() == nullptr) return Status::Ok();
-    const natsStatus s = natsConnection_FlushTimeout(conn_.get(), 10000);
+    const natsStatus s = conn_.Flush(10000);
     if (s != NATS_OK) return Status::Unavailable(conn_.Error("flush at close", s));
     return Status::Ok();
   }
@@ -94,18 +93,38 @@ class NatsOutput final : public Output {
   }
 
   // Every JetStream publish of the batch acknowledged, or the batch failed
-  // (the runner writes it again: at least once).
-  Status AwaitAcks() {
+  // (the runner writes it again: at least once). The acks are awaited in
+  // slices: a publish sent before the connection was lost may have lost its
+  // ack with it, so a loss since the batch began (`losses` then) fails the
+  // batch at once instead of after the whole wait.
+  Status AwaitAcks(uint64_t losses) {
+    constexpr int64_t kSliceMs = 200;
+    constexpr int64_t kMaxWaitMs = 30000;
     jsPubOptions po;
     jsPubOptions_Init(&po);
-    po.MaxWait = 30000;
-    const natsStatus s = js_PublishAsyncComplete(conn_.js(), &po);
+    po.MaxWait = kSliceMs;
+    natsStatus s = NATS_TIMEOUT;
+    std::string why;
+    for (int64_t waited = 0;; waited += kSliceMs) {
+      s = js_PublishAsyncComplete(conn_.js(), &po);
+      if (s != NATS_TIMEOUT) break;
+      if (conn_.losses() != losses) {
+        why = conn_.what() +
+              ": the connection was lost while the batch awaited its JetStream acknowledgements";
+        break;
+      }
+      if (waited + kSliceMs >= kMaxWaitMs) break;
+    }
     if (s != NATS_OK) {
       natsMsgList pending{nullptr, 0};
+      int unacked = 0;
       if (js_PublishAsyncGetPendingList(&pending, conn_.js()) == NATS_OK) {
+        unacked = pending.Count;
         natsMsgList_Destroy(&pending);
       }
-      return Status::Unavailable(conn_.Error("waiting for JetStream acknowledgements", s));
+      if (why.empty()) why = conn_.Error("waiting for JetStream acknowledgements", s);
+      return Status::Unavailable(why + " (" + std::to_string(unacked) +
+                                 " unacknowledged; the batch is written again)");
     }
     const uint64_t failures = failures_.load();
     if (failures > 0) {
@@ -152,7 +171,9 @@ ComponentDef NatsOutputDef() {
                  "before it (a flush; JetStream: its acks); a failed flush fails the checkpoint";
   d.bad_input = "a message whose subject cannot be made (a missing field, not JSON) is dropped "
                 "and counted on the card, never retried; an unreachable server, a refused or "
-                "unacknowledged JetStream publish fails the batch, retried holding the pipeline";
+                "unacknowledged JetStream publish fails the batch, retried holding the pipeline "
+                "(a connection lost while acks are awaited fails it at once: their acks may be "
+                "lost with it)";
   d.props = {
       PropDef{"url", PropType::kString, true, "",
               "nats://host:port (several comma-separated); credentials as ${ENV}"}
