@@ -280,12 +280,18 @@ def checkpoints(a, work, rows):
     def settle(n):
         wait(lambda: card(k.url, "p", "outputs[0]")["messages_out"] >= n, 600, f"{n} out")
 
+    full = []  # the first checkpoint's bytes: every key in a full chunk
+
     def checkpoint(label):
         t0 = time.monotonic()
         reg = get(k.url, "/api/v1/checkpoints", "POST")["regions"][0]
         wall = time.monotonic() - t0
+        if not full:
+            full.append(reg["bytes_written"])
+        share = reg["bytes_written"] / full[0]
         rows.append((f"checkpoint, {keys:,} keys, {label}", [reg["bytes_written"]], "bytes",
-                     None, None, f"duration {reg['duration_ms']} ms (call {wall * 1000:.0f} ms); "
+                     None, None, f"{share:.1%} of the first; "
+                                 f"duration {reg['duration_ms']} ms (call {wall * 1000:.0f} ms); "
                                  f"longest barrier pause {reg['barrier_pause_us'] / 1000:.1f} ms"))
         print(f"checkpoint {label}: {reg['bytes_written']:,} bytes, {reg['duration_ms']} ms, "
               f"pause {reg['barrier_pause_us']} us", flush=True)
@@ -294,7 +300,8 @@ def checkpoints(a, work, rows):
         settle(total)
         checkpoint("first (every key new)")
         checkpoint("0% changed")
-        for label, n in (("1% changed", keys // 100), ("100% changed", keys)):
+        for label, n in (("1% changed", keys // 100), ("1% changed again", keys // 100),
+                         ("10% changed", keys // 10), ("100% changed", keys)):
             write_data(data, n, n, start=total, v_shift=1)
             total += n
             settle(total)

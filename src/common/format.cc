@@ -88,11 +88,11 @@ uint32_t Crc32c(const void* data, size_t n, uint32_t crc) {
   return ~Crc32cTable(p, n, ~crc);
 }
 
-std::string Frame(FileKind kind, std::string_view payload) {
+std::string Frame(FileKind kind, std::string_view payload, uint32_t version) {
   std::string out(kHeaderBytes, '\0');
   std::memcpy(out.data(), "KYAK", 4);
   std::memcpy(out.data() + 4, KindTag(kind), 4);
-  PutU32(out.data() + 8, kFormatVersion);
+  PutU32(out.data() + 8, version);
   PutU64(out.data() + 12, payload.size());
   PutU32(out.data() + 20, Crc32c(payload.data(), payload.size()));
   PutU32(out.data() + 28, Crc32c(out.data(), 28));
@@ -100,7 +100,7 @@ std::string Frame(FileKind kind, std::string_view payload) {
   return out;
 }
 
-Result<std::string_view> Unframe(FileKind kind, std::string_view file) {
+Result<std::string_view> Unframe(FileKind kind, std::string_view file, uint32_t* version_out) {
   if (file.size() < kHeaderBytes) return Status::Corruption("shorter than its header");
   if (std::memcmp(file.data(), "KYAK", 4) != 0) return Status::Corruption("bad magic");
   if (GetU32(file.data() + 28) != Crc32c(file.data(), 28)) {
@@ -110,7 +110,8 @@ Result<std::string_view> Unframe(FileKind kind, std::string_view file) {
     return Status::Corruption("wrong kind of file");
   }
   const uint32_t version = GetU32(file.data() + 8);
-  if (version != kFormatVersion) {
+  const uint32_t newest = kind == FileKind::kManifest ? kManifestWithDeltasVersion : kFormatVersion;
+  if (version < kFormatVersion || version > newest) {
     return Status::Corruption("format version " + std::to_string(version) + " is not supported");
   }
   const uint64_t len = GetU64(file.data() + 12);
@@ -119,6 +120,7 @@ Result<std::string_view> Unframe(FileKind kind, std::string_view file) {
   if (GetU32(file.data() + 20) != Crc32c(payload.data(), payload.size())) {
     return Status::Corruption("payload checksum mismatch");
   }
+  if (version_out != nullptr) *version_out = version;
   return payload;
 }
 

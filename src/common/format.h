@@ -6,7 +6,8 @@
 //   0      4    magic "KYAK"
 //   4      4    kind: "CHNK" (a component's state), "MNFT" (a manifest) or
 //                "GRPH" (the pipelines and versions made through the API)
-//   8      4    format version, little-endian u32 (1)
+//   8      4    format version, little-endian u32 (1; a manifest naming
+//                delta chunks: 2)
 //   12     8    payload length in bytes, little-endian u64
 //   20     4    CRC-32C of the payload, little-endian u32
 //   24     4    reserved, zero
@@ -26,6 +27,10 @@
 namespace kayak::checkpoint {
 
 constexpr uint32_t kFormatVersion = 1;
+// A manifest whose units may name delta chunks after their full one: a
+// kayak that knows only version 1 refuses it rather than restore a base
+// without its deltas.
+constexpr uint32_t kManifestWithDeltasVersion = 2;
 constexpr size_t kHeaderBytes = 32;
 
 enum class FileKind { kChunk, kManifest, kGraph };
@@ -34,9 +39,11 @@ enum class FileKind { kChunk, kManifest, kGraph };
 uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0);
 
 // The header followed by the payload.
-std::string Frame(FileKind kind, std::string_view payload);
-// Checks a whole file's bytes and returns its payload.
-Result<std::string_view> Unframe(FileKind kind, std::string_view file);
+std::string Frame(FileKind kind, std::string_view payload, uint32_t version = kFormatVersion);
+// Checks a whole file's bytes and returns its payload; `*version` (if
+// given) gets its format version (a manifest's may be 2, every other 1).
+Result<std::string_view> Unframe(FileKind kind, std::string_view file,
+                                 uint32_t* version = nullptr);
 
 // Writes `bytes` to `path` (created or truncated, mode 0600) and fsyncs it.
 Status WriteFileSynced(const std::string& path, std::string_view bytes);

@@ -49,6 +49,7 @@ Status Checkpointer::CommitInitial(std::map<size_t, std::vector<checkpoint::Unit
       snap.Apply(std::move(all));
       snap.Encode(&*u.data);
       rs.bucket_saved_once[b] = true;
+      rs.chains[b] = RegionState::Chain{};
       list.push_back(std::move(u));
     }
     const uint64_t id = store_->NextId();
@@ -62,6 +63,12 @@ Status Checkpointer::CommitInitial(std::map<size_t, std::vector<checkpoint::Unit
       rs.status.bytes_reused = stats.bytes_reused;
       rs.status.committed++;
       Record(rs, id, "", 0, &stats);
+      for (const auto& u : list) {
+        if (u.unit.rfind("b.", 0) != 0) continue;
+        for (Bucket* b : rs.region.buckets) {
+          if (u.unit == "b." + b->name()) rs.chains[b] = RegionState::Chain{u.data->size(), 0};
+        }
+      }
       for (auto* p : rs.region.pipelines) p->Committed(list);
     } else {
       rs.status.abandoned++;
@@ -213,15 +220,19 @@ void Checkpointer::ArriveAtBucket(size_t region, uint64_t id, Bucket* bucket) {
     u.fingerprint = rs.region.bucket_fingerprints[bucket];
     bool& saved_once = rs.bucket_saved_once[bucket];
     if (!saved_once || rs.inflight.full || bucket->StateChanged()) {
-      // Only what changed is copied here; it is applied to the snapshot and
-      // the chunk encoded at commit, on the coordinator's thread.
-      std::vector<Bucket::Change> changes;
-      bucket->TakeChanges(/*all=*/!saved_once, &changes);
+      // Nothing is copied here but on a bucket's first save: the changes are
+      // sealed (copy on write) and collected at commit, on the coordinator's
+      // thread, applied to the snapshot and encoded there.
       if (!saved_once) {
+        std::vector<Bucket::Change> changes;
+        bucket->TakeChanges(/*all=*/true, &changes);
         rs.snapshots[bucket] = BucketSnapshot{};
         rs.pending[bucket].clear();
+        rs.pending[bucket].push_back(std::move(changes));
+        rs.chains[bucket] = RegionState::Chain{};
+      } else {
+        bucket->Seal();
       }
-      rs.pending[bucket].push_back(std::move(changes));
       u.data.emplace();
       rs.inflight.encode.emplace_back(rs.inflight.units.size(), bucket);
       saved_once = true;
@@ -278,11 +289,15 @@ void Checkpointer::CommitReady() {
       size_t index;
       BucketSnapshot* snapshot;
       std::vector<std::vector<Bucket::Change>> changes;
+      RegionState::Chain* chain;
     };
     std::vector<Encode> encode;
+    std::vector<Bucket*> sealed;
     for (const auto& [index, bucket] : in.encode) {
-      encode.push_back({index, &rs.snapshots[bucket], std::move(rs.pending[bucket])});
+      encode.push_back({index, &rs.snapshots[bucket], std::move(rs.pending[bucket]),
+                        &rs.chains[bucket]});
       rs.pending[bucket].clear();
+      sealed.push_back(bucket);
     }
     for (auto it = meetings_.begin(); it != meetings_.end();) {
       it = it->first.second == id ? meetings_.erase(it) : std::next(it);
@@ -292,9 +307,25 @@ void Checkpointer::CommitReady() {
     // barrier of this region runs meanwhile, so its snapshots hold still:
     // the next checkpoint starts on this thread.)
     mu_.unlock();
+    for (size_t i = 0; i < encode.size(); ++i) {
+      // What the barrier sealed, as it was then (a first save sealed
+      // nothing: its changes are pending already).
+      encode[i].changes.emplace_back();
+      sealed[i]->CollectSealed(&encode[i].changes.back());
+    }
     for (auto& e : encode) {
+      checkpoint::UnitState& u = units[e.index];
+      // What changed since the last commit, as a delta on the committed
+      // chain, unless the region saves everything or the deltas would grow
+      // past their share of the full chunk: then the whole bucket.
+      if (!full && e.chain->base > 0) {
+        Bucket::EncodeDelta(e.changes, &*u.data);
+        u.delta = static_cast<double>(e.chain->deltas + u.data->size()) <=
+                  kDeltaShare * static_cast<double>(e.chain->base);
+        if (!u.delta) u.data->clear();
+      }
       for (auto& changes : e.changes) e.snapshot->Apply(std::move(changes));
-      e.snapshot->Encode(&*units[e.index].data);
+      if (!u.delta) e.snapshot->Encode(&*u.data);
     }
     checkpoint::CommitStats stats;
     const int64_t now_ms = clock_->NowMs();
@@ -311,6 +342,11 @@ void Checkpointer::CommitReady() {
       rs.status.last_error.clear();  // the region commits again
       Record(rs, id, "", done - started, &stats);
       if (full) rs.needs_full = false;
+      for (auto& e : encode) {
+        const uint64_t bytes = units[e.index].data->size();
+        *e.chain = units[e.index].delta ? RegionState::Chain{e.chain->base, e.chain->deltas + bytes}
+                                        : RegionState::Chain{bytes, 0};
+      }
       if (rs.region.two_phase.empty()) {
         for (auto* p : rs.region.pipelines) p->Committed(units);
       } else {

@@ -127,6 +127,10 @@ class Checkpointer {
   bool CheckpointNow(int64_t wait_ms);
 
  private:
+  // A bucket's deltas since its last full chunk stay within this share of
+  // it (docs/state_format.md, "Delta chunks").
+  static constexpr double kDeltaShare = 0.5;
+
   struct Inflight {
     uint64_t id = 0;
     int64_t started_mono_ms = 0;
@@ -161,6 +165,16 @@ class Checkpointer {
     // (applied at the next commit, on the coordinator's thread).
     std::map<Bucket*, BucketSnapshot> snapshots;
     std::map<Bucket*, std::vector<std::vector<Bucket::Change>>> pending;
+    // A bucket's committed chain: the bytes of its last full chunk and of
+    // the deltas after it. A checkpoint writes a delta while the deltas stay
+    // under kDeltaShare of the full chunk, then a full chunk again (so a
+    // restore reads at most 1 + kDeltaShare of the state). base == 0: no
+    // full chunk committed by this run yet.
+    struct Chain {
+      uint64_t base = 0;
+      uint64_t deltas = 0;
+    };
+    std::map<Bucket*, Chain> chains;
     Awaiting awaiting;
     uint64_t pause_id = 0;  // the checkpoint status.barrier_pause_us is about
     metrics::Histogram* duration = nullptr;  // seconds, barrier to commit

@@ -3,6 +3,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <type_traits>
 
 #include "common/log.h"
 
@@ -38,10 +39,11 @@ bool TransformsShareState(const PipelineSpec& p) {
   return false;
 }
 
-// Applies a recovered unit when the component's config is unchanged.
-template <typename F>
+// Applies a recovered unit when the component's config is unchanged: its
+// full chunk, then (a bucket) its deltas in order.
+template <typename F, typename D = std::nullptr_t>
 void RestoreUnit(const EngineOptions& o, const std::string& unit, const std::string& fingerprint,
-                 const char* what, F&& restore) {
+                 const char* what, F&& restore, D&& apply_delta = nullptr) {
   if (o.restored == nullptr) return;
   auto it = o.restored->find(unit);
   if (it == o.restored->end()) return;
@@ -51,6 +53,14 @@ void RestoreUnit(const EngineOptions& o, const std::string& unit, const std::str
     return;
   }
   Status st = restore(it->second.data);
+  for (const std::string& delta : it->second.deltas) {
+    if (!st.ok()) break;
+    if constexpr (std::is_same_v<std::decay_t<D>, std::nullptr_t>) {
+      st = Status::Corruption("a delta chunk for a unit that keeps none");
+    } else {
+      st = apply_delta(delta);
+    }
+  }
   if (!st.ok()) {
     KLOG_ERROR("{} ({}): cannot restore from checkpoint {}: {}; it starts empty", what, unit,
                it->second.checkpoint_id, st.message());
@@ -324,7 +334,8 @@ Status Engine::SetUpCheckpointing(const GraphSpec& spec) {
   for (const auto& b : spec.buckets) {
     Bucket* bucket = buckets_.Find(b.name);
     RestoreUnit(o, "b." + b.name, b.fingerprint, ("bucket " + b.name).c_str(),
-                [&](const std::string& d) { return bucket->RestoreState(d); });
+                [&](const std::string& d) { return bucket->RestoreState(d); },
+                [&](const std::string& d) { return bucket->ApplyDelta(d); });
   }
   return Status::Ok();
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <unordered_set>
 
 #include "common/format.h"
 
@@ -84,6 +85,7 @@ Status Bucket::Update(const std::string& key, int64_t now_ms,
   }
   Json value = it->second.entry.value;
   KAYAK_RETURN_IF_ERROR(update(value, true));
+  BeforeChangeLocked(it->first, it->second);
   it->second.entry.value = std::move(value);
   it->second.entry.last_write_ms = now_ms;
   it->second.write_seq = ++next_seq_;
@@ -95,9 +97,16 @@ Status Bucket::Update(const std::string& key, int64_t now_ms,
 }
 
 void Bucket::TouchLocked(const std::string& key, Slot& slot) {
-  if (!tracking_ || slot.touched) return;
-  slot.touched = true;
+  if (!tracking_ || slot.epoch == epoch_) return;
+  slot.epoch = epoch_;
   touched_.push_back(key);
+}
+
+void Bucket::BeforeChangeLocked(const std::string& key, const Slot& slot) {
+  // Sealed and not collected: the slot was last written in the sealed
+  // epoch (a later write moves it to epoch_, past the seal).
+  if (!sealed_ || slot.epoch != sealed_epoch_) return;
+  preimages_.try_emplace(key, ChangeOf(key, slot));
 }
 
 void Bucket::TrackChanges() {
@@ -106,27 +115,79 @@ void Bucket::TrackChanges() {
 }
 
 void Bucket::TakeChanges(bool all, std::vector<Change>* out) {
-  std::lock_guard lock(mu_);
-  auto emit = [&](const std::string& key, Slot& slot) {
-    out->push_back(Change{key, false, slot.entry.last_write_ms, slot.write_seq,
-                          slot.entry.value.dump()});
-    slot.touched = false;
-  };
-  if (all) {
-    out->reserve(out->size() + entries_.size());
-    for (auto& [key, slot] : entries_) emit(key, slot);
-  } else {
-    for (const std::string& key : touched_) {
-      auto it = entries_.find(key);
-      if (it == entries_.end()) {
-        out->push_back(Change{key, true, 0, 0, {}});
-      } else if (it->second.touched) {
-        emit(key, it->second);
-      }
-    }
+  if (!all) {
+    Seal();
+    CollectSealed(out);
+    return;
   }
+  std::lock_guard lock(mu_);
+  out->reserve(out->size() + entries_.size());
+  for (const auto& [key, slot] : entries_) out->push_back(ChangeOf(key, slot));
+  // Everything is taken: what was sealed or touched before is in it.
+  sealed_ = false;
+  sealed_keys_.clear();
+  preimages_.clear();
+  earlier_.clear();
+  touched_.clear();
+  ++epoch_;
+  changed_ = false;
+}
+
+void Bucket::Seal() {
+  std::vector<Change> earlier;
+  // Rare: a seal whose checkpoint was abandoned. Its changes are older than
+  // this seal's and go first at the next collection.
+  if (HasSeal()) CollectSealed(&earlier);
+  std::lock_guard lock(mu_);
+  for (auto& c : earlier) earlier_.push_back(std::move(c));
+  sealed_ = true;
+  sealed_epoch_ = epoch_++;
+  sealed_keys_.swap(touched_);
   touched_.clear();
   changed_ = false;
+}
+
+bool Bucket::HasSeal() const {
+  std::lock_guard lock(mu_);
+  return sealed_;
+}
+
+void Bucket::CollectSealed(std::vector<Change>* out) {
+  constexpr size_t kKeysPerLock = 4096;
+  std::unique_lock lock(mu_);
+  for (auto& c : earlier_) out->push_back(std::move(c));
+  earlier_.clear();
+  if (!sealed_) return;
+  std::vector<std::string> keys;
+  keys.swap(sealed_keys_);
+  lock.unlock();
+  out->reserve(out->size() + keys.size());
+  std::unordered_set<std::string_view> seen;  // a key dropped and written again is listed twice
+  seen.reserve(keys.size());
+  for (size_t from = 0; from < keys.size(); from += kKeysPerLock) {
+    lock.lock();
+    const size_t to = std::min(keys.size(), from + kKeysPerLock);
+    for (size_t i = from; i < to; ++i) {
+      const std::string& key = keys[i];
+      if (!seen.insert(key).second) continue;
+      if (auto pre = preimages_.find(key); pre != preimages_.end()) {
+        out->push_back(std::move(pre->second));
+        preimages_.erase(pre);
+        continue;
+      }
+      auto it = entries_.find(key);
+      if (it != entries_.end() && it->second.epoch == sealed_epoch_) {
+        out->push_back(ChangeOf(key, it->second));
+        it->second.epoch = 0;  // collected: a later write need not keep it aside
+      } else {
+        out->push_back(Change{key, true, 0, 0, {}});  // gone at the seal
+      }
+    }
+    lock.unlock();
+  }
+  lock.lock();
+  sealed_ = false;
+  preimages_.clear();
 }
 
 void BucketSnapshot::Apply(std::vector<Bucket::Change>&& changes) {
@@ -170,7 +231,8 @@ std::optional<Bucket::Entry> Bucket::Get(const std::string& key, int64_t now_ms)
 }
 
 void Bucket::EraseLocked(std::unordered_map<std::string, Slot>::iterator it) {
-  if (tracking_ && !it->second.touched) touched_.push_back(it->first);
+  BeforeChangeLocked(it->first, it->second);
+  if (tracking_ && it->second.epoch != epoch_) touched_.push_back(it->first);
   write_order_.erase(it->second.order);
   entries_.erase(it);
   changed_ = true;
@@ -200,6 +262,10 @@ Status Bucket::RestoreState(std::string_view data) {
   entries_.clear();
   write_order_.clear();
   touched_.clear();
+  sealed_ = false;
+  sealed_keys_.clear();
+  preimages_.clear();
+  earlier_.clear();
   checkpoint::Decoder d(data);
   uint64_t n = 0;
   if (!d.U64(&n)) return Status::Corruption("bucket '" + name_ + "' state is short");
@@ -225,6 +291,68 @@ Status Bucket::RestoreState(std::string_view data) {
     it->second.order = std::prev(write_order_.end());
   }
   if (!d.done()) return Status::Corruption("bucket '" + name_ + "' state has trailing bytes");
+  changed_ = false;
+  return Status::Ok();
+}
+
+void Bucket::EncodeDelta(const std::vector<std::vector<Change>>& lists, std::string* out) {
+  std::unordered_map<std::string_view, const Change*> last;
+  for (const auto& list : lists) {
+    for (const Change& c : list) last[c.key] = &c;
+  }
+  std::vector<const Change*> written;
+  std::vector<const Change*> dropped;
+  for (const auto& [key, c] : last) (c->dropped ? dropped : written).push_back(c);
+  std::sort(written.begin(), written.end(),
+            [](const Change* a, const Change* b) { return a->write_seq < b->write_seq; });
+  std::sort(dropped.begin(), dropped.end(),
+            [](const Change* a, const Change* b) { return a->key < b->key; });  // stable bytes
+  checkpoint::Encoder e;
+  e.U64(written.size());
+  for (const Change* c : written) {
+    e.Str(c->key);
+    e.I64(c->last_write_ms);
+    e.Str(c->value);
+  }
+  e.U64(dropped.size());
+  for (const Change* c : dropped) e.Str(c->key);
+  out->append(e.out());
+}
+
+Status Bucket::ApplyDelta(std::string_view data) {
+  std::lock_guard lock(mu_);
+  const auto corrupt = [&](const char* what) {
+    return Status::Corruption("bucket '" + name_ + "' delta " + what);
+  };
+  checkpoint::Decoder d(data);
+  uint64_t n = 0;
+  if (!d.U64(&n) || n > data.size()) return corrupt("is short");
+  std::string key, value;
+  for (uint64_t i = 0; i < n; ++i) {
+    int64_t last_write = 0;
+    if (!d.Str(&key) || !d.I64(&last_write) || !d.Str(&value)) return corrupt("is short");
+    Json v;
+    if (!ParseNumber(value, &v)) {
+      v = Json::parse(value, nullptr, false);
+      if (v.is_discarded()) return corrupt("holds bad JSON");
+    }
+    auto [it, fresh] = entries_.try_emplace(std::move(key));
+    if (!fresh) write_order_.erase(it->second.order);
+    it->second.entry.value = std::move(v);
+    it->second.entry.last_write_ms = last_write;
+    it->second.write_seq = ++next_seq_;
+    write_order_.push_back(&it->first);
+    it->second.order = std::prev(write_order_.end());
+  }
+  if (!d.U64(&n) || n > data.size()) return corrupt("is short");
+  for (uint64_t i = 0; i < n; ++i) {
+    if (!d.Str(&key)) return corrupt("is short");
+    auto it = entries_.find(key);
+    if (it == entries_.end()) continue;  // written and dropped between two checkpoints
+    write_order_.erase(it->second.order);
+    entries_.erase(it);
+  }
+  if (!d.done()) return corrupt("has trailing bytes");
   changed_ = false;
   return Status::Ok();
 }

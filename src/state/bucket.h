@@ -65,10 +65,29 @@ class Bucket {
   // From now on, remember which keys are written or dropped.
   void TrackChanges();
   // Moves the changes since the last call (every entry with `all`) into
-  // `out` and clears StateChanged().
+  // `out` and clears StateChanged(). (Seal, then CollectSealed.)
   void TakeChanges(bool all, std::vector<Change>* out);
+  // The barrier's snapshot, in constant time: the changes since the last
+  // seal (or TakeChanges) are sealed as they are now, and StateChanged()
+  // clears. Writers go on at once; one that changes a sealed entry before it
+  // is collected keeps its old value aside first (copy on write). A seal
+  // not yet collected (its checkpoint was abandoned) is collected first.
+  void Seal();
+  bool HasSeal() const;
+  // Off the pipelines' threads: moves the sealed changes, as they were at
+  // the seal, into `out`, holding the lock for a bounded run of keys at a
+  // time.
+  void CollectSealed(std::vector<Change>* out);
   // Replaces every entry with what SaveState wrote.
   Status RestoreState(std::string_view data);
+  // After RestoreState: applies a delta EncodeDelta wrote (the entries it
+  // writes become the most recently written, in its order; the keys it
+  // drops go).
+  Status ApplyDelta(std::string_view data);
+  // A delta chunk: the changes of `lists` (oldest list first; a later
+  // change of a key replaces an earlier one), written entries in write
+  // order, then dropped keys. docs/state_format.md, "bucket delta".
+  static void EncodeDelta(const std::vector<std::vector<Change>>& lists, std::string* out);
   // A page of entries in key order, starting after `after` (exclusive).
   std::vector<std::pair<std::string, Entry>> Page(const std::string& after, size_t limit,
                                                   int64_t now_ms);
@@ -78,13 +97,19 @@ class Bucket {
     Entry entry;
     std::list<const std::string*>::iterator order;  // position in write_order_
     uint64_t write_seq = 0;
-    bool touched = false;  // in touched_ since the last TakeChanges
+    uint64_t epoch = 0;  // when last written; in touched_ when it is epoch_
   };
   bool ExpiredLocked(const Entry& e, int64_t now_ms) const {
     return idle_timeout_ms_ > 0 && now_ms - e.last_write_ms >= idle_timeout_ms_;
   }
   void EraseLocked(std::unordered_map<std::string, Slot>::iterator it);
   void TouchLocked(const std::string& key, Slot& slot);
+  // Before a slot changes: its sealed value is kept aside if it is not
+  // collected yet.
+  void BeforeChangeLocked(const std::string& key, const Slot& slot);
+  static Change ChangeOf(const std::string& key, const Slot& slot) {
+    return Change{key, false, slot.entry.last_write_ms, slot.write_seq, slot.entry.value.dump()};
+  }
 
   const std::string name_;
   const int64_t idle_timeout_ms_;
@@ -95,7 +120,16 @@ class Bucket {
   bool changed_ = false;                       // guarded by mu_
   uint64_t next_seq_ = 0;                      // guarded by mu_
   bool tracking_ = false;                      // guarded by mu_
+  uint64_t epoch_ = 1;  // guarded by mu_: the epoch being written
   std::vector<std::string> touched_;           // guarded by mu_: written or dropped keys
+  // The seal not yet collected: its keys, its epoch, and the sealed values
+  // of the entries changed since (copy on write); `earlier_`: a seal
+  // collected when another came before its checkpoint did.
+  bool sealed_ = false;                                // guarded by mu_
+  uint64_t sealed_epoch_ = 0;                          // guarded by mu_
+  std::vector<std::string> sealed_keys_;               // guarded by mu_
+  std::unordered_map<std::string, Change> preimages_;  // guarded by mu_
+  std::vector<Change> earlier_;                        // guarded by mu_
 };
 
 // A bucket as of its last barrier, kept encoded by the checkpoint

@@ -62,6 +62,13 @@ bool ParseManifestName(const std::string& name, std::string* region, uint64_t* i
   return *end == '\0';
 }
 
+// The bytes of a unit's full chunk and its deltas.
+uint64_t ChainBytes(const auto& r) {
+  uint64_t n = r.bytes;
+  for (const auto& d : r.deltas) n += d.bytes;
+  return n;
+}
+
 }  // namespace
 
 std::string ChunkName(uint64_t id, const std::string& unit) {
@@ -79,30 +86,48 @@ std::string ManifestName(const std::string& region, uint64_t id) {
 Result<Store::Manifest> Store::ReadManifest(const std::string& file) {
   auto bytes = ReadWholeFile(dir_ + "/" + file);
   if (!bytes.ok()) return bytes.status();
-  auto payload = Unframe(FileKind::kManifest, *bytes);
+  uint32_t version = 0;
+  auto payload = Unframe(FileKind::kManifest, *bytes, &version);
   if (!payload.ok()) return Status::Corruption(file + ": " + payload.status().message());
   nlohmann::json j = nlohmann::json::parse(*payload, nullptr, false);
   if (!j.is_object() || !j["checkpoint"].is_number_unsigned() || !j["region"].is_string() ||
       !j["units"].is_object()) {
     return Status::Corruption(file + ": not a manifest");
   }
+  auto link = [](const nlohmann::json& r) {
+    return r.is_object() && r.contains("chunk") && r["chunk"].is_string() &&
+           r.contains("bytes") && r["bytes"].is_number_unsigned() && r.contains("crc") &&
+           r["crc"].is_number_unsigned();
+  };
   Manifest m;
   m.file = file;
   m.id = j["checkpoint"].get<uint64_t>();
   m.region = j["region"].get<std::string>();
   m.created_ms = j.value("created_ms", int64_t{0});
   for (const auto& [unit, r] : j["units"].items()) {
-    if (!r.is_object() || !r["fingerprint"].is_string() || !r["chunk"].is_string() ||
-        !r["bytes"].is_number_unsigned() || !r["crc"].is_number_unsigned()) {
+    if (!link(r) || !r.contains("fingerprint") || !r["fingerprint"].is_string()) {
       return Status::Corruption(file + ": bad entry for unit " + unit);
     }
-    m.units[unit] = Record{r["fingerprint"].get<std::string>(), r["chunk"].get<std::string>(),
-                           r["bytes"].get<uint64_t>(), r["crc"].get<uint32_t>()};
+    Record rec{r["fingerprint"].get<std::string>(), r["chunk"].get<std::string>(),
+               r["bytes"].get<uint64_t>(), r["crc"].get<uint32_t>(), {}};
+    if (r.contains("deltas")) {
+      // Only a version-2 manifest may name deltas; a version-1 reader would
+      // have restored the base alone.
+      if (version < kManifestWithDeltasVersion || !r["deltas"].is_array()) {
+        return Status::Corruption(file + ": bad deltas for unit " + unit);
+      }
+      for (const auto& d : r["deltas"]) {
+        if (!link(d)) return Status::Corruption(file + ": bad delta for unit " + unit);
+        rec.deltas.push_back(Link{d["chunk"].get<std::string>(), d["bytes"].get<uint64_t>(),
+                                  d["crc"].get<uint32_t>()});
+      }
+    }
+    m.units[unit] = std::move(rec);
   }
   return m;
 }
 
-Status Store::CheckChunk(const Record& r, std::string* data) {
+Status Store::CheckChunk(const Link& r, std::string* data) {
   auto bytes = ReadWholeFile(dir_ + "/" + r.chunk);
   if (!bytes.ok()) return Status::Corruption(bytes.status().message());
   auto payload = Unframe(FileKind::kChunk, *bytes);
@@ -114,8 +139,16 @@ Status Store::CheckChunk(const Record& r, std::string* data) {
   return Status::Ok();
 }
 
-Status Store::ReadChunks(const Manifest& m, std::map<std::string, std::string>* data) {
-  for (const auto& [unit, rec] : m.units) KAYAK_RETURN_IF_ERROR(CheckChunk(rec, &(*data)[unit]));
+Status Store::ReadChunks(const Manifest& m, std::map<std::string, RestoredUnit>* data) {
+  for (const auto& [unit, rec] : m.units) {
+    RestoredUnit& u = (*data)[unit];
+    u.fingerprint = rec.fingerprint;
+    KAYAK_RETURN_IF_ERROR(CheckChunk(Link{rec.chunk, rec.bytes, rec.crc}, &u.data));
+    u.deltas.resize(rec.deltas.size());
+    for (size_t i = 0; i < rec.deltas.size(); ++i) {
+      KAYAK_RETURN_IF_ERROR(CheckChunk(rec.deltas[i], &u.deltas[i]));
+    }
+  }
   return Status::Ok();
 }
 
@@ -171,16 +204,17 @@ Status Store::Recover(std::map<std::string, RestoredUnit>* out, uint64_t* max_id
     const auto& [id, file] = files.front();
     auto m = ReadManifest(file);
     Status st = m.ok() ? Status::Ok() : m.status();
-    std::map<std::string, std::string> data;
+    std::map<std::string, RestoredUnit> data;
     if (st.ok()) st = ReadChunks(*m, &data);
     if (!st.ok()) return Unreadable(region, id, st);
     KLOG_INFO("restoring region {} from checkpoint {}", region, id);
     for (auto& [unit, d] : data) {
-      const Record& rec = m->units[unit];
       auto& slot = (*out)[unit];
       if (slot.checkpoint_id <= id) {
-        slot = RestoredUnit{rec.fingerprint, std::move(d), id, region};
-        latest_[unit] = rec;
+        slot = std::move(d);
+        slot.checkpoint_id = id;
+        slot.region = region;
+        latest_[unit] = m->units[unit];
       }
     }
     auto& kept = manifests_[region];
@@ -204,12 +238,14 @@ Status Store::ReadLatest(const std::set<std::string>& skip,
   for (const auto& [region, kept] : manifests_) {
     if (kept.empty() || skip.count(region)) continue;
     const Manifest& m = kept.back();
-    std::map<std::string, std::string> data;
+    std::map<std::string, RestoredUnit> data;
     if (Status st = ReadChunks(m, &data); !st.ok()) return Unreadable(region, m.id, st);
     for (auto& [unit, d] : data) {
       auto& slot = (*out)[unit];
       if (slot.checkpoint_id <= m.id) {
-        slot = RestoredUnit{m.units.at(unit).fingerprint, std::move(d), m.id, region};
+        slot = std::move(d);
+        slot.checkpoint_id = m.id;
+        slot.region = region;
       }
     }
   }
@@ -224,7 +260,7 @@ Status Store::FallBack(const std::string& region, std::map<std::string, Restored
   const Manifest& newest = kept.back();
   // The checkpoint before is read first: one that cannot be read stops the
   // start with every file kept (never a reason to start empty).
-  std::map<std::string, std::string> data;
+  std::map<std::string, RestoredUnit> data;
   const Manifest* before = kept.size() > 1 ? &kept[kept.size() - 2] : nullptr;
   if (before != nullptr) {
     if (Status st = ReadChunks(*before, &data); !st.ok()) return Unreadable(region, before->id, st);
@@ -248,9 +284,10 @@ Status Store::FallBack(const std::string& region, std::map<std::string, Restored
     const Manifest& b = kept.back();
     KLOG_INFO("restoring region {} from checkpoint {} instead of {}", region, b.id, newest_id);
     for (auto& [unit, d] : data) {
-      const Record& rec = b.units.at(unit);
-      (*out)[unit] = RestoredUnit{rec.fingerprint, std::move(d), b.id, region};
-      latest_[unit] = rec;
+      RestoredUnit& slot = (*out)[unit] = std::move(d);
+      slot.checkpoint_id = b.id;
+      slot.region = region;
+      latest_[unit] = b.units.at(unit);
     }
   }
   CollectGarbage();
@@ -278,7 +315,10 @@ void Store::CollectGarbage() {
   for (const auto& [region, ms] : manifests_) {
     for (const auto& m : ms) {
       keep.insert(m.file);
-      for (const auto& [unit, r] : m.units) keep.insert(r.chunk);
+      for (const auto& [unit, r] : m.units) {
+        keep.insert(r.chunk);
+        for (const auto& d : r.deltas) keep.insert(d.chunk);
+      }
     }
   }
   for (const auto& name : ListDir(dir_)) {
@@ -304,24 +344,35 @@ Status Store::Commit(const std::string& region, uint64_t id, int64_t now_ms,
   m.created_ms = now_ms;
   std::map<std::string, Record> fresh;
   for (const auto& u : units) {
+    auto last = latest_.find(u.unit);
+    const bool chained = last != latest_.end() && last->second.fingerprint == u.fingerprint;
     if (!u.data) {
-      auto it = latest_.find(u.unit);
-      if (it != latest_.end() && it->second.fingerprint == u.fingerprint) {
-        m.units[u.unit] = it->second;
-        stats->bytes_reused += it->second.bytes;
+      if (chained) {
+        m.units[u.unit] = last->second;
+        stats->bytes_reused += ChainBytes(last->second);
         continue;
       }
       return fail(Status::Internal("unit " + u.unit + " is unchanged but has no committed chunk"));
     }
-    Record r{u.fingerprint, ChunkName(id, u.unit), u.data->size(),
-             Crc32c(u.data->data(), u.data->size())};
-    Status st = WriteFileSynced(dir_ + "/" + r.chunk, Frame(FileKind::kChunk, *u.data));
-    written.push_back(r.chunk);
+    if (u.delta && !chained) {
+      return fail(Status::Internal("unit " + u.unit + " has a delta but no committed chunk"));
+    }
+    const Link link{ChunkName(id, u.unit), u.data->size(), Crc32c(u.data->data(), u.data->size())};
+    Status st = WriteFileSynced(dir_ + "/" + link.chunk, Frame(FileKind::kChunk, *u.data));
+    written.push_back(link.chunk);
     if (!st.ok()) return fail(st);
-    stats->bytes_written += kHeaderBytes + r.bytes;
+    stats->bytes_written += kHeaderBytes + link.bytes;
     stats->chunks_written++;
+    Record r;
+    if (u.delta) {
+      r = last->second;
+      stats->bytes_reused += ChainBytes(r);
+      r.deltas.push_back(link);
+    } else {
+      r = Record{u.fingerprint, link.chunk, link.bytes, link.crc, {}};
+    }
     m.units[u.unit] = r;
-    fresh[u.unit] = r;
+    fresh[u.unit] = std::move(r);
   }
   CrashPoint("after_chunks");
   // The chunks' directory entries are durable before any manifest names them.
@@ -329,18 +380,24 @@ Status Store::Commit(const std::string& region, uint64_t id, int64_t now_ms,
     if (Status st = SyncDir(dir_); !st.ok()) return fail(st);
   }
   nlohmann::json j;
-  j["format"] = kFormatVersion;
+  bool deltas = false;
+  for (const auto& [unit, r] : m.units) deltas = deltas || !r.deltas.empty();
+  const uint32_t version = deltas ? kManifestWithDeltasVersion : kFormatVersion;
+  j["format"] = version;
   j["checkpoint"] = id;
   j["region"] = region;
   j["created_ms"] = now_ms;
   j["units"] = nlohmann::json::object();
   for (const auto& [unit, r] : m.units) {
-    j["units"][unit] = {{"fingerprint", r.fingerprint}, {"chunk", r.chunk}, {"bytes", r.bytes},
-                        {"crc", r.crc}};
+    auto& entry = j["units"][unit] = {{"fingerprint", r.fingerprint}, {"chunk", r.chunk},
+                                      {"bytes", r.bytes}, {"crc", r.crc}};
+    for (const auto& d : r.deltas) {
+      entry["deltas"].push_back({{"chunk", d.chunk}, {"bytes", d.bytes}, {"crc", d.crc}});
+    }
   }
   m.file = ManifestName(region, id);
   const std::string tmp = m.file + ".tmp";
-  const std::string framed = Frame(FileKind::kManifest, j.dump());
+  const std::string framed = Frame(FileKind::kManifest, j.dump(), version);
   Status st = WriteFileSynced(dir_ + "/" + tmp, framed);
   written.push_back(tmp);
   if (!st.ok()) return fail(st);

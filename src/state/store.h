@@ -1,14 +1,16 @@
 // The checkpoint store: chunk files and manifests in the state directory.
 //
 //   DIR/LOCK                                  the server's lock (cli/state_dir)
-//   DIR/chunk-<id>-<unit>.kyc                 one unit's state at checkpoint <id>
+//   DIR/chunk-<id>-<unit>.kyc                 one unit's state at checkpoint <id>,
+//                                             or what changed in it (a delta)
 //   DIR/MANIFEST-<region>-<id>.kym            a region's committed checkpoint <id>
 //
 // A unit is one piece of state: "p.<pipeline>.input" (an input's position),
 // "p.<pipeline>.t<i>" (transform i), "p.<pipeline>.o<i>" (output i),
 // "b.<bucket>". A manifest names, for every unit of its region, the chunk
-// holding its state (possibly written by an earlier checkpoint), the
-// fingerprint of the component's config, and the chunk's length and CRC.
+// holding its state (possibly written by an earlier checkpoint) and the delta
+// chunks after it, the fingerprint of the component's config, and each
+// chunk's length and CRC.
 // docs/state_format.md has the byte-level format.
 //
 // Thread-safety: Recover is called once, before anything else. After it,
@@ -35,12 +37,16 @@ struct UnitState {
   std::string unit;
   std::string fingerprint;
   std::optional<std::string> data;  // nullopt: unchanged since the last commit
+  // `data` is what changed since the unit's last committed chunks (a
+  // bucket's delta), to be read after them, not the whole state.
+  bool delta = false;
 };
 
 // A unit's state as recovered at start.
 struct RestoredUnit {
   std::string fingerprint;
   std::string data;
+  std::vector<std::string> deltas;  // to apply after `data`, oldest first
   uint64_t checkpoint_id = 0;
   std::string region;  // whose manifest it came from
 };
@@ -101,11 +107,17 @@ class Store {
   const std::string& dir() const { return dir_; }
 
  private:
+  struct Link {
+    std::string chunk;
+    uint64_t bytes = 0;
+    uint32_t crc = 0;
+  };
   struct Record {
     std::string fingerprint;
     std::string chunk;
     uint64_t bytes = 0;
     uint32_t crc = 0;
+    std::vector<Link> deltas;  // after `chunk`, oldest first
   };
   struct Manifest {
     uint64_t id = 0;
@@ -115,9 +127,10 @@ class Store {
     std::string file;
   };
   Result<Manifest> ReadManifest(const std::string& file);
-  Status CheckChunk(const Record& r, std::string* data);
-  // Every chunk `m` names, checked, into `data` by unit.
-  Status ReadChunks(const Manifest& m, std::map<std::string, std::string>* data);
+  Status CheckChunk(const Link& r, std::string* data);
+  // Every chunk `m` names, checked, into `data` by unit (its fingerprint,
+  // full chunk and deltas; the id and region are left for the caller).
+  Status ReadChunks(const Manifest& m, std::map<std::string, RestoredUnit>* data);
   // The error that stops a start: checkpoint `id` of `region` cannot be read.
   Status Unreadable(const std::string& region, uint64_t id, const Status& why) const;
   void CollectGarbage();

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "common/format.h"
 #include "state/bucket.h"
@@ -299,6 +300,124 @@ TEST_F(StoreTest, FallBackWithNothingBeforeTakesTheRegionOut) {
   EXPECT_TRUE(Files().empty());
 }
 
+// A unit's chain: a full chunk, then deltas, each naming the chain before
+// it; recovery reads them in order; a full chunk starts a new chain and the
+// old one is collected once no kept manifest names it.
+TEST_F(StoreTest, DeltaChainsAreRecoveredInOrderAndCollected) {
+  {
+    Store s(dir_.string());
+    std::map<std::string, RestoredUnit> none;
+    uint64_t id;
+    ASSERT_TRUE(s.Recover(&none, &id).ok());
+    CommitStats st;
+    ASSERT_TRUE(s.Commit("r", 1, 1, {{"u", "f", "base"}}, &st).ok());
+    UnitState d2{"u", "f", "d2"};
+    d2.delta = true;
+    ASSERT_TRUE(s.Commit("r", 2, 1, {d2}, &st).ok());
+    EXPECT_EQ(st.bytes_reused, 4u);  // the base
+    UnitState d3{"u", "f", "d3"};
+    d3.delta = true;
+    st = {};
+    ASSERT_TRUE(s.Commit("r", 3, 1, {d3, {"v", "f", "other"}}, &st).ok());
+    EXPECT_EQ(st.bytes_reused, 6u);  // the base and d2
+    st = {};
+    ASSERT_TRUE(s.Commit("r", 4, 1, {{"u", "f", std::nullopt}, {"v", "f", std::nullopt}}, &st)
+                    .ok());
+    EXPECT_EQ(st.bytes_reused, 8u + 5u);
+  }
+  auto out = Recover();
+  EXPECT_EQ(out["u"].data, "base");
+  EXPECT_EQ(out["u"].deltas, (std::vector<std::string>{"d2", "d3"}));
+  EXPECT_EQ(out["u"].checkpoint_id, 4u);
+  EXPECT_TRUE(out["v"].deltas.empty());
+  // Every chunk of the chain is kept; the newest manifest is version 2.
+  for (const char* f : {"chunk-00000000000000000001-u.kyc", "chunk-00000000000000000002-u.kyc",
+                        "chunk-00000000000000000003-u.kyc"}) {
+    EXPECT_TRUE(fs::exists(dir_ / f)) << f;
+  }
+  {
+    std::ifstream in(dir_ / "MANIFEST-r-00000000000000000004.kym", std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    uint32_t version = 0;
+    ASSERT_TRUE(Unframe(FileKind::kManifest, bytes, &version).ok());
+    EXPECT_EQ(version, kManifestWithDeltasVersion);
+  }
+  // A full chunk starts again: once both kept manifests name only it, the
+  // old chain goes.
+  {
+    Store s(dir_.string());
+    std::map<std::string, RestoredUnit> none;
+    uint64_t id;
+    ASSERT_TRUE(s.Recover(&none, &id).ok());
+    CommitStats st;
+    ASSERT_TRUE(s.Commit("r", 5, 1, {{"u", "f", "full"}, {"v", "f", std::nullopt}}, &st).ok());
+    ASSERT_TRUE(s.Commit("r", 6, 1, {{"u", "f", std::nullopt}, {"v", "f", std::nullopt}}, &st)
+                    .ok());
+  }
+  out = Recover();
+  EXPECT_EQ(out["u"].data, "full");
+  EXPECT_TRUE(out["u"].deltas.empty());
+  EXPECT_FALSE(fs::exists(dir_ / "chunk-00000000000000000002-u.kyc"));
+  EXPECT_FALSE(fs::exists(dir_ / "chunk-00000000000000000001-u.kyc"));
+}
+
+// A delta needs a committed chain of the same fingerprint.
+TEST_F(StoreTest, ADeltaWithoutItsChainIsRefused) {
+  Store s(dir_.string());
+  std::map<std::string, RestoredUnit> none;
+  uint64_t id;
+  ASSERT_TRUE(s.Recover(&none, &id).ok());
+  CommitStats st;
+  UnitState d{"u", "f", "d"};
+  d.delta = true;
+  EXPECT_FALSE(s.Commit("r", 1, 1, {d}, &st).ok());
+  ASSERT_TRUE(s.Commit("r", 2, 1, {{"u", "f", "base"}}, &st).ok());
+  UnitState other{"u", "g", "d"};  // its config changed
+  other.delta = true;
+  EXPECT_FALSE(s.Commit("r", 3, 1, {other}, &st).ok());
+}
+
+// A torn or missing piece of a chain (the base or a delta) stops the start,
+// naming the file, and nothing is deleted.
+TEST_F(StoreTest, ATornDeltaOrAMissingBaseStopsTheStart) {
+  auto make = [&] {
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    Store s(dir_.string());
+    std::map<std::string, RestoredUnit> none;
+    uint64_t id;
+    ASSERT_TRUE(s.Recover(&none, &id).ok());
+    CommitStats st;
+    ASSERT_TRUE(s.Commit("r", 1, 1, {{"u", "f", "base"}}, &st).ok());
+    UnitState d{"u", "f", "delta two"};
+    d.delta = true;
+    ASSERT_TRUE(s.Commit("r", 2, 1, {d}, &st).ok());
+  };
+  make();
+  FlipByte("chunk-00000000000000000002-u.kyc", 1);
+  auto files = Files();
+  Status st = RecoverStatus();
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("chunk-00000000000000000002-u.kyc"), std::string::npos)
+      << st.message();
+  EXPECT_EQ(Files(), files);
+  make();
+  {
+    // torn: the file cut short
+    const auto p = dir_ / "chunk-00000000000000000002-u.kyc";
+    fs::resize_file(p, fs::file_size(p) - 3);
+  }
+  EXPECT_FALSE(RecoverStatus().ok());
+  make();
+  fs::remove(dir_ / "chunk-00000000000000000001-u.kyc");
+  files = Files();
+  st = RecoverStatus();
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("chunk-00000000000000000001-u.kyc"), std::string::npos)
+      << st.message();
+  EXPECT_EQ(Files(), files);
+}
+
 TEST(BucketState, RoundTripKeepsLastWritesSoDowntimeCounts) {
   Bucket b("b", 10'000);
   ASSERT_TRUE(b.Update("old", 1000, [](Json& v, bool) { v = 1; return Status::Ok(); }).ok());
@@ -358,6 +477,105 @@ TEST(BucketSnapshotTest, ChangesAppliedToTheCopyEncodeLikeAFullSave) {
   changes.clear();
   b.TakeChanges(false, &changes);
   EXPECT_TRUE(changes.empty());
+}
+
+// A full chunk and the deltas of the checkpoints after it restore the same
+// bucket (entries, values, last writes and write order) as a full save,
+// whatever was written, rewritten, expired and written again in between,
+// and whichever checkpoints the changes were taken at (several barriers'
+// changes in one delta, as after an abandoned checkpoint).
+TEST(BucketDeltaTest, AFullChunkAndItsDeltasRestoreTheBucket) {
+  std::mt19937 rng(7);
+  Bucket b("b", 5'000);
+  b.TrackChanges();
+  int64_t now = 1000;
+  auto write = [&](int k) {
+    const Json v = (rng() % 3 == 0) ? Json{{"n", k}} : Json(static_cast<int64_t>(rng() % 100));
+    ASSERT_TRUE(b.Update("k" + std::to_string(k), now, [&](Json& x, bool) {
+                   x = v;
+                   return Status::Ok();
+                 }).ok());
+  };
+  for (int k = 0; k < 500; ++k) write(k);
+  std::vector<Bucket::Change> all;
+  b.TakeChanges(/*all=*/true, &all);
+  BucketSnapshot snap;
+  snap.Apply(std::move(all));
+  std::string base;
+  snap.Encode(&base);
+  std::vector<std::string> deltas;
+  std::vector<std::vector<Bucket::Change>> pending;
+  for (int round = 0; round < 40; ++round) {
+    for (int i = 0; i < 30; ++i) {
+      now += static_cast<int64_t>(rng() % 20);
+      write(static_cast<int>(rng() % 700));  // rewrites and new keys
+    }
+    if (round % 7 == 3) b.Expire(now);  // drops the idle ones
+    pending.emplace_back();
+    b.TakeChanges(false, &pending.back());
+    if (round % 5 == 2) continue;  // these changes go with the next delta
+    std::string delta;
+    Bucket::EncodeDelta(pending, &delta);
+    deltas.push_back(delta);
+    pending.clear();
+    Bucket r("b", 5'000);
+    ASSERT_TRUE(r.RestoreState(base).ok());
+    for (const auto& d : deltas) ASSERT_TRUE(r.ApplyDelta(d).ok());
+    std::string want, got;
+    b.SaveState(&want);
+    r.SaveState(&got);
+    ASSERT_EQ(got, want) << "after round " << round;
+  }
+  // A delta cut short or with bytes after it is refused.
+  Bucket r("b", 5'000);
+  ASSERT_TRUE(r.RestoreState(base).ok());
+  EXPECT_FALSE(r.ApplyDelta(deltas[0].substr(0, deltas[0].size() - 1)).ok());
+  EXPECT_FALSE(r.ApplyDelta(deltas[0] + "x").ok());
+}
+
+// The barrier seals a bucket's changes in constant time and writers go on;
+// what is collected later is the bucket as it was at the seal, whatever was
+// written, rewritten, dropped and written again in between (copy on write),
+// also when a seal is not collected before the next one (an abandoned
+// checkpoint).
+TEST(BucketSealTest, CollectedChangesAreTheBucketAsItWasAtTheSeal) {
+  std::mt19937 rng(11);
+  Bucket b("b", 3'000);
+  b.TrackChanges();
+  int64_t now = 1000;
+  auto churn = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      now += static_cast<int64_t>(rng() % 10);
+      const int k = static_cast<int>(rng() % 300);
+      const Json v = static_cast<int64_t>(rng() % 1000);
+      ASSERT_TRUE(b.Update("k" + std::to_string(k), now, [&](Json& x, bool) {
+                     x = v;
+                     return Status::Ok();
+                   }).ok());
+      if (i % 50 == 49) b.Expire(now);
+    }
+  };
+  churn(400);
+  BucketSnapshot snap;
+  std::vector<Bucket::Change> all;
+  b.TakeChanges(/*all=*/true, &all);
+  snap.Apply(std::move(all));
+  for (int round = 0; round < 60; ++round) {
+    churn(static_cast<int>(rng() % 200));
+    b.Seal();
+    std::string at_seal;
+    b.SaveState(&at_seal);
+    EXPECT_FALSE(b.StateChanged());
+    churn(static_cast<int>(rng() % 200));  // after the barrier, before the commit
+    if (round % 4 == 1) continue;          // not collected: the next seal takes it first
+    std::vector<Bucket::Change> changes;
+    b.CollectSealed(&changes);
+    EXPECT_FALSE(b.HasSeal());
+    snap.Apply(std::move(changes));
+    std::string got;
+    snap.Encode(&got);
+    ASSERT_EQ(got, at_seal) << "round " << round;
+  }
 }
 
 TEST(BucketState, RestoreReadsNumbersAsTheParserWould) {
