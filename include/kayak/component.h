@@ -173,6 +173,19 @@ class Transform {
     (void)data;
     return Status::Ok();
   }
+  // Optional delta checkpoints: appends only what changed since the last
+  // SaveState() or SaveDelta() to `out`, clears StateChanged() and returns
+  // true; false (and nothing written, nothing cleared) if the transform
+  // keeps no deltas. The checkpoint then holds the last full state and the
+  // deltas after it, applied in order by ApplyDelta() after RestoreState().
+  virtual bool SaveDelta(std::string* out) {
+    (void)out;
+    return false;
+  }
+  virtual Status ApplyDelta(std::string_view data) {
+    (void)data;
+    return Status::Corruption("this transform keeps no deltas");
+  }
 };
 
 class Output {

@@ -321,7 +321,8 @@ Status Engine::SetUpCheckpointing(const GraphSpec& spec) {
     for (size_t t = 0; t < ps.transforms.size(); ++t) {
       RestoreUnit(o, "p." + ps.id + ".t" + std::to_string(t), ps.transforms[t].fingerprint,
                   ("pipeline " + ps.id + " transforms[" + std::to_string(t) + "]").c_str(),
-                  [&](const std::string& d) { return p->transform(t)->RestoreState(d); });
+                  [&](const std::string& d) { return p->transform(t)->RestoreState(d); },
+                  [&](const std::string& d) { return p->transform(t)->ApplyDelta(d); });
     }
     for (size_t k = 0; k < ps.outputs.size(); ++k) {
       const std::string unit = "p." + ps.id + ".o" + std::to_string(k);

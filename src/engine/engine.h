@@ -183,6 +183,13 @@ class PipelineRunner {
   size_t region_ = 0;
   std::vector<Bucket*> written_buckets_;
   std::vector<bool> saved_once_;          // per transform, pipeline thread only
+  // Per transform, pipeline thread only: the bytes of its last full state
+  // and of the deltas saved after it (a full save once they reach half).
+  struct Chain {
+    uint64_t base = 0;
+    uint64_t deltas = 0;
+  };
+  std::vector<Chain> chains_;
   std::atomic<uint64_t> requested_barrier_{0};
   std::atomic<uint64_t> stop_after_barrier_{0};
   uint64_t done_barrier_ = 0;             // pipeline thread only

@@ -275,6 +275,7 @@ std::vector<checkpoint::UnitState> PipelineRunner::CollectUnits(uint64_t id) {
     units.push_back({"p." + id_ + ".input", spec_.input.fingerprint, input_->SavePosition()});
   }
   saved_once_.resize(transforms_.size(), false);
+  chains_.resize(transforms_.size());
   for (size_t i = 0; i < transforms_.size(); ++i) {
     Transform* t = transforms_[i].get();
     if (!t->Stateful()) continue;
@@ -282,7 +283,22 @@ std::vector<checkpoint::UnitState> PipelineRunner::CollectUnits(uint64_t id) {
                             std::nullopt};
     if (!saved_once_[i] || full || t->StateChanged()) {
       u.data.emplace();
-      t->SaveState(&*u.data);
+      Chain& c = chains_[i];
+      // What changed, as a delta on the last full state, while the deltas
+      // stay under half of it. A checkpoint that fails makes the next one
+      // full (FullSave), so the chain counted here is the committed one.
+      if (saved_once_[i] && !full && c.base > 0 && t->SaveDelta(&*u.data)) {
+        u.delta = true;
+        c.deltas += u.data->size();
+        if (2 * c.deltas > c.base) {  // past half: the whole state instead
+          u.data->clear();
+          u.delta = false;
+        }
+      }
+      if (!u.delta) {
+        t->SaveState(&*u.data);
+        c = Chain{u.data->size(), 0};
+      }
       saved_once_[i] = true;
     }
     units.push_back(std::move(u));

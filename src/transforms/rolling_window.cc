@@ -55,19 +55,71 @@ class RollingWindow final : public Transform {
     checkpoint::Encoder e;
     e.U64(keys_.size());
     e.U64(late_);
-    for (const std::string* key : order_) {
-      const KeyState& ks = keys_.at(*key);
-      e.Str(*key);
-      e.I64(ks.end_ms);
-      e.I64(ks.last_write_ms);
-      e.U64(ks.points.size());
-      for (const auto& p : ks.points) {
-        e.I64(p.t);
-        e.F64(p.v);
+    for (const std::string* key : order_) EncodeKey(&e, *key, keys_.at(*key));
+    out->append(e.out());
+    ForgetChanges();
+  }
+
+  // The keys written since the last save, least recently written first,
+  // each with its whole window, then the keys dropped since (expired or
+  // evicted). docs/state_format.md, "rolling_window delta".
+  bool SaveDelta(std::string* out) override {
+    if (delta_lost_) return false;  // a full save instead
+    std::vector<std::pair<uint64_t, decltype(keys_)::const_pointer>> written;
+    std::vector<std::string_view> dropped;
+    for (const std::string& key : touched_) {
+      auto it = keys_.find(key);
+      if (it == keys_.end()) {
+        dropped.push_back(key);
+      } else if (it->second.epoch == epoch_) {
+        it->second.epoch = 0;  // once, though listed again after a drop
+        written.emplace_back(it->second.seq, &*it);
       }
     }
+    std::sort(written.begin(), written.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::sort(dropped.begin(), dropped.end());
+    dropped.erase(std::unique(dropped.begin(), dropped.end()), dropped.end());
+    checkpoint::Encoder e;
+    e.U64(late_);
+    e.U64(written.size());
+    for (const auto& [seq, kv] : written) EncodeKey(&e, kv->first, kv->second);
+    e.U64(dropped.size());
+    for (std::string_view key : dropped) e.Str(key);
     out->append(e.out());
-    changed_ = false;
+    ForgetChanges();
+    return true;
+  }
+
+  Status ApplyDelta(std::string_view data) override {
+    checkpoint::Decoder d(data);
+    uint64_t n = 0;
+    if (!d.U64(&late_) || !d.U64(&n)) return Status::Corruption("rolling_window delta is short");
+    for (uint64_t i = 0; i < n; ++i) {
+      std::string key;
+      KeyState ks;
+      if (!DecodeKey(&d, &key, &ks)) return Status::Corruption("rolling_window delta is short");
+      if (auto old = keys_.find(key); old != keys_.end()) {
+        order_.erase(old->second.order);
+        keys_.erase(old);
+      }
+      ks.seq = ++seq_;
+      auto it = keys_.emplace(std::move(key), std::move(ks)).first;
+      order_.push_back(&it->first);
+      it->second.order = std::prev(order_.end());
+    }
+    if (!d.U64(&n)) return Status::Corruption("rolling_window delta is short");
+    for (uint64_t i = 0; i < n; ++i) {
+      std::string key;
+      if (!d.Str(&key)) return Status::Corruption("rolling_window delta is short");
+      if (auto it = keys_.find(key); it != keys_.end()) {
+        order_.erase(it->second.order);
+        keys_.erase(it);
+      }
+    }
+    if (!d.done()) return Status::Corruption("rolling_window delta has trailing bytes");
+    ForgetChanges();
+    return Status::Ok();
   }
 
   Status RestoreState(std::string_view data) override {
@@ -79,22 +131,14 @@ class RollingWindow final : public Transform {
     for (uint64_t i = 0; i < n; ++i) {
       std::string key;
       KeyState ks;
-      uint64_t points = 0;
-      if (!d.Str(&key) || !d.I64(&ks.end_ms) || !d.I64(&ks.last_write_ms) || !d.U64(&points)) {
-        return Status::Corruption("rolling_window state is short");
-      }
-      for (uint64_t k = 0; k < points; ++k) {
-        Point p;
-        if (!d.I64(&p.t) || !d.F64(&p.v)) return Status::Corruption("rolling_window state is short");
-        ks.sum += p.v;
-        ks.points.push_back(p);
-      }
+      if (!DecodeKey(&d, &key, &ks)) return Status::Corruption("rolling_window state is short");
+      ks.seq = ++seq_;
       auto it = keys_.emplace(std::move(key), std::move(ks)).first;
       order_.push_back(&it->first);
       it->second.order = std::prev(order_.end());
     }
     if (!d.done()) return Status::Corruption("rolling_window state has trailing bytes");
-    changed_ = false;
+    ForgetChanges();
     return Status::Ok();
   }
 
@@ -112,7 +156,64 @@ class RollingWindow final : public Transform {
     int64_t end_ms = std::numeric_limits<int64_t>::min();  // newest event time seen
     int64_t last_write_ms = 0;                              // wall clock
     std::list<const std::string*>::iterator order;
+    uint64_t seq = 0;    // orders keys by last write
+    uint64_t epoch = 0;  // in touched_ when it is epoch_
   };
+
+  static void EncodeKey(checkpoint::Encoder* e, const std::string& key, const KeyState& ks) {
+    e->Str(key);
+    e->I64(ks.end_ms);
+    e->I64(ks.last_write_ms);
+    e->U64(ks.points.size());
+    for (const auto& p : ks.points) {
+      e->I64(p.t);
+      e->F64(p.v);
+    }
+  }
+  static bool DecodeKey(checkpoint::Decoder* d, std::string* key, KeyState* ks) {
+    uint64_t points = 0;
+    if (!d->Str(key) || !d->I64(&ks->end_ms) || !d->I64(&ks->last_write_ms) || !d->U64(&points)) {
+      return false;
+    }
+    for (uint64_t k = 0; k < points; ++k) {
+      Point p;
+      if (!d->I64(&p.t) || !d->F64(&p.v)) return false;
+      ks->sum += p.v;
+      ks->points.push_back(p);
+    }
+    return true;
+  }
+
+  // A save took every change: the next delta starts empty.
+  void ForgetChanges() {
+    touched_.clear();
+    ++epoch_;
+    changed_ = false;
+    delta_lost_ = false;
+  }
+  // A key written or dropped now is in the next delta.
+  void Touched(const std::string& key, KeyState* ks) {
+    if (ks != nullptr) {
+      if (ks->epoch == epoch_) return;
+      ks->epoch = epoch_;
+    }
+    touched_.push_back(key);
+    Bound();
+  }
+  void Erase(std::unordered_map<std::string, KeyState>::iterator it) {
+    touched_.push_back(it->first);
+    order_.erase(it->second.order);
+    keys_.erase(it);
+    Bound();
+  }
+  // Without checkpoints nothing saves: the list stays within twice the keys
+  // (a delta that large would be written whole anyway).
+  void Bound() {
+    if (touched_.size() <= 2 * keys_.size() + 1024) return;
+    touched_.clear();
+    ++epoch_;
+    delta_lost_ = true;
+  }
 
   Status One(Batch* batch, Message& m, int64_t now) {
     KAYAK_RETURN_IF_ERROR(OpenFields(batch, m, &doc_, true));
@@ -211,14 +312,12 @@ class RollingWindow final : public Transform {
     auto it = keys_.find(key);
     if (it != keys_.end() && c_.idle_timeout_ms > 0 &&
         now - it->second.last_write_ms >= c_.idle_timeout_ms) {
-      order_.erase(it->second.order);
-      keys_.erase(it);
+      Erase(it);
       it = keys_.end();
     }
     if (it == keys_.end()) {
       if (keys_.size() >= c_.max_keys) {
-        keys_.erase(*order_.front());  // the least recently written key makes room
-        order_.pop_front();
+        Erase(keys_.find(*order_.front()));  // the least recently written key makes room
       }
       it = keys_.emplace(key, KeyState{}).first;
       order_.push_back(&it->first);
@@ -227,6 +326,8 @@ class RollingWindow final : public Transform {
       order_.splice(order_.end(), order_, it->second.order);
     }
     it->second.last_write_ms = now;
+    it->second.seq = ++seq_;
+    Touched(it->first, &it->second);
     return it->second;
   }
 
@@ -235,8 +336,7 @@ class RollingWindow final : public Transform {
     while (!order_.empty()) {
       auto it = keys_.find(*order_.front());
       if (now - it->second.last_write_ms < c_.idle_timeout_ms) break;
-      order_.pop_front();
-      keys_.erase(it);
+      Erase(it);
       changed_ = true;
     }
   }
@@ -256,6 +356,12 @@ class RollingWindow final : public Transform {
   std::list<const std::string*> order_;  // least recently written first
   uint64_t late_ = 0;
   bool changed_ = false;  // since the last SaveState
+  uint64_t seq_ = 0;
+  // The keys written or dropped since the last save (a key dropped and
+  // written again is listed twice), for SaveDelta.
+  uint64_t epoch_ = 1;
+  std::vector<std::string> touched_;
+  bool delta_lost_ = false;  // touched_ was cut: the next save is whole
 };
 
 }  // namespace

@@ -1,6 +1,8 @@
 // Each transform against hand-computed expectations.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "test_util.h"
 
 namespace kayak::testing {
@@ -172,6 +174,57 @@ TEST_F(TransformTest, RollingWindowIdleTimeoutExpires) {
   t->Tick(clock_.NowMs(), &none);  // expiry by the periodic tick
   EXPECT_TRUE(none.empty());
   EXPECT_EQ(One(*t, R"({"k":"A","value":1})")["value_count"], Json(1));  // started fresh
+}
+
+// A full save and the deltas after it restore the same windows (keys, points,
+// last writes, late count, write order) as a full save of the original,
+// through new keys, rewrites, idle expiry, eviction at max_keys and keys
+// written again after they went; a delta cut short is refused.
+TEST_F(TransformTest, RollingWindowDeltasRestoreTheWindows) {
+  const std::string cfg =
+      "rolling_window: {key: k, field: value, window_secs: 5, time_field: ts, "
+      "idle_timeout_secs: 30, max_keys: 150}";
+  auto t = Make(cfg);
+  std::mt19937 rng(3);
+  int64_t ts = 1'700'000'000'000;
+  auto churn = [&](int n) {
+    Batch b;
+    for (int i = 0; i < n; ++i) {
+      ts += static_cast<int64_t>(rng() % 400) - 100;  // some late
+      b = MakeBatch({"{\"k\":\"k" + std::to_string(rng() % 200) + "\",\"value\":" +
+                     std::to_string(rng() % 50) + ",\"ts\":" + std::to_string(ts) + "}"});
+      ASSERT_TRUE(t->Process(&b).ok());
+      if (i % 40 == 39) {
+        clock_.AdvanceMs(static_cast<int64_t>(rng() % 3000));
+        Batch none;
+        t->Tick(clock_.NowMs(), &none);
+      }
+    }
+  };
+  churn(300);
+  std::string base;
+  t->SaveState(&base);
+  for (int round = 0; round < 20; ++round) {
+    // a chain of one to four deltas after the full state
+    std::vector<std::string> deltas;
+    for (int k = 0; k <= round % 4; ++k) {
+      churn(static_cast<int>(rng() % 80));
+      if (round % 9 == 4 && k == 0) clock_.AdvanceMs(31'000);  // all idle past the timeout
+      std::string d;
+      ASSERT_TRUE(t->SaveDelta(&d));
+      EXPECT_FALSE(t->StateChanged());
+      deltas.push_back(d);
+    }
+    auto r = Make(cfg);
+    ASSERT_TRUE(r->RestoreState(base).ok());
+    for (const auto& x : deltas) ASSERT_TRUE(r->ApplyDelta(x).ok());
+    std::string want, got;
+    t->SaveState(&want);
+    r->SaveState(&got);
+    ASSERT_EQ(got, want) << "round " << round;
+    EXPECT_FALSE(r->ApplyDelta(deltas[0].substr(0, deltas[0].size() - 1)).ok());
+    base = want;
+  }
 }
 
 TEST_F(TransformTest, RollingWindowBadConfig) {
