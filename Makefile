@@ -36,6 +36,7 @@ fuzz: build
 bench: build
 	./scripts/install-deps.sh --bench
 	python3 -u bench/pipelines.py --with-micro --with-http --with-kafka
+	python3 -u bench/state_interval.py
 	python3 -u bench/databases.py
 	python3 -u bench/brokers.py
 	python3 -u bench/s3.py
