@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <atomic>
 #include <random>
 #include <thread>
@@ -62,6 +63,20 @@ class StoreTest : public ::testing::Test {
     f.get(c);
     f.seekp(static_cast<std::streamoff>(size - from_end));
     f.put(static_cast<char>(c ^ 0x5a));
+  }
+  // A store on the directory, recovered (what it restores is dropped).
+  std::unique_ptr<Store> Open() {
+    auto s = std::make_unique<Store>(dir_.string());
+    std::map<std::string, RestoredUnit> none;
+    uint64_t id;
+    EXPECT_TRUE(s->Recover(&none, &id).ok());
+    return s;
+  }
+  // What changed in `unit` since its committed chunks.
+  static UnitState Delta(std::string unit, std::string fingerprint, std::string data) {
+    UnitState u{std::move(unit), std::move(fingerprint), std::move(data)};
+    u.delta = true;
+    return u;
   }
   // Opens a store and commits `values` of unit "u" as checkpoints 1, 2, ...
   void CommitValues(const std::vector<std::string>& values) {
@@ -307,23 +322,16 @@ TEST_F(StoreTest, FallBackWithNothingBeforeTakesTheRegionOut) {
 // old one is collected once no kept manifest names it.
 TEST_F(StoreTest, DeltaChainsAreRecoveredInOrderAndCollected) {
   {
-    Store s(dir_.string());
-    std::map<std::string, RestoredUnit> none;
-    uint64_t id;
-    ASSERT_TRUE(s.Recover(&none, &id).ok());
+    auto s = Open();
     CommitStats st;
-    ASSERT_TRUE(s.Commit("r", 1, 1, {{"u", "f", "base"}}, &st).ok());
-    UnitState d2{"u", "f", "d2"};
-    d2.delta = true;
-    ASSERT_TRUE(s.Commit("r", 2, 1, {d2}, &st).ok());
+    ASSERT_TRUE(s->Commit("r", 1, 1, {{"u", "f", "base"}}, &st).ok());
+    ASSERT_TRUE(s->Commit("r", 2, 1, {Delta("u", "f", "d2")}, &st).ok());
     EXPECT_EQ(st.bytes_reused, 4u);  // the base
-    UnitState d3{"u", "f", "d3"};
-    d3.delta = true;
     st = {};
-    ASSERT_TRUE(s.Commit("r", 3, 1, {d3, {"v", "f", "other"}}, &st).ok());
+    ASSERT_TRUE(s->Commit("r", 3, 1, {Delta("u", "f", "d3"), {"v", "f", "other"}}, &st).ok());
     EXPECT_EQ(st.bytes_reused, 6u);  // the base and d2
     st = {};
-    ASSERT_TRUE(s.Commit("r", 4, 1, {{"u", "f", std::nullopt}, {"v", "f", std::nullopt}}, &st)
+    ASSERT_TRUE(s->Commit("r", 4, 1, {{"u", "f", std::nullopt}, {"v", "f", std::nullopt}}, &st)
                     .ok());
     EXPECT_EQ(st.bytes_reused, 8u + 5u);
   }
@@ -347,13 +355,10 @@ TEST_F(StoreTest, DeltaChainsAreRecoveredInOrderAndCollected) {
   // A full chunk starts again: once both kept manifests name only it, the
   // old chain goes.
   {
-    Store s(dir_.string());
-    std::map<std::string, RestoredUnit> none;
-    uint64_t id;
-    ASSERT_TRUE(s.Recover(&none, &id).ok());
+    auto s = Open();
     CommitStats st;
-    ASSERT_TRUE(s.Commit("r", 5, 1, {{"u", "f", "full"}, {"v", "f", std::nullopt}}, &st).ok());
-    ASSERT_TRUE(s.Commit("r", 6, 1, {{"u", "f", std::nullopt}, {"v", "f", std::nullopt}}, &st)
+    ASSERT_TRUE(s->Commit("r", 5, 1, {{"u", "f", "full"}, {"v", "f", std::nullopt}}, &st).ok());
+    ASSERT_TRUE(s->Commit("r", 6, 1, {{"u", "f", std::nullopt}, {"v", "f", std::nullopt}}, &st)
                     .ok());
   }
   out = Recover();
@@ -365,18 +370,11 @@ TEST_F(StoreTest, DeltaChainsAreRecoveredInOrderAndCollected) {
 
 // A delta needs a committed chain of the same fingerprint.
 TEST_F(StoreTest, ADeltaWithoutItsChainIsRefused) {
-  Store s(dir_.string());
-  std::map<std::string, RestoredUnit> none;
-  uint64_t id;
-  ASSERT_TRUE(s.Recover(&none, &id).ok());
+  auto s = Open();
   CommitStats st;
-  UnitState d{"u", "f", "d"};
-  d.delta = true;
-  EXPECT_FALSE(s.Commit("r", 1, 1, {d}, &st).ok());
-  ASSERT_TRUE(s.Commit("r", 2, 1, {{"u", "f", "base"}}, &st).ok());
-  UnitState other{"u", "g", "d"};  // its config changed
-  other.delta = true;
-  EXPECT_FALSE(s.Commit("r", 3, 1, {other}, &st).ok());
+  EXPECT_FALSE(s->Commit("r", 1, 1, {Delta("u", "f", "d")}, &st).ok());
+  ASSERT_TRUE(s->Commit("r", 2, 1, {{"u", "f", "base"}}, &st).ok());
+  EXPECT_FALSE(s->Commit("r", 3, 1, {Delta("u", "g", "d")}, &st).ok());  // its config changed
 }
 
 // A torn or missing piece of a chain (the base or a delta) stops the start,
@@ -385,15 +383,10 @@ TEST_F(StoreTest, ATornDeltaOrAMissingBaseStopsTheStart) {
   auto make = [&] {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    Store s(dir_.string());
-    std::map<std::string, RestoredUnit> none;
-    uint64_t id;
-    ASSERT_TRUE(s.Recover(&none, &id).ok());
+    auto s = Open();
     CommitStats st;
-    ASSERT_TRUE(s.Commit("r", 1, 1, {{"u", "f", "base"}}, &st).ok());
-    UnitState d{"u", "f", "delta two"};
-    d.delta = true;
-    ASSERT_TRUE(s.Commit("r", 2, 1, {d}, &st).ok());
+    ASSERT_TRUE(s->Commit("r", 1, 1, {{"u", "f", "base"}}, &st).ok());
+    ASSERT_TRUE(s->Commit("r", 2, 1, {Delta("u", "f", "delta two")}, &st).ok());
   };
   make();
   FlipByte("chunk-00000000000000000002-u.kyc", 1);
