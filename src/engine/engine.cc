@@ -40,7 +40,7 @@ bool TransformsShareState(const PipelineSpec& p) {
 }
 
 // Applies a recovered unit when the component's config is unchanged: its
-// full chunk, then (a bucket) its deltas in order.
+// full chunk, then (a bucket, a rolling_window) its deltas in order.
 template <typename F, typename D = std::nullptr_t>
 void RestoreUnit(const EngineOptions& o, const std::string& unit, const std::string& fingerprint,
                  const char* what, F&& restore, D&& apply_delta = nullptr) {
