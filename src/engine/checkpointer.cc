@@ -49,7 +49,8 @@ Status Checkpointer::CommitInitial(std::map<size_t, std::vector<checkpoint::Unit
       snap.Apply(std::move(all));
       snap.Encode(&*u.data);
       rs.bucket_saved_once[b] = true;
-      rs.chains[b] = RegionState::Chain{};
+      // (A failed commit makes the next checkpoint save everything anew.)
+      rs.chains[b] = RegionState::Chain{u.data->size(), 0};
       list.push_back(std::move(u));
     }
     const uint64_t id = store_->NextId();
@@ -63,12 +64,6 @@ Status Checkpointer::CommitInitial(std::map<size_t, std::vector<checkpoint::Unit
       rs.status.bytes_reused = stats.bytes_reused;
       rs.status.committed++;
       Record(rs, id, "", 0, &stats);
-      for (const auto& u : list) {
-        if (u.unit.rfind("b.", 0) != 0) continue;
-        for (Bucket* b : rs.region.buckets) {
-          if (u.unit == "b." + b->name()) rs.chains[b] = RegionState::Chain{u.data->size(), 0};
-        }
-      }
       for (auto* p : rs.region.pipelines) p->Committed(list);
     } else {
       rs.status.abandoned++;
@@ -290,14 +285,13 @@ void Checkpointer::CommitReady() {
       BucketSnapshot* snapshot;
       std::vector<std::vector<Bucket::Change>> changes;
       RegionState::Chain* chain;
+      Bucket* bucket;
     };
     std::vector<Encode> encode;
-    std::vector<Bucket*> sealed;
     for (const auto& [index, bucket] : in.encode) {
       encode.push_back({index, &rs.snapshots[bucket], std::move(rs.pending[bucket]),
-                        &rs.chains[bucket]});
+                        &rs.chains[bucket], bucket});
       rs.pending[bucket].clear();
-      sealed.push_back(bucket);
     }
     for (auto it = meetings_.begin(); it != meetings_.end();) {
       it = it->first.second == id ? meetings_.erase(it) : std::next(it);
@@ -307,13 +301,11 @@ void Checkpointer::CommitReady() {
     // barrier of this region runs meanwhile, so its snapshots hold still:
     // the next checkpoint starts on this thread.)
     mu_.unlock();
-    for (size_t i = 0; i < encode.size(); ++i) {
+    for (auto& e : encode) {
       // What the barrier sealed, as it was then (a first save sealed
       // nothing: its changes are pending already).
-      encode[i].changes.emplace_back();
-      sealed[i]->CollectSealed(&encode[i].changes.back());
-    }
-    for (auto& e : encode) {
+      e.changes.emplace_back();
+      e.bucket->CollectSealed(&e.changes.back());
       checkpoint::UnitState& u = units[e.index];
       // What changed since the last commit, as a delta on the committed
       // chain, unless the region saves everything or the deltas would grow

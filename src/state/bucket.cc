@@ -57,6 +57,13 @@ bool ParseNumber(const std::string& s, Json* out) {
   return true;
 }
 
+// A value as a chunk holds it (JSON text), numbers without the parser.
+bool ParseStored(const std::string& text, Json* out) {
+  if (ParseNumber(text, out)) return true;
+  *out = Json::parse(text, nullptr, false);
+  return !out->is_discarded();
+}
+
 }  // namespace
 
 Status Bucket::Update(const std::string& key, int64_t now_ms,
@@ -278,9 +285,8 @@ Status Bucket::RestoreState(std::string_view data) {
       return Status::Corruption("bucket '" + name_ + "' state is short");
     }
     Json v;
-    if (!ParseNumber(value, &v)) {
-      v = Json::parse(value, nullptr, false);
-      if (v.is_discarded()) return Status::Corruption("bucket '" + name_ + "' holds bad JSON");
+    if (!ParseStored(value, &v)) {
+      return Status::Corruption("bucket '" + name_ + "' holds bad JSON");
     }
     auto [it, fresh] = entries_.emplace(std::move(key), Slot{});
     if (!fresh) return Status::Corruption("bucket '" + name_ + "' state repeats a key");
@@ -332,10 +338,7 @@ Status Bucket::ApplyDelta(std::string_view data) {
     int64_t last_write = 0;
     if (!d.Str(&key) || !d.I64(&last_write) || !d.Str(&value)) return corrupt("is short");
     Json v;
-    if (!ParseNumber(value, &v)) {
-      v = Json::parse(value, nullptr, false);
-      if (v.is_discarded()) return corrupt("holds bad JSON");
-    }
+    if (!ParseStored(value, &v)) return corrupt("holds bad JSON");
     auto [it, fresh] = entries_.try_emplace(std::move(key));
     if (!fresh) write_order_.erase(it->second.order);
     it->second.entry.value = std::move(v);

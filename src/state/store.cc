@@ -64,7 +64,7 @@ bool ParseManifestName(const std::string& name, std::string* region, uint64_t* i
 
 // The bytes of a unit's full chunk and its deltas.
 uint64_t ChainBytes(const auto& r) {
-  uint64_t n = r.bytes;
+  uint64_t n = r.full.bytes;
   for (const auto& d : r.deltas) n += d.bytes;
   return n;
 }
@@ -108,8 +108,11 @@ Result<Store::Manifest> Store::ReadManifest(const std::string& file) {
     if (!link(r) || !r.contains("fingerprint") || !r["fingerprint"].is_string()) {
       return Status::Corruption(file + ": bad entry for unit " + unit);
     }
-    Record rec{r["fingerprint"].get<std::string>(), r["chunk"].get<std::string>(),
-               r["bytes"].get<uint64_t>(), r["crc"].get<uint32_t>(), {}};
+    auto to_link = [](const nlohmann::json& l) {
+      return Link{l["chunk"].get<std::string>(), l["bytes"].get<uint64_t>(),
+                  l["crc"].get<uint32_t>()};
+    };
+    Record rec{r["fingerprint"].get<std::string>(), to_link(r), {}};
     if (r.contains("deltas")) {
       // Only a version-2 manifest may name deltas; a version-1 reader would
       // have restored the base alone.
@@ -118,8 +121,7 @@ Result<Store::Manifest> Store::ReadManifest(const std::string& file) {
       }
       for (const auto& d : r["deltas"]) {
         if (!link(d)) return Status::Corruption(file + ": bad delta for unit " + unit);
-        rec.deltas.push_back(Link{d["chunk"].get<std::string>(), d["bytes"].get<uint64_t>(),
-                                  d["crc"].get<uint32_t>()});
+        rec.deltas.push_back(to_link(d));
       }
     }
     m.units[unit] = std::move(rec);
@@ -143,7 +145,7 @@ Status Store::ReadChunks(const Manifest& m, std::map<std::string, RestoredUnit>*
   for (const auto& [unit, rec] : m.units) {
     RestoredUnit& u = (*data)[unit];
     u.fingerprint = rec.fingerprint;
-    KAYAK_RETURN_IF_ERROR(CheckChunk(Link{rec.chunk, rec.bytes, rec.crc}, &u.data));
+    KAYAK_RETURN_IF_ERROR(CheckChunk(rec.full, &u.data));
     u.deltas.resize(rec.deltas.size());
     for (size_t i = 0; i < rec.deltas.size(); ++i) {
       KAYAK_RETURN_IF_ERROR(CheckChunk(rec.deltas[i], &u.deltas[i]));
@@ -316,7 +318,7 @@ void Store::CollectGarbage() {
     for (const auto& m : ms) {
       keep.insert(m.file);
       for (const auto& [unit, r] : m.units) {
-        keep.insert(r.chunk);
+        keep.insert(r.full.chunk);
         for (const auto& d : r.deltas) keep.insert(d.chunk);
       }
     }
@@ -369,7 +371,7 @@ Status Store::Commit(const std::string& region, uint64_t id, int64_t now_ms,
       stats->bytes_reused += ChainBytes(r);
       r.deltas.push_back(link);
     } else {
-      r = Record{u.fingerprint, link.chunk, link.bytes, link.crc, {}};
+      r = Record{u.fingerprint, link, {}};
     }
     m.units[u.unit] = r;
     fresh[u.unit] = std::move(r);
@@ -389,8 +391,8 @@ Status Store::Commit(const std::string& region, uint64_t id, int64_t now_ms,
   j["created_ms"] = now_ms;
   j["units"] = nlohmann::json::object();
   for (const auto& [unit, r] : m.units) {
-    auto& entry = j["units"][unit] = {{"fingerprint", r.fingerprint}, {"chunk", r.chunk},
-                                      {"bytes", r.bytes}, {"crc", r.crc}};
+    auto& entry = j["units"][unit] = {{"fingerprint", r.fingerprint}, {"chunk", r.full.chunk},
+                                      {"bytes", r.full.bytes}, {"crc", r.full.crc}};
     for (const auto& d : r.deltas) {
       entry["deltas"].push_back({{"chunk", d.chunk}, {"bytes", d.bytes}, {"crc", d.crc}});
     }

@@ -114,10 +114,8 @@ class Store {
   };
   struct Record {
     std::string fingerprint;
-    std::string chunk;
-    uint64_t bytes = 0;
-    uint32_t crc = 0;
-    std::vector<Link> deltas;  // after `chunk`, oldest first
+    Link full;                 // the whole state
+    std::vector<Link> deltas;  // what changed after it, oldest first
   };
   struct Manifest {
     uint64_t id = 0;

@@ -186,28 +186,31 @@ class RollingWindow final : public Transform {
 
   // A save took every change: the next delta starts empty.
   void ForgetChanges() {
+    tracking_ = true;
     touched_.clear();
     ++epoch_;
     changed_ = false;
     delta_lost_ = false;
   }
-  // A key written or dropped now is in the next delta.
+  // A key written or dropped now is in the next delta. Only once a
+  // checkpoint saved or restored the state: before, the next save is whole
+  // anyway, and without a state dir nothing is kept per message.
   void Touched(const std::string& key, KeyState* ks) {
-    if (ks != nullptr) {
-      if (ks->epoch == epoch_) return;
-      ks->epoch = epoch_;
-    }
+    if (!tracking_ || ks->epoch == epoch_) return;
+    ks->epoch = epoch_;
     touched_.push_back(key);
     Bound();
   }
   void Erase(std::unordered_map<std::string, KeyState>::iterator it) {
-    touched_.push_back(it->first);
+    if (tracking_) {
+      touched_.push_back(it->first);
+      Bound();
+    }
     order_.erase(it->second.order);
     keys_.erase(it);
-    Bound();
   }
-  // Without checkpoints nothing saves: the list stays within twice the keys
-  // (a delta that large would be written whole anyway).
+  // While checkpoints fail nothing is taken: the list stays within twice
+  // the keys (a delta that large would be written whole anyway).
   void Bound() {
     if (touched_.size() <= 2 * keys_.size() + 1024) return;
     touched_.clear();
@@ -362,6 +365,7 @@ class RollingWindow final : public Transform {
   uint64_t epoch_ = 1;
   std::vector<std::string> touched_;
   bool delta_lost_ = false;  // touched_ was cut: the next save is whole
+  bool tracking_ = false;    // from the first save or restore on
 };
 
 }  // namespace
@@ -376,8 +380,9 @@ ComponentDef RollingWindowDef() {
       "messages, and adds `<field>_<aggregate>` to each message. Event time: the window of a key "
       "ends at the newest time seen for it; a message older than the window's start is late: it "
       "is emitted with the window's aggregates but not added to them.";
-  d.checkpoint = "every key's points in the window, running sum, newest event time and last "
-                 "write time";
+  d.checkpoint = "the keys written or dropped since its last checkpoint, each written key's points "
+                 "in the window, newest event time and last write time (a delta); every key's, "
+                 "once the deltas reach half of the whole";
   d.bad_input =
       "a missing key, value or time field, a value that is not a number, or a time it cannot read is a transform error: the batch is dropped and counted";
   d.props = {
