@@ -166,6 +166,8 @@ void Encoder::U64(uint64_t v) {
   out_.append(b, 8);
 }
 
+void Encoder::PatchU64(size_t at, uint64_t v) { PutU64(out_.data() + at, v); }
+
 void Encoder::F64(double v) {
   uint64_t bits;
   std::memcpy(&bits, &v, 8);
@@ -205,9 +207,16 @@ bool Decoder::F64(double* v) {
 }
 
 bool Decoder::Str(std::string* s) {
+  std::string_view v;
+  if (!View(&v)) return false;
+  s->assign(v);
+  return true;
+}
+
+bool Decoder::View(std::string_view* s) {
   uint64_t n;
   if (!U64(&n) || n > in_.size() - pos_) return false;
-  s->assign(in_.data() + pos_, n);
+  *s = in_.substr(pos_, n);
   pos_ += n;
   return true;
 }

@@ -59,6 +59,8 @@ class Encoder {
   void I64(int64_t v) { U64(static_cast<uint64_t>(v)); }
   void F64(double v);
   void Str(std::string_view s);
+  // Overwrites the U64 written at byte `at` (a count known only at the end).
+  void PatchU64(size_t at, uint64_t v);
   std::string& out() { return out_; }
 
  private:
@@ -75,6 +77,8 @@ class Decoder {
   bool I64(int64_t* v);
   bool F64(double* v);
   bool Str(std::string* s);
+  // The string in place (valid while the input is).
+  bool View(std::string_view* s);
   bool done() const { return pos_ == in_.size(); }
 
  private:

@@ -41,18 +41,33 @@ Status Checkpointer::CommitInitial(std::map<size_t, std::vector<checkpoint::Unit
       rs.needs_full = true;
       continue;
     }
+    std::vector<std::pair<Bucket*, RegionState::Chain>> chains;
     for (Bucket* b : rs.region.buckets) {
-      checkpoint::UnitState u{"b." + b->name(), rs.region.bucket_fingerprints[b], std::string()};
-      std::vector<Bucket::Change> all;
-      b->TakeChanges(/*all=*/true, &all);
-      BucketSnapshot& snap = rs.snapshots[b] = BucketSnapshot{};
-      snap.Apply(std::move(all));
-      snap.Encode(&*u.data);
+      const std::string& fp = rs.region.bucket_fingerprints[b];
+      checkpoint::UnitState u{"b." + b->name(), fp, std::nullopt};
       rs.bucket_saved_once[b] = true;
-      // (A failed commit makes the next checkpoint save everything anew.)
-      rs.chains[b] = RegionState::Chain{u.data->size(), 0};
+      RegionState::Chain chain;
+      auto restored = rs.restored.find(b);
+      if (restored != rs.restored.end() &&
+          store_->LatestChain(u.unit, fp, &chain.base, &chain.deltas) &&
+          chain.base == restored->second.base && chain.deltas == restored->second.deltas) {
+        // Restored from the chain the store names: the checkpoint refers to
+        // it, and changes count from here.
+        b->MarkSaved();
+        rs.pending[b].clear();
+      } else {
+        auto& pending = rs.pending[b];
+        pending.clear();
+        pending.emplace_back();
+        b->TakeChanges(/*all=*/true, &pending.back());
+        u.data.emplace();
+        if (Status st = Bucket::Compact({}, {}, pending, &*u.data); !st.ok()) return st;
+        chain = RegionState::Chain{u.data->size(), 0};
+      }
+      chains.emplace_back(b, chain);
       list.push_back(std::move(u));
     }
+    rs.restored.clear();
     const uint64_t id = store_->NextId();
     checkpoint::CommitStats stats;
     const int64_t now = clock_->NowMs();
@@ -64,8 +79,17 @@ Status Checkpointer::CommitInitial(std::map<size_t, std::vector<checkpoint::Unit
       rs.status.bytes_reused = stats.bytes_reused;
       rs.status.committed++;
       Record(rs, id, "", 0, &stats);
+      for (auto& [b, chain] : chains) {
+        rs.chains[b] = chain;
+        rs.pending[b].clear();
+      }
       for (auto* p : rs.region.pipelines) p->Committed(list);
     } else {
+      // A bucket written whole keeps its entries pending; one that referred
+      // to its restored chain is still that chain in the store.
+      for (auto& [b, chain] : chains) {
+        rs.chains[b] = rs.pending[b].empty() ? chain : RegionState::Chain{};
+      }
       rs.status.abandoned++;
       rs.status.last_error = st.message();
       Record(rs, id, st.message(), 0, nullptr);
@@ -74,6 +98,13 @@ Status Checkpointer::CommitInitial(std::map<size_t, std::vector<checkpoint::Unit
     }
   }
   return result;
+}
+
+void Checkpointer::BucketRestored(Bucket* bucket, uint64_t base, uint64_t deltas) {
+  std::lock_guard lock(mu_);
+  for (auto& rs : regions_) {
+    if (rs.region.writers.count(bucket)) rs.restored[bucket] = RegionState::Chain{base, deltas};
+  }
 }
 
 void Checkpointer::Start() {
@@ -214,16 +245,15 @@ void Checkpointer::ArriveAtBucket(size_t region, uint64_t id, Bucket* bucket) {
     u.unit = "b." + bucket->name();
     u.fingerprint = rs.region.bucket_fingerprints[bucket];
     bool& saved_once = rs.bucket_saved_once[bucket];
-    if (!saved_once || rs.inflight.full || bucket->StateChanged()) {
+    auto& pending = rs.pending[bucket];
+    if (!saved_once || rs.inflight.full || !pending.empty() || bucket->StateChanged()) {
       // Nothing is copied here but on a bucket's first save: the changes are
-      // sealed (copy on write) and collected at commit, on the coordinator's
-      // thread, applied to the snapshot and encoded there.
+      // sealed (copy on write), then collected and encoded at commit, on the
+      // coordinator's thread.
       if (!saved_once) {
-        std::vector<Bucket::Change> changes;
-        bucket->TakeChanges(/*all=*/true, &changes);
-        rs.snapshots[bucket] = BucketSnapshot{};
-        rs.pending[bucket].clear();
-        rs.pending[bucket].push_back(std::move(changes));
+        pending.clear();
+        pending.emplace_back();
+        bucket->TakeChanges(/*all=*/true, &pending.back());
         rs.chains[bucket] = RegionState::Chain{};
       } else {
         bucket->Seal();
@@ -282,15 +312,13 @@ void Checkpointer::CommitReady() {
     std::vector<checkpoint::UnitState> units = std::move(in.units);
     struct Encode {
       size_t index;
-      BucketSnapshot* snapshot;
       std::vector<std::vector<Bucket::Change>> changes;
-      RegionState::Chain* chain;
+      RegionState::Chain chain;
       Bucket* bucket;
     };
     std::vector<Encode> encode;
     for (const auto& [index, bucket] : in.encode) {
-      encode.push_back({index, &rs.snapshots[bucket], std::move(rs.pending[bucket]),
-                        &rs.chains[bucket], bucket});
+      encode.push_back({index, std::move(rs.pending[bucket]), rs.chains[bucket], bucket});
       rs.pending[bucket].clear();
     }
     for (auto it = meetings_.begin(); it != meetings_.end();) {
@@ -298,30 +326,20 @@ void Checkpointer::CommitReady() {
     }
     in = Inflight{};
     // Keep other regions' pipelines moving while this one is written. (No
-    // barrier of this region runs meanwhile, so its snapshots hold still:
-    // the next checkpoint starts on this thread.)
+    // barrier of this region runs meanwhile: the next checkpoint starts on
+    // this thread.)
     mu_.unlock();
+    Status st;
     for (auto& e : encode) {
       // What the barrier sealed, as it was then (a first save sealed
       // nothing: its changes are pending already).
       e.changes.emplace_back();
       e.bucket->CollectSealed(&e.changes.back());
-      checkpoint::UnitState& u = units[e.index];
-      // What changed since the last commit, as a delta on the committed
-      // chain, unless the region saves everything or the deltas would grow
-      // past their share of the full chunk: then the whole bucket.
-      if (!full && e.chain->base > 0) {
-        Bucket::EncodeDelta(e.changes, &*u.data);
-        u.delta = static_cast<double>(e.chain->deltas + u.data->size()) <=
-                  kDeltaShare * static_cast<double>(e.chain->base);
-        if (!u.delta) u.data->clear();
-      }
-      for (auto& changes : e.changes) e.snapshot->Apply(std::move(changes));
-      if (!u.delta) e.snapshot->Encode(&*u.data);
+      if (st.ok()) st = EncodeBucket(units[e.index].fingerprint, e.chain, e.changes, &units[e.index]);
     }
     checkpoint::CommitStats stats;
     const int64_t now_ms = clock_->NowMs();
-    Status st = store_->Commit(rs.region.name, id, now_ms, units, &stats);
+    if (st.ok()) st = store_->Commit(rs.region.name, id, now_ms, units, &stats);
     mu_.lock();
     const int64_t done = MonotonicMs();
     if (st.ok()) {
@@ -336,8 +354,9 @@ void Checkpointer::CommitReady() {
       if (full) rs.needs_full = false;
       for (auto& e : encode) {
         const uint64_t bytes = units[e.index].data->size();
-        *e.chain = units[e.index].delta ? RegionState::Chain{e.chain->base, e.chain->deltas + bytes}
-                                        : RegionState::Chain{bytes, 0};
+        rs.chains[e.bucket] = units[e.index].delta
+                                  ? RegionState::Chain{e.chain.base, e.chain.deltas + bytes}
+                                  : RegionState::Chain{bytes, 0};
       }
       if (rs.region.two_phase.empty()) {
         for (auto* p : rs.region.pipelines) p->Committed(units);
@@ -359,6 +378,9 @@ void Checkpointer::CommitReady() {
       rs.status.last_error = st.message();
       Record(rs, id, st.message(), done - started, nullptr);
       rs.needs_full = true;
+      // The buckets' changes go with the next checkpoint: the store's chain
+      // is still the one before them.
+      for (auto& e : encode) rs.pending[e.bucket] = std::move(e.changes);
       Decide(rs, id, false);
       KLOG_ERROR("checkpoint {} of region {} abandoned: {}; the previous checkpoint stays in "
                  "force and the next one is tried in {} s",
@@ -368,6 +390,25 @@ void Checkpointer::CommitReady() {
     rs.next_due_mono_ms = done + interval_ms_;
     cv_.notify_all();
   }
+}
+
+Status Checkpointer::EncodeBucket(const std::string& fingerprint, const RegionState::Chain& chain,
+                                  const std::vector<std::vector<Bucket::Change>>& changes,
+                                  checkpoint::UnitState* u) {
+  u->data.emplace();
+  u->delta = false;
+  if (chain.base > 0) {
+    Bucket::EncodeDelta(changes, &*u->data);
+    u->delta = static_cast<double>(chain.deltas + u->data->size()) <=
+               kDeltaShare * static_cast<double>(chain.base);
+    if (u->delta) return Status::Ok();
+    u->data->clear();
+  }
+  // A new full chunk: the committed chain, read back, with the changes.
+  checkpoint::RestoredUnit committed;
+  if (chain.base > 0) KAYAK_RETURN_IF_ERROR(store_->ReadChain(u->unit, fingerprint, &committed));
+  std::vector<std::string_view> deltas(committed.deltas.begin(), committed.deltas.end());
+  return Bucket::Compact(committed.data, deltas, changes, &*u->data);
 }
 
 void Checkpointer::Run() {

@@ -82,6 +82,11 @@ class Checkpointer {
     std::map<Bucket*, std::string> bucket_fingerprints;
   };
   size_t AddRegion(Region region);
+  // Before CommitInitial: `bucket` was restored whole from its committed
+  // chain (a full chunk of `base` bytes and deltas of `deltas` bytes). If
+  // the store still names that chain, the initial checkpoint refers to it
+  // rather than write the bucket again.
+  void BucketRestored(Bucket* bucket, uint64_t base, uint64_t deltas);
 
   // Before Start: commits each region's units as they are (buckets are
   // added here), before any data flows.
@@ -139,8 +144,8 @@ class Checkpointer {
     std::vector<checkpoint::UnitState> units;
     bool stop_after = false;
     bool full = false;  // every unit hands over its whole state
-    // Bucket units whose chunk is encoded from the bucket's snapshot at
-    // commit, off the pipeline threads: (index in `units`, bucket).
+    // Bucket units whose chunk is encoded at commit, off the pipeline
+    // threads: (index in `units`, bucket).
     std::vector<std::pair<size_t, Bucket*>> encode;
   };
   // A durable checkpoint whose two-phase outputs have not all committed it.
@@ -161,20 +166,22 @@ class Checkpointer {
     // rather than point at chunks older than those changes.
     bool needs_full = false;
     std::map<Bucket*, bool> bucket_saved_once;
-    // A bucket as of the last commit, and the changes barriers took since
-    // (applied at the next commit, on the coordinator's thread).
-    std::map<Bucket*, BucketSnapshot> snapshots;
+    // The changes of a bucket taken since its last commit and not yet
+    // committed: a first save's every entry, or those of a checkpoint that
+    // failed (its changes go with the next one).
     std::map<Bucket*, std::vector<std::vector<Bucket::Change>>> pending;
     // A bucket's committed chain: the bytes of its last full chunk and of
     // the deltas after it. A checkpoint writes a delta while the deltas stay
     // under kDeltaShare of the full chunk, then a full chunk again (so a
-    // restore reads at most 1 + kDeltaShare of the state). base == 0: no
-    // full chunk committed by this run yet.
+    // restore reads at most 1 + kDeltaShare of the state), written by a
+    // compaction of the chain and the changes. base == 0: no full chunk
+    // committed yet.
     struct Chain {
       uint64_t base = 0;
       uint64_t deltas = 0;
     };
     std::map<Bucket*, Chain> chains;
+    std::map<Bucket*, Chain> restored;  // BucketRestored
     Awaiting awaiting;
     uint64_t pause_id = 0;  // the checkpoint status.barrier_pause_us is about
     metrics::Histogram* duration = nullptr;  // seconds, barrier to commit
@@ -186,6 +193,12 @@ class Checkpointer {
   };
 
   void Run();
+  // A bucket's chunk at commit: a delta of `changes` on its committed chain
+  // while the deltas stay within their share, else a compaction of the
+  // chain and the changes into a full chunk (mu_ not held).
+  Status EncodeBucket(const std::string& fingerprint, const RegionState::Chain& chain,
+                      const std::vector<std::vector<Bucket::Change>>& changes,
+                      checkpoint::UnitState* u);
   void StartCheckpoint(size_t r, bool stop_after);  // mu_ held
   void CommitReady();                               // mu_ held, drops it to write
   void AbandonOverdue(int64_t now_mono);            // mu_ held

@@ -40,17 +40,19 @@ bool TransformsShareState(const PipelineSpec& p) {
 }
 
 // Applies a recovered unit when the component's config is unchanged: its
-// full chunk, then (a bucket, a rolling_window) its deltas in order.
+// full chunk, then (a bucket, a rolling_window) its deltas in order. Returns
+// what it restored, or null when the component starts empty.
 template <typename F, typename D = std::nullptr_t>
-void RestoreUnit(const EngineOptions& o, const std::string& unit, const std::string& fingerprint,
-                 const char* what, F&& restore, D&& apply_delta = nullptr) {
-  if (o.restored == nullptr) return;
+const checkpoint::RestoredUnit* RestoreUnit(const EngineOptions& o, const std::string& unit,
+                                            const std::string& fingerprint, const char* what,
+                                            F&& restore, D&& apply_delta = nullptr) {
+  if (o.restored == nullptr) return nullptr;
   auto it = o.restored->find(unit);
-  if (it == o.restored->end()) return;
+  if (it == o.restored->end()) return nullptr;
   if (it->second.fingerprint != fingerprint) {
     KLOG_INFO("{} ({}): its config changed since checkpoint {}; it starts empty", what, unit,
               it->second.checkpoint_id);
-    return;
+    return nullptr;
   }
   Status st = restore(it->second.data);
   for (const std::string& delta : it->second.deltas) {
@@ -64,9 +66,10 @@ void RestoreUnit(const EngineOptions& o, const std::string& unit, const std::str
   if (!st.ok()) {
     KLOG_ERROR("{} ({}): cannot restore from checkpoint {}: {}; it starts empty", what, unit,
                it->second.checkpoint_id, st.message());
-    return;
+    return nullptr;
   }
   KLOG_INFO("{} ({}) restored from checkpoint {}", what, unit, it->second.checkpoint_id);
+  return &it->second;
 }
 
 }  // namespace
@@ -334,9 +337,15 @@ Status Engine::SetUpCheckpointing(const GraphSpec& spec) {
   }
   for (const auto& b : spec.buckets) {
     Bucket* bucket = buckets_.Find(b.name);
-    RestoreUnit(o, "b." + b.name, b.fingerprint, ("bucket " + b.name).c_str(),
-                [&](const std::string& d) { return bucket->RestoreState(d); },
-                [&](const std::string& d) { return bucket->ApplyDelta(d); });
+    const checkpoint::RestoredUnit* u =
+        RestoreUnit(o, "b." + b.name, b.fingerprint, ("bucket " + b.name).c_str(),
+                    [&](const std::string& d) { return bucket->RestoreState(d); },
+                    [&](const std::string& d) { return bucket->ApplyDelta(d); });
+    if (u != nullptr) {
+      uint64_t deltas = 0;
+      for (const auto& d : u->deltas) deltas += d.size();
+      checkpointer_->BucketRestored(bucket, u->data.size(), deltas);
+    }
   }
   return Status::Ok();
 }

@@ -140,6 +140,17 @@ void Bucket::TakeChanges(bool all, std::vector<Change>* out) {
   changed_ = false;
 }
 
+void Bucket::MarkSaved() {
+  std::lock_guard lock(mu_);
+  sealed_ = false;
+  sealed_keys_.clear();
+  preimages_.clear();
+  earlier_.clear();
+  touched_.clear();
+  ++epoch_;
+  changed_ = false;
+}
+
 void Bucket::Seal() {
   std::vector<Change> earlier;
   // Rare: a seal whose checkpoint was abandoned. Its changes are older than
@@ -195,35 +206,6 @@ void Bucket::CollectSealed(std::vector<Change>* out) {
   lock.lock();
   sealed_ = false;
   preimages_.clear();
-}
-
-void BucketSnapshot::Apply(std::vector<Bucket::Change>&& changes) {
-  for (auto& c : changes) {
-    if (c.dropped) {
-      entries_.erase(c.key);
-    } else {
-      Rec& r = entries_[std::move(c.key)];
-      r.last_write_ms = c.last_write_ms;
-      r.write_seq = c.write_seq;
-      r.value = std::move(c.value);
-    }
-  }
-}
-
-void BucketSnapshot::Encode(std::string* out) const {
-  std::vector<std::pair<uint64_t, decltype(entries_)::const_pointer>> order;
-  order.reserve(entries_.size());
-  for (const auto& e : entries_) order.emplace_back(e.second.write_seq, &e);
-  std::sort(order.begin(), order.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
-  checkpoint::Encoder e;
-  e.U64(entries_.size());
-  for (const auto& [seq, entry] : order) {
-    e.Str(entry->first);
-    e.I64(entry->second.last_write_ms);
-    e.Str(entry->second.value);
-  }
-  out->append(e.out());
 }
 
 std::optional<Bucket::Entry> Bucket::Get(const std::string& key, int64_t now_ms) {
@@ -301,16 +283,44 @@ Status Bucket::RestoreState(std::string_view data) {
   return Status::Ok();
 }
 
-void Bucket::EncodeDelta(const std::vector<std::vector<Change>>& lists, std::string* out) {
-  std::unordered_map<std::string_view, const Change*> last;
+namespace {
+
+// The last change of each key in `lists` (a later list, or a later change
+// in one, replaces an earlier one).
+std::unordered_map<std::string_view, const Bucket::Change*> LastChanges(
+    const std::vector<std::vector<Bucket::Change>>& lists) {
+  std::unordered_map<std::string_view, const Bucket::Change*> last;
+  size_t n = 0;
+  for (const auto& list : lists) n += list.size();
+  last.reserve(n);
   for (const auto& list : lists) {
-    for (const Change& c : list) last[c.key] = &c;
+    for (const Bucket::Change& c : list) last[c.key] = &c;
   }
-  std::vector<const Change*> written;
+  return last;
+}
+
+// The written entries of `last`, oldest write first.
+std::vector<const Bucket::Change*> WrittenInOrder(
+    const std::unordered_map<std::string_view, const Bucket::Change*>& last) {
+  std::vector<const Bucket::Change*> written;
+  for (const auto& [key, c] : last) {
+    if (!c->dropped) written.push_back(c);
+  }
+  std::sort(written.begin(), written.end(), [](const Bucket::Change* a, const Bucket::Change* b) {
+    return a->write_seq < b->write_seq;
+  });
+  return written;
+}
+
+}  // namespace
+
+void Bucket::EncodeDelta(const std::vector<std::vector<Change>>& lists, std::string* out) {
+  const auto last = LastChanges(lists);
+  const std::vector<const Change*> written = WrittenInOrder(last);
   std::vector<const Change*> dropped;
-  for (const auto& [key, c] : last) (c->dropped ? dropped : written).push_back(c);
-  std::sort(written.begin(), written.end(),
-            [](const Change* a, const Change* b) { return a->write_seq < b->write_seq; });
+  for (const auto& [key, c] : last) {
+    if (c->dropped) dropped.push_back(c);
+  }
   std::sort(dropped.begin(), dropped.end(),
             [](const Change* a, const Change* b) { return a->key < b->key; });  // stable bytes
   checkpoint::Encoder e;
@@ -323,6 +333,79 @@ void Bucket::EncodeDelta(const std::vector<std::vector<Change>>& lists, std::str
   e.U64(dropped.size());
   for (const Change* c : dropped) e.Str(c->key);
   out->append(e.out());
+}
+
+Status Bucket::Compact(std::string_view base, const std::vector<std::string_view>& deltas,
+                       const std::vector<std::vector<Change>>& lists, std::string* out) {
+  const auto corrupt = [](const std::string& what) {
+    return Status::Corruption("bucket chunk to compact " + what);
+  };
+  if (base.empty() && !deltas.empty()) return corrupt("has deltas but no full chunk");
+  // The newest chunk that writes or drops each key of the deltas and the
+  // changes (1..deltas.size() for a delta, `top` for the changes). An entry
+  // is copied only from that chunk; the base's entries without one stay.
+  const size_t top = deltas.size() + 1;
+  const auto last = LastChanges(lists);
+  std::unordered_map<std::string_view, size_t> newest;
+  newest.reserve(last.size());
+  for (const auto& [key, c] : last) newest.emplace(key, top);
+  std::string_view key, value;
+  int64_t last_write = 0;
+  uint64_t n = 0;
+  for (size_t i = deltas.size(); i-- > 0;) {
+    checkpoint::Decoder d(deltas[i]);
+    if (!d.U64(&n) || n > deltas[i].size()) return corrupt("delta is short");
+    for (uint64_t k = 0; k < n; ++k) {
+      if (!d.View(&key) || !d.I64(&last_write) || !d.View(&value)) return corrupt("delta is short");
+      newest.try_emplace(key, i + 1);
+    }
+    if (!d.U64(&n) || n > deltas[i].size()) return corrupt("delta is short");
+    for (uint64_t k = 0; k < n; ++k) {
+      if (!d.View(&key)) return corrupt("delta is short");
+      newest.try_emplace(key, i + 1);
+    }
+    if (!d.done()) return corrupt("delta has trailing bytes");
+  }
+  checkpoint::Encoder e;
+  e.out().reserve(base.size() + 4096);
+  e.U64(0);  // the count, patched at the end
+  uint64_t count = 0;
+  const auto copy = [&](std::string_view chunk, size_t level, bool is_delta) {
+    checkpoint::Decoder d(chunk);
+    if (!d.U64(&n) || n > chunk.size()) return corrupt("is short");
+    for (uint64_t k = 0; k < n; ++k) {
+      if (!d.View(&key) || !d.I64(&last_write) || !d.View(&value)) return corrupt("is short");
+      auto it = newest.find(key);
+      if (it == newest.end() ? level != 0 : it->second != level) continue;
+      e.Str(key);
+      e.I64(last_write);
+      e.Str(value);
+      ++count;
+    }
+    if (is_delta) {  // its dropped keys were counted above
+      if (!d.U64(&n)) return corrupt("is short");
+      for (uint64_t k = 0; k < n; ++k) {
+        if (!d.View(&key)) return corrupt("is short");
+      }
+    }
+    if (!d.done()) return corrupt("has trailing bytes");
+    return Status::Ok();
+  };
+  if (!base.empty()) KAYAK_RETURN_IF_ERROR(copy(base, 0, false));
+  for (size_t i = 0; i < deltas.size(); ++i) KAYAK_RETURN_IF_ERROR(copy(deltas[i], i + 1, true));
+  for (const Change* c : WrittenInOrder(last)) {
+    e.Str(c->key);
+    e.I64(c->last_write_ms);
+    e.Str(c->value);
+    ++count;
+  }
+  e.PatchU64(0, count);
+  if (out->empty()) {
+    out->swap(e.out());
+  } else {
+    out->append(e.out());
+  }
+  return Status::Ok();
 }
 
 Status Bucket::ApplyDelta(std::string_view data) {

@@ -67,6 +67,10 @@ class Bucket {
   // Moves the changes since the last call (every entry with `all`) into
   // `out` and clears StateChanged(). (Seal, then CollectSealed.)
   void TakeChanges(bool all, std::vector<Change>* out);
+  // The bucket as it is now is committed already (it was just restored
+  // from the store's chain): changes are counted from here, and nothing is
+  // copied.
+  void MarkSaved();
   // The barrier's snapshot, in constant time: the changes since the last
   // seal (or TakeChanges) are sealed as they are now, and StateChanged()
   // clears. Writers go on at once; one that changes a sealed entry before it
@@ -88,6 +92,15 @@ class Bucket {
   // change of a key replaces an earlier one), written entries in write
   // order, then dropped keys. docs/state_format.md, "bucket delta".
   static void EncodeDelta(const std::vector<std::vector<Change>>& lists, std::string* out);
+  // Compaction, off the pipelines' threads: the full chunk of the bucket
+  // that a committed chain (`base`, a full chunk, and its `deltas`, oldest
+  // first; an empty `base`: no chain, the changes hold every entry) and the
+  // changes taken since (`lists`, oldest first) make: what SaveState would
+  // write of it. Streams through the chunks without parsing their values;
+  // remembers only the keys of the deltas and changes. Corruption if a
+  // chunk is malformed.
+  static Status Compact(std::string_view base, const std::vector<std::string_view>& deltas,
+                        const std::vector<std::vector<Change>>& lists, std::string* out);
   // A page of entries in key order, starting after `after` (exclusive).
   std::vector<std::pair<std::string, Entry>> Page(const std::string& after, size_t limit,
                                                   int64_t now_ms);
@@ -130,25 +143,6 @@ class Bucket {
   std::vector<std::string> sealed_keys_;               // guarded by mu_
   std::unordered_map<std::string, Change> preimages_;  // guarded by mu_
   std::vector<Change> earlier_;                        // guarded by mu_
-};
-
-// A bucket as of its last barrier, kept encoded by the checkpoint
-// coordinator: the changes a barrier takes are applied here, and the chunk is
-// encoded from it on the coordinator's thread, so a pipeline stops at a
-// barrier only for what changed. Encode writes what Bucket::SaveState would.
-class BucketSnapshot {
- public:
-  void Apply(std::vector<Bucket::Change>&& changes);
-  void Encode(std::string* out) const;
-  size_t size() const { return entries_.size(); }
-
- private:
-  struct Rec {
-    int64_t last_write_ms = 0;
-    uint64_t write_seq = 0;
-    std::string value;
-  };
-  std::unordered_map<std::string, Rec> entries_;
 };
 
 // The buckets of a graph, by name. Built once at start; lookups are lock-free.

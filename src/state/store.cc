@@ -296,6 +296,39 @@ Status Store::FallBack(const std::string& region, std::map<std::string, Restored
   return Status::Ok();
 }
 
+bool Store::LatestChain(const std::string& unit, const std::string& fingerprint, uint64_t* base,
+                        uint64_t* deltas) {
+  std::lock_guard lock(mu_);
+  auto it = latest_.find(unit);
+  if (it == latest_.end() || it->second.fingerprint != fingerprint) return false;
+  *base = it->second.full.bytes;
+  *deltas = 0;
+  for (const Link& d : it->second.deltas) *deltas += d.bytes;
+  return true;
+}
+
+Status Store::ReadChain(const std::string& unit, const std::string& fingerprint,
+                        RestoredUnit* out) {
+  Record rec;
+  {
+    std::lock_guard lock(mu_);
+    auto it = latest_.find(unit);
+    if (it == latest_.end() || it->second.fingerprint != fingerprint) {
+      return Status::Internal("unit " + unit + " has no committed chain to compact");
+    }
+    rec = it->second;
+  }
+  // Outside the lock (other regions commit meanwhile): the chunks of a
+  // unit's newest record stay until this region commits a newer one.
+  out->fingerprint = rec.fingerprint;
+  KAYAK_RETURN_IF_ERROR(CheckChunk(rec.full, &out->data));
+  out->deltas.resize(rec.deltas.size());
+  for (size_t i = 0; i < rec.deltas.size(); ++i) {
+    KAYAK_RETURN_IF_ERROR(CheckChunk(rec.deltas[i], &out->deltas[i]));
+  }
+  return Status::Ok();
+}
+
 Status Store::DropRegionsExcept(const std::set<std::string>& live) {
   std::lock_guard lock(mu_);
   for (const auto& name : ListDir(dir_)) {

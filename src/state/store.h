@@ -104,6 +104,15 @@ class Store {
   Status Commit(const std::string& region, uint64_t id, int64_t now_ms,
                 const std::vector<UnitState>& units, CommitStats* stats);
 
+  // The newest committed chain of `unit` if its fingerprint is
+  // `fingerprint`: the payload bytes of its full chunk and of its deltas.
+  bool LatestChain(const std::string& unit, const std::string& fingerprint, uint64_t* base,
+                   uint64_t* deltas);
+  // That chain read and checked again (a compaction writes a new full chunk
+  // from it): the full chunk into out->data, the deltas into out->deltas.
+  // None, or one that cannot be read, is an error naming the chunk.
+  Status ReadChain(const std::string& unit, const std::string& fingerprint, RestoredUnit* out);
+
   const std::string& dir() const { return dir_; }
 
  private:

@@ -430,12 +430,33 @@ TEST(BucketState, RoundTripKeepsLastWritesSoDowntimeCounts) {
   EXPECT_FALSE(c.RestoreState(saved.substr(0, saved.size() - 1)).ok());
 }
 
-// What a barrier takes from a bucket (only its changes), applied to the
-// coordinator's copy, encodes the same bytes as a full save of the bucket.
-TEST(BucketSnapshotTest, ChangesAppliedToTheCopyEncodeLikeAFullSave) {
+// A bucket's committed chain as the checkpointer keeps it in the store: a
+// full chunk and deltas, compacted into a full chunk on demand.
+struct TestChain {
+  std::string base;
+  std::vector<std::string> deltas;
+  void Apply(std::vector<Bucket::Change>&& changes) {
+    std::vector<std::vector<Bucket::Change>> lists;
+    lists.push_back(std::move(changes));
+    if (base.empty()) {
+      ASSERT_TRUE(Bucket::Compact({}, {}, lists, &base).ok());
+      return;
+    }
+    deltas.emplace_back();
+    Bucket::EncodeDelta(lists, &deltas.back());
+  }
+  void Encode(std::string* out) const {
+    std::vector<std::string_view> d(deltas.begin(), deltas.end());
+    ASSERT_TRUE(Bucket::Compact(base, d, {}, out).ok());
+  }
+};
+
+// What a barrier takes from a bucket (only its changes), kept as a chain of
+// deltas and compacted, encodes the same bytes as a full save of the bucket.
+TEST(BucketChainTest, ChangesCompactedWithTheChainEncodeLikeAFullSave) {
   Bucket b("b", 10'000);
   b.TrackChanges();
-  BucketSnapshot snap;
+  TestChain snap;
   auto set = [&](const std::string& k, int64_t t, Json v) {
     ASSERT_TRUE(b.Update(k, t, [&](Json& x, bool) { x = v; return Status::Ok(); }).ok());
   };
@@ -492,12 +513,10 @@ TEST(BucketDeltaTest, AFullChunkAndItsDeltasRestoreTheBucket) {
                  }).ok());
   };
   for (int k = 0; k < 500; ++k) write(k);
-  std::vector<Bucket::Change> all;
-  b.TakeChanges(/*all=*/true, &all);
-  BucketSnapshot snap;
-  snap.Apply(std::move(all));
+  std::vector<std::vector<Bucket::Change>> all(1);
+  b.TakeChanges(/*all=*/true, &all[0]);
   std::string base;
-  snap.Encode(&base);
+  ASSERT_TRUE(Bucket::Compact({}, {}, all, &base).ok());
   std::vector<std::string> deltas;
   std::vector<std::vector<Bucket::Change>> pending;
   for (int round = 0; round < 40; ++round) {
@@ -508,6 +527,15 @@ TEST(BucketDeltaTest, AFullChunkAndItsDeltasRestoreTheBucket) {
     if (round % 7 == 3) b.Expire(now);  // drops the idle ones
     pending.emplace_back();
     b.TakeChanges(false, &pending.back());
+    {
+      // A compaction of the chain and the changes not yet in it is a full
+      // save of the bucket.
+      std::vector<std::string_view> chain(deltas.begin(), deltas.end());
+      std::string compacted, want;
+      ASSERT_TRUE(Bucket::Compact(base, chain, pending, &compacted).ok());
+      b.SaveState(&want);
+      ASSERT_EQ(compacted, want) << "compaction after round " << round;
+    }
     if (round % 5 == 2) continue;  // these changes go with the next delta
     std::string delta;
     Bucket::EncodeDelta(pending, &delta);
@@ -526,6 +554,11 @@ TEST(BucketDeltaTest, AFullChunkAndItsDeltasRestoreTheBucket) {
   ASSERT_TRUE(r.RestoreState(base).ok());
   EXPECT_FALSE(r.ApplyDelta(deltas[0].substr(0, deltas[0].size() - 1)).ok());
   EXPECT_FALSE(r.ApplyDelta(deltas[0] + "x").ok());
+  // So is a chain cut short, with bytes after it, or deltas without a base.
+  std::string out;
+  EXPECT_FALSE(Bucket::Compact(base.substr(0, base.size() - 1), {}, {}, &out).ok());
+  EXPECT_FALSE(Bucket::Compact(base, {deltas[0] + "x"}, {}, &out).ok());
+  EXPECT_FALSE(Bucket::Compact({}, {deltas[0]}, {}, &out).ok());
 }
 
 // The barrier seals a bucket's changes in constant time and writers go on;
@@ -551,7 +584,7 @@ TEST(BucketSealTest, CollectedChangesAreTheBucketAsItWasAtTheSeal) {
     }
   };
   churn(400);
-  BucketSnapshot snap;
+  TestChain snap;
   std::vector<Bucket::Change> all;
   b.TakeChanges(/*all=*/true, &all);
   snap.Apply(std::move(all));
@@ -579,7 +612,7 @@ TEST(BucketSealTest, CollectedChangesAreTheBucketAsItWasAtTheSeal) {
 TEST(BucketSealTest, WritersRacingSealsAndCollectionsLoseNothing) {
   Bucket b("b", 2'000);
   b.TrackChanges();
-  BucketSnapshot snap;
+  TestChain snap;
   std::atomic<bool> done{false};
   std::thread writer([&] {
     std::mt19937 rng(5);

@@ -378,14 +378,28 @@ pipelines:
         s = self.start(cfg, server_config=server, state_dir=self.path("state"))
         wait_for(lambda: s.get("/api/v1/buckets/big?limit=1")[0] == 200, what="restarted")
         self.assertEqual(entries(s), before)
-        # deltas past half the full chunk: the next checkpoint writes it whole
+        # the checkpoint taken at the restart refers to the restored chain
+        # rather than write the bucket again
+        regions = s.get_json("/api/v1/checkpoints")["regions"]
+        self.assertLess(regions[0]["bytes_written"], 4096, regions)
+        self.assertGreater(regions[0]["bytes_reused"], full, regions)
+        # deltas past half the full chunk: the next checkpoint writes it
+        # whole, compacted from the chain in the store and the changes
         lines = 0  # the card counts from the restart
         for r in range(2):
             write(range(r * keys * 3 // 10, (r + 1) * keys * 3 // 10), 10 + r)
             lines += keys * 3 // 10
             settle()
             written.append(checkpoint())
+        self.assertLess(written[-2], full * 0.5, written)
         self.assertGreater(written[-1], full * 0.9, written)
+        before = entries(s)
+        self.assertEqual(before["key-0"][0], 10)
+        self.assertEqual(before[f"key-{keys - 1}"][0], 0)
+        s.kill()
+        s = self.start(cfg, server_config=server, state_dir=self.path("state"))
+        wait_for(lambda: s.get("/api/v1/buckets/big?limit=1")[0] == 200, what="restarted")
+        self.assertEqual(entries(s), before)
         self.assertEqual(s.stop(), 0)
 
     def test_a_changed_window_writes_only_the_keys_written_and_restores_from_the_chain(self):
