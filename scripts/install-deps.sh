@@ -10,6 +10,7 @@ PACKAGES=(
   libyaml-cpp-dev        # config parsing with line/column marks
   nlohmann-json3-dev     # JSON values for messages and the API
   libsimdjson-dev        # fast validation of posted JSON on the listener's thread
+  libabsl-dev            # Abseil's node_hash_map: the keyed state of buckets (fewer bytes a key, faster restore)
   libboost-dev           # Boost.Asio + Boost.Beast: the HTTP listener
   libspdlog-dev libfmt-dev
   libjemalloc-dev        # the server's allocator (many small, cross-thread allocations)

@@ -4,6 +4,9 @@
 // the snapshot and restore of a 1M-key bucket. `make bench-micro` runs them;
 // the suite runs each once (ctest `bench_micro_smoke`) so they keep building
 // and running.
+#include <malloc.h>
+
+#include <memory>
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
@@ -250,12 +253,61 @@ void BM_BucketRestore1M(benchmark::State& state) {
   std::string saved;
   MillionKeyBucket()->SaveState(&saved);
   for (auto _ : state) {
-    kayak::Bucket b("r", 0);
-    benchmark::DoNotOptimize(b.RestoreState(saved));
+    auto b = std::make_unique<kayak::Bucket>("r", 0);
+    benchmark::DoNotOptimize(b->RestoreState(saved));
+    state.PauseTiming();  // freeing the bucket is not the restore
+    b.reset();
+    state.ResumeTiming();
   }
 }
 BENCHMARK(BM_BucketSnapshot1M)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_BucketRestore1M)->Unit(benchmark::kMillisecond);
+
+// Memory a key costs (heap bytes in use after, less before, over the keys;
+// mallinfo2): a bucket of 1M keys as MillionKeyBucket fills it, and a
+// rolling_window of 10 messages over 1M keys, each key written once.
+size_t HeapInUse() { return mallinfo2().uordblks; }
+void BM_BucketBytesPerKey(benchmark::State& state) {
+  constexpr int kKeys = 1'000'000;
+  double per_key = 0;
+  for (auto _ : state) {
+    const size_t before = HeapInUse();
+    auto bucket = std::make_unique<kayak::Bucket>("b", 0);
+    for (int i = 0; i < kKeys; ++i) {
+      (void)bucket->Update("key-" + std::to_string(i), 1000 + i, [&](kayak::Json& v, bool) {
+        v = i * 0.5;
+        return kayak::Status::Ok();
+      });
+    }
+    per_key = static_cast<double>(HeapInUse() - before) / kKeys;
+  }
+  state.counters["bytes_per_key"] = per_key;
+}
+BENCHMARK(BM_BucketBytesPerKey)->Unit(benchmark::kMillisecond)->Iterations(1);
+void BM_WindowBytesPerKey(benchmark::State& state) {
+  constexpr int kKeys = 1'000'000;
+  double per_key = 0;
+  for (auto _ : state) {
+    kayak::BucketRegistry buckets;
+    const size_t before = HeapInUse();
+    auto t = kayak::testing::MakeTransform(
+        "rolling_window: {key: k, field: value, window_messages: 10, aggregates: [count, sum]}",
+        kayak::SystemClock::Get(), &buckets);
+    std::vector<std::string> payloads(1000);
+    for (int from = 0; from < kKeys; from += 1000) {
+      for (int i = 0; i < 1000; ++i) {
+        payloads[i] = "{\"k\":\"key-" + std::to_string(from + i) + "\",\"value\":" +
+                      std::to_string(i) + "}";
+      }
+      kayak::Batch b = kayak::testing::MakeBatch(payloads, 1000);
+      for (auto& m : b.messages) m.MarkJson();
+      benchmark::DoNotOptimize(t->Process(&b));
+    }
+    per_key = static_cast<double>(HeapInUse() - before) / kKeys;
+  }
+  state.counters["bytes_per_key"] = per_key;
+}
+BENCHMARK(BM_WindowBytesPerKey)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 }  // namespace
 

@@ -14,7 +14,7 @@ namespace {
 // the general JSON parser (a restore of 1M keys is mostly this). The result
 // is what nlohmann's parser gives: unsigned for a non-negative integer,
 // signed for a negative one, double otherwise. False: not a plain number.
-bool ParseNumber(const std::string& s, Json* out) {
+bool ParseNumber(std::string_view s, Json* out) {
   if (s.empty() || s.size() > 64) return false;
   const char* b = s.data();
   const char* e = b + s.size();
@@ -57,8 +57,12 @@ bool ParseNumber(const std::string& s, Json* out) {
   return true;
 }
 
+// A key read from a chunk, as the map looks it up without a copy (Debian's
+// Abseil has a string_view of its own).
+absl::string_view MapKey(std::string_view s) { return {s.data(), s.size()}; }
+
 // A value as a chunk holds it (JSON text), numbers without the parser.
-bool ParseStored(const std::string& text, Json* out) {
+bool ParseStored(std::string_view text, Json* out) {
   if (ParseNumber(text, out)) return true;
   *out = Json::parse(text, nullptr, false);
   return !out->is_discarded();
@@ -78,13 +82,12 @@ Status Bucket::Update(const std::string& key, int64_t now_ms,
   if (it == entries_.end()) {
     Json value;  // null
     KAYAK_RETURN_IF_ERROR(update(value, false));
-    auto [ins, ok] = entries_.emplace(key, Slot{});
+    auto [ins, ok] = entries_.try_emplace(key);
     (void)ok;
     ins->second.entry.value = std::move(value);
     ins->second.entry.last_write_ms = now_ms;
     ins->second.write_seq = ++next_seq_;
-    write_order_.push_back(&ins->first);
-    ins->second.order = std::prev(write_order_.end());
+    LinkNewestLocked(&*ins);
     if (result != nullptr) *result = ins->second.entry.value;
     changed_ = true;
     TouchLocked(ins->first, ins->second);
@@ -96,7 +99,8 @@ Status Bucket::Update(const std::string& key, int64_t now_ms,
   it->second.entry.value = std::move(value);
   it->second.entry.last_write_ms = now_ms;
   it->second.write_seq = ++next_seq_;
-  write_order_.splice(write_order_.end(), write_order_, it->second.order);
+  UnlinkLocked(&*it);
+  LinkNewestLocked(&*it);
   if (result != nullptr) *result = it->second.entry.value;
   changed_ = true;
   TouchLocked(it->first, it->second);
@@ -219,10 +223,28 @@ std::optional<Bucket::Entry> Bucket::Get(const std::string& key, int64_t now_ms)
   return it->second.entry;
 }
 
-void Bucket::EraseLocked(std::unordered_map<std::string, Slot>::iterator it) {
+void Bucket::LinkNewestLocked(Node* n) {
+  n->second.older = newest_;
+  n->second.newer = nullptr;
+  if (newest_ != nullptr) {
+    newest_->second.newer = n;
+  } else {
+    oldest_ = n;
+  }
+  newest_ = n;
+}
+
+void Bucket::UnlinkLocked(Node* n) {
+  Slot& s = n->second;
+  (s.older != nullptr ? s.older->second.newer : oldest_) = s.newer;
+  (s.newer != nullptr ? s.newer->second.older : newest_) = s.older;
+  s.older = s.newer = nullptr;
+}
+
+void Bucket::EraseLocked(Map::iterator it) {
   BeforeChangeLocked(it->first, it->second);
   if (tracking_ && it->second.epoch != epoch_) touched_.push_back(it->first);
-  write_order_.erase(it->second.order);
+  UnlinkLocked(&*it);
   entries_.erase(it);
   changed_ = true;
 }
@@ -236,9 +258,9 @@ void Bucket::SaveState(std::string* out) {
   std::lock_guard lock(mu_);
   checkpoint::Encoder e;
   e.U64(entries_.size());
-  for (const std::string* key : write_order_) {
-    const Entry& entry = entries_.at(*key).entry;
-    e.Str(*key);
+  for (const Node* n = oldest_; n != nullptr; n = n->second.newer) {
+    const Entry& entry = n->second.entry;
+    e.Str(n->first);
     e.I64(entry.last_write_ms);
     e.Str(entry.value.dump());
   }
@@ -249,7 +271,7 @@ void Bucket::SaveState(std::string* out) {
 Status Bucket::RestoreState(std::string_view data) {
   std::lock_guard lock(mu_);
   entries_.clear();
-  write_order_.clear();
+  oldest_ = newest_ = nullptr;
   touched_.clear();
   sealed_ = false;
   sealed_keys_.clear();
@@ -260,23 +282,22 @@ Status Bucket::RestoreState(std::string_view data) {
   if (!d.U64(&n)) return Status::Corruption("bucket '" + name_ + "' state is short");
   if (n > data.size()) return Status::Corruption("bucket '" + name_ + "' state is short");
   entries_.reserve(n);
-  std::string key, value;
+  std::string_view key, value;
   for (uint64_t i = 0; i < n; ++i) {
     int64_t last_write = 0;
-    if (!d.Str(&key) || !d.I64(&last_write) || !d.Str(&value)) {
+    if (!d.View(&key) || !d.I64(&last_write) || !d.View(&value)) {
       return Status::Corruption("bucket '" + name_ + "' state is short");
     }
     Json v;
     if (!ParseStored(value, &v)) {
       return Status::Corruption("bucket '" + name_ + "' holds bad JSON");
     }
-    auto [it, fresh] = entries_.emplace(std::move(key), Slot{});
+    auto [it, fresh] = entries_.try_emplace(MapKey(key));
     if (!fresh) return Status::Corruption("bucket '" + name_ + "' state repeats a key");
     it->second.entry.value = std::move(v);
     it->second.entry.last_write_ms = last_write;
     it->second.write_seq = ++next_seq_;
-    write_order_.push_back(&it->first);
-    it->second.order = std::prev(write_order_.end());
+    LinkNewestLocked(&*it);
   }
   if (!d.done()) return Status::Corruption("bucket '" + name_ + "' state has trailing bytes");
   changed_ = false;
@@ -416,26 +437,25 @@ Status Bucket::ApplyDelta(std::string_view data) {
   checkpoint::Decoder d(data);
   uint64_t n = 0;
   if (!d.U64(&n) || n > data.size()) return corrupt("is short");
-  std::string key, value;
+  std::string_view key, value;
   for (uint64_t i = 0; i < n; ++i) {
     int64_t last_write = 0;
-    if (!d.Str(&key) || !d.I64(&last_write) || !d.Str(&value)) return corrupt("is short");
+    if (!d.View(&key) || !d.I64(&last_write) || !d.View(&value)) return corrupt("is short");
     Json v;
     if (!ParseStored(value, &v)) return corrupt("holds bad JSON");
-    auto [it, fresh] = entries_.try_emplace(std::move(key));
-    if (!fresh) write_order_.erase(it->second.order);
+    auto [it, fresh] = entries_.try_emplace(MapKey(key));
+    if (!fresh) UnlinkLocked(&*it);
     it->second.entry.value = std::move(v);
     it->second.entry.last_write_ms = last_write;
     it->second.write_seq = ++next_seq_;
-    write_order_.push_back(&it->first);
-    it->second.order = std::prev(write_order_.end());
+    LinkNewestLocked(&*it);
   }
   if (!d.U64(&n) || n > data.size()) return corrupt("is short");
   for (uint64_t i = 0; i < n; ++i) {
-    if (!d.Str(&key)) return corrupt("is short");
-    auto it = entries_.find(key);
+    if (!d.View(&key)) return corrupt("is short");
+    auto it = entries_.find(MapKey(key));
     if (it == entries_.end()) continue;  // written and dropped between two checkpoints
-    write_order_.erase(it->second.order);
+    UnlinkLocked(&*it);
     entries_.erase(it);
   }
   if (!d.done()) return corrupt("has trailing bytes");
@@ -448,8 +468,8 @@ void Bucket::Expire(int64_t now_ms) {
   std::lock_guard lock(mu_);
   // Writes are stamped with a clock that may step back; stop at the first
   // entry that is still live rather than scanning everything.
-  while (!write_order_.empty()) {
-    auto it = entries_.find(*write_order_.front());
+  while (oldest_ != nullptr) {
+    auto it = entries_.find(oldest_->first);
     if (!ExpiredLocked(it->second.entry, now_ms)) break;
     EraseLocked(it);
   }

@@ -3,7 +3,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -11,6 +10,8 @@
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include <absl/container/node_hash_map.h>
 
 #include "common/json_util.h"
 #include "kayak/status.h"
@@ -106,16 +107,26 @@ class Bucket {
                                                   int64_t now_ms);
 
  private:
+  // An entry with its place in the write order (a list through the
+  // entries: no node of its own). docs/state_format.md gives the bytes a key
+  // costs.
+  struct Slot;
+  using Node = std::pair<const std::string, Slot>;
   struct Slot {
     Entry entry;
-    std::list<const std::string*>::iterator order;  // position in write_order_
     uint64_t write_seq = 0;
-    uint64_t epoch = 0;  // when last written; in touched_ when it is epoch_
+    uint64_t epoch = 0;     // when last written; in touched_ when it is epoch_
+    Node* older = nullptr;  // written just before this one
+    Node* newer = nullptr;
   };
+  using Map = absl::node_hash_map<std::string, Slot>;  // stable nodes
   bool ExpiredLocked(const Entry& e, int64_t now_ms) const {
     return idle_timeout_ms_ > 0 && now_ms - e.last_write_ms >= idle_timeout_ms_;
   }
-  void EraseLocked(std::unordered_map<std::string, Slot>::iterator it);
+  // The write order: `n` becomes the newest; `n` leaves it.
+  void LinkNewestLocked(Node* n);
+  void UnlinkLocked(Node* n);
+  void EraseLocked(Map::iterator it);
   void TouchLocked(const std::string& key, Slot& slot);
   // Before a slot changes: its sealed value is kept aside if it is not
   // collected yet.
@@ -127,9 +138,10 @@ class Bucket {
   const std::string name_;
   const int64_t idle_timeout_ms_;
   mutable std::mutex mu_;
-  std::unordered_map<std::string, Slot> entries_;  // guarded by mu_
-  // Keys from least to most recently written; the front expires first.
-  std::list<const std::string*> write_order_;  // guarded by mu_
+  Map entries_;  // guarded by mu_
+  // The least and most recently written entries; the oldest expires first.
+  Node* oldest_ = nullptr;  // guarded by mu_
+  Node* newest_ = nullptr;  // guarded by mu_
   bool changed_ = false;                       // guarded by mu_
   uint64_t next_seq_ = 0;                      // guarded by mu_
   bool tracking_ = false;                      // guarded by mu_

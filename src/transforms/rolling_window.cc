@@ -1,9 +1,9 @@
 // rolling_window: per key, count/sum/avg/min/max of a numeric field over the
 // last window_secs of event time or the last window_messages messages.
 #include <algorithm>
-#include <deque>
 #include <limits>
 #include <list>
+#include <memory>
 #include <unordered_map>
 
 #include "common/format.h"
@@ -150,8 +150,56 @@ class RollingWindow final : public Transform {
     int64_t t;
     double v;
   };
+  // A key's points, oldest first, in a ring of a power of two that grows
+  // and shrinks with them: a window of one point costs 16 bytes (a
+  // std::deque allocates 576 for it).
+  class Points {
+   public:
+    size_t size() const { return n_; }
+    bool empty() const { return n_ == 0; }
+    const Point& operator[](size_t i) const { return buf_[(head_ + i) & (cap_ - 1)]; }
+    const Point& front() const { return (*this)[0]; }
+    void push_back(Point p) {
+      if (n_ == cap_) Resize(cap_ == 0 ? 1 : 2 * cap_);
+      At(n_++) = p;
+    }
+    void pop_front() {
+      head_ = (head_ + 1) & (cap_ - 1);
+      --n_;
+      if (cap_ >= 8 && n_ * 4 <= cap_) Resize(cap_ / 2);
+    }
+    // After every point with t <= p.t (out-of-order event time).
+    void insert_sorted(Point p) {
+      size_t lo = 0, hi = n_;
+      while (lo < hi) {
+        const size_t mid = (lo + hi) / 2;
+        if ((*this)[mid].t <= p.t) {
+          lo = mid + 1;
+        } else {
+          hi = mid;
+        }
+      }
+      push_back(p);
+      for (size_t i = n_ - 1; i > lo; --i) At(i) = At(i - 1);
+      At(lo) = p;
+    }
+
+   private:
+    Point& At(size_t i) { return buf_[(head_ + i) & (cap_ - 1)]; }
+    void Resize(size_t cap) {
+      auto next = std::make_unique<Point[]>(cap);
+      for (size_t i = 0; i < n_; ++i) next[i] = (*this)[i];
+      buf_ = std::move(next);
+      cap_ = static_cast<uint32_t>(cap);
+      head_ = 0;
+    }
+    std::unique_ptr<Point[]> buf_;
+    uint32_t cap_ = 0;  // a power of two, or 0
+    uint32_t head_ = 0;
+    uint32_t n_ = 0;
+  };
   struct KeyState {
-    std::deque<Point> points;  // ordered by t
+    Points points;  // ordered by t
     double sum = 0;
     int64_t end_ms = std::numeric_limits<int64_t>::min();  // newest event time seen
     int64_t last_write_ms = 0;                              // wall clock
@@ -165,9 +213,9 @@ class RollingWindow final : public Transform {
     e->I64(ks.end_ms);
     e->I64(ks.last_write_ms);
     e->U64(ks.points.size());
-    for (const auto& p : ks.points) {
-      e->I64(p.t);
-      e->F64(p.v);
+    for (size_t i = 0; i < ks.points.size(); ++i) {
+      e->I64(ks.points[i].t);
+      e->F64(ks.points[i].v);
     }
   }
   static bool DecodeKey(checkpoint::Decoder* d, std::string* key, KeyState* ks) {
@@ -254,9 +302,7 @@ class RollingWindow final : public Transform {
         ++late_;  // older than the window: reported with the window, not added to it
       } else {
         ks.end_ms = std::max(ks.end_ms, t);
-        auto pos = std::upper_bound(ks.points.begin(), ks.points.end(), t,
-                                    [](int64_t x, const Point& p) { return x < p.t; });
-        ks.points.insert(pos, Point{t, value});
+        ks.points.insert_sorted(Point{t, value});
         ks.sum += value;
         const int64_t cutoff = ks.end_ms - c_.window_ms;
         while (!ks.points.empty() && ks.points.front().t <= cutoff) PopFront(ks);
@@ -291,9 +337,9 @@ class RollingWindow final : public Transform {
     };
     double lo = std::numeric_limits<double>::infinity(), hi = -lo;
     if (c_.aggs & (kMin | kMax)) {
-      for (const auto& p : ks.points) {
-        lo = std::min(lo, p.v);
-        hi = std::max(hi, p.v);
+      for (size_t i = 0; i < n; ++i) {
+        lo = std::min(lo, ks.points[i].v);
+        hi = std::max(hi, ks.points[i].v);
       }
     }
     add(kCount, [&] { jtext::AppendInt(&values_, static_cast<int64_t>(n)); });

@@ -1,6 +1,8 @@
 // Each transform against hand-computed expectations.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
 #include <random>
 
 #include "test_util.h"
@@ -137,6 +139,50 @@ TEST_F(TransformTest, RollingWindowEventTimeOutOfOrder) {
   ExpectAggs(One(*t, R"({"k":"A","ts":101,"value":50})"), {3, 9, 3, 2, 4}, "m5 late");
   ExpectAggs(One(*t, R"({"k":"B","ts":50,"value":10})"), {1, 10, 10, 10, 10}, "other key");
   ExpectAggs(One(*t, R"({"k":"A","ts":113,"value":6})"), {3, 12, 4, 2, 6}, "m7 evicts 103");
+}
+
+// A key's points (a ring that grows and shrinks with them) against a plain
+// model: random event times, out of order and late, windows that fill to
+// hundreds of points and empty again; a save and restore midway changes
+// nothing.
+TEST_F(TransformTest, RollingWindowPointsMatchAModel) {
+  auto t = Make("rolling_window: {key: k, field: value, window_secs: 50, time_field: ts}");
+  std::mt19937 rng(3);
+  std::vector<std::pair<int64_t, double>> model;  // (ts, value), the live points
+  int64_t end = std::numeric_limits<int64_t>::min();
+  int64_t base = 1000;
+  for (int i = 0; i < 3000; ++i) {
+    // bursts of many points per second, then quiet stretches that empty it
+    base += (i % 700 < 600) ? static_cast<int64_t>(rng() % 2) : 60;
+    const int64_t ts = base - static_cast<int64_t>(rng() % 40);  // out of order
+    const double v = static_cast<double>(rng() % 1000);
+    const bool late = !model.empty() && ts <= end - 50;
+    if (!late) {
+      end = std::max(end, ts);
+      model.emplace_back(ts, v);
+      std::stable_sort(model.begin(), model.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+      std::erase_if(model, [&](const auto& p) { return p.first <= end - 50; });
+    }
+    if (i == 1500) {  // the state restored into a fresh window goes on the same
+      std::string saved;
+      t->SaveState(&saved);
+      t = Make("rolling_window: {key: k, field: value, window_secs: 50, time_field: ts}");
+      ASSERT_TRUE(t->RestoreState(saved).ok());
+    }
+    const Json j = One(*t, R"({"k":"A","ts":)" + std::to_string(ts) +
+                               R"(,"value":)" + std::to_string(static_cast<int>(v)) + "}");
+    double sum = 0, lo = 1e300, hi = -1e300;
+    for (const auto& p : model) {
+      sum += p.second;
+      lo = std::min(lo, p.second);
+      hi = std::max(hi, p.second);
+    }
+    ASSERT_EQ(j["value_count"], Json(model.size())) << i;
+    ASSERT_DOUBLE_EQ(j["value_sum"].get<double>(), sum) << i;
+    ASSERT_DOUBLE_EQ(j["value_min"].get<double>(), lo) << i;
+    ASSERT_DOUBLE_EQ(j["value_max"].get<double>(), hi) << i;
+  }
 }
 
 TEST_F(TransformTest, RollingWindowTimeFormats) {
