@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <charconv>
-#include <unordered_set>
+
+#include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
 
 #include "common/format.h"
 
@@ -166,6 +168,8 @@ void Bucket::Seal() {
   sealed_epoch_ = epoch_++;
   sealed_keys_.swap(touched_);
   touched_.clear();
+  sealed_may_repeat_ = may_repeat_;
+  may_repeat_ = false;
   changed_ = false;
 }
 
@@ -182,16 +186,19 @@ void Bucket::CollectSealed(std::vector<Change>* out) {
   if (!sealed_) return;
   std::vector<std::string> keys;
   keys.swap(sealed_keys_);
+  // A key dropped and written again in the sealed epoch is listed twice;
+  // without a drop, each key once.
+  const bool may_repeat = sealed_may_repeat_;
   lock.unlock();
   out->reserve(out->size() + keys.size());
-  std::unordered_set<std::string_view> seen;  // a key dropped and written again is listed twice
-  seen.reserve(keys.size());
+  absl::flat_hash_set<absl::string_view> seen;
+  if (may_repeat) seen.reserve(keys.size());
   for (size_t from = 0; from < keys.size(); from += kKeysPerLock) {
     lock.lock();
     const size_t to = std::min(keys.size(), from + kKeysPerLock);
     for (size_t i = from; i < to; ++i) {
       const std::string& key = keys[i];
-      if (!seen.insert(key).second) continue;
+      if (may_repeat && !seen.insert(MapKey(key)).second) continue;
       if (auto pre = preimages_.find(key); pre != preimages_.end()) {
         out->push_back(std::move(pre->second));
         preimages_.erase(pre);
@@ -244,6 +251,7 @@ void Bucket::UnlinkLocked(Node* n) {
 void Bucket::EraseLocked(Map::iterator it) {
   BeforeChangeLocked(it->first, it->second);
   if (tracking_ && it->second.epoch != epoch_) touched_.push_back(it->first);
+  may_repeat_ = may_repeat_ || tracking_;  // written again, it is listed again
   UnlinkLocked(&*it);
   entries_.erase(it);
   changed_ = true;
@@ -308,21 +316,21 @@ namespace {
 
 // The last change of each key in `lists` (a later list, or a later change
 // in one, replaces an earlier one).
-std::unordered_map<std::string_view, const Bucket::Change*> LastChanges(
-    const std::vector<std::vector<Bucket::Change>>& lists) {
-  std::unordered_map<std::string_view, const Bucket::Change*> last;
+using LastMap = absl::flat_hash_map<absl::string_view, const Bucket::Change*>;
+LastMap LastChanges(const std::vector<std::vector<Bucket::Change>>& lists) {
+  LastMap last;
   size_t n = 0;
   for (const auto& list : lists) n += list.size();
   last.reserve(n);
   for (const auto& list : lists) {
-    for (const Bucket::Change& c : list) last[c.key] = &c;
+    for (const Bucket::Change& c : list) last[MapKey(c.key)] = &c;
   }
   return last;
 }
 
 // The written entries of `last`, oldest write first.
 std::vector<const Bucket::Change*> WrittenInOrder(
-    const std::unordered_map<std::string_view, const Bucket::Change*>& last) {
+    const LastMap& last) {
   std::vector<const Bucket::Change*> written;
   for (const auto& [key, c] : last) {
     if (!c->dropped) written.push_back(c);
@@ -367,9 +375,11 @@ Status Bucket::Compact(std::string_view base, const std::vector<std::string_view
   // is copied only from that chunk; the base's entries without one stay.
   const size_t top = deltas.size() + 1;
   const auto last = LastChanges(lists);
-  std::unordered_map<std::string_view, size_t> newest;
-  newest.reserve(last.size());
-  for (const auto& [key, c] : last) newest.emplace(key, top);
+  absl::flat_hash_map<absl::string_view, size_t> newest;
+  if (!base.empty()) {  // else nothing to leave out: the changes are every entry
+    newest.reserve(last.size());
+    for (const auto& [key, c] : last) newest.emplace(key, top);
+  }
   std::string_view key, value;
   int64_t last_write = 0;
   uint64_t n = 0;
@@ -378,17 +388,19 @@ Status Bucket::Compact(std::string_view base, const std::vector<std::string_view
     if (!d.U64(&n) || n > deltas[i].size()) return corrupt("delta is short");
     for (uint64_t k = 0; k < n; ++k) {
       if (!d.View(&key) || !d.I64(&last_write) || !d.View(&value)) return corrupt("delta is short");
-      newest.try_emplace(key, i + 1);
+      newest.try_emplace(MapKey(key), i + 1);
     }
     if (!d.U64(&n) || n > deltas[i].size()) return corrupt("delta is short");
     for (uint64_t k = 0; k < n; ++k) {
       if (!d.View(&key)) return corrupt("delta is short");
-      newest.try_emplace(key, i + 1);
+      newest.try_emplace(MapKey(key), i + 1);
     }
     if (!d.done()) return corrupt("delta has trailing bytes");
   }
   checkpoint::Encoder e;
-  e.out().reserve(base.size() + 4096);
+  size_t changed_bytes = 0;
+  for (const auto& [key, c] : last) changed_bytes += 24 + c->key.size() + c->value.size();
+  e.out().reserve(base.size() + changed_bytes + 8);
   e.U64(0);  // the count, patched at the end
   uint64_t count = 0;
   const auto copy = [&](std::string_view chunk, size_t level, bool is_delta) {
@@ -396,7 +408,7 @@ Status Bucket::Compact(std::string_view base, const std::vector<std::string_view
     if (!d.U64(&n) || n > chunk.size()) return corrupt("is short");
     for (uint64_t k = 0; k < n; ++k) {
       if (!d.View(&key) || !d.I64(&last_write) || !d.View(&value)) return corrupt("is short");
-      auto it = newest.find(key);
+      auto it = newest.find(MapKey(key));
       if (it == newest.end() ? level != 0 : it->second != level) continue;
       e.Str(key);
       e.I64(last_write);

@@ -147,12 +147,14 @@ class Bucket {
   bool tracking_ = false;                      // guarded by mu_
   uint64_t epoch_ = 1;  // guarded by mu_: the epoch being written
   std::vector<std::string> touched_;           // guarded by mu_: written or dropped keys
+  bool may_repeat_ = false;  // guarded by mu_: a key was dropped since the last seal
   // The seal not yet collected: its keys, its epoch, and the sealed values
   // of the entries changed since (copy on write); `earlier_`: a seal
   // collected when another came before its checkpoint did.
   bool sealed_ = false;                                // guarded by mu_
   uint64_t sealed_epoch_ = 0;                          // guarded by mu_
   std::vector<std::string> sealed_keys_;               // guarded by mu_
+  bool sealed_may_repeat_ = false;                     // guarded by mu_
   std::unordered_map<std::string, Change> preimages_;  // guarded by mu_
   std::vector<Change> earlier_;                        // guarded by mu_
 };
