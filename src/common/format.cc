@@ -1,6 +1,7 @@
 #include "common/format.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -143,10 +144,18 @@ Status RenameSynced(const std::string& from, const std::string& to, const std::s
 Result<std::string> ReadWholeFile(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return Status::FromErrno("open " + path, errno);
+  // Sized once from fstat and read in place (a chunk of a big bucket is
+  // hundreds of MB: no growth by doubling); what a growing file has past
+  // that size is appended as it comes.
+  struct stat st {};
   std::string out;
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) out.resize(static_cast<size_t>(st.st_size));
+  size_t have = 0;
   char buf[1 << 16];
   while (true) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    const bool in_place = have < out.size();
+    const ssize_t n = in_place ? ::read(fd, out.data() + have, out.size() - have)
+                               : ::read(fd, buf, sizeof(buf));
     if (n < 0) {
       if (errno == EINTR) continue;
       const int err = errno;
@@ -154,9 +163,14 @@ Result<std::string> ReadWholeFile(const std::string& path) {
       return Status::FromErrno("read " + path, err);
     }
     if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
+    if (!in_place) {
+      out.resize(have);
+      out.append(buf, static_cast<size_t>(n));
+    }
+    have += static_cast<size_t>(n);
   }
   ::close(fd);
+  out.resize(have);
   return out;
 }
 
