@@ -186,6 +186,23 @@ class Transform {
     (void)data;
     return Status::Corruption("this transform keeps no deltas");
   }
+  // Optional compaction, for a transform that keeps deltas: true if
+  // CompactState() can merge a full state and its deltas. Then the
+  // pipeline hands over a delta at every barrier and the checkpoint
+  // coordinator writes a full state again, on its own thread, once the
+  // deltas pass their share of it.
+  virtual bool Compacts() const { return false; }
+  // What RestoreState(base) then ApplyDelta() of each of `deltas` would make,
+  // as SaveState() writes it, appended to `out`: from the bytes alone, on
+  // the coordinator's thread while the transform runs on (so it reads no
+  // member that changes). Corruption if the bytes are malformed.
+  virtual Status CompactState(std::string_view base, const std::vector<std::string_view>& deltas,
+                              std::string* out) const {
+    (void)base;
+    (void)deltas;
+    (void)out;
+    return Status::Corruption("this transform keeps no deltas");
+  }
 };
 
 class Output {

@@ -80,6 +80,7 @@ class Decoder {
   // The string in place (valid while the input is).
   bool View(std::string_view* s);
   bool done() const { return pos_ == in_.size(); }
+  size_t pos() const { return pos_; }
 
  private:
   std::string_view in_;

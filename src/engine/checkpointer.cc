@@ -337,6 +337,9 @@ void Checkpointer::CommitReady() {
       e.bucket->CollectSealed(&e.changes.back());
       if (st.ok()) st = EncodeBucket(units[e.index].fingerprint, e.chain, e.changes, &units[e.index]);
     }
+    for (auto& u : units) {
+      if (st.ok() && u.delta && u.compact) st = CompactIfDue(&u);
+    }
     checkpoint::CommitStats stats;
     const int64_t now_ms = clock_->NowMs();
     if (st.ok()) st = store_->Commit(rs.region.name, id, now_ms, units, &stats);
@@ -409,6 +412,25 @@ Status Checkpointer::EncodeBucket(const std::string& fingerprint, const RegionSt
   if (chain.base > 0) KAYAK_RETURN_IF_ERROR(store_->ReadChain(u->unit, fingerprint, &committed));
   std::vector<std::string_view> deltas(committed.deltas.begin(), committed.deltas.end());
   return Bucket::Compact(committed.data, deltas, changes, &*u->data);
+}
+
+Status Checkpointer::CompactIfDue(checkpoint::UnitState* u) {
+  uint64_t base = 0, deltas = 0;
+  // No chain: the store refuses the delta, the commit fails and the next
+  // checkpoint saves everything.
+  if (!store_->LatestChain(u->unit, u->fingerprint, &base, &deltas)) return Status::Ok();
+  if (static_cast<double>(deltas + u->data->size()) <= kDeltaShare * static_cast<double>(base)) {
+    return Status::Ok();
+  }
+  checkpoint::RestoredUnit committed;
+  KAYAK_RETURN_IF_ERROR(store_->ReadChain(u->unit, u->fingerprint, &committed));
+  std::vector<std::string_view> chain(committed.deltas.begin(), committed.deltas.end());
+  chain.push_back(*u->data);
+  std::string full;
+  KAYAK_RETURN_IF_ERROR(u->compact(committed.data, chain, &full));
+  *u->data = std::move(full);
+  u->delta = false;
+  return Status::Ok();
 }
 
 void Checkpointer::Run() {

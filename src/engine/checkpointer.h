@@ -87,6 +87,12 @@ class Checkpointer {
   // the store still names that chain, the initial checkpoint refers to it
   // rather than write the bucket again.
   void BucketRestored(Bucket* bucket, uint64_t base, uint64_t deltas);
+  // The bytes of the committed chain the store names for `unit` (its full
+  // chunk, its deltas), if its fingerprint is `fingerprint`.
+  bool CommittedChain(const std::string& unit, const std::string& fingerprint, uint64_t* base,
+                      uint64_t* deltas) {
+    return store_->LatestChain(unit, fingerprint, base, deltas);
+  }
 
   // Before Start: commits each region's units as they are (buckets are
   // added here), before any data flows.
@@ -196,6 +202,10 @@ class Checkpointer {
   // A bucket's chunk at commit: a delta of `changes` on its committed chain
   // while the deltas stay within their share, else a compaction of the
   // chain and the changes into a full chunk (mu_ not held).
+  // A delta that compacts (UnitState::compact): the full state instead,
+  // merged from the committed chain and it, once the chain would pass
+  // kDeltaShare of its full chunk (mu_ not held).
+  Status CompactIfDue(checkpoint::UnitState* u);
   Status EncodeBucket(const std::string& fingerprint, const RegionState::Chain& chain,
                       const std::vector<std::vector<Bucket::Change>>& changes,
                       checkpoint::UnitState* u);

@@ -72,6 +72,12 @@ const checkpoint::RestoredUnit* RestoreUnit(const EngineOptions& o, const std::s
   return &it->second;
 }
 
+uint64_t DeltaBytes(const checkpoint::RestoredUnit& u) {
+  uint64_t n = 0;
+  for (const auto& d : u.deltas) n += d.size();
+  return n;
+}
+
 }  // namespace
 
 std::vector<size_t> GroupIntoRegions(const GraphSpec& spec) {
@@ -322,10 +328,12 @@ Status Engine::SetUpCheckpointing(const GraphSpec& spec) {
                   [&](const std::string& d) { return p->input()->RestorePosition(d); });
     }
     for (size_t t = 0; t < ps.transforms.size(); ++t) {
-      RestoreUnit(o, "p." + ps.id + ".t" + std::to_string(t), ps.transforms[t].fingerprint,
-                  ("pipeline " + ps.id + " transforms[" + std::to_string(t) + "]").c_str(),
-                  [&](const std::string& d) { return p->transform(t)->RestoreState(d); },
-                  [&](const std::string& d) { return p->transform(t)->ApplyDelta(d); });
+      const checkpoint::RestoredUnit* u = RestoreUnit(
+          o, "p." + ps.id + ".t" + std::to_string(t), ps.transforms[t].fingerprint,
+          ("pipeline " + ps.id + " transforms[" + std::to_string(t) + "]").c_str(),
+          [&](const std::string& d) { return p->transform(t)->RestoreState(d); },
+          [&](const std::string& d) { return p->transform(t)->ApplyDelta(d); });
+      if (u != nullptr) p->TransformRestored(t, u->data.size(), DeltaBytes(*u));
     }
     for (size_t k = 0; k < ps.outputs.size(); ++k) {
       const std::string unit = "p." + ps.id + ".o" + std::to_string(k);
@@ -341,11 +349,7 @@ Status Engine::SetUpCheckpointing(const GraphSpec& spec) {
         RestoreUnit(o, "b." + b.name, b.fingerprint, ("bucket " + b.name).c_str(),
                     [&](const std::string& d) { return bucket->RestoreState(d); },
                     [&](const std::string& d) { return bucket->ApplyDelta(d); });
-    if (u != nullptr) {
-      uint64_t deltas = 0;
-      for (const auto& d : u->deltas) deltas += d.size();
-      checkpointer_->BucketRestored(bucket, u->data.size(), deltas);
-    }
+    if (u != nullptr) checkpointer_->BucketRestored(bucket, u->data.size(), DeltaBytes(*u));
   }
   return Status::Ok();
 }

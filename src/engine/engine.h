@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -125,6 +126,11 @@ class PipelineRunner {
   // Under checkpointing: barriers snapshot this pipeline into `cp` for
   // `region`; `buckets` are the buckets its transforms write.
   void SetCheckpointing(Checkpointer* cp, size_t region, std::vector<Bucket*> buckets);
+  // Before Start: transform `i` was restored whole from a committed chain
+  // of `base` and `deltas` bytes (the checkpoint at start may refer to it).
+  void TransformRestored(size_t i, uint64_t base, uint64_t deltas) {
+    restored_[i] = Chain{base, deltas};
+  }
   // Asks a source pipeline to take barrier `id` between two batches; with
   // `stop_after` it reads nothing more after it (a savepoint).
   void RequestBarrier(uint64_t id, bool stop_after);
@@ -190,6 +196,7 @@ class PipelineRunner {
     uint64_t deltas = 0;
   };
   std::vector<Chain> chains_;
+  std::map<size_t, Chain> restored_;  // TransformRestored, read by the first CollectUnits
   std::atomic<uint64_t> requested_barrier_{0};
   std::atomic<uint64_t> stop_after_barrier_{0};
   uint64_t done_barrier_ = 0;             // pipeline thread only

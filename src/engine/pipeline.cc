@@ -281,17 +281,28 @@ std::vector<checkpoint::UnitState> PipelineRunner::CollectUnits(uint64_t id) {
     if (!t->Stateful()) continue;
     checkpoint::UnitState u{"p." + id_ + ".t" + std::to_string(i), spec_.transforms[i].fingerprint,
                             std::nullopt};
+    Chain& c = chains_[i];
+    if (!saved_once_[i] && restored_.count(i) &&
+        checkpointer_->CommittedChain(u.unit, u.fingerprint, &c.base, &c.deltas) &&
+        c.base == restored_[i].base && c.deltas == restored_[i].deltas && !t->StateChanged()) {
+      // Restored from the chain the store names and unchanged since: the
+      // checkpoint refers to it rather than write the state again.
+      saved_once_[i] = true;
+    }
     if (!saved_once_[i] || full || t->StateChanged()) {
       u.data.emplace();
-      Chain& c = chains_[i];
       // What changed, as a delta on the last full state, while the deltas
       // stay under half of it. A checkpoint that fails makes the next one
       // full (FullSave), so the chain counted here is the committed one.
       if (saved_once_[i] && !full && c.base > 0 && t->SaveDelta(&*u.data)) {
         u.delta = true;
-        c.deltas += u.data->size();
-        if (2 * c.deltas > c.base) {  // past half: the whole state instead
-          u.data->clear();
+        if (t->Compacts()) {
+          // The coordinator keeps the chain within its share, compacting it
+          // off this thread.
+          u.compact = [t](std::string_view base, const std::vector<std::string_view>& deltas,
+                          std::string* out) { return t->CompactState(base, deltas, out); };
+        } else if (c.deltas += u.data->size(); 2 * c.deltas > c.base) {
+          u.data->clear();  // past half: the whole state instead
           u.delta = false;
         }
       }

@@ -19,8 +19,9 @@
 // commits of different regions are written one after the other.
 #pragma once
 
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -40,6 +41,12 @@ struct UnitState {
   // `data` is what changed since the unit's last committed chunks (a
   // bucket's delta), to be read after them, not the whole state.
   bool delta = false;
+  // For a delta: merges the committed chain (a full chunk and its deltas,
+  // oldest first) into a full chunk, appended to `out`. When set, the
+  // coordinator writes that instead of the delta once the chain would pass
+  // its share of the full chunk.
+  std::function<Status(std::string_view, const std::vector<std::string_view>&, std::string*)>
+      compact;
 };
 
 // A unit's state as recovered at start.

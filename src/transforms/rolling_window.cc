@@ -142,6 +142,70 @@ class RollingWindow final : public Transform {
     return Status::Ok();
   }
 
+  bool Compacts() const override { return true; }
+
+  // A streaming merge of the chunks' bytes: the full state's keys that no
+  // delta writes or drops, in its order, then each delta's written keys
+  // that no later delta writes or drops again, in theirs (a delta's keys
+  // were written after every key before it). Holds only the deltas' keys.
+  Status CompactState(std::string_view base, const std::vector<std::string_view>& deltas,
+                      std::string* out) const override {
+    const auto corrupt = [] { return Status::Corruption("rolling_window state to compact is short"); };
+    std::unordered_map<std::string_view, size_t> newest;  // key -> the last delta naming it (1-based)
+    uint64_t late = 0, n = 0;
+    std::string_view key;
+    for (size_t i = deltas.size(); i-- > 0;) {
+      checkpoint::Decoder d(deltas[i]);
+      uint64_t delta_late = 0;
+      if (!d.U64(&delta_late) || !d.U64(&n)) return corrupt();
+      if (i + 1 == deltas.size()) late = delta_late;  // the newest count
+      for (uint64_t k = 0; k < n; ++k) {
+        if (!d.View(&key) || !SkipKeyRest(&d)) return corrupt();
+        newest.try_emplace(key, i + 1);
+      }
+      if (!d.U64(&n)) return corrupt();
+      for (uint64_t k = 0; k < n; ++k) {
+        if (!d.View(&key)) return corrupt();
+        newest.try_emplace(key, i + 1);
+      }
+      if (!d.done()) return corrupt();
+    }
+    checkpoint::Encoder e;
+    e.out().reserve(base.size());
+    e.U64(0);  // the count, patched at the end
+    e.U64(0);  // late, patched too
+    uint64_t count = 0;
+    const auto copy = [&](checkpoint::Decoder* d, std::string_view chunk, uint64_t keys,
+                          size_t level) {
+      for (uint64_t k = 0; k < keys; ++k) {
+        const size_t from = d->pos();
+        if (!d->View(&key) || !SkipKeyRest(d)) return false;
+        auto it = newest.find(key);
+        if (it == newest.end() ? level != 0 : it->second != level) continue;
+        e.out().append(chunk.substr(from, d->pos() - from));
+        ++count;
+      }
+      return true;
+    };
+    if (!base.empty()) {
+      checkpoint::Decoder d(base);
+      uint64_t base_late = 0;
+      if (!d.U64(&n) || !d.U64(&base_late) || !copy(&d, base, n, 0) || !d.done()) {
+        return corrupt();
+      }
+      if (deltas.empty()) late = base_late;
+    }
+    for (size_t i = 0; i < deltas.size(); ++i) {
+      checkpoint::Decoder d(deltas[i]);
+      uint64_t skip = 0;
+      if (!d.U64(&skip) || !d.U64(&n) || !copy(&d, deltas[i], n, i + 1)) return corrupt();
+    }
+    e.PatchU64(0, count);
+    e.PatchU64(8, late);
+    out->append(e.out());
+    return Status::Ok();
+  }
+
   size_t keys() const { return keys_.size(); }
   uint64_t late() const { return late_; }
 
@@ -217,6 +281,16 @@ class RollingWindow final : public Transform {
       e->I64(ks.points[i].t);
       e->F64(ks.points[i].v);
     }
+  }
+  // Past a key's record after its key (EncodeKey): end, last write, points.
+  static bool SkipKeyRest(checkpoint::Decoder* d) {
+    int64_t i64 = 0;
+    uint64_t points = 0;
+    if (!d->I64(&i64) || !d->I64(&i64) || !d->U64(&points)) return false;
+    for (uint64_t k = 0; k < points; ++k) {
+      if (!d->I64(&i64) || !d->I64(&i64)) return false;
+    }
+    return true;
   }
   static bool DecodeKey(checkpoint::Decoder* d, std::string* key, KeyState* ks) {
     uint64_t points = 0;

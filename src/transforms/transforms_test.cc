@@ -269,6 +269,15 @@ TEST_F(TransformTest, RollingWindowDeltasRestoreTheWindows) {
     r->SaveState(&got);
     ASSERT_EQ(got, want) << "round " << round;
     EXPECT_FALSE(r->ApplyDelta(deltas[0].substr(0, deltas[0].size() - 1)).ok());
+    // The coordinator's compaction of the same chain, from the bytes alone,
+    // writes the same full state.
+    ASSERT_TRUE(t->Compacts());
+    std::vector<std::string_view> chain(deltas.begin(), deltas.end());
+    std::string compacted;
+    ASSERT_TRUE(t->CompactState(base, chain, &compacted).ok());
+    ASSERT_EQ(compacted, want) << "compaction, round " << round;
+    chain[0] = chain[0].substr(0, chain[0].size() - 1);
+    EXPECT_FALSE(t->CompactState(base, chain, &compacted).ok());
     base = want;
   }
 }

@@ -458,6 +458,28 @@ pipelines:
             i = int(row["id"].split("-")[1])
             last = vals[i][-3:]
             self.assertEqual((row["v_count"], row["v_sum"]), (len(last), float(sum(last))), row)
+        lines += 100
+        # the checkpoint taken at the restart referred to the restored chain
+        # (only the input's and output's small units were written)
+        history = s.get_json("/api/v1/checkpoints")["regions"][0]
+        self.assertLess(history["bytes_written"], 4096, history)
+        # 60% of the keys written: the deltas would pass half of the full
+        # state, so the coordinator writes it whole, merged from the chain
+        # in the store and this delta
+        write(range(1000, 4000), 7000)
+        lines += 3000
+        settle(lines)
+        compacted = checkpoint()
+        self.assertGreater(compacted, full * 0.9, (full, compacted))
+        s.kill()
+        write(range(990, 1010), 9000)  # keys on both sides of the compacted ones
+        s = self.start(cfg, server_config=server, state_dir=self.path("state"))
+        settle(lines + 20)
+        rows = [json.loads(l) for l in self.read_output("out")][-20:]
+        for row in rows:
+            i = int(row["id"].split("-")[1])
+            last = vals[i][-3:]
+            self.assertEqual((row["v_count"], row["v_sum"]), (len(last), float(sum(last))), row)
         self.assertEqual(s.stop(), 0)
 
     def blocked_output_config(self, n, retry=""):
