@@ -37,6 +37,8 @@ bench: build
 	./scripts/install-deps.sh --bench
 	python3 -u bench/pipelines.py --with-micro --with-http --with-kafka
 	python3 -u bench/state_interval.py
+	cmake build >/dev/null && cmake --build build -j2 --target state_backends
+	build/tests/state_backends --keys 1000000 --rounds 3
 	python3 -u bench/databases.py
 	python3 -u bench/brokers.py
 	python3 -u bench/s3.py

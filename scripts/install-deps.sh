@@ -43,6 +43,7 @@ if [ "${1:-}" = "--bench" ]; then
     kcat                 # the kafka benchmark's ceiling: kcat -C | kcat -P
     jq                   # what a user runs instead for filter + map over NDJSON (file workload)
     miller               # the same with mlr
+    librocksdb-dev       # bench/state_backends.cc: kayak's bucket against RocksDB (docs/decisions/0004)
   )
 fi
 

@@ -108,7 +108,7 @@ class Bucket {
 
  private:
   // An entry with its place in the write order (a list through the
-  // entries: no node of its own). docs/state_format.md gives the bytes a key
+  // entries: no node of its own). docs/benchmarks.md gives the bytes a key
   // costs.
   struct Slot;
   using Node = std::pair<const std::string, Slot>;
