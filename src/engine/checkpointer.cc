@@ -1,6 +1,7 @@
 #include "engine/checkpointer.h"
 
 #include <algorithm>
+#include <set>
 
 #include "common/log.h"
 #include "engine/engine.h"
@@ -330,12 +331,15 @@ void Checkpointer::CommitReady() {
     // this thread.)
     mu_.unlock();
     Status st;
+    std::set<Bucket*> unreadable;  // whose chain could not be read back to compact
     for (auto& e : encode) {
       // What the barrier sealed, as it was then (a first save sealed
       // nothing: its changes are pending already).
       e.changes.emplace_back();
       e.bucket->CollectSealed(&e.changes.back());
-      if (st.ok()) st = EncodeBucket(units[e.index].fingerprint, e.chain, e.changes, &units[e.index]);
+      if (!st.ok()) continue;
+      st = EncodeBucket(units[e.index].fingerprint, e.chain, e.changes, &units[e.index]);
+      if (!st.ok()) unreadable.insert(e.bucket);
     }
     for (auto& u : units) {
       if (st.ok() && u.delta && u.compact) st = CompactIfDue(&u);
@@ -384,6 +388,10 @@ void Checkpointer::CommitReady() {
       // The buckets' changes go with the next checkpoint: the store's chain
       // is still the one before them.
       for (auto& e : encode) rs.pending[e.bucket] = std::move(e.changes);
+      // A chain that cannot be read back is not built on again: the next
+      // checkpoint takes the bucket whole from memory, a new full chunk (a
+      // window: the full save that needs_full asks for).
+      for (Bucket* b : unreadable) rs.bucket_saved_once[b] = false;
       Decide(rs, id, false);
       KLOG_ERROR("checkpoint {} of region {} abandoned: {}; the previous checkpoint stays in "
                  "force and the next one is tried in {} s",
