@@ -137,22 +137,21 @@ void Bucket::TakeChanges(bool all, std::vector<Change>* out) {
   out->reserve(out->size() + entries_.size());
   for (const auto& [key, slot] : entries_) out->push_back(ChangeOf(key, slot));
   // Everything is taken: what was sealed or touched before is in it.
-  sealed_ = false;
-  sealed_keys_.clear();
-  preimages_.clear();
-  earlier_.clear();
-  touched_.clear();
-  ++epoch_;
-  changed_ = false;
+  ForgetChangesLocked();
 }
 
 void Bucket::MarkSaved() {
   std::lock_guard lock(mu_);
+  ForgetChangesLocked();
+}
+
+void Bucket::ForgetChangesLocked() {
   sealed_ = false;
   sealed_keys_.clear();
   preimages_.clear();
   earlier_.clear();
   touched_.clear();
+  may_repeat_ = false;
   ++epoch_;
   changed_ = false;
 }

@@ -127,6 +127,8 @@ class Bucket {
   void LinkNewestLocked(Node* n);
   void UnlinkLocked(Node* n);
   void EraseLocked(Map::iterator it);
+  // Every change so far counts as saved: nothing sealed, nothing touched.
+  void ForgetChangesLocked();
   void TouchLocked(const std::string& key, Slot& slot);
   // Before a slot changes: its sealed value is kept aside if it is not
   // collected yet.

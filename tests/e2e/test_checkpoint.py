@@ -69,6 +69,12 @@ def oracle_rows():
 SERVER = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 1, timeout_secs: 30}\n"
 
 
+def append_keys(path, ids, v):
+    """Lines {"id": "key-<i>", "v": v} for each i, appended to `path`."""
+    with open(path, "a") as f:
+        f.write("".join(f'{{"id":"key-{i}","v":{v}}}\n' for i in ids))
+
+
 class CheckpointTest(KayakTest):
     def setUp(self):
         super().setUp()
@@ -319,8 +325,7 @@ pipelines:
         src = self.path("keys.ndjson")
 
         def write(ids, v):
-            with open(src, "a") as f:
-                f.write("".join(f'{{"id":"key-{i}","v":{v}}}\n' for i in ids))
+            append_keys(src, ids, v)
 
         write(range(keys), 0)
         lines = keys
@@ -491,8 +496,7 @@ pipelines:
         src = self.path("c.ndjson")
 
         def write(ids, v):
-            with open(src, "a") as f:
-                f.write("".join(f'{{"id":"key-{i}","v":{v}}}\n' for i in ids))
+            append_keys(src, ids, v)
 
         write(range(keys), 1)
         lines = keys
