@@ -328,8 +328,7 @@ LastMap LastChanges(const std::vector<std::vector<Bucket::Change>>& lists) {
 }
 
 // The written entries of `last`, oldest write first.
-std::vector<const Bucket::Change*> WrittenInOrder(
-    const LastMap& last) {
+std::vector<const Bucket::Change*> WrittenInOrder(const LastMap& last) {
   std::vector<const Bucket::Change*> written;
   for (const auto& [key, c] : last) {
     if (!c->dropped) written.push_back(c);
