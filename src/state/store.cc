@@ -148,14 +148,16 @@ Status Store::CheckChunk(const Link& r, std::string* data) {
 }
 
 Status Store::ReadChunks(const Manifest& m, std::map<std::string, RestoredUnit>* data) {
-  for (const auto& [unit, rec] : m.units) {
-    RestoredUnit& u = (*data)[unit];
-    u.fingerprint = rec.fingerprint;
-    KAYAK_RETURN_IF_ERROR(CheckChunk(rec.full, &u.data));
-    u.deltas.resize(rec.deltas.size());
-    for (size_t i = 0; i < rec.deltas.size(); ++i) {
-      KAYAK_RETURN_IF_ERROR(CheckChunk(rec.deltas[i], &u.deltas[i]));
-    }
+  for (const auto& [unit, rec] : m.units) KAYAK_RETURN_IF_ERROR(ReadRecord(rec, &(*data)[unit]));
+  return Status::Ok();
+}
+
+Status Store::ReadRecord(const Record& rec, RestoredUnit* u) {
+  u->fingerprint = rec.fingerprint;
+  KAYAK_RETURN_IF_ERROR(CheckChunk(rec.full, &u->data));
+  u->deltas.resize(rec.deltas.size());
+  for (size_t i = 0; i < rec.deltas.size(); ++i) {
+    KAYAK_RETURN_IF_ERROR(CheckChunk(rec.deltas[i], &u->deltas[i]));
   }
   return Status::Ok();
 }
@@ -308,8 +310,7 @@ bool Store::LatestChain(const std::string& unit, const std::string& fingerprint,
   auto it = latest_.find(unit);
   if (it == latest_.end() || it->second.fingerprint != fingerprint) return false;
   *base = it->second.full.bytes;
-  *deltas = 0;
-  for (const Link& d : it->second.deltas) *deltas += d.bytes;
+  *deltas = ChainBytes(it->second) - *base;
   return true;
 }
 
@@ -326,13 +327,7 @@ Status Store::ReadChain(const std::string& unit, const std::string& fingerprint,
   }
   // Outside the lock (other regions commit meanwhile): the chunks of a
   // unit's newest record stay until this region commits a newer one.
-  out->fingerprint = rec.fingerprint;
-  KAYAK_RETURN_IF_ERROR(CheckChunk(rec.full, &out->data));
-  out->deltas.resize(rec.deltas.size());
-  for (size_t i = 0; i < rec.deltas.size(); ++i) {
-    KAYAK_RETURN_IF_ERROR(CheckChunk(rec.deltas[i], &out->deltas[i]));
-  }
-  return Status::Ok();
+  return ReadRecord(rec, out);
 }
 
 Status Store::DropRegionsExcept(const std::set<std::string>& live) {

@@ -145,6 +145,8 @@ class Store {
   // Every chunk `m` names, checked, into `data` by unit (its fingerprint,
   // full chunk and deltas; the id and region are left for the caller).
   Status ReadChunks(const Manifest& m, std::map<std::string, RestoredUnit>* data);
+  // One unit's chunks, checked: its fingerprint, full chunk and deltas.
+  Status ReadRecord(const Record& rec, RestoredUnit* u);
   // The error that stops a start: checkpoint `id` of `region` cannot be read.
   Status Unreadable(const std::string& region, uint64_t id, const Status& why) const;
   void CollectGarbage();

@@ -75,6 +75,12 @@ def append_keys(path, ids, v):
         f.write("".join(f'{{"id":"key-{i}","v":{v}}}\n' for i in ids))
 
 
+def checkpoint_now(s):
+    """POST /api/v1/checkpoints: its status and the first region's record."""
+    status, _, body = http("POST", s.url + "/api/v1/checkpoints")
+    return status, json.loads(body)["regions"][0]
+
+
 class CheckpointTest(KayakTest):
     def setUp(self):
         super().setUp()
@@ -324,10 +330,7 @@ pipelines:
         keys = 20_000
         src = self.path("keys.ndjson")
 
-        def write(ids, v):
-            append_keys(src, ids, v)
-
-        write(range(keys), 0)
+        append_keys(src, range(keys), 0)
         lines = keys
         cfg = f"""
 buckets:
@@ -346,9 +349,9 @@ pipelines:
                      timeout=60, what=f"{lines} messages into the bucket")
 
         def checkpoint():
-            status, _, body = http("POST", s.url + "/api/v1/checkpoints")
-            self.assertEqual(status, 200, body)
-            return json.loads(body)["regions"][0]["bytes_written"]
+            status, region = checkpoint_now(s)
+            self.assertEqual(status, 200, region)
+            return region["bytes_written"]
 
         settle()
         full = checkpoint()
@@ -358,7 +361,7 @@ pipelines:
         written = []
         for r, ids in enumerate([range(0, 200), range(keys, keys + 200),
                                  list(range(0, 200)) + list(range(keys + 200, keys + 400))]):
-            write(ids, r + 1)
+            append_keys(src, ids, r + 1)
             lines += len(ids)
             settle()
             written.append(checkpoint())
@@ -392,7 +395,7 @@ pipelines:
         # whole, compacted from the chain in the store and the changes
         lines = 0  # the card counts from the restart
         for r in range(2):
-            write(range(r * keys * 3 // 10, (r + 1) * keys * 3 // 10), 10 + r)
+            append_keys(src, range(r * keys * 3 // 10, (r + 1) * keys * 3 // 10), 10 + r)
             lines += keys * 3 // 10
             settle()
             written.append(checkpoint())
@@ -436,9 +439,9 @@ pipelines:
                      what=f"{n} lines out")
 
         def checkpoint():
-            status, _, body = http("POST", s.url + "/api/v1/checkpoints")
-            self.assertEqual(status, 200, body)
-            return json.loads(body)["regions"][0]["bytes_written"]
+            status, region = checkpoint_now(s)
+            self.assertEqual(status, 200, region)
+            return region["bytes_written"]
 
         settle(lines)
         full = checkpoint()
@@ -495,10 +498,7 @@ pipelines:
         keys = 5000
         src = self.path("c.ndjson")
 
-        def write(ids, v):
-            append_keys(src, ids, v)
-
-        write(range(keys), 1)
+        append_keys(src, range(keys), 1)
         lines = keys
         cfg = f"""
 buckets:
@@ -518,17 +518,14 @@ pipelines:
             wait_for(lambda: len(self.read_output("out")) >= lines, timeout=60,
                      what=f"{lines} lines out")
 
-        def checkpoint():
-            status, _, body = http("POST", s.url + "/api/v1/checkpoints")
-            return status, json.loads(body)["regions"][0]
 
         settle()
-        status, first = checkpoint()
+        status, first = checkpoint_now(s)
         self.assertEqual(status, 200, first)
-        write(range(100), 1)
+        append_keys(src, range(100), 1)
         lines += 100
         settle()
-        self.assertEqual(checkpoint()[0], 200)
+        self.assertEqual(checkpoint_now(s)[0], 200)
         state = self.path("state")
         for unit in ("-b.big.kyc", "-p.fill.t0.kyc"):
             base = sorted(f for f in os.listdir(state) if f.endswith(unit))[0]
@@ -537,18 +534,18 @@ pipelines:
                 byte = f.read(1)
                 f.seek(-1, os.SEEK_CUR)
                 f.write(bytes([byte[0] ^ 0xFF]))
-        write(range(1000, 4000), 1)  # past half: a compaction reads the chain back
+        append_keys(src, range(1000, 4000), 1)  # past half: a compaction reads the chain back
         lines += 3000
         settle()
-        status, failed = checkpoint()
+        status, failed = checkpoint_now(s)
         self.assertEqual(status, 503, failed)
         self.assertRegex(failed["last_error"],
                          r"chunk-\d+-(b\.big|p\.fill\.t0)\.kyc: .*(checksum|does not match)")
-        status, again = checkpoint()
+        status, again = checkpoint_now(s)
         self.assertEqual(status, 200, again)
         self.assertGreater(again["bytes_written"], first["bytes_written"] * 0.9, (first, again))
         s.kill()
-        write(range(5), 1)
+        append_keys(src, range(5), 1)
         s = self.start(cfg, server_config=server, state_dir=self.path("state"))
         lines += 5
         settle()
