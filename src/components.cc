@@ -10,7 +10,7 @@
   /* inputs */                                                                     \
   X(DummyInputDef) X(FileInputDef) X(HttpInputDef) X(HttpPollInputDef)             \
   X(ClickhouseInputDef) X(KafkaInputDef) X(MqttInputDef) X(NatsInputDef)          \
-  X(PipelineInputDef)                                                              \
+  X(OpcuaInputDef) X(PipelineInputDef)                                             \
   X(PostgresInputDef) X(RedisInputDef)                                             \
   X(TcpInputDef)                                                                   \
   /* transforms */                                                                 \

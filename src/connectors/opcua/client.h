@@ -1,0 +1,102 @@
+// An OPC UA client of the services an input needs (OPC UA Part 4): finds the
+// server's SecurityPolicy None endpoint (GetEndpoints), opens a session
+// (CreateSession, ActivateSession: anonymous or user name and password),
+// subscribes to data changes of a list of variables (CreateSubscription,
+// CreateMonitoredItems) and keeps Publish requests in flight, acknowledging
+// what it received and asking again for what it missed (Republish).
+//
+// It runs on its caller's thread, which calls Poll() as it wants data: while
+// it does not, the server's queues hold (or drop, by their size) the changes.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "connectors/opcua/binary.h"
+#include "connectors/opcua/channel.h"
+#include "kayak/status.h"
+
+namespace kayak::opcua {
+
+struct SubscriberOptions {
+  Endpoint endpoint;
+  // The variables, as configured (each message's "node") and parsed.
+  std::vector<std::string> node_texts;
+  std::vector<NodeId> nodes;
+  double sampling_ms = 100;
+  double publishing_ms = 500;
+  uint32_t queue_size = 10;
+  std::string username;  // empty: anonymous
+  std::string password;
+  int timeout_ms = 5000;
+  std::string session_name = "kayak";
+};
+
+class Subscriber {
+ public:
+  explicit Subscriber(SubscriberOptions options);
+  ~Subscriber() { Disconnect(); }
+
+  // Connects and subscribes. Invalid for what connecting again will not
+  // mend (no SecurityPolicy None endpoint, no token policy for the login);
+  // Unavailable otherwise.
+  Status Connect();
+  bool connected() const { return channel_.is_open() && subscription_id_ != 0; }
+
+  // Waits up to `wait_ms` for data changes and appends up to `max` of them,
+  // each one message of JSON text, to `out`; a change that cannot be handed
+  // on (a value of a type the input does not decode) goes to `errors`
+  // instead. Unavailable when the connection or the subscription is lost
+  // (connected() is then false).
+  Status Poll(int wait_ms, size_t max, std::vector<std::string>* out,
+              std::vector<std::string>* errors);
+
+  // Closes the session (deleting its subscription) and the secure channel.
+  void Disconnect();
+
+  // Notifications the server no longer had when asked again.
+  uint64_t missed() const { return missed_; }
+  double revised_publishing_ms() const { return revised_publishing_ms_; }
+
+ private:
+  Status Lost(const std::string& why);
+  Status CheckEndpoints();
+  Status CreateSession();
+  Status ActivateSession();
+  Status CreateSubscription();
+  Status CreateItems();
+  Status SendPublish();
+  // Takes one response of the publish loop.
+  Status Take(Response& resp);
+  // Reads a NotificationMessage into pending_.
+  Status TakeNotification(Reader* r, std::vector<std::string>* errors);
+  Status Republish(uint32_t sequence, std::vector<std::string>* errors, bool* found);
+  std::string Header(uint32_t timeout_ms);
+
+  const SubscriberOptions o_;
+  std::vector<std::string> prefixes_;  // per node: {"node":"<its text>",
+  Channel channel_;
+  NodeId auth_token_;
+  std::string server_nonce_;
+  std::string server_certificate_;  // DER, from the chosen endpoint
+  std::string user_policy_id_;
+  std::string user_policy_uri_;  // the user token's own security policy
+  uint32_t request_handle_ = 0;
+  uint32_t subscription_id_ = 0;
+  double revised_publishing_ms_ = 0;
+  uint32_t revised_keepalive_ = 0;
+  std::unordered_set<uint32_t> publishes_;  // request ids of Publish requests in flight
+  size_t publish_target_ = 3;
+  std::vector<uint32_t> acks_;  // sequence numbers to acknowledge
+  uint32_t last_sequence_ = 0;
+  int64_t last_heard_ms_ = 0;
+  std::deque<std::string> pending_;  // changes received, not yet handed on
+  std::vector<std::string> pending_errors_;
+  std::deque<Response> stash_;  // publish answers that came during a Republish
+  uint64_t missed_ = 0;
+};
+
+}  // namespace kayak::opcua
