@@ -2,10 +2,11 @@
 # servers.sh: the real database servers the tests need, started once per test
 # run on loopback ports and stopped by PID (CTest fixtures, tests/CMakeLists.txt).
 #
-#   servers.sh start|stop postgres|clickhouse|nats|redis|mosquitto|s3 DIR
+#   servers.sh start|stop postgres|clickhouse|nats|redis|mosquitto|s3|opcua DIR
 #
 # `start` picks free loopback ports and writes the address to DIR/env
-# (PG_URL=..., CLICKHOUSE_URL=..., NATS_URL=..., REDIS_URL=..., MQTT_URL=...), which
+# (PG_URL=..., CLICKHOUSE_URL=..., NATS_URL=..., REDIS_URL=..., MQTT_URL=...,
+# OPCUA_URL=...), which
 # tests/e2e/servers.py reads. Every server binds
 # 127.0.0.1 only; its data lives under DIR and is removed by `stop`.
 set -euo pipefail
@@ -158,6 +159,24 @@ start_s3() {
     echo "S3_ACCESS_KEY_ID=S3RVER"; echo "S3_SECRET_ACCESS_KEY=S3RVER"; } >"$dir/env"
 }
 
+# node-opcua (npm, pinned in tests/servers/npm), the test server of
+# tests/servers/opcua-server.js: OPCUA_PORT fixes the port (a test that
+# restarts a server on the same address), OPCUA_ARGS adds its options
+# (--items N, --secure-only).
+start_opcua() {
+  if [ -f "$dir/pid" ]; then stop_pid TERM; fi
+  rm -rf "$dir"; mkdir -p "$dir"
+  local port here; port=${OPCUA_PORT:-$(free_port)}; here=$(cd "$(dirname "$0")" && pwd)
+  [ -d "$here/npm/node_modules/node-opcua" ] ||
+    fail "node-opcua is not installed: run scripts/install-deps.sh"
+  # shellcheck disable=SC2086
+  NODE_PATH="$here/npm/node_modules" node "$here/opcua-server.js" "$port" "$dir/pki" \
+    ${OPCUA_ARGS:-} >"$dir/server.log" 2>&1 &
+  echo $! >"$dir/pid"
+  await opcua grep -q OPCUA_READY "$dir/server.log"
+  echo "OPCUA_URL=opc.tcp://127.0.0.1:$port/UA/kayak" >"$dir/env"
+}
+
 stop_pid() {  # SIGNAL: the server's own clean stop; then wait for the PID to go
   [ -f "$dir/pid" ] || return 0
   local pid; pid=$(cat "$dir/pid")
@@ -176,6 +195,7 @@ case "$what:$name" in
   start:redis) start_redis ;;
   start:mosquitto) start_mosquitto ;;
   start:s3) start_s3 ;;
-  stop:nats|stop:redis|stop:mosquitto|stop:s3) stop_pid TERM ;;
-  *) fail "usage: servers.sh start|stop postgres|clickhouse|nats|redis|mosquitto|s3 DIR" ;;
+  start:opcua) start_opcua ;;
+  stop:nats|stop:redis|stop:mosquitto|stop:s3|stop:opcua) stop_pid TERM ;;
+  *) fail "usage: servers.sh start|stop postgres|clickhouse|nats|redis|mosquitto|s3|opcua DIR" ;;
 esac

@@ -1,0 +1,211 @@
+"""The opcua input against a real OPC UA server (node-opcua, started once per
+run by the CTest fixture; tests that kill or change the server start their
+own): four changing variables in order with their timestamps, every built-in
+type the input decodes, a structure value as an error on the card, a login,
+the server killed and started again, a server that stops answering, kill -9
+of kayak with a state dir, and start errors that name their cause."""
+import os
+import signal
+import subprocess
+import unittest
+
+from brokers import SERVER, BrokerTest
+from harness import wait_for
+from servers import Proxy, env, port_of
+
+SERVERS_SH = os.path.join(os.path.dirname(__file__), "..", "servers", "servers.sh")
+PLANT = ["ns=1;s=Plant.Counter", "ns=1;s=Plant.Level", "ns=1;s=Plant.Temperature",
+         "ns=1;s=Plant.Status"]
+
+
+def opcua_url():
+    return env("opcua")["OPCUA_URL"]
+
+
+def start_server(directory, port=None, args=""):
+    """A private node-opcua server (servers.sh); its URL."""
+    e = dict(os.environ, OPCUA_ARGS=args)
+    if port:
+        e["OPCUA_PORT"] = str(port)
+    subprocess.run([SERVERS_SH, "start", "opcua", directory], check=True, env=e, timeout=120)
+    with open(os.path.join(directory, "env")) as f:
+        return f.read().strip().split("=", 1)[1]
+
+
+def stop_server(directory):
+    subprocess.run([SERVERS_SH, "stop", "opcua", directory], check=False, timeout=120)
+
+
+def port_of_opc(url):
+    return int(url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
+
+
+class OpcuaTest(BrokerTest):
+    def opcua_input(self, nodes, url=None, extra=""):
+        quoted = ", ".join(f"'{n}'" for n in nodes)
+        return (f"{{opcua: {{endpoint: '{url or opcua_url()}', nodes: [{quoted}]"
+                f"{', ' + extra if extra else ''}}}}}")
+
+    def by_node(self, name="out"):
+        out = {}
+        for m in self.out(name):
+            out.setdefault(m["node"], []).append(m)
+        return out
+
+    def private_server(self, name, port=None, args=""):
+        d = self.path(name)
+        url = start_server(d, port, args)
+        self.addCleanup(stop_server, d)
+        return d, url
+
+    def test_four_variables_arrive_in_order_with_their_timestamps(self):
+        s = self.start(self.graph(self.opcua_input(
+            PLANT, extra="sampling_ms: 50, publishing_ms: 200, queue_size: 20")))
+        wait_for(lambda: len(self.by_node().get(PLANT[0], [])) >= 20, timeout=30,
+                 what="20 changes of the counter")
+        self.assertIn("subscribed to 4 nodes", s.card("p", "input")["position"])
+        s.stop()
+        got = self.by_node()
+        self.assertEqual(set(got), set(PLANT))
+        for node, msgs in got.items():
+            for m in msgs:
+                self.assertEqual(m["status"], "Good", m)
+                self.assertRegex(m["source_ts"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3,7}Z$")
+                self.assertIn("server_ts", m)
+            stamps = [m["source_ts"] for m in msgs]
+            self.assertEqual(stamps, sorted(stamps), node)
+        counter = [m["value"] for m in got[PLANT[0]]]
+        # Every change, in order: the server's queue (20) outlasts a publish.
+        self.assertEqual(counter, list(range(counter[0], counter[0] + len(counter))))
+        level = [m["value"] for m in got[PLANT[1]]]
+        self.assertEqual(level[:len(counter)], [-c for c in counter][:len(level)])
+        self.assertTrue(all(isinstance(m["value"], float) for m in got[PLANT[2]]))
+        self.assertTrue(set(m["value"] for m in got[PLANT[3]]) <=
+                        {"IDLE", "RUNNING", "STOPPED"})
+
+    def test_every_built_in_type_and_a_structure_as_an_error(self):
+        want = {
+            "Boolean": True, "SByte": -5, "Int16": -12345, "UInt64": 18446744073709551615,
+            "Int64": -8589934591, "Float": 1.5, "String": "Grüße \u2603 \"quoted\"",
+            "DateTime": "2026-01-02T03:04:05.678Z",
+            "Guid": "72962B91-FA75-4AE6-8D28-B404DC7DAF63", "ByteString": "AAEC+v8=",
+            "LocalizedText": "Pump 1", "QualifiedName": "1:Valve",
+            "NodeId": "ns=1;s=Plant.Counter", "StatusCode": "BadDeviceFailure",
+            "Int32Array": [1, -2, 3], "StringArray": ["a", "b"],
+        }
+        nodes = [f"ns=1;s=Types.{t}" for t in want] + ["i=2256"]  # ServerStatus: a structure
+        s = self.start(self.graph(self.opcua_input(nodes, extra="publishing_ms: 100")))
+        wait_for(lambda: len(self.by_node()) >= len(want), timeout=30, what="every type")
+        wait_for(lambda: s.card("p", "input")["errors"] >= 1, what="the structure's error")
+        got = self.by_node()
+        for t, value in want.items():
+            self.assertEqual(got[f"ns=1;s=Types.{t}"][0]["value"], value, t)
+        self.assertNotIn("i=2256", got)
+        card = s.card("p", "input")
+        self.assertIn("i=2256", card["last_error"])
+        self.assertIn("ExtensionObject", card["last_error"])
+        self.assertEqual(card["state"], "running")
+
+    def test_a_user_logs_in_with_a_password_the_server_asked_to_encrypt(self):
+        s = self.start(self.graph(self.opcua_input(
+            PLANT[:1], extra="username: kayak, password: '${OPCUA_TEST_PASSWORD}'")),
+            env={"OPCUA_TEST_PASSWORD": "kayak-pass"})
+        wait_for(lambda: len(self.out()) >= 3, timeout=30, what="changes after a login")
+        # The password never shows.
+        config = s.get_json("/api/v1/pipelines/p")
+        self.assertNotIn("kayak-pass", str(config))
+
+    def test_start_errors_name_their_cause(self):
+        d, secure_url = self.private_server("secure", args="--secure-only")
+        cases = [
+            (self.opcua_input(PLANT[:1], url=secure_url), "offers no endpoint with SecurityPolicy None"),
+            (self.opcua_input(PLANT[:1], extra="username: kayak, password: wrong"),
+             "refused the login of user 'kayak'"),
+            (self.opcua_input(PLANT[:1] + ["ns=1;s=Plant.Nope"]), "ns=1;s=Plant.Nope: BadNodeIdUnknown"),
+        ]
+        for config, want in cases:
+            with self.subTest(want=want):
+                s = self.start(self.graph(config))
+                wait_for(lambda: s.card("p", "input")["state"] == "failed", timeout=30,
+                         what="the input failed")
+                self.assertIn(want, s.card("p", "input")["last_error"])
+                s.stop()
+
+    def test_the_server_killed_and_started_again(self):
+        d, url = self.private_server("plc")
+        port = port_of_opc(url)
+        s = self.start(self.graph(self.opcua_input(PLANT[:1], url=url,
+                                                   extra="publishing_ms: 100")),
+                       server_config=SERVER)
+        wait_for(lambda: len(self.out()) >= 5, timeout=30, what="changes before the kill")
+        with open(os.path.join(d, "pid")) as f:
+            os.kill(int(f.read()), signal.SIGKILL)
+        wait_for(lambda: s.card("p", "input")["state"] == "retrying", timeout=30,
+                 what="retrying while the server is down")
+        self.assertIn("opcua input", s.card("p", "input")["last_error"])
+        before = len(self.out())
+        start_server(d, port)
+        # The new server counts from 1 again; the input subscribed anew.
+        wait_for(lambda: len(self.out()) >= before + 5, timeout=60, what="changes after the restart")
+        after = [m["value"] for m in self.out()[before:]]
+        self.assertEqual(after, sorted(after))
+        self.assertLess(after[0], 100)
+        wait_for(lambda: s.card("p", "input")["state"] == "running", what="running again")
+        self.assertRegex(s.card("p", "input")["position"],
+                         r"resubscribed after an outage of \d+ ms")
+
+    def test_a_server_that_stops_answering_is_left_and_found_again(self):
+        proxy = Proxy("127.0.0.1", port_of_opc(opcua_url()))
+        self.addCleanup(proxy.close)
+        url = f"opc.tcp://127.0.0.1:{proxy.port}/UA/kayak"
+        s = self.start(self.graph(self.opcua_input(
+            PLANT[:1], url=url, extra="publishing_ms: 100, timeout_ms: 1000")), server_config=SERVER)
+        wait_for(lambda: len(self.out()) >= 3, timeout=30, what="changes")
+        proxy.hold_replies()  # the connection stays up; nothing comes back
+        wait_for(lambda: s.card("p", "input")["state"] == "retrying", timeout=30,
+                 what="the silence noticed")
+        self.assertIn("keep-alive", s.card("p", "input")["last_error"])
+        proxy.cut()
+        proxy.restore()
+        n = len(self.out())
+        wait_for(lambda: len(self.out()) >= n + 3, timeout=60, what="changes again")
+
+    def test_kill_9_keeps_state_and_output_in_step(self):
+        # A running count per node in a bucket, written into each message:
+        # after kill -9 and a restart, the output must hold each count once.
+        config = ("buckets:\n  seen: {idle_timeout_secs: 3600}\n" + self.graph(
+            self.opcua_input(PLANT[:2], extra="publishing_ms: 100"),
+            transforms=("    transforms:\n"
+                        "      - bucket: {name: seen, key: node, op: count, as: n}\n")))
+        state = self.path("state")
+        s = self.start(config, state_dir=state, server_config=SERVER)
+        wait_for(lambda: len(self.out()) >= 30, timeout=30, what="changes")
+        wait_for(lambda: s.get_json("/api/v1/checkpoints")["regions"][0]["committed"] >= 2,
+                 timeout=30, what="checkpoints")
+        # Kill between checkpoints, with output past the last one.
+        n = len(self.out())
+        wait_for(lambda: len(self.out()) >= n + 4, timeout=30, what="output past the checkpoint")
+        s.kill()
+        s2 = self.start(config, state_dir=state, server_config=SERVER)
+        n = len(self.out())
+        wait_for(lambda: len(self.out()) >= n + 20, timeout=30, what="changes after the restart")
+        s2.stop()
+        for node, msgs in self.by_node().items():
+            counts = [m["n"] for m in msgs]
+            self.assertEqual(counts, list(range(1, len(counts) + 1)), node)
+
+    def test_options_that_do_not_fit(self):
+        for inp, want in [
+            (self.opcua_input(["ns=1;x=1"]), "expected i=, s=, g= or b="),
+            (self.opcua_input(PLANT, url="http://127.0.0.1:1/"), "opc.tcp://"),
+            (self.opcua_input(PLANT, extra="password: x"), "a password needs a username"),
+            (self.opcua_input(PLANT, extra="queue_size: 0"), "queue_size"),
+        ]:
+            with self.subTest(want=want):
+                code, text = self.check_config(self.graph(inp))
+                self.assertNotEqual(code, 0)
+                self.assertIn(want, text)
+
+
+if __name__ == "__main__":
+    unittest.main()
