@@ -75,6 +75,9 @@ class Connector:
     def bad_input_option(self):  # (input yaml with one wrong value, the wrong value)
         raise NotImplementedError
 
+    def transforms(self):  # transforms that make the input's messages the kit's {k, seq}
+        return []
+
     def close(self):
         pass
 
@@ -651,6 +654,76 @@ class MqttConnector(Subscribed, Connector):
             self.reader.wait()
 
 
+class OpcuaConnector(Subscribed, Connector):
+    """OPC UA data changes from the node-opcua server the fixture started: the
+    kit's messages are written by a node-opcua client into Kit.k0 .. Kit.k3
+    (seq + 1 into the variable of key k), each write answered before the
+    next and a variable's writes paced past the server's sampling interval
+    (tests/servers/opcua-write.js), and every variable set back to 0 after a
+    write (so the value a new
+    subscription first receives is 0, which the shaping drops). Nothing is
+    kept for an absent subscriber. A lua step makes each change the kit's
+    {k, seq} again."""
+    name = "opcua"
+    delivery = "none"
+    has_server = True
+    SHAPE = ("{lua: {script: 'function process(m) if m.value == 0 then return nil end "
+             "return {k = string.sub(m.node, 12), seq = m.value - 1} end'}}")
+
+    def __init__(self, t):
+        super().__init__(t)
+        self.real = servers.env("opcua")["OPCUA_URL"]
+        port = int(self.real.split("://")[1].split("/")[0].rsplit(":", 1)[1])
+        self.proxy = servers.Proxy("127.0.0.1", port)
+        self.url = f"opc.tcp://127.0.0.1:{self.proxy.port}/UA/kayak"
+        here = os.path.join(HERE, "..", "servers")
+        self.writer = subprocess.Popen(
+            ["node", os.path.join(here, "opcua-write.js"), self.real], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            env=dict(os.environ, NODE_PATH=os.path.join(here, "npm", "node_modules")))
+        assert self.answer() == "ready", "opcua-write.js did not connect"
+        self.send([[f"ns=1;s=Kit.k{i}", 0] for i in range(KEYS)])
+
+    def answer(self):
+        # node-opcua prints its own warnings on stdout too: skip them
+        while True:
+            line = self.writer.stdout.readline()
+            if not line or line.split(" ", 1)[0].strip() in ("ready", "ok", "error"):
+                return line.strip()
+
+    def send(self, pairs):
+        self.writer.stdin.write(json.dumps(pairs) + "\n")
+        self.writer.stdin.flush()
+        answer = self.answer()
+        assert answer == "ok", answer
+
+    def input_yaml(self):
+        nodes = ", ".join(f"'ns=1;s=Kit.k{i}'" for i in range(KEYS))
+        return (f"{{opcua: {{endpoint: '{self.url}', nodes: [{nodes}], sampling_ms: 0, "
+                f"publishing_ms: 50, queue_size: 1000, timeout_ms: 2000}}}}")
+
+    def transforms(self):
+        return [self.SHAPE]
+
+    def subscribed(self, s):
+        return s.card("p", "input")["position"].startswith("subscribed")
+
+    def write(self, s, msgs):
+        self.ensure_subscribed(s)
+        if msgs:
+            touched = sorted({m["k"] for m in msgs})
+            self.send([[f"ns=1;s=Kit.{m['k']}", m["seq"] + 1] for m in msgs] +
+                      [[f"ns=1;s=Kit.{k}", 0] for k in touched])
+
+    def bad_input_option(self):
+        return (f"{{opcua: {{endpoint: '{self.url}', nodes: ['ns=1;q=7']}}}}", "q=7")
+
+    def close(self):
+        self.proxy.close()
+        self.writer.stdin.close()
+        self.writer.wait(timeout=30)
+
+
 class S3Connector(Connector):
     """The s3 output against s3rver: small parts and objects, closed after a
     second, read back through s3rver's list and GET."""
@@ -701,7 +774,8 @@ class S3GzipConnector(S3Connector):
 
 INPUTS = [FileConnector, DummyConnector, HttpConnector, TcpConnector, HttpPollConnector,
           KafkaConnector, PostgresConnector, ClickhouseConnector, NatsConnector,
-          NatsJetStreamConnector, RedisConnector, RedisPubSubConnector, MqttConnector]
+          NatsJetStreamConnector, RedisConnector, RedisPubSubConnector, MqttConnector,
+          OpcuaConnector]
 OUTPUTS = [FileConnector, HttpConnector, KafkaConnector, PostgresConnector, ClickhouseConnector,
            NatsConnector, RedisConnector, MqttConnector, S3Connector, S3GzipConnector]
 
@@ -717,10 +791,10 @@ class ConformanceTest(KayakTest):
     def sink_yaml(self):
         return f"{{file: {{path: {self.path('out')}}}}}"
 
-    def graph(self, input_yaml, output_yaml=None, with_bucket=False):
+    def graph(self, input_yaml, output_yaml=None, with_bucket=False, shape=()):
         bucket = "buckets: {n: {}}\n" if with_bucket else ""
-        transforms = ("    transforms: [{bucket: {name: n, key: k, op: count}}]\n"
-                      if with_bucket else "")
+        steps = list(shape) + (["{bucket: {name: n, key: k, op: count}}"] if with_bucket else [])
+        transforms = f"    transforms: [{', '.join(steps)}]\n" if steps else ""
         return (f"{bucket}pipelines:\n  p:\n    input: {input_yaml}\n{transforms}"
                 f"    outputs: [{output_yaml or self.sink_yaml()}]\n")
 
@@ -746,7 +820,7 @@ class ConformanceTest(KayakTest):
             with self.subTest(connector=cls.name):
                 self.dir_for(cls.name)
                 c = self.connector(cls)
-                s = self.start(self.graph(c.input_yaml()), server_config=SERVER)
+                s = self.start(self.graph(c.input_yaml(), shape=c.transforms()), server_config=SERVER)
                 want = self.expected(c)
                 for i in range(0, len(want), 50):
                     c.write(s, want[i:i + 50])
@@ -782,7 +856,7 @@ class ConformanceTest(KayakTest):
                 self.dir_for(cls.name + "-kill9")
                 c = self.connector(cls)
                 state = self.path("state")
-                cfg = self.graph(c.input_yaml(), with_bucket=True)
+                cfg = self.graph(c.input_yaml(), with_bucket=True, shape=c.transforms())
                 s = self.start(cfg, server_config=SERVER, state_dir=state)
                 want = self.expected(c)
                 chunks = [want[i:i + 25] for i in range(0, len(want), 25)]
@@ -941,6 +1015,8 @@ class ConformanceTest(KayakTest):
             report(cls.name, "down_and_up", f"retrying shown, {self.N} of {self.N} through "
                                             "input and output")
 
+        self.opcua_down_and_up()
+
         # the s3 output, with a state directory: the store goes away, the card says
         # retrying, it comes back, every row is in the objects once
         self.dir_for("s3-down")
@@ -961,6 +1037,31 @@ class ConformanceTest(KayakTest):
         s.stop()
         report("s3", "down_and_up (output)", f"retrying shown, {self.N} of {self.N} in the "
                                              "objects once")
+
+    def opcua_down_and_up(self):
+        # the opcua server goes away (its proxy cut, the connection reset): the card
+        # shows it, the input makes its session and subscription again, and what is
+        # written once it has subscribed arrives
+        self.dir_for("opcua-down")
+        c = self.connector(OpcuaConnector)
+        s = self.start(self.graph(c.input_yaml(), shape=c.transforms()), server_config=SERVER)
+        seqs = lambda: sorted(json.loads(l)["seq"] for l in self.read_output("out"))  # noqa: E731
+        c.write(s, [message(i) for i in range(100)])
+        wait_for(lambda: len(seqs()) >= 100, timeout=30, what="opcua: before")
+        c.proxy.cut()
+        wait_for(lambda: s.card("p", "input")["state"] == "retrying", timeout=30,
+                 what="opcua: retrying shown")
+        c.proxy.restore()
+        wait_for(lambda: s.card("p", "input")["state"] == "running" and
+                 c.subscribed(s), timeout=40, what="opcua: running again")
+        c._ready_for = None
+        c.write(s, [message(i) for i in range(100, self.N)])
+        wait_for(lambda: len(seqs()) >= self.N, timeout=60, what="opcua: after")
+        self.assertEqual(seqs(), list(range(self.N)))
+        self.assertIn("outage", s.card("p", "input")["position"])
+        s.stop()
+        report("opcua", "down_and_up", f"retrying shown, the outage on the card, {self.N} of "
+                                       f"{self.N} written while subscribed delivered")
 
     # ---- bad options, bad data ----
     def check_config(self, text, bad_value):
@@ -993,10 +1094,12 @@ class ConformanceTest(KayakTest):
     def test_bad_data(self):
         for cls in INPUTS:
             if cls in (DummyConnector, HttpPollConnector, KafkaConnector, PostgresConnector,
-                       ClickhouseConnector):
+                       ClickhouseConnector, OpcuaConnector):
                 # the generator cannot get bad data; http_poll's and kafka's sources here
                 # write only JSON, and a database row is always an object (their bad
-                # data is tested in tests/e2e: refused rows in the database outputs)
+                # data is tested in tests/e2e: refused rows in the database outputs); an
+                # OPC UA value is typed (a structure, which the input does not decode, is
+                # tested in tests/e2e/test_opcua.py)
                 continue
             with self.subTest(connector=cls.name):
                 self.dir_for(cls.name + "-bad")

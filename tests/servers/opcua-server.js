@@ -10,6 +10,7 @@
 //   Types.Boolean, .SByte, .Int16, .UInt64, .Int64, .Float, .String (unicode),
 //   .DateTime, .Guid, .ByteString, .LocalizedText, .QualifiedName, .NodeId,
 //   .StatusCode, .Int32Array, .StringArray, .Null
+// Under Objects/Kit, Kit.k0 .. Kit.k3 (UInt32), written by clients only.
 // --items N: Bench.V0 .. Bench.V<N-1> (Double), each changed every 100 ms.
 // --secure-only: only Basic256Sha256 SignAndEncrypt endpoints (no None).
 // Logins: anonymous, or user "kayak" with password "kayak-pass".
@@ -75,6 +76,15 @@ const secureOnly = flag("--secure-only") >= 0;
   variable(types, "Int32Array", "Int32", [1, -2, 3], 1);
   variable(types, "StringArray", "String", ["a", "b"], 1);
   variable(types, "Null", "Double", null);
+
+  // Writable by a client (tests/servers/opcua-write.js): the conformance kit's source.
+  const kit = folder("Kit");
+  for (let i = 0; i < 4; i++) {
+    ns.addVariable({ componentOf: kit, browseName: "k" + i, nodeId: "s=Kit.k" + i,
+      dataType: "UInt32", minimumSamplingInterval: 0,
+      accessLevel: "CurrentRead | CurrentWrite", userAccessLevel: "CurrentRead | CurrentWrite",
+      value: new Variant({ dataType: DataType.UInt32, value: 0 }) });
+  }
 
   const bench = [];
   if (items > 0) {
