@@ -58,15 +58,11 @@ bool ParseGuid(std::string_view s, std::string* out) {
   if (s.size() != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-') return false;
   uint8_t b[16];
   int n = 0;
-  for (size_t i = 0; i < s.size();) {
-    if (s[i] == '-') {
-      ++i;
-      continue;
-    }
+  for (size_t i = 0; i < s.size(); i += 2) {
+    if (i == 8 || i == 13 || i == 18 || i == 23) ++i;  // the dashes, checked above
     const int hi = HexValue(s[i]), lo = HexValue(s[i + 1]);
     if (hi < 0 || lo < 0) return false;
     b[n++] = static_cast<uint8_t>(hi * 16 + lo);
-    i += 2;
   }
   // Text order is big-endian; the first three fields are encoded little-endian.
   const uint8_t enc[16] = {b[3], b[2], b[1], b[0], b[5], b[4], b[7], b[6],
@@ -148,7 +144,7 @@ bool ParseNodeId(std::string_view text, NodeId* out, std::string* why) {
       break;
     case 'b':
       id.kind = NodeId::Kind::kBytes;
-      if (value.empty() || !DecodeBase64(value, &id.text)) {
+      if (value.empty() || !DecodeBase64(value, &id.text) || id.text.empty()) {
         *why = "'" + std::string(text) + "': b= takes base64";
         return false;
       }
@@ -762,6 +758,49 @@ bool DataValueToJson(Reader* r, std::string* out, std::string* why) {
     return false;
   }
   return ok;
+}
+
+bool ReadNotificationData(Reader* r, NotificationSink* sink, uint32_t* status_change,
+                          std::string* why) {
+  std::string members;  // reused by every change of the message
+  std::string refused;
+  const size_t n = r->ArrayLength(8);
+  for (size_t i = 0; i < n && !r->failed(); ++i) {
+    std::string_view body;
+    const NodeId type = r->ExtensionObject(&body);
+    if (r->failed() || type.ns != 0 || type.kind != NodeId::Kind::kNumeric) continue;
+    Reader b(body);
+    if (type.numeric == type_id::kDataChangeNotification) {
+      const size_t items = b.ArrayLength(5);
+      for (size_t k = 0; k < items && !b.failed(); ++k) {
+        const uint32_t handle = b.U32();
+        members.clear();
+        refused.clear();
+        if (DataValueToJson(&b, &members, &refused)) {
+          sink->Change(handle, members);
+        } else if (!b.failed()) {
+          sink->Refused(handle, refused);
+        }
+      }
+      b.SkipDiagnosticInfos();
+      if (b.failed()) {
+        *why = "a malformed DataChangeNotification: " + b.why();
+        return false;
+      }
+    } else if (type.numeric == type_id::kStatusChangeNotification) {
+      const uint32_t status = b.U32();
+      if (b.failed()) {
+        *why = "a malformed StatusChangeNotification";
+        return false;
+      }
+      *status_change = status;
+    }
+  }
+  if (r->failed()) {
+    *why = "a malformed NotificationMessage: " + r->why();
+    return false;
+  }
+  return true;
 }
 
 }  // namespace kayak::opcua

@@ -176,4 +176,23 @@ bool DataValueToJson(Reader* r, std::string* out, std::string* why);
 // Variant as null. NaN and infinities become null.
 bool VariantToJson(Reader* r, std::string* out, std::string* why, int depth = 0);
 
+// Where ReadNotificationData hands what a NotificationMessage holds.
+class NotificationSink {
+ public:
+  virtual ~NotificationSink() = default;
+  // A data change of the monitored item with client handle `handle`: its
+  // DataValue as JSON members (DataValueToJson), valid during the call.
+  virtual void Change(uint32_t handle, std::string_view members) = 0;
+  // A data change that cannot be handed on, and why.
+  virtual void Refused(uint32_t handle, std::string_view why) = 0;
+};
+
+// Reads a NotificationMessage's notificationData (an array of
+// ExtensionObjects): each data change goes to `sink`; event notifications
+// are skipped; a StatusChangeNotification's status goes to `*status_change`
+// (left as it is when there is none). False with `*why` when the bytes are
+// malformed (the changes before the fault were handed on).
+bool ReadNotificationData(Reader* r, NotificationSink* sink, uint32_t* status_change,
+                          std::string* why);
+
 }  // namespace kayak::opcua

@@ -184,7 +184,9 @@ TEST(OpcuaBinary, NodeIdTextErrorsSayWhatIsExpected) {
   NodeId id;
   std::string why;
   for (const char* bad : {"", "x=1", "ns=1;", "ns=70000;i=1", "i=-1", "i=99999999999",
-                          "ns=1;g=nope", "s=", "nsu=urn:x;s=a", "ns=1;b=!!"}) {
+                          "ns=1;g=nope", "g=72962B91-FA75-4AE6-8D28-B404DC7DAF6-",
+                          "g=72962B91-FA75-4AE6-8D28--404DC7DAF63", "s=", "nsu=urn:x;s=a",
+                          "ns=1;b=!!", "b=A"}) {
     EXPECT_FALSE(ParseNodeId(bad, &id, &why)) << bad;
     EXPECT_FALSE(why.empty()) << bad;
   }

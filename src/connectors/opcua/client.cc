@@ -467,47 +467,32 @@ Status Subscriber::SendPublish() {
   return Status::Ok();
 }
 
-Status Subscriber::TakeNotification(Reader* r, std::vector<std::string>* errors) {
-  const size_t n = r->ArrayLength(8);
-  for (size_t i = 0; i < n && !r->failed(); ++i) {
-    std::string_view body;
-    const NodeId type = r->ExtensionObject(&body);
-    if (r->failed()) break;
-    Reader b(body);
-    if (type.ns != 0 || type.kind != NodeId::Kind::kNumeric) continue;
-    if (type.numeric == type_id::kDataChangeNotification) {
-      const size_t items = b.ArrayLength(5);
-      for (size_t k = 0; k < items && !b.failed(); ++k) {
-        const uint32_t handle = b.U32();
-        const std::string& node =
-            handle < o_.node_texts.size() ? o_.node_texts[handle] : std::string("?");
-        std::string m = handle < prefixes_.size() ? prefixes_[handle] : std::string("{");
-        std::string why;
-        if (!DataValueToJson(&b, &m, &why)) {
-          if (b.failed()) break;
-          errors->push_back("node " + node + ": " + why);
-          continue;
-        }
-        if (handle >= o_.node_texts.size()) {
-          errors->push_back("a data change for client handle " + std::to_string(handle) +
-                            ", which names no node");
-          continue;
-        }
-        m.push_back('}');
-        pending_.push_back(std::move(m));
-      }
-      if (b.failed()) return Lost("a malformed DataChangeNotification: " + b.why());
-    } else if (type.numeric == type_id::kStatusChangeNotification) {
-      const uint32_t status = b.U32();
-      if (IsBad(status)) return Lost("the server ended the subscription: " + StatusName(status));
-    }
-    // Event notifications: no event items are made.
+void Subscriber::Change(uint32_t handle, std::string_view members) {
+  if (handle >= prefixes_.size()) {
+    Refused(handle, "the server sent a change for client handle " + std::to_string(handle) +
+                        ", which names no node");
+    return;
   }
-  if (r->failed()) return Lost("a malformed NotificationMessage: " + r->why());
+  std::string m;
+  m.reserve(prefixes_[handle].size() + members.size() + 1);
+  m.append(prefixes_[handle]).append(members).push_back('}');
+  pending_.push_back(std::move(m));
+}
+
+void Subscriber::Refused(uint32_t handle, std::string_view why) {
+  const std::string node = handle < o_.node_texts.size() ? o_.node_texts[handle] : "?";
+  pending_errors_.push_back("node " + node + ": " + std::string(why));
+}
+
+Status Subscriber::TakeNotification(Reader* r) {
+  uint32_t status = 0;
+  std::string why;
+  if (!ReadNotificationData(r, this, &status, &why)) return Lost(why);
+  if (IsBad(status)) return Lost("the server ended the subscription: " + StatusName(status));
   return Status::Ok();
 }
 
-Status Subscriber::Republish(uint32_t sequence, std::vector<std::string>* errors, bool* found) {
+Status Subscriber::Republish(uint32_t sequence, bool* found) {
   *found = false;
   std::string body = Header(static_cast<uint32_t>(o_.timeout_ms));
   Writer w(&body);
@@ -534,7 +519,7 @@ Status Subscriber::Republish(uint32_t sequence, std::vector<std::string>* errors
     r.U32();  // sequence number
     r.I64();  // publish time
     *found = true;
-    return TakeNotification(&r, errors);
+    return TakeNotification(&r);
   }
   return Lost("no answer to Republish within " + std::to_string(o_.timeout_ms) + " ms");
 }
@@ -576,7 +561,6 @@ Status Subscriber::Take(Response& resp) {
   const size_t notifications_at = resp.body.size() - r.left();
   Reader peek(std::string_view(resp.body).substr(notifications_at));
   const bool keepalive = peek.ArrayLength(8) == 0;
-  std::vector<std::string> errors;
   if (!keepalive) {
     // A gap: ask again for what the server still has, in order, before
     // this message.
@@ -584,7 +568,7 @@ Status Subscriber::Take(Response& resp) {
       for (uint32_t s = last_sequence_ + 1; s < sequence; ++s) {
         bool found = false;
         if (std::find(available_seqs.begin(), available_seqs.end(), s) != available_seqs.end()) {
-          KAYAK_RETURN_IF_ERROR(Republish(s, &errors, &found));
+          KAYAK_RETURN_IF_ERROR(Republish(s, &found));
         }
         if (found) {
           acks_.push_back(s);
@@ -593,11 +577,10 @@ Status Subscriber::Take(Response& resp) {
         }
       }
     }
-    KAYAK_RETURN_IF_ERROR(TakeNotification(&r, &errors));
+    KAYAK_RETURN_IF_ERROR(TakeNotification(&r));
     if (sequence > last_sequence_) last_sequence_ = sequence;
     acks_.push_back(sequence);
   }
-  for (auto& e : errors) pending_errors_.push_back(std::move(e));
   if (publishes_.size() < publish_target_) return SendPublish();
   return Status::Ok();
 }

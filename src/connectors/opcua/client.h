@@ -35,10 +35,10 @@ struct SubscriberOptions {
   std::string session_name = "kayak";
 };
 
-class Subscriber {
+class Subscriber final : public NotificationSink {
  public:
   explicit Subscriber(SubscriberOptions options);
-  ~Subscriber() { Disconnect(); }
+  ~Subscriber() override { Disconnect(); }
 
   // Connects and subscribes. Invalid for what connecting again will not
   // mend (no SecurityPolicy None endpoint, no token policy for the login);
@@ -71,9 +71,11 @@ class Subscriber {
   Status SendPublish();
   // Takes one response of the publish loop.
   Status Take(Response& resp);
-  // Reads a NotificationMessage into pending_.
-  Status TakeNotification(Reader* r, std::vector<std::string>* errors);
-  Status Republish(uint32_t sequence, std::vector<std::string>* errors, bool* found);
+  // Reads a NotificationMessage's data into pending_ (NotificationSink).
+  Status TakeNotification(Reader* r);
+  void Change(uint32_t handle, std::string_view members) override;
+  void Refused(uint32_t handle, std::string_view why) override;
+  Status Republish(uint32_t sequence, bool* found);
   std::string Header(uint32_t timeout_ms);
 
   const SubscriberOptions o_;
