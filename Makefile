@@ -35,7 +35,8 @@ fuzz: build
 # Every benchmark (micro, pipelines next to the fwrite ceiling, checkpoints,
 # memory, http next to nginx, kafka next to kcat), one table at the end;
 # about 7 minutes on 2 cores; then the database connectors next to psql's
-# \copy and clickhouse-client (about 4 minutes).
+# \copy and clickhouse-client (about 4 minutes), the brokers, s3, and opcua
+# next to node-opcua's own client (about 2 minutes).
 bench: build
 	./scripts/install-deps.sh --bench
 	python3 -u bench/pipelines.py --with-micro --with-http --with-kafka
@@ -45,6 +46,7 @@ bench: build
 	python3 -u bench/databases.py
 	python3 -u bench/brokers.py
 	python3 -u bench/s3.py
+	python3 -u bench/opcua_ingest.py
 
 # Per-message costs (bench/micro): medians of 5 repetitions.
 bench-micro: build
