@@ -24,18 +24,6 @@ constexpr size_t kHeaderBytes = 8;
 // number, request id.
 constexpr size_t kSymmetricBytes = 16;
 
-int64_t SteadyMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-int64_t NowTicks() {
-  return TicksFromUnixMs(std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count());
-}
-
 uint32_t ReadU32(const std::string& s, size_t at) {
   uint32_t v = 0;
   for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(s[at + i])) << (8 * i);
@@ -54,6 +42,18 @@ void BeginChunk(std::string* out, const char type[3], char chunk) {
 }
 
 }  // namespace
+
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t NowTicks() {
+  return TicksFromUnixMs(std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count());
+}
 
 bool ParseEndpoint(std::string_view url, Endpoint* out, std::string* why) {
   constexpr std::string_view kScheme = "opc.tcp://";

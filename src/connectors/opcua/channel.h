@@ -22,6 +22,11 @@ struct Endpoint {
 };
 bool ParseEndpoint(std::string_view url, Endpoint* out, std::string* why);
 
+// The steady clock in milliseconds (timeouts, renewals), and the wall clock
+// as an OPC UA DateTime (request headers).
+int64_t SteadyMs();
+int64_t NowTicks();
+
 // A service response: the request it answers, the numeric id of its
 // encoding (type_id::kServiceFault for a fault) and the bytes after it.
 struct Response {

@@ -5,7 +5,6 @@
 #include <openssl/x509.h>
 
 #include <algorithm>
-#include <chrono>
 #include <memory>
 
 #include "common/json_text.h"
@@ -25,18 +24,6 @@ constexpr uint32_t kKeepAliveCount = 10;
 constexpr uint32_t kLifetimeCount = 60;  // 6 keep-alives without a Publish: the server drops it
 constexpr uint32_t kMaxNotificationsPerPublish = 10000;
 constexpr size_t kItemsPerCall = 500;
-
-int64_t SteadyMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-int64_t NowTicks() {
-  return TicksFromUnixMs(std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count());
-}
 
 // The user token policies a password can be sent under, best first, with
 // the RSA-OAEP digest each encrypts it with (Part 7's security policies).
@@ -280,21 +267,24 @@ Status Subscriber::CheckEndpoints() {
   // send; the list is ordered plain first, which a None channel gives
   // anyway, then by strength.
   const PasswordPolicy* best = nullptr;
+  bool found = false;
   for (const auto& t : chosen->tokens) {
     if (t.type != want) continue;
     if (want == kTokenAnonymous) {
       user_policy_id_ = t.policy_id;
+      found = true;
       break;
     }
     const PasswordPolicy* p = FindPasswordPolicy(t.policy_uri);
     if (p == nullptr) continue;
     if (best == nullptr || p < best) {
       best = p;
+      found = true;
       user_policy_id_ = t.policy_id;
       user_policy_uri_ = t.policy_uri;
     }
   }
-  if (user_policy_id_.empty() && best == nullptr) {
+  if (!found) {
     return Status::Invalid(
         o_.username.empty()
             ? "the server at " + o_.endpoint.url +
