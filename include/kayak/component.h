@@ -366,6 +366,11 @@ struct ComponentDef {
   InputFactory make_input;
   TransformFactory make_transform;
   OutputFactory make_output;
+  // An optional command-line helper of the component: `kayak tool <type>
+  // ARGS...` calls it with ARGS and exits with what it returns; it prints to
+  // stdout (results) and stderr (problems). The opcua input's browser.
+  std::function<int(const std::vector<std::string>& args)> tool;
+  std::string tool_usage;  // its arguments, one line ("ENDPOINT [--node ID]")
 };
 
 // A component's options as its factory sees them, already checked against

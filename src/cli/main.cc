@@ -2,6 +2,7 @@
 //
 //   kayak --config FILE [--state-dir DIR [--discard-state REGION]...] [--server-config FILE]
 //   kayak check FILE
+//   kayak tool TYPE ARGS...   (a component's helper: `kayak tool opcua ...`)
 //   kayak --version
 //
 // Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad command line or
@@ -44,6 +45,7 @@ const char* kUsage =
     "usage:\n"
     "  kayak --config FILE [--state-dir DIR [--discard-state REGION]...] [--server-config FILE]\n"
     "  kayak check FILE\n"
+    "  kayak tool TYPE ARGS...   (kayak tool, alone, lists them)\n"
     "  kayak --version\n";
 
 int Usage(const std::string& problem) {
@@ -299,7 +301,28 @@ int Serve(const Args& args) {
   return kExitOk;
 }
 
+// `kayak tool TYPE ARGS...`: a component's command-line helper
+// (ComponentDef::tool); alone, the list of them.
+int Tool(int argc, char** argv) {
+  std::vector<const ComponentDef*> tools;
+  for (const auto* d : BuiltinComponents().All()) {
+    if (d->tool) tools.push_back(d);
+  }
+  if (argc < 3) {
+    std::printf("component helpers:\n");
+    for (const auto* d : tools) {
+      std::printf("  kayak tool %s %s\n", d->type.c_str(), d->tool_usage.c_str());
+    }
+    return kExitOk;
+  }
+  for (const auto* d : tools) {
+    if (d->type == argv[2]) return d->tool(std::vector<std::string>(argv + 3, argv + argc));
+  }
+  return Usage(std::string("no component '") + argv[2] + "' has a helper (kayak tool lists them)");
+}
+
 int Main(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "tool") == 0) return Tool(argc, argv);
   Args args;
   std::string problem;
   if (!ParseArgs(argc, argv, &args, &problem)) return Usage(problem);

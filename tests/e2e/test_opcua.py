@@ -194,6 +194,41 @@ class OpcuaTest(BrokerTest):
             counts = [m["n"] for m in msgs]
             self.assertEqual(counts, list(range(1, len(counts) + 1)), node)
 
+    def test_the_browser_lists_the_nodes_and_their_values(self):
+        from harness import KAYAK
+        r = subprocess.run([KAYAK, "tool", "opcua", opcua_url(), "--depth", "2"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertEqual(lines[0], "i=85")
+        plant = [l for l in lines if l.strip().startswith("ns=1;s=Plant.Counter ")]
+        self.assertEqual(len(plant), 1, r.stdout)
+        self.assertRegex(plant[0], r'^    ns=1;s=Plant\.Counter  Variable  1:Counter  \{"value":\d+,"status":"Good"')
+        self.assertTrue(any("1:Plant" in l and "Object" in l for l in lines))
+        # A login, from the environment; and the errors, on stderr with exit codes.
+        r = subprocess.run([KAYAK, "tool", "opcua", opcua_url(), "--node", "ns=1;s=Plant.Counter",
+                            "--username", "kayak"], capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, KAYAK_OPCUA_PASSWORD="kayak-pass"))
+        self.assertEqual((r.returncode, r.stdout), (0, "ns=1;s=Plant.Counter\n"), r.stderr)
+        r = subprocess.run([KAYAK, "tool", "opcua", opcua_url(), "--node", "ns=1;s=Plant.Counter",
+                            "--username", "kayak"], capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, KAYAK_OPCUA_PASSWORD="wrong"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("refused the login", r.stderr)
+        r = subprocess.run([KAYAK, "tool", "opcua", "opc.tcp://127.0.0.1:1/x"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("cannot connect", r.stderr)
+        r = subprocess.run([KAYAK, "tool", "opcua", "--depth", "0"], capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(r.returncode, 2)
+        r = subprocess.run([KAYAK, "tool"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("kayak tool opcua ENDPOINT", r.stdout)
+        r = subprocess.run([KAYAK, "tool", "file"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("has a helper", r.stderr)
+
     def test_options_that_do_not_fit(self):
         for inp, want in [
             (self.opcua_input(["ns=1;x=1"]), "expected i=, s=, g= or b="),

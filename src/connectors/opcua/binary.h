@@ -27,6 +27,7 @@ constexpr uint32_t kCreateSessionRequest = 461, kCreateSessionResponse = 464;
 constexpr uint32_t kActivateSessionRequest = 467, kActivateSessionResponse = 470;
 constexpr uint32_t kCloseSessionRequest = 473, kCloseSessionResponse = 476;
 constexpr uint32_t kBrowseRequest = 527, kBrowseResponse = 530;
+constexpr uint32_t kBrowseNextRequest = 533, kBrowseNextResponse = 536;
 constexpr uint32_t kReadRequest = 631, kReadResponse = 634;
 constexpr uint32_t kCreateMonitoredItemsRequest = 751, kCreateMonitoredItemsResponse = 754;
 constexpr uint32_t kCreateSubscriptionRequest = 787, kCreateSubscriptionResponse = 790;

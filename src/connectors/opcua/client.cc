@@ -169,7 +169,7 @@ std::string PolicyName(std::string_view uri) {
 }  // namespace
 
 Subscriber::Subscriber(SubscriberOptions options)
-    : o_(std::move(options)), channel_(o_.timeout_ms) {
+    : o_(std::move(options)), session_(o_.session) {
   for (const auto& node : o_.node_texts) {
     std::string prefix = "{\"node\":";
     jtext::AppendString(&prefix, node);
@@ -178,7 +178,7 @@ Subscriber::Subscriber(SubscriberOptions options)
   }
 }
 
-std::string Subscriber::Header(uint32_t timeout_ms) {
+std::string Session::Header(uint32_t timeout_ms) {
   std::string body;
   Writer w(&body);
   w.RequestHeader(auth_token_, NowTicks(), ++request_handle_, timeout_ms);
@@ -186,7 +186,7 @@ std::string Subscriber::Header(uint32_t timeout_ms) {
 }
 
 Status Subscriber::Lost(const std::string& why) {
-  channel_.Abort();
+  session_.Abort();
   subscription_id_ = 0;
   publishes_.clear();
   acks_.clear();
@@ -194,24 +194,34 @@ Status Subscriber::Lost(const std::string& why) {
   return Status::Unavailable(why);
 }
 
-Status Subscriber::Connect() {
+Status Session::Open() {
+  Abort();
+  KAYAK_RETURN_IF_ERROR(channel_.Open(o_.endpoint));
+  Status st = CheckEndpoints();
+  if (st.ok()) st = CreateSession();
+  if (st.ok()) st = ActivateSession();
+  if (!st.ok()) Abort();
+  return st;
+}
+
+void Session::Abort() {
   channel_.Abort();
-  subscription_id_ = 0;
   auth_token_ = NodeId{};
+}
+
+Status Subscriber::Connect() {
+  subscription_id_ = 0;
   publishes_.clear();
   acks_.clear();
   stash_.clear();
   last_sequence_ = 0;
   publish_target_ = 3;
-  KAYAK_RETURN_IF_ERROR(channel_.Open(o_.endpoint));
-  Status st = CheckEndpoints();
-  if (st.ok()) st = CreateSession();
-  if (st.ok()) st = ActivateSession();
+  Status st = session_.Open();
   if (st.ok()) st = CreateSubscription();
   if (st.ok()) st = CreateItems();
   for (size_t i = 0; st.ok() && i < publish_target_; ++i) st = SendPublish();
   if (!st.ok()) {
-    channel_.Abort();
+    session_.Abort();
     subscription_id_ = 0;
     return st;
   }
@@ -233,7 +243,7 @@ static Status Expect(const Response& resp, uint32_t type, const char* service, R
   return Status::Ok();
 }
 
-Status Subscriber::CheckEndpoints() {
+Status Session::CheckEndpoints() {
   std::string body = Header(static_cast<uint32_t>(o_.timeout_ms));
   Writer w(&body);
   w.String(o_.endpoint.url);
@@ -297,7 +307,7 @@ Status Subscriber::CheckEndpoints() {
   return Status::Ok();
 }
 
-Status Subscriber::CreateSession() {
+Status Session::CreateSession() {
   std::string body = Header(static_cast<uint32_t>(o_.timeout_ms));
   Writer w(&body);
   WriteClientDescription(&w);
@@ -322,7 +332,7 @@ Status Subscriber::CreateSession() {
   return Status::Ok();
 }
 
-Status Subscriber::ActivateSession() {
+Status Session::ActivateSession() {
   std::string body = Header(static_cast<uint32_t>(o_.timeout_ms));
   Writer w(&body);
   w.NullString();  // client signature: algorithm
@@ -367,8 +377,107 @@ Status Subscriber::ActivateSession() {
   return st;
 }
 
-Status Subscriber::CreateSubscription() {
+namespace {
+
+constexpr uint32_t kHierarchicalReferences = 33;
+constexpr uint32_t kBrowseResultAll = 0x3f;
+constexpr uint32_t kReferencesPerCall = 1000;
+
+// A BrowseResult: its references appended to `out`, its continuation point
+// (empty when there are no more).
+Status ReadBrowseResult(Reader* r, std::vector<Session::Reference>* out, std::string* more) {
+  const uint32_t status = r->U32();
+  *more = std::string(r->String());
+  const size_t n = r->ArrayLength(8);
+  for (size_t i = 0; i < n && !r->failed(); ++i) {
+    Session::Reference ref;
+    r->NodeId();  // reference type
+    r->Bool();    // is forward
+    ref.id = r->ExpandedNodeId();
+    const uint16_t ns = r->U16();
+    const std::string_view name = r->String();
+    ref.browse_name = ns == 0 ? std::string(name) : std::to_string(ns) + ":" + std::string(name);
+    const uint8_t mask = r->Byte();
+    if (mask & 0x01) r->SkipString();
+    if (mask & 0x02) ref.display_name = std::string(r->String());
+    ref.node_class = r->U32();
+    r->ExpandedNodeId();  // type definition
+    out->push_back(std::move(ref));
+  }
+  if (r->failed()) return Status::Unavailable("a malformed BrowseResult: " + r->why());
+  if (IsBad(status)) return Status::Invalid("Browse: " + StatusName(status));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Session::Browse(const NodeId& node, std::vector<Reference>* out) {
   std::string body = Header(static_cast<uint32_t>(o_.timeout_ms));
+  Writer w(&body);
+  w.NodeId(NodeId{});  // the whole address space, no view
+  w.I64(0);
+  w.U32(0);
+  w.U32(kReferencesPerCall);
+  w.I32(1);
+  w.NodeId(node);
+  w.U32(0);  // forward
+  w.NodeId(NodeId::Numeric(0, kHierarchicalReferences));
+  w.Bool(true);  // and its subtypes
+  w.U32(0);      // every node class
+  w.U32(kBrowseResultAll);
+  Response resp;
+  KAYAK_RETURN_IF_ERROR(channel_.Call(type_id::kBrowseRequest, body, &resp));
+  std::string more;
+  for (;;) {
+    Reader r(resp.body);
+    KAYAK_RETURN_IF_ERROR(Expect(resp, more.empty() ? type_id::kBrowseResponse
+                                                    : type_id::kBrowseNextResponse,
+                                 more.empty() ? "Browse" : "BrowseNext", &r));
+    if (r.ArrayLength(4) != 1) return Status::Unavailable("Browse answered for another count");
+    KAYAK_RETURN_IF_ERROR(ReadBrowseResult(&r, out, &more));
+    if (more.empty()) return Status::Ok();
+    body = Header(static_cast<uint32_t>(o_.timeout_ms));
+    Writer next(&body);
+    next.Bool(false);  // do not release: continue
+    next.I32(1);
+    next.String(more);
+    KAYAK_RETURN_IF_ERROR(channel_.Call(type_id::kBrowseNextRequest, body, &resp));
+  }
+}
+
+Status Session::Read(const std::vector<NodeId>& nodes, std::vector<std::string>* out) {
+  std::string body = Header(static_cast<uint32_t>(o_.timeout_ms));
+  Writer w(&body);
+  w.Double(0);  // max age: the current value
+  w.U32(kTimestampsBoth);
+  w.I32(static_cast<int32_t>(nodes.size()));
+  for (const auto& id : nodes) {
+    w.NodeId(id);
+    w.U32(kAttributeValue);
+    w.NullString();  // index range
+    w.U16(0);        // data encoding: default
+    w.NullString();
+  }
+  Response resp;
+  KAYAK_RETURN_IF_ERROR(channel_.Call(type_id::kReadRequest, body, &resp));
+  Reader r(resp.body);
+  KAYAK_RETURN_IF_ERROR(Expect(resp, type_id::kReadResponse, "Read", &r));
+  const size_t n = r.ArrayLength(1);
+  if (n != nodes.size()) return Status::Unavailable("Read answered for another count");
+  for (size_t i = 0; i < n && !r.failed(); ++i) {
+    std::string members, why;
+    if (!DataValueToJson(&r, &members, &why)) {
+      members = "\"error\":";
+      jtext::AppendString(&members, why);
+    }
+    out->push_back(std::move(members));
+  }
+  if (r.failed()) return Status::Unavailable("a malformed Read answer: " + r.why());
+  return Status::Ok();
+}
+
+Status Subscriber::CreateSubscription() {
+  std::string body = session_.Header(static_cast<uint32_t>(o_.session.timeout_ms));
   Writer w(&body);
   w.Double(o_.publishing_ms);
   w.U32(kLifetimeCount);
@@ -377,7 +486,7 @@ Status Subscriber::CreateSubscription() {
   w.Bool(true);  // publishing enabled
   w.Byte(0);     // priority
   Response resp;
-  KAYAK_RETURN_IF_ERROR(channel_.Call(type_id::kCreateSubscriptionRequest, body, &resp));
+  KAYAK_RETURN_IF_ERROR(session_.channel().Call(type_id::kCreateSubscriptionRequest, body, &resp));
   Reader r(resp.body);
   KAYAK_RETURN_IF_ERROR(Expect(resp, type_id::kCreateSubscriptionResponse, "CreateSubscription", &r));
   subscription_id_ = r.U32();
@@ -393,7 +502,7 @@ Status Subscriber::CreateSubscription() {
 Status Subscriber::CreateItems() {
   for (size_t first = 0; first < o_.nodes.size(); first += kItemsPerCall) {
     const size_t count = std::min(kItemsPerCall, o_.nodes.size() - first);
-    std::string body = Header(static_cast<uint32_t>(o_.timeout_ms));
+    std::string body = session_.Header(static_cast<uint32_t>(o_.session.timeout_ms));
     Writer w(&body);
     w.U32(subscription_id_);
     w.U32(kTimestampsBoth);
@@ -412,7 +521,7 @@ Status Subscriber::CreateItems() {
       w.Bool(true);  // discard oldest
     }
     Response resp;
-    KAYAK_RETURN_IF_ERROR(channel_.Call(type_id::kCreateMonitoredItemsRequest, body, &resp));
+    KAYAK_RETURN_IF_ERROR(session_.channel().Call(type_id::kCreateMonitoredItemsRequest, body, &resp));
     Reader r(resp.body);
     KAYAK_RETURN_IF_ERROR(
         Expect(resp, type_id::kCreateMonitoredItemsResponse, "CreateMonitoredItems", &r));
@@ -442,7 +551,7 @@ Status Subscriber::CreateItems() {
 
 Status Subscriber::SendPublish() {
   // No timeout hint: a Publish waits for data or a keep-alive.
-  std::string body = Header(0);
+  std::string body = session_.Header(0);
   Writer w(&body);
   w.I32(static_cast<int32_t>(acks_.size()));
   for (const uint32_t seq : acks_) {
@@ -450,7 +559,7 @@ Status Subscriber::SendPublish() {
     w.U32(seq);
   }
   uint32_t request = 0;
-  const Status st = channel_.Send(type_id::kPublishRequest, body, &request);
+  const Status st = session_.channel().Send(type_id::kPublishRequest, body, &request);
   if (!st.ok()) return Lost("sending Publish: " + st.message());
   acks_.clear();
   publishes_.insert(request);
@@ -484,18 +593,18 @@ Status Subscriber::TakeNotification(Reader* r) {
 
 Status Subscriber::Republish(uint32_t sequence, bool* found) {
   *found = false;
-  std::string body = Header(static_cast<uint32_t>(o_.timeout_ms));
+  std::string body = session_.Header(static_cast<uint32_t>(o_.session.timeout_ms));
   Writer w(&body);
   w.U32(subscription_id_);
   w.U32(sequence);
   uint32_t request = 0;
-  Status st = channel_.Send(type_id::kRepublishRequest, body, &request);
+  Status st = session_.channel().Send(type_id::kRepublishRequest, body, &request);
   if (!st.ok()) return Lost("sending Republish: " + st.message());
-  const int64_t deadline = SteadyMs() + o_.timeout_ms;
+  const int64_t deadline = SteadyMs() + o_.session.timeout_ms;
   while (SteadyMs() < deadline) {
     Response resp;
     bool got = false;
-    st = channel_.Receive(static_cast<int>(deadline - SteadyMs()), &resp, &got);
+    st = session_.channel().Receive(static_cast<int>(deadline - SteadyMs()), &resp, &got);
     if (!st.ok()) return Lost(st.message());
     if (!got) continue;
     if (resp.request_id != request) {
@@ -511,7 +620,7 @@ Status Subscriber::Republish(uint32_t sequence, bool* found) {
     *found = true;
     return TakeNotification(&r);
   }
-  return Lost("no answer to Republish within " + std::to_string(o_.timeout_ms) + " ms");
+  return Lost("no answer to Republish within " + std::to_string(o_.session.timeout_ms) + " ms");
 }
 
 Status Subscriber::Take(Response& resp) {
@@ -581,14 +690,14 @@ Status Subscriber::Poll(int wait_ms, size_t max, std::vector<std::string>* out,
   while (pending_.empty() && pending_errors_.empty()) {
     if (!connected()) return Status::Unavailable("not connected");
     const int64_t now = SteadyMs();
-    if (channel_.RenewDue(now)) {
-      const Status st = channel_.SendRenew(now);
+    if (session_.channel().RenewDue(now)) {
+      const Status st = session_.channel().SendRenew(now);
       if (!st.ok()) return Lost("renewing the secure channel: " + st.message());
     }
     // The server answers a Publish at least every keep-alive interval.
     const int64_t silent_ms =
         static_cast<int64_t>(revised_publishing_ms_ * std::max<uint32_t>(revised_keepalive_, 1)) * 2 +
-        o_.timeout_ms;
+        o_.session.timeout_ms;
     if (now - last_heard_ms_ > silent_ms) {
       return Lost("no data or keep-alive from the server for " +
                   std::to_string((now - last_heard_ms_) / 1000) + " s");
@@ -601,7 +710,7 @@ Status Subscriber::Poll(int wait_ms, size_t max, std::vector<std::string>* out,
       if (now >= deadline) break;
       bool got = false;
       const int wait = static_cast<int>(std::min<int64_t>(deadline - now, 1000));
-      const Status st = channel_.Receive(wait, &resp, &got);
+      const Status st = session_.channel().Receive(wait, &resp, &got);
       if (!st.ok()) return Lost(st.message());
       if (!got) continue;
     }
@@ -617,6 +726,11 @@ Status Subscriber::Poll(int wait_ms, size_t max, std::vector<std::string>* out,
 }
 
 void Subscriber::Disconnect() {
+  session_.Close();
+  subscription_id_ = 0;
+}
+
+void Session::Close() {
   if (!channel_.is_open()) return;
   if (!auth_token_.IsNull()) {
     std::string body = Header(static_cast<uint32_t>(o_.timeout_ms));
@@ -636,7 +750,6 @@ void Subscriber::Disconnect() {
     }
   }
   channel_.Close();
-  subscription_id_ = 0;
   auth_token_ = NodeId{};
 }
 

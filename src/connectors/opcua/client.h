@@ -1,9 +1,11 @@
 // An OPC UA client of the services an input needs (OPC UA Part 4): finds the
 // server's SecurityPolicy None endpoint (GetEndpoints), opens a session
 // (CreateSession, ActivateSession: anonymous or user name and password),
-// subscribes to data changes of a list of variables (CreateSubscription,
-// CreateMonitoredItems) and keeps Publish requests in flight, acknowledging
-// what it received and asking again for what it missed (Republish).
+// browses and reads (Browse, BrowseNext, Read: the `kayak tool opcua`
+// helper), subscribes to data changes of a list of variables
+// (CreateSubscription, CreateMonitoredItems) and keeps Publish requests in
+// flight, acknowledging what it received and asking again for what it
+// missed (Republish).
 //
 // It runs on its caller's thread, which calls Poll() as it wants data: while
 // it does not, the server's queues hold (or drop, by their size) the changes.
@@ -21,18 +23,75 @@
 
 namespace kayak::opcua {
 
-struct SubscriberOptions {
+struct SessionOptions {
   Endpoint endpoint;
+  std::string username;  // empty: anonymous
+  std::string password;
+  int timeout_ms = 5000;
+  std::string session_name = "kayak";
+};
+
+// A secure channel (SecurityPolicy None) and a session activated on it, with
+// the one-shot services a caller may want besides a subscription.
+class Session {
+ public:
+  explicit Session(SessionOptions options)
+      : o_(std::move(options)), channel_(o_.timeout_ms) {}
+  ~Session() { Close(); }
+
+  // Connects, finds the None endpoint and its token policy, creates and
+  // activates the session. Invalid for what connecting again will not mend
+  // (no SecurityPolicy None endpoint, no token policy for the login, a
+  // refused login); Unavailable otherwise.
+  Status Open();
+  bool is_open() const { return channel_.is_open() && !auth_token_.IsNull(); }
+  Channel& channel() { return channel_; }
+  const SessionOptions& options() const { return o_; }
+  // A RequestHeader carrying the session's token.
+  std::string Header(uint32_t timeout_ms);
+
+  // The forward hierarchical references of `node` (its children), all of
+  // them (BrowseNext follows a continuation point).
+  struct Reference {
+    NodeId id;
+    std::string browse_name;  // "ns:name" outside namespace 0
+    std::string display_name;
+    uint32_t node_class = 0;  // 1 Object, 2 Variable, 4 Method, ...
+  };
+  Status Browse(const NodeId& node, std::vector<Reference>* out);
+  // The Value attribute of each of `nodes`, as DataValueToJson's members
+  // (or {"error": ...} members when it cannot be handed on).
+  Status Read(const std::vector<NodeId>& nodes, std::vector<std::string>* out);
+
+  // Closes the session (deleting its subscriptions) and the channel; other
+  // answers that come in between are dropped.
+  void Close();
+  // Closes the socket without a word.
+  void Abort();
+
+ private:
+  Status CheckEndpoints();
+  Status CreateSession();
+  Status ActivateSession();
+
+  const SessionOptions o_;
+  Channel channel_;
+  NodeId auth_token_;
+  std::string server_nonce_;
+  std::string server_certificate_;  // DER, from the chosen endpoint
+  std::string user_policy_id_;
+  std::string user_policy_uri_;  // the user token's own security policy
+  uint32_t request_handle_ = 0;
+};
+
+struct SubscriberOptions {
+  SessionOptions session;
   // The variables, as configured (each message's "node") and parsed.
   std::vector<std::string> node_texts;
   std::vector<NodeId> nodes;
   double sampling_ms = 100;
   double publishing_ms = 500;
   uint32_t queue_size = 10;
-  std::string username;  // empty: anonymous
-  std::string password;
-  int timeout_ms = 5000;
-  std::string session_name = "kayak";
 };
 
 class Subscriber final : public NotificationSink {
@@ -44,7 +103,7 @@ class Subscriber final : public NotificationSink {
   // mend (no SecurityPolicy None endpoint, no token policy for the login);
   // Unavailable otherwise.
   Status Connect();
-  bool connected() const { return channel_.is_open() && subscription_id_ != 0; }
+  bool connected() const { return session_.is_open() && subscription_id_ != 0; }
 
   // Waits up to `wait_ms` for data changes and appends up to `max` of them,
   // each one message of JSON text, to `out`; a change that cannot be handed
@@ -63,9 +122,6 @@ class Subscriber final : public NotificationSink {
 
  private:
   Status Lost(const std::string& why);
-  Status CheckEndpoints();
-  Status CreateSession();
-  Status ActivateSession();
   Status CreateSubscription();
   Status CreateItems();
   Status SendPublish();
@@ -76,17 +132,10 @@ class Subscriber final : public NotificationSink {
   void Change(uint32_t handle, std::string_view members) override;
   void Refused(uint32_t handle, std::string_view why) override;
   Status Republish(uint32_t sequence, bool* found);
-  std::string Header(uint32_t timeout_ms);
 
   const SubscriberOptions o_;
   std::vector<std::string> prefixes_;  // per node: {"node":"<its text>",
-  Channel channel_;
-  NodeId auth_token_;
-  std::string server_nonce_;
-  std::string server_certificate_;  // DER, from the chosen endpoint
-  std::string user_policy_id_;
-  std::string user_policy_uri_;  // the user token's own security policy
-  uint32_t request_handle_ = 0;
+  Session session_;
   uint32_t subscription_id_ = 0;
   double revised_publishing_ms_ = 0;
   uint32_t revised_keepalive_ = 0;

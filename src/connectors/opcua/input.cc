@@ -12,12 +12,16 @@
 
 namespace kayak {
 
+namespace opcua {
+int BrowseTool(const std::vector<std::string>& args);  // tool.cc
+}  // namespace opcua
+
 namespace {
 
 class OpcuaInput final : public Input {
  public:
   OpcuaInput(opcua::SubscriberOptions o, int64_t batch_size, const ComponentContext& ctx)
-      : url_(o.endpoint.url),
+      : url_(o.session.endpoint.url),
         nodes_(o.nodes.size()),
         batch_size_(static_cast<size_t>(batch_size)),
         ctx_(ctx),
@@ -145,10 +149,16 @@ ComponentDef OpcuaInputDef() {
               PropRole::kTuning}
           .Range(1, 100000),
   };
+  d.tool = opcua::BrowseTool;
+  d.tool_usage =
+      "ENDPOINT [--node ID] [--depth N] [--username USER]: the nodes under Objects (or ID), "
+      "with each variable's value (password: $KAYAK_OPCUA_PASSWORD)";
   d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
     opcua::SubscriberOptions so;
     std::string why;
-    if (!opcua::ParseEndpoint(o.String("endpoint"), &so.endpoint, &why)) o.Error("endpoint", why);
+    if (!opcua::ParseEndpoint(o.String("endpoint"), &so.session.endpoint, &why)) {
+      o.Error("endpoint", why);
+    }
     for (const auto& text : o.Strings("nodes")) {
       opcua::NodeId id;
       if (!opcua::ParseNodeId(text, &id, &why)) {
@@ -158,19 +168,19 @@ ComponentDef OpcuaInputDef() {
       so.node_texts.push_back(text);
       so.nodes.push_back(std::move(id));
     }
-    so.username = o.String("username");
-    so.password = o.String("password");
-    if (!so.username.empty() && so.password.empty()) {
+    so.session.username = o.String("username");
+    so.session.password = o.String("password");
+    if (!so.session.username.empty() && so.session.password.empty()) {
       o.Error("password", "a username needs a password");
     }
-    if (so.username.empty() && !so.password.empty()) {
+    if (so.session.username.empty() && !so.session.password.empty()) {
       o.Error("username", "a password needs a username");
     }
     so.sampling_ms = o.Number("sampling_ms");
     so.publishing_ms = o.Number("publishing_ms");
     so.queue_size = static_cast<uint32_t>(o.Int("queue_size"));
-    so.timeout_ms = static_cast<int>(o.Int("timeout_ms"));
-    so.session_name = "kayak " + ctx.pipeline_id;
+    so.session.timeout_ms = static_cast<int>(o.Int("timeout_ms"));
+    so.session.session_name = "kayak " + ctx.pipeline_id;
     if (o.failed()) return nullptr;
     return std::make_unique<OpcuaInput>(std::move(so), o.Int("batch_size"), ctx);
   };
