@@ -7,6 +7,7 @@ of kayak with a state dir, and start errors that name their cause."""
 import os
 import signal
 import subprocess
+import time
 import unittest
 
 from brokers import SERVER, BrokerTest
@@ -153,6 +154,26 @@ class OpcuaTest(BrokerTest):
         wait_for(lambda: s.card("p", "input")["state"] == "running", what="running again")
         self.assertRegex(s.card("p", "input")["position"],
                          r"resubscribed after an outage of \d+ ms")
+
+    def test_the_secure_channel_is_renewed_before_its_token_runs_out(self):
+        # A server whose tokens last 1.5 s closes a channel not renewed in time;
+        # over 6 s the input must renew four times and never lose the connection.
+        d, url = self.private_server("short-tokens", args="--token-ms 1500")
+        s = self.start(self.graph(self.opcua_input(PLANT[:1], url=url,
+                                                   extra="publishing_ms: 100")),
+                       server_config=SERVER)
+        wait_for(lambda: len(self.out()) >= 3, timeout=30, what="the first changes")
+        n = len(self.out())
+        deadline = time.monotonic() + 6
+        while time.monotonic() < deadline:  # the card watched for 6 s
+            card = s.card("p", "input")
+            self.assertEqual(card["state"], "running", card)
+            self.assertEqual(card["errors"], 0, card)
+            time.sleep(0.2)
+        self.assertNotIn("outage", s.card("p", "input")["position"])
+        counter = [m["value"] for m in self.out()]
+        self.assertGreaterEqual(len(counter), n + 40)  # 10 a second went on arriving
+        self.assertEqual(counter, list(range(counter[0], counter[0] + len(counter))))
 
     def test_a_server_that_stops_answering_is_left_and_found_again(self):
         proxy = Proxy("127.0.0.1", port_of_opc(opcua_url()))

@@ -1,7 +1,7 @@
 // The OPC UA server of the opcua input's tests and benchmark (node-opcua,
 // pinned in tests/servers/npm). Binds 127.0.0.1 only.
 //
-//   node opcua-server.js PORT PKI_DIR [--items N] [--secure-only]
+//   node opcua-server.js PORT PKI_DIR [--items N] [--secure-only] [--token-ms N]
 //
 // Namespace 1, under Objects/Plant, changing every 100 ms from one timer:
 //   Plant.Counter (UInt32, +1), Plant.Level (Int32, -Counter),
@@ -13,6 +13,8 @@
 // Under Objects/Kit, Kit.k0 .. Kit.k3 (UInt32), written by clients only.
 // --items N: Bench.V0 .. Bench.V<N-1> (Double), each changed every 100 ms.
 // --secure-only: only Basic256Sha256 SignAndEncrypt endpoints (no None).
+// --token-ms N: a secure channel's token lasts at most N ms (the client must
+// renew it; node-opcua closes a channel whose token ran out).
 // Logins: anonymous, or user "kayak" with password "kayak-pass".
 // Prints "OPCUA_READY <endpoint url>" once it listens.
 const { OPCUAServer, Variant, DataType, OPCUACertificateManager, MessageSecurityMode,
@@ -25,6 +27,7 @@ const pkiDir = args[1] || "/tmp/kayak-opcua-pki";
 const flag = (name) => args.indexOf(name);
 const items = flag("--items") >= 0 ? parseInt(args[flag("--items") + 1], 10) : 0;
 const secureOnly = flag("--secure-only") >= 0;
+const tokenMs = flag("--token-ms") >= 0 ? parseInt(args[flag("--token-ms") + 1], 10) : 600000;
 
 (async () => {
   const serverCertificateManager = new OPCUACertificateManager({
@@ -39,6 +42,7 @@ const secureOnly = flag("--secure-only") >= 0;
     allowAnonymous: true,
     userManager: { isValidUser: (user, password) => user === "kayak" && password === "kayak-pass" },
     maxConnectionsPerEndpoint: 100,
+    defaultSecureTokenLifetime: tokenMs,
     serverCapabilities: { maxSessions: 100,
       operationLimits: { maxMonitoredItemsPerCall: 100000 } },
   });
