@@ -6,7 +6,9 @@ the server killed and started again, a server that stops answering, kill -9
 of kayak with a state dir, and start errors that name their cause."""
 import os
 import signal
+import socket
 import subprocess
+import threading
 import time
 import unittest
 
@@ -39,6 +41,72 @@ def stop_server(directory):
 
 def port_of_opc(url):
     return int(url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
+
+
+class DropOnePublish:
+    """A fault-injecting proxy in front of an OPC UA server that reads the
+    server's answers chunk by chunk and drops one PublishResponse carrying
+    data (the tenth), as if it had been lost. It also notes whether the
+    client then sent a RepublishRequest."""
+    PUBLISH_RESPONSE = bytes([1, 0]) + (829).to_bytes(2, "little")
+    REPUBLISH_REQUEST = bytes([1, 0]) + (832).to_bytes(2, "little")
+
+    def __init__(self, port):
+        self.target = port
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(4)
+        self.port = self.listener.getsockname()[1]
+        self.dropped = 0
+        self.republished = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.listener.accept()
+            except OSError:
+                return
+            s = socket.create_connection(("127.0.0.1", self.target))
+            threading.Thread(target=self._pipe, args=(c, s, False), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(s, c, True), daemon=True).start()
+
+    @staticmethod
+    def _chunks(sock):
+        buf = b""
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                return
+            buf += data
+            while len(buf) >= 8 and len(buf) >= int.from_bytes(buf[4:8], "little"):
+                size = int.from_bytes(buf[4:8], "little")
+                yield buf[:size]
+                buf = buf[size:]
+
+    def _pipe(self, a, b, answers):
+        seen = 0
+        try:
+            for chunk in self._chunks(a):
+                payload = chunk[24:] if chunk[:3] == b"MSG" else b""
+                if answers and payload.startswith(self.PUBLISH_RESPONSE) and len(payload) > 80:
+                    seen += 1
+                    if seen == 10 and self.dropped == 0:
+                        self.dropped += 1
+                        continue
+                if not answers and payload.startswith(self.REPUBLISH_REQUEST):
+                    self.republished += 1
+                b.sendall(chunk)
+        except OSError:
+            pass
+        for x in (a, b):
+            try:
+                x.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self):
+        self.listener.close()
 
 
 class OpcuaTest(BrokerTest):
@@ -174,6 +242,21 @@ class OpcuaTest(BrokerTest):
         counter = [m["value"] for m in self.out()]
         self.assertGreaterEqual(len(counter), n + 40)  # 10 a second went on arriving
         self.assertEqual(counter, list(range(counter[0], counter[0] + len(counter))))
+
+    def test_a_lost_publish_answer_is_asked_for_again(self):
+        proxy = DropOnePublish(port_of_opc(opcua_url()))
+        self.addCleanup(proxy.close)
+        url = f"opc.tcp://127.0.0.1:{proxy.port}/UA/kayak"
+        s = self.start(self.graph(self.opcua_input(PLANT[:1], url=url,
+                                                   extra="publishing_ms: 100, queue_size: 20")))
+        wait_for(lambda: proxy.dropped == 1 and len(self.out()) >= 25, timeout=30,
+                 what="an answer dropped, and changes after it")
+        self.assertEqual(proxy.republished, 1)
+        counter = [m["value"] for m in self.out()]
+        # Nothing missing, nothing twice, in order: the dropped message came
+        # back through Republish before the one after it was handed on.
+        self.assertEqual(counter, list(range(counter[0], counter[0] + len(counter))))
+        self.assertEqual(s.card("p", "input")["state"], "running")
 
     def test_a_server_that_stops_answering_is_left_and_found_again(self):
         proxy = Proxy("127.0.0.1", port_of_opc(opcua_url()))

@@ -625,19 +625,19 @@ Status Subscriber::Republish(uint32_t sequence, bool* found) {
 
 Status Subscriber::Take(Response& resp) {
   const bool was_publish = publishes_.erase(resp.request_id) > 0;
-  if (!was_publish) return Status::Ok();  // a late answer to something else
+  // A PublishResponse is the subscription's data whichever request it
+  // answers; another answer matters only if it answers a Publish (a fault).
+  if (resp.type_id != type_id::kPublishResponse && !was_publish) return Status::Ok();
   Reader r(resp.body);
-  if (resp.type_id == type_id::kServiceFault || resp.type_id != type_id::kPublishResponse) {
-    const uint32_t result = resp.type_id == type_id::kServiceFault ? r.ResponseHeader() : 0;
-    const std::string name = StatusName(result);
-    if (name == "BadTooManyPublishRequests") {
-      publish_target_ = std::max<size_t>(1, publishes_.size());
-      return Status::Ok();
-    }
-    if (name == "BadTimeout" || name == "BadRequestTimeout") return SendPublish();
-    return Lost("Publish failed: " + name);
+  uint32_t result = 0;
+  if (resp.type_id == type_id::kPublishResponse) {
+    result = r.ResponseHeader();
+  } else if (resp.type_id == type_id::kServiceFault) {
+    result = r.ResponseHeader();
+    if (!IsBad(result)) result = 0x80010000u;  // a fault that says Good: unexpected
+  } else {
+    return Lost("a Publish was answered with type " + std::to_string(resp.type_id));
   }
-  const uint32_t result = r.ResponseHeader();
   if (IsBad(result)) {
     const std::string name = StatusName(result);
     if (name == "BadTimeout" || name == "BadRequestTimeout") return SendPublish();
