@@ -175,6 +175,22 @@ class OpcuaTest(BrokerTest):
         self.assertIn("ExtensionObject", card["last_error"])
         self.assertEqual(card["state"], "running")
 
+    def test_three_thousand_variables_in_answers_of_many_chunks(self):
+        # 3,000 items: six CreateMonitoredItems calls, and Publish answers of
+        # hundreds of kilobytes, which arrive in many chunks of at most 64 KiB.
+        d, url = self.private_server("many", args="--items 3000")
+        nodes = [f"ns=1;s=Bench.V{i}" for i in range(3000)]
+        s = self.start(self.graph(self.opcua_input(nodes, url=url, extra="publishing_ms: 1000")))
+        wait_for(lambda: s.card("p", "input")["messages_in"] >= 3000 * 3, timeout=60,
+                 what="three rounds of changes of every variable")
+        s.stop()
+        got = self.by_node()
+        self.assertEqual(len(got), 3000)
+        # Each variable's values rise in steps of 1 (V<i> = tick + i / 1000).
+        for node in (nodes[0], nodes[1234], nodes[2999]):
+            ticks = [round(m["value"] - int(node.rsplit("V", 1)[1]) / 1000) for m in got[node]]
+            self.assertEqual(ticks, sorted(set(ticks)), node)
+
     def test_a_user_logs_in_with_a_password_the_server_asked_to_encrypt(self):
         s = self.start(self.graph(self.opcua_input(
             PLANT[:1], extra="username: kayak, password: '${OPCUA_TEST_PASSWORD}'")),
