@@ -4,10 +4,9 @@
 // crash, hang or read out of bounds; a hostile length may not allocate (the
 // run's -rss_limit_mb), and what comes out is bounded by what came in; every
 // change handed on is valid JSON, and NodeId text reads back as it formats.
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "connectors/opcua/binary.h"

@@ -65,7 +65,7 @@ bool ParseGuid(std::string_view s, std::string* out) {
     b[n++] = static_cast<uint8_t>(hi * 16 + lo);
   }
   // Text order is big-endian; the first three fields are encoded little-endian.
-  const uint8_t enc[16] = {b[3], b[2], b[1], b[0], b[5], b[4], b[7], b[6],
+  const uint8_t enc[16] = {b[3], b[2], b[1],  b[0],  b[5],  b[4],  b[7],  b[6],
                            b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]};
   out->assign(reinterpret_cast<const char*>(enc), 16);
   return true;
@@ -74,9 +74,10 @@ bool ParseGuid(std::string_view s, std::string* out) {
 void AppendGuid(std::string_view enc, std::string* out) {
   const auto* e = reinterpret_cast<const uint8_t*>(enc.data());
   char buf[40];
-  std::snprintf(buf, sizeof buf, "%02X%02X%02X%02X-%02X%02X-%02X%02X-%02X%02X-%02X%02X%02X%02X%02X%02X",
-                e[3], e[2], e[1], e[0], e[5], e[4], e[7], e[6], e[8], e[9], e[10], e[11], e[12],
-                e[13], e[14], e[15]);
+  std::snprintf(buf, sizeof buf,
+                "%02X%02X%02X%02X-%02X%02X-%02X%02X-%02X%02X-%02X%02X%02X%02X%02X%02X", e[3], e[2],
+                e[1], e[0], e[5], e[4], e[7], e[6], e[8], e[9], e[10], e[11], e[12], e[13], e[14],
+                e[15]);
   out->append(buf);
 }
 
@@ -107,7 +108,8 @@ bool ParseNodeId(std::string_view text, NodeId* out, std::string* why) {
     id.ns = static_cast<uint16_t>(ns);
     rest.remove_prefix(semi + 1);
   } else if (rest.substr(0, 4) == "nsu=") {
-    *why = "'" + std::string(text) + "': a namespace URI (nsu=) is not supported; give its index (ns=)";
+    *why = "'" + std::string(text) +
+           "': a namespace URI (nsu=) is not supported; give its index (ns=)";
     return false;
   }
   if (rest.size() < 2 || rest[1] != '=') {
@@ -138,7 +140,8 @@ bool ParseNodeId(std::string_view text, NodeId* out, std::string* why) {
     case 'g':
       id.kind = NodeId::Kind::kGuid;
       if (!ParseGuid(value, &id.text)) {
-        *why = "'" + std::string(text) + "': g= takes a Guid (XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX)";
+        *why =
+            "'" + std::string(text) + "': g= takes a Guid (XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX)";
         return false;
       }
       break;
@@ -358,7 +361,8 @@ uint64_t Reader::Fixed(int bytes) {
     return 0;
   }
   uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(p_[i])) << (8 * i);
+  for (int i = 0; i < bytes; ++i)
+    v |= static_cast<uint64_t>(static_cast<uint8_t>(p_[i])) << (8 * i);
   p_ += bytes;
   return v;
 }
@@ -451,8 +455,7 @@ size_t Reader::ArrayLength(size_t min_element_bytes) {
   const int32_t n = I32();
   if (n <= 0 || failed_) return 0;
   if (static_cast<size_t>(n) > left() / std::max<size_t>(min_element_bytes, 1)) {
-    Fail("an array of " + std::to_string(n) + " elements in " + std::to_string(left()) +
-         " bytes");
+    Fail("an array of " + std::to_string(n) + " elements in " + std::to_string(left()) + " bytes");
     p_ = end_;
     return 0;
   }
@@ -490,12 +493,12 @@ void Reader::SkipDiagnosticInfo(int depth) {
     return;
   }
   const uint8_t mask = Byte();
-  if (mask & 0x01) I32();  // symbolic id
-  if (mask & 0x02) I32();  // namespace URI
-  if (mask & 0x08) I32();  // locale
-  if (mask & 0x04) I32();  // localized text
+  if (mask & 0x01) I32();         // symbolic id
+  if (mask & 0x02) I32();         // namespace URI
+  if (mask & 0x08) I32();         // locale
+  if (mask & 0x04) I32();         // localized text
   if (mask & 0x10) SkipString();  // additional info
-  if (mask & 0x20) U32();  // inner status code
+  if (mask & 0x20) U32();         // inner status code
   if (mask & 0x40) SkipDiagnosticInfo(depth + 1);
 }
 
@@ -621,7 +624,8 @@ bool ScalarToJson(Reader* r, uint8_t type, std::string* out, std::string* why, i
     case 17:
     case 18: {
       const NodeId id = type == 17 ? r->NodeId() : r->ExpandedNodeId();
-      if (id.kind == NodeId::Kind::kString && !simdjson::validate_utf8(id.text.data(), id.text.size())) {
+      if (id.kind == NodeId::Kind::kString &&
+          !simdjson::validate_utf8(id.text.data(), id.text.size())) {
         *why = "a NodeId that is not UTF-8";
         return false;
       }
@@ -675,12 +679,30 @@ bool ScalarToJson(Reader* r, uint8_t type, std::string* out, std::string* why, i
 // The fewest bytes one element of `type` takes, to bound an array's length.
 size_t MinBytes(uint8_t type) {
   switch (type) {
-    case 1: case 2: case 3: return 1;
-    case 4: case 5: return 2;
-    case 6: case 7: case 10: case 12: case 15: case 16: case 19: return 4;
-    case 8: case 9: case 11: case 13: return 8;
-    case 14: return 16;
-    default: return 1;
+    case 1:
+    case 2:
+    case 3:
+      return 1;
+    case 4:
+    case 5:
+      return 2;
+    case 6:
+    case 7:
+    case 10:
+    case 12:
+    case 15:
+    case 16:
+    case 19:
+      return 4;
+    case 8:
+    case 9:
+    case 11:
+    case 13:
+      return 8;
+    case 14:
+      return 16;
+    default:
+      return 1;
   }
 }
 

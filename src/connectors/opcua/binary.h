@@ -157,8 +157,8 @@ class Reader {
   const char* p_;
   const char* end_;
   bool failed_ = false;
-  bool expanding_ = false;   // reading an ExpandedNodeId: its flags are allowed
-  uint8_t last_flags_ = 0;   // the ExpandedNodeId flags of the last NodeId read
+  bool expanding_ = false;  // reading an ExpandedNodeId: its flags are allowed
+  uint8_t last_flags_ = 0;  // the ExpandedNodeId flags of the last NodeId read
   std::string why_;
 };
 

@@ -1,5 +1,6 @@
 #include "connectors/opcua/channel.h"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -10,7 +11,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <fcntl.h>
 
 namespace kayak::opcua {
 
@@ -26,7 +26,8 @@ constexpr size_t kSymmetricBytes = 16;
 
 uint32_t ReadU32(const std::string& s, size_t at) {
   uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(s[at + i])) << (8 * i);
+  for (int i = 0; i < 4; ++i)
+    v |= static_cast<uint32_t>(static_cast<uint8_t>(s[at + i])) << (8 * i);
   return v;
 }
 
@@ -163,11 +164,11 @@ Status Channel::Open(const Endpoint& ep) {
   std::string hel;
   BeginChunk(&hel, "HEL", 'F');
   Writer w(&hel);
-  w.U32(0);                    // protocol version
-  w.U32(kReceiveChunkBytes);   // receive buffer size
-  w.U32(kReceiveChunkBytes);   // send buffer size
-  w.U32(kMaxMessageBytes);     // max message size
-  w.U32(0);                    // max chunk count: no limit of its own
+  w.U32(0);                   // protocol version
+  w.U32(kReceiveChunkBytes);  // receive buffer size
+  w.U32(kReceiveChunkBytes);  // send buffer size
+  w.U32(kMaxMessageBytes);    // max message size
+  w.U32(0);                   // max chunk count: no limit of its own
   w.String(ep.url);
   PatchU32(&hel, 4, static_cast<uint32_t>(hel.size()));
   KAYAK_RETURN_IF_ERROR(WriteAll(hel));
@@ -189,7 +190,9 @@ Status Channel::Open(const Endpoint& ep) {
     return Fail(where + " refused the connection: " + StatusName(code) +
                 (reason.empty() ? "" : " (" + reason + ")"));
   }
-  if (head.compare(0, 3, "ACK") != 0) return Fail(where + " is not an OPC UA server (no Acknowledge)");
+  if (head.compare(0, 3, "ACK") != 0) {
+    return Fail(where + " is not an OPC UA server (no Acknowledge)");
+  }
   r.U32();  // protocol version
   const uint32_t server_receive = r.U32();
   r.U32();  // its send buffer size
@@ -252,7 +255,9 @@ Status Channel::TakeOpenResponse(std::string_view body, int64_t now_ms) {
     return Fail("an OpenSecureChannel answer of another policy or type");
   }
   const uint32_t result = r.ResponseHeader();
-  if (IsBad(result)) return Fail("the server refused to open a secure channel: " + StatusName(result));
+  if (IsBad(result)) {
+    return Fail("the server refused to open a secure channel: " + StatusName(result));
+  }
   r.U32();  // server protocol version
   channel_id_ = r.U32();
   token_id_ = r.U32();
@@ -313,7 +318,8 @@ Status Channel::Receive(int wait_ms, Response* out, bool* got) {
     const int64_t left = deadline - SteadyMs();
     std::string head;
     bool any = false;
-    KAYAK_RETURN_IF_ERROR(ReadExact(kHeaderBytes, &head, static_cast<int>(std::max<int64_t>(left, 0)), &any));
+    KAYAK_RETURN_IF_ERROR(
+        ReadExact(kHeaderBytes, &head, static_cast<int>(std::max<int64_t>(left, 0)), &any));
     if (!any) return Status::Ok();
     const uint32_t size = ReadU32(head, 4);
     if (size < kHeaderBytes || size > kReceiveChunkBytes) {
@@ -335,7 +341,9 @@ Status Channel::Receive(int wait_ms, Response* out, bool* got) {
       // A renewal's answer: taken here; the caller waits on.
       return TakeOpenResponse(body, SteadyMs());
     }
-    if (type != "MSG") return Fail("the server sent a message of unknown type " + std::string(type));
+    if (type != "MSG") {
+      return Fail("the server sent a message of unknown type " + std::string(type));
+    }
     if (body.size() < kSymmetricBytes) return Fail("the server sent a truncated chunk");
     const uint32_t request = ReadU32(body, 12);
     if (chunk == 'A') {

@@ -83,7 +83,7 @@ class Channel {
   const int timeout_ms_;
   int fd_ = -1;
   std::string endpoint_url_;
-  std::string rbuf_;   // bytes read, not yet taken
+  std::string rbuf_;  // bytes read, not yet taken
   size_t rpos_ = 0;
   // Limits from the server's Acknowledge.
   uint32_t send_chunk_ = 8192;

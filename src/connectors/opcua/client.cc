@@ -60,7 +60,9 @@ Status EncryptPassword(const std::string& certificate_der, const PasswordPolicy&
   const auto* p = reinterpret_cast<const unsigned char*>(certificate_der.data());
   std::unique_ptr<X509, decltype(&X509_free)> cert(
       d2i_X509(nullptr, &p, static_cast<long>(certificate_der.size())), X509_free);
-  if (!cert) return Status::Invalid("the server's certificate cannot be read to encrypt the password");
+  if (!cert) {
+    return Status::Invalid("the server's certificate cannot be read to encrypt the password");
+  }
   std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(X509_get_pubkey(cert.get()),
                                                           EVP_PKEY_free);
   if (!key || EVP_PKEY_get_base_id(key.get()) != EVP_PKEY_RSA) {
@@ -100,10 +102,10 @@ void WriteClientDescription(Writer* w) {
   w->String("urn:kayak");              // product URI
   w->Byte(0x02);                       // LocalizedText with text only
   w->String("kayak");
-  w->I32(1);            // application type: client
-  w->NullString();      // gateway server URI
-  w->NullString();      // discovery profile URI
-  w->NullArray();       // discovery URLs
+  w->I32(1);        // application type: client
+  w->NullString();  // gateway server URI
+  w->NullString();  // discovery profile URI
+  w->NullArray();   // discovery URLs
 }
 
 void SkipApplicationDescription(Reader* r) {
@@ -154,10 +156,14 @@ EndpointInfo ReadEndpoint(Reader* r) {
 
 std::string ModeName(uint32_t mode) {
   switch (mode) {
-    case 1: return "None";
-    case 2: return "Sign";
-    case 3: return "SignAndEncrypt";
-    default: return "mode " + std::to_string(mode);
+    case 1:
+      return "None";
+    case 2:
+      return "Sign";
+    case 3:
+      return "SignAndEncrypt";
+    default:
+      return "mode " + std::to_string(mode);
   }
 }
 
@@ -168,8 +174,7 @@ std::string PolicyName(std::string_view uri) {
 
 }  // namespace
 
-Subscriber::Subscriber(SubscriberOptions options)
-    : o_(std::move(options)), session_(o_.session) {
+Subscriber::Subscriber(SubscriberOptions options) : o_(std::move(options)), session_(o_.session) {
   for (const auto& node : o_.node_texts) {
     std::string prefix = "{\"node\":";
     jtext::AppendString(&prefix, node);
@@ -232,14 +237,17 @@ Status Subscriber::Connect() {
 // A service's answer: its type checked, a fault or a bad result named.
 static Status Expect(const Response& resp, uint32_t type, const char* service, Reader* r) {
   if (resp.type_id == type_id::kServiceFault) {
-    return Status::Unavailable(std::string(service) + " failed: " + StatusName(r->ResponseHeader()));
+    return Status::Unavailable(std::string(service) +
+                               " failed: " + StatusName(r->ResponseHeader()));
   }
   if (resp.type_id != type) {
     return Status::Unavailable(std::string(service) + " was answered with type " +
                                std::to_string(resp.type_id));
   }
   const uint32_t result = r->ResponseHeader();
-  if (IsBad(result)) return Status::Unavailable(std::string(service) + " failed: " + StatusName(result));
+  if (IsBad(result)) {
+    return Status::Unavailable(std::string(service) + " failed: " + StatusName(result));
+  }
   return Status::Ok();
 }
 
@@ -369,10 +377,10 @@ Status Session::ActivateSession() {
                    st.message().find("BadUserAccessDenied") != std::string::npos)) {
     // A refused login stays refused; the card says so and the pipeline
     // stops rather than knocking on.
-    return Status::Invalid("the server refused the login" +
-                           (o_.username.empty() ? std::string(" (anonymous)")
-                                                : " of user '" + o_.username + "'") +
-                           ": " + st.message());
+    return Status::Invalid(
+        "the server refused the login" +
+        (o_.username.empty() ? std::string(" (anonymous)") : " of user '" + o_.username + "'") +
+        ": " + st.message());
   }
   return st;
 }
@@ -430,9 +438,9 @@ Status Session::Browse(const NodeId& node, std::vector<Reference>* out) {
   std::string more;
   for (;;) {
     Reader r(resp.body);
-    KAYAK_RETURN_IF_ERROR(Expect(resp, more.empty() ? type_id::kBrowseResponse
-                                                    : type_id::kBrowseNextResponse,
-                                 more.empty() ? "Browse" : "BrowseNext", &r));
+    KAYAK_RETURN_IF_ERROR(
+        Expect(resp, more.empty() ? type_id::kBrowseResponse : type_id::kBrowseNextResponse,
+               more.empty() ? "Browse" : "BrowseNext", &r));
     if (r.ArrayLength(4) != 1) return Status::Unavailable("Browse answered for another count");
     KAYAK_RETURN_IF_ERROR(ReadBrowseResult(&r, out, &more));
     if (more.empty()) return Status::Ok();
@@ -488,7 +496,8 @@ Status Subscriber::CreateSubscription() {
   Response resp;
   KAYAK_RETURN_IF_ERROR(session_.channel().Call(type_id::kCreateSubscriptionRequest, body, &resp));
   Reader r(resp.body);
-  KAYAK_RETURN_IF_ERROR(Expect(resp, type_id::kCreateSubscriptionResponse, "CreateSubscription", &r));
+  KAYAK_RETURN_IF_ERROR(
+      Expect(resp, type_id::kCreateSubscriptionResponse, "CreateSubscription", &r));
   subscription_id_ = r.U32();
   revised_publishing_ms_ = r.Double();
   r.U32();  // revised lifetime count
@@ -521,7 +530,8 @@ Status Subscriber::CreateItems() {
       w.Bool(true);  // discard oldest
     }
     Response resp;
-    KAYAK_RETURN_IF_ERROR(session_.channel().Call(type_id::kCreateMonitoredItemsRequest, body, &resp));
+    KAYAK_RETURN_IF_ERROR(
+        session_.channel().Call(type_id::kCreateMonitoredItemsRequest, body, &resp));
     Reader r(resp.body);
     KAYAK_RETURN_IF_ERROR(
         Expect(resp, type_id::kCreateMonitoredItemsResponse, "CreateMonitoredItems", &r));
@@ -537,13 +547,16 @@ Status Subscriber::CreateItems() {
       std::string_view filter;
       r.ExtensionObject(&filter);
       if (IsBad(status) && ++bad <= 5) {
-        refused += (refused.empty() ? "" : "; ") + o_.node_texts[first + i] + ": " + StatusName(status);
+        refused +=
+            (refused.empty() ? "" : "; ") + o_.node_texts[first + i] + ": " + StatusName(status);
       }
     }
-    if (r.failed()) return Status::Unavailable("a malformed CreateMonitoredItems answer: " + r.why());
+    if (r.failed()) {
+      return Status::Unavailable("a malformed CreateMonitoredItems answer: " + r.why());
+    }
     if (bad > 0) {
-      return Status::Invalid("the server refused to monitor " + std::to_string(bad) + " of the nodes (" +
-                             refused + (bad > 5 ? "; ..." : "") + ")");
+      return Status::Invalid("the server refused to monitor " + std::to_string(bad) +
+                             " of the nodes (" + refused + (bad > 5 ? "; ..." : "") + ")");
     }
   }
   return Status::Ok();
@@ -696,7 +709,8 @@ Status Subscriber::Poll(int wait_ms, size_t max, std::vector<std::string>* out,
     }
     // The server answers a Publish at least every keep-alive interval.
     const int64_t silent_ms =
-        static_cast<int64_t>(revised_publishing_ms_ * std::max<uint32_t>(revised_keepalive_, 1)) * 2 +
+        static_cast<int64_t>(revised_publishing_ms_ * std::max<uint32_t>(revised_keepalive_, 1)) *
+            2 +
         o_.session.timeout_ms;
     if (now - last_heard_ms_ > silent_ms) {
       return Lost("no data or keep-alive from the server for " +

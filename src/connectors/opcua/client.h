@@ -35,8 +35,7 @@ struct SessionOptions {
 // the one-shot services a caller may want besides a subscription.
 class Session {
  public:
-  explicit Session(SessionOptions options)
-      : o_(std::move(options)), channel_(o_.timeout_ms) {}
+  explicit Session(SessionOptions options) : o_(std::move(options)), channel_(o_.timeout_ms) {}
   ~Session() { Close(); }
 
   // Connects, finds the None endpoint and its token policy, creates and

@@ -43,9 +43,10 @@ class OpcuaInput final : public Input {
       const int64_t now = ctx_.clock->NowMs();
       if (ever_connected_) {
         const int64_t outage = now - down_since_ms_;
-        KLOG_WARN("opcua input: subscribed again to {} after {} ms; data changes in that time "
-                  "were not received",
-                  url_, outage);
+        KLOG_WARN(
+            "opcua input: subscribed again to {} after {} ms; data changes in that time "
+            "were not received",
+            url_, outage);
         last_outage_ = "resubscribed after an outage of " + std::to_string(outage) +
                        " ms, whose data changes were not received";
       } else {
@@ -75,8 +76,9 @@ class OpcuaInput final : public Input {
   }
 
   std::string Position() const override {
-    std::string s = sub_.connected() ? "subscribed to " + std::to_string(nodes_) + " nodes at " + url_
-                                     : "not connected to " + url_;
+    std::string s = sub_.connected()
+                        ? "subscribed to " + std::to_string(nodes_) + " nodes at " + url_
+                        : "not connected to " + url_;
     if (sub_.missed() > 0) {
       s += "; " + std::to_string(sub_.missed()) + " notifications lost before they were received";
     }
@@ -111,7 +113,8 @@ ComponentDef OpcuaInputDef() {
       "certificate when its token policy asks). Encrypted channels (Basic256Sha256 and the "
       "like) are not supported: a server that offers only those is a start error. Not "
       "rewindable: changes made while the connection is down are not received.";
-  d.checkpoint = "nothing: state stays consistent; changes made while kayak is down are not received";
+  d.checkpoint =
+      "nothing: state stays consistent; changes made while kayak is down are not received";
   d.bad_input =
       "a value of a type the input does not decode (a structure) is an error on the card and "
       "no message; a lost connection is retried with backoff (the card says retrying) and the "

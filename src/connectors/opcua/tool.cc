@@ -19,15 +19,24 @@ constexpr int kMaxLines = 5000;
 
 const char* ClassName(uint32_t c) {
   switch (c) {
-    case 1: return "Object";
-    case 2: return "Variable";
-    case 4: return "Method";
-    case 8: return "ObjectType";
-    case 16: return "VariableType";
-    case 32: return "ReferenceType";
-    case 64: return "DataType";
-    case 128: return "View";
-    default: return "Node";
+    case 1:
+      return "Object";
+    case 2:
+      return "Variable";
+    case 4:
+      return "Method";
+    case 8:
+      return "ObjectType";
+    case 16:
+      return "VariableType";
+    case 32:
+      return "ReferenceType";
+    case 64:
+      return "DataType";
+    case 128:
+      return "View";
+    default:
+      return "Node";
   }
 }
 
