@@ -1,7 +1,7 @@
 // The OPC UA server of the opcua input's tests and benchmark (node-opcua,
 // pinned in tests/servers/npm). Binds 127.0.0.1 only.
 //
-//   node opcua-server.js PORT PKI_DIR [--items N] [--secure-only] [--token-ms N]
+//   node opcua-server.js PORT PKI_DIR [--items N [--bench-ms M]] [--secure-only] [--token-ms N]
 //
 // Namespace 1, under Objects/Plant, changing every 100 ms from one timer:
 //   Plant.Counter (UInt32, +1), Plant.Level (Int32, -Counter),
@@ -11,7 +11,8 @@
 //   .DateTime, .Guid, .ByteString, .LocalizedText, .QualifiedName, .NodeId,
 //   .StatusCode, .Int32Array, .StringArray, .Null
 // Under Objects/Kit, Kit.k0 .. Kit.k3 (UInt32), written by clients only.
-// --items N: Bench.V0 .. Bench.V<N-1> (Double), each changed every 100 ms.
+// --items N: Bench.V0 .. Bench.V<N-1> (Double), each changed every 100 ms
+// (--bench-ms M: every M ms instead).
 // --secure-only: only Basic256Sha256 SignAndEncrypt endpoints (no None).
 // --token-ms N: a secure channel's token lasts at most N ms (the client must
 // renew it; node-opcua closes a channel whose token ran out).
@@ -26,6 +27,7 @@ const port = parseInt(args[0] || "4840", 10);
 const pkiDir = args[1] || "/tmp/kayak-opcua-pki";
 const flag = (name) => args.indexOf(name);
 const items = flag("--items") >= 0 ? parseInt(args[flag("--items") + 1], 10) : 0;
+const benchMs = flag("--bench-ms") >= 0 ? parseInt(args[flag("--bench-ms") + 1], 10) : 100;
 const secureOnly = flag("--secure-only") >= 0;
 const tokenMs = flag("--token-ms") >= 0 ? parseInt(args[flag("--token-ms") + 1], 10) : 600000;
 
@@ -107,12 +109,20 @@ const tokenMs = flag("--token-ms") >= 0 ? parseInt(args[flag("--token-ms") + 1],
     set(level, DataType.Int32, -n);
     set(temperature, DataType.Double, 20 + 5 * Math.sin((Date.now() - t0) / 1000));
     set(status, DataType.String, ["IDLE", "RUNNING", "STOPPED"][Math.floor(n / 10) % 3]);
-    for (let i = 0; i < bench.length; i++) set(bench[i], DataType.Double, n + i / 1000);
   }, 100);
+  let tick = 0;
+  const benchTimer = setInterval(() => {
+    tick++;
+    const now = new Date();
+    for (let i = 0; i < bench.length; i++) {
+      bench[i].setValueFromSource(new Variant({ dataType: DataType.Double, value: tick + i / 1000 }),
+                                  StatusCodes.Good, now);
+    }
+  }, benchMs);
 
   await server.start();
   console.log("OPCUA_READY " + server.getEndpointUrl());
-  const stop = async () => { clearInterval(timer); await server.shutdown(100); process.exit(0); };
+  const stop = async () => { clearInterval(timer); clearInterval(benchTimer); await server.shutdown(100); process.exit(0); };
   process.on("SIGTERM", stop);
   process.on("SIGINT", stop);
 })().catch((e) => { console.error("OPCUA_FAIL", e); process.exit(1); });
