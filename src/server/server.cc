@@ -221,23 +221,22 @@ class Session : public std::enable_shared_from_this<Session> {
     // buffer holds at most a header and one read.
     const size_t room = buffer_.max_size() - buffer_.size();
     if (room == 0) return OnRequest(bhttp::error::header_limit);
-    // Wait for the socket to be readable, then read: an async read would
-    // first try a read that, just after an answer, almost always finds
-    // nothing (one wasted system call a request).
-    socket_.async_wait(Socket::wait_read, [self = shared_from_this(), room](beast::error_code ec) {
-      if (!ec) {
-        const size_t n =
-            self->socket_.read_some(self->buffer_.prepare(std::min(kReadSize, room)), ec);
-        self->buffer_.commit(n);
-      }
-      if (ec == asio::error::would_block) return self->Parse();
-      if (ec) {
-        // End of stream, a reset, the timer closing it: nothing to answer.
-        self->Close();
-        return;
-      }
-      self->Parse();
-    });
+    // An async read, not a wait then a read: Asio (1.74's reactor too)
+    // tries a read at once only while the last one filled its buffer
+    // (try_speculative_), so after an answer, when the last read drained the
+    // socket, the read waits in the reactor at no system call of its own.
+    // An async_wait re-arms the descriptor with epoll_ctl every time.
+    socket_.async_read_some(
+        buffer_.prepare(std::min(kReadSize, room)),
+        [self = shared_from_this()](beast::error_code ec, size_t n) {
+          self->buffer_.commit(n);
+          if (ec) {
+            // End of stream, a reset, the timer closing it: nothing to answer.
+            self->Close();
+            return;
+          }
+          self->Parse();
+        });
   }
 
   void OnRequest(beast::error_code ec) {
