@@ -27,34 +27,22 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KAYAK = os.environ.get("KAYAK_BIN", os.path.join(ROOT, "build", "kayak"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from pipelines import Kayak, card, wait  # noqa: E402
+
 SERVERS = os.path.join(ROOT, "tests", "servers")
 NODE_PATH = os.path.join(SERVERS, "npm", "node_modules")
 SAMPLING, PUBLISHING, QUEUE = 100, 500, 10
 
 
 def cpu_secs(pid):
+    """utime + stime of a process, from /proc/<pid>/stat, in seconds."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def get_json(url):
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return json.loads(r.read())
-
-
-def wait(cond, timeout, what):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise SystemExit(f"timed out waiting for {what}")
 
 
 def run_node(url, items, warmup, seconds):
@@ -70,37 +58,21 @@ def run_node(url, items, warmup, seconds):
 
 
 def run_kayak(url, items, warmup, seconds, work):
-    d = tempfile.mkdtemp(dir=work)
     nodes = ", ".join(f"'ns=1;s=Bench.V{i}'" for i in range(items))
-    with open(os.path.join(d, "p.yaml"), "w") as f:
-        f.write(f"pipelines:\n  p:\n    input: {{opcua: {{endpoint: '{url}', nodes: [{nodes}], "
-                f"sampling_ms: {SAMPLING}, publishing_ms: {PUBLISHING}, queue_size: {QUEUE}}}}}\n"
-                f"    outputs: [{{file: {{path: {d}/out}}}}]\n")
-    with open(os.path.join(d, "s.yaml"), "w") as f:
-        f.write("listen: 127.0.0.1:0\n")
-    err = open(os.path.join(d, "stderr"), "w+")
-    p = subprocess.Popen([KAYAK, "--config", f"{d}/p.yaml", "--server-config", f"{d}/s.yaml"],
-                         stderr=err)
+    k = Kayak(work, f"pipelines:\n  p:\n    input: {{opcua: {{endpoint: '{url}', nodes: [{nodes}], "
+                    f"sampling_ms: {SAMPLING}, publishing_ms: {PUBLISHING}, "
+                    f"queue_size: {QUEUE}}}}}\n"
+                    f"    outputs: [{{file: {{path: {work}/out-{time.monotonic_ns()}}}}}]\n")
     try:
-        def api():
-            err.seek(0)
-            for line in err.read().splitlines():
-                if "API listening on " in line:
-                    return line.rsplit("API listening on ", 1)[1].strip()
-            return None
-        base = wait(api, 30, "kayak's API")
-        card = lambda: next(c for c in get_json(base + "/api/v1/pipelines/p")["components"]  # noqa: E731
-                            if c["name"] == "input")
-        wait(lambda: card()["messages_in"] >= items, 60, "the first values")
-        time.sleep(warmup)
-        n0, c0, t0 = card()["messages_in"], cpu_secs(p.pid), time.monotonic()
+        n_in = lambda: card(k.url, "p", "input")["messages_in"]  # noqa: E731
+        wait(lambda: n_in() >= items, 60, "the first values")
+        time.sleep(warmup)  # a window after the first values: the measurement, not a wait
+        n0, c0, t0 = n_in(), cpu_secs(k.proc.pid), time.monotonic()
         time.sleep(seconds)
-        n1, c1, t1 = card()["messages_in"], cpu_secs(p.pid), time.monotonic()
+        n1, c1, t1 = n_in(), cpu_secs(k.proc.pid), time.monotonic()
         return (n1 - n0) / (t1 - t0), (c1 - c0) / max(n1 - n0, 1) * 1e6
     finally:
-        p.terminate()
-        p.wait(timeout=60)
-        err.close()
+        k.stop()
 
 
 def main():

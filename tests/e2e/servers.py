@@ -122,7 +122,11 @@ class Proxy:
                     b.sendall(data)
         except OSError:
             pass
-        for x in (a, b):
+        self.hang_up(a, b)
+
+    @staticmethod
+    def hang_up(*socks):
+        for x in socks:
             try:
                 x.shutdown(socket.SHUT_RDWR)
             except OSError:

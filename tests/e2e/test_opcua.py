@@ -6,9 +6,7 @@ the server killed and started again, a server that stops answering, kill -9
 of kayak with a state dir, and start errors that name their cause."""
 import os
 import signal
-import socket
 import subprocess
-import threading
 import time
 import unittest
 
@@ -43,33 +41,18 @@ def port_of_opc(url):
     return int(url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
 
 
-class DropOnePublish:
-    """A fault-injecting proxy in front of an OPC UA server that reads the
-    server's answers chunk by chunk and drops one PublishResponse carrying
-    data (the tenth), as if it had been lost. It also notes whether the
-    client then sent a RepublishRequest."""
+class DropOnePublish(Proxy):
+    """A fault-injecting proxy (servers.Proxy) in front of an OPC UA server
+    that reads the server's answers chunk by chunk and drops one
+    PublishResponse carrying data (the tenth), as if it had been lost. It
+    also counts the client's RepublishRequests."""
     PUBLISH_RESPONSE = bytes([1, 0]) + (829).to_bytes(2, "little")
     REPUBLISH_REQUEST = bytes([1, 0]) + (832).to_bytes(2, "little")
 
     def __init__(self, port):
-        self.target = port
-        self.listener = socket.socket()
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(4)
-        self.port = self.listener.getsockname()[1]
         self.dropped = 0
         self.republished = 0
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                c, _ = self.listener.accept()
-            except OSError:
-                return
-            s = socket.create_connection(("127.0.0.1", self.target))
-            threading.Thread(target=self._pipe, args=(c, s, False), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(s, c, True), daemon=True).start()
+        super().__init__("127.0.0.1", port)
 
     @staticmethod
     def _chunks(sock):
@@ -84,29 +67,22 @@ class DropOnePublish:
                 yield buf[:size]
                 buf = buf[size:]
 
-    def _pipe(self, a, b, answers):
+    def _pipe(self, a, b, replies):
         seen = 0
         try:
             for chunk in self._chunks(a):
                 payload = chunk[24:] if chunk[:3] == b"MSG" else b""
-                if answers and payload.startswith(self.PUBLISH_RESPONSE) and len(payload) > 80:
+                if replies and payload.startswith(self.PUBLISH_RESPONSE) and len(payload) > 80:
                     seen += 1
                     if seen == 10 and self.dropped == 0:
                         self.dropped += 1
                         continue
-                if not answers and payload.startswith(self.REPUBLISH_REQUEST):
+                if not replies and payload.startswith(self.REPUBLISH_REQUEST):
                     self.republished += 1
                 b.sendall(chunk)
         except OSError:
             pass
-        for x in (a, b):
-            try:
-                x.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def close(self):
-        self.listener.close()
+        self.hang_up(a, b)
 
 
 class OpcuaTest(BrokerTest):

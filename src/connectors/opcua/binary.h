@@ -33,10 +33,8 @@ constexpr uint32_t kCreateMonitoredItemsRequest = 751, kCreateMonitoredItemsResp
 constexpr uint32_t kCreateSubscriptionRequest = 787, kCreateSubscriptionResponse = 790;
 constexpr uint32_t kPublishRequest = 826, kPublishResponse = 829;
 constexpr uint32_t kRepublishRequest = 832, kRepublishResponse = 835;
-constexpr uint32_t kDeleteSubscriptionsRequest = 847, kDeleteSubscriptionsResponse = 850;
 constexpr uint32_t kAnonymousIdentityToken = 321, kUserNameIdentityToken = 324;
 constexpr uint32_t kDataChangeNotification = 811, kStatusChangeNotification = 820;
-constexpr uint32_t kEventNotificationList = 916;
 }  // namespace type_id
 
 // A NodeId in any of its forms. `text` holds a String or ByteString
@@ -145,7 +143,6 @@ class Reader {
   void SkipString() { String(); }
   void SkipStringArray();
   void SkipLocalizedText();
-  void SkipQualifiedName() { U16(), String(); }
   void SkipDiagnosticInfo(int depth = 0);
   void SkipDiagnosticInfos();
   // The ResponseHeader every service response starts with; returns its

@@ -63,7 +63,6 @@ class Channel {
   // and no renewal is under way; SendRenew starts one.
   bool RenewDue(int64_t now_ms) const;
   Status SendRenew(int64_t now_ms);
-  uint32_t token_id() const { return token_id_; }
 
   // Says CloseSecureChannel (no answer is expected) and closes the socket.
   void Close();

@@ -45,7 +45,6 @@ class Session {
   Status Open();
   bool is_open() const { return channel_.is_open() && !auth_token_.IsNull(); }
   Channel& channel() { return channel_; }
-  const SessionOptions& options() const { return o_; }
   // A RequestHeader carrying the session's token.
   std::string Header(uint32_t timeout_ms);
 
