@@ -101,7 +101,8 @@ std::string Frame(FileKind kind, std::string_view payload, uint32_t version) {
   return out;
 }
 
-Result<std::string_view> Unframe(FileKind kind, std::string_view file, uint32_t* version_out) {
+Result<std::string_view> Unframe(FileKind kind, std::string_view file, uint32_t* version_out,
+                                 uint32_t* crc_out) {
   if (file.size() < kHeaderBytes) return Status::Corruption("shorter than its header");
   if (std::memcmp(file.data(), "KYAK", 4) != 0) return Status::Corruption("bad magic");
   if (GetU32(file.data() + 28) != Crc32c(file.data(), 28)) {
@@ -122,6 +123,7 @@ Result<std::string_view> Unframe(FileKind kind, std::string_view file, uint32_t*
     return Status::Corruption("payload checksum mismatch");
   }
   if (version_out != nullptr) *version_out = version;
+  if (crc_out != nullptr) *crc_out = GetU32(file.data() + 20);
   return payload;
 }
 

@@ -41,9 +41,10 @@ uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0);
 // The header followed by the payload.
 std::string Frame(FileKind kind, std::string_view payload, uint32_t version = kFormatVersion);
 // Checks a whole file's bytes and returns its payload; `*version` (if
-// given) gets its format version (a manifest's may be 2, every other 1).
+// given) gets its format version (a manifest's may be 2, every other 1),
+// `*crc` (if given) the payload's CRC-32C, checked.
 Result<std::string_view> Unframe(FileKind kind, std::string_view file,
-                                 uint32_t* version = nullptr);
+                                 uint32_t* version = nullptr, uint32_t* crc = nullptr);
 
 // Writes `bytes` to `path` (created or truncated, mode 0600) and fsyncs it.
 Status WriteFileSynced(const std::string& path, std::string_view bytes);

@@ -55,7 +55,7 @@ const checkpoint::RestoredUnit* RestoreUnit(const EngineOptions& o, const std::s
     return nullptr;
   }
   Status st = restore(it->second.data);
-  for (const std::string& delta : it->second.deltas) {
+  for (const auto& delta : it->second.deltas) {
     if (!st.ok()) break;
     if constexpr (std::is_same_v<std::decay_t<D>, std::nullptr_t>) {
       st = Status::Corruption("a delta chunk for a unit that keeps none");
@@ -325,14 +325,14 @@ Status Engine::SetUpCheckpointing(const GraphSpec& spec) {
     if (p->input() != nullptr) {
       RestoreUnit(o, "p." + ps.id + ".input", ps.input.fingerprint,
                   ("pipeline " + ps.id + " input").c_str(),
-                  [&](const std::string& d) { return p->input()->RestorePosition(d); });
+                  [&](std::string_view d) { return p->input()->RestorePosition(d); });
     }
     for (size_t t = 0; t < ps.transforms.size(); ++t) {
       const checkpoint::RestoredUnit* u = RestoreUnit(
           o, "p." + ps.id + ".t" + std::to_string(t), ps.transforms[t].fingerprint,
           ("pipeline " + ps.id + " transforms[" + std::to_string(t) + "]").c_str(),
-          [&](const std::string& d) { return p->transform(t)->RestoreState(d); },
-          [&](const std::string& d) { return p->transform(t)->ApplyDelta(d); });
+          [&](std::string_view d) { return p->transform(t)->RestoreState(d); },
+          [&](std::string_view d) { return p->transform(t)->ApplyDelta(d); });
       if (u != nullptr) p->TransformRestored(t, u->data.size(), DeltaBytes(*u));
     }
     for (size_t k = 0; k < ps.outputs.size(); ++k) {
@@ -340,15 +340,15 @@ Status Engine::SetUpCheckpointing(const GraphSpec& spec) {
       p->output(k)->SetCheckpointing(checkpointer_.get(), region, unit, ps.outputs[k].fingerprint);
       RestoreUnit(o, unit, ps.outputs[k].fingerprint,
                   ("pipeline " + ps.id + " outputs[" + std::to_string(k) + "]").c_str(),
-                  [&](const std::string& d) { return p->output(k)->output()->RestoreState(d); });
+                  [&](std::string_view d) { return p->output(k)->output()->RestoreState(d); });
     }
   }
   for (const auto& b : spec.buckets) {
     Bucket* bucket = buckets_.Find(b.name);
     const checkpoint::RestoredUnit* u =
         RestoreUnit(o, "b." + b.name, b.fingerprint, ("bucket " + b.name).c_str(),
-                    [&](const std::string& d) { return bucket->RestoreState(d); },
-                    [&](const std::string& d) { return bucket->ApplyDelta(d); });
+                    [&](std::string_view d) { return bucket->RestoreState(d); },
+                    [&](std::string_view d) { return bucket->ApplyDelta(d); });
     if (u != nullptr) checkpointer_->BucketRestored(bucket, u->data.size(), DeltaBytes(*u));
   }
   return Status::Ok();

@@ -275,6 +275,44 @@ void Bucket::SaveState(std::string* out) {
   changed_ = false;
 }
 
+Status Bucket::InsertRunsLocked(checkpoint::Decoder* d, uint64_t n, bool full) {
+  const auto corrupt = [&](const char* what) {
+    return Status::Corruption("bucket '" + name_ + (full ? "' state " : "' delta ") + what);
+  };
+  // In runs: the run's keys are read and their places in the table asked
+  // for (prefetched) before the first is inserted, so that the cache misses
+  // of a big table overlap instead of following one another.
+  constexpr size_t kRun = 16;
+  struct Read {
+    std::string_view key, value;
+    int64_t last_write = 0;
+  } run[kRun];
+  for (uint64_t done = 0; done < n;) {
+    const size_t m = static_cast<size_t>(std::min<uint64_t>(kRun, n - done));
+    for (size_t i = 0; i < m; ++i) {
+      if (!d->View(&run[i].key) || !d->I64(&run[i].last_write) || !d->View(&run[i].value)) {
+        return corrupt("is short");
+      }
+      entries_.prefetch(MapKey(run[i].key));
+    }
+    for (size_t i = 0; i < m; ++i) {
+      Json v;
+      if (!ParseStored(run[i].value, &v)) return corrupt("holds bad JSON");
+      auto [it, fresh] = entries_.try_emplace(MapKey(run[i].key));
+      if (!fresh) {
+        if (full) return corrupt("repeats a key");
+        UnlinkLocked(&*it);
+      }
+      it->second.entry.value = std::move(v);
+      it->second.entry.last_write_ms = run[i].last_write;
+      it->second.write_seq = ++next_seq_;
+      LinkNewestLocked(&*it);
+    }
+    done += m;
+  }
+  return Status::Ok();
+}
+
 Status Bucket::RestoreState(std::string_view data) {
   std::lock_guard lock(mu_);
   entries_.clear();
@@ -289,23 +327,7 @@ Status Bucket::RestoreState(std::string_view data) {
   if (!d.U64(&n)) return Status::Corruption("bucket '" + name_ + "' state is short");
   if (n > data.size()) return Status::Corruption("bucket '" + name_ + "' state is short");
   entries_.reserve(n);
-  std::string_view key, value;
-  for (uint64_t i = 0; i < n; ++i) {
-    int64_t last_write = 0;
-    if (!d.View(&key) || !d.I64(&last_write) || !d.View(&value)) {
-      return Status::Corruption("bucket '" + name_ + "' state is short");
-    }
-    Json v;
-    if (!ParseStored(value, &v)) {
-      return Status::Corruption("bucket '" + name_ + "' holds bad JSON");
-    }
-    auto [it, fresh] = entries_.try_emplace(MapKey(key));
-    if (!fresh) return Status::Corruption("bucket '" + name_ + "' state repeats a key");
-    it->second.entry.value = std::move(v);
-    it->second.entry.last_write_ms = last_write;
-    it->second.write_seq = ++next_seq_;
-    LinkNewestLocked(&*it);
-  }
+  KAYAK_RETURN_IF_ERROR(InsertRunsLocked(&d, n, /*full=*/true));
   if (!d.done()) return Status::Corruption("bucket '" + name_ + "' state has trailing bytes");
   changed_ = false;
   return Status::Ok();
@@ -447,19 +469,8 @@ Status Bucket::ApplyDelta(std::string_view data) {
   checkpoint::Decoder d(data);
   uint64_t n = 0;
   if (!d.U64(&n) || n > data.size()) return corrupt("is short");
-  std::string_view key, value;
-  for (uint64_t i = 0; i < n; ++i) {
-    int64_t last_write = 0;
-    if (!d.View(&key) || !d.I64(&last_write) || !d.View(&value)) return corrupt("is short");
-    Json v;
-    if (!ParseStored(value, &v)) return corrupt("holds bad JSON");
-    auto [it, fresh] = entries_.try_emplace(MapKey(key));
-    if (!fresh) UnlinkLocked(&*it);
-    it->second.entry.value = std::move(v);
-    it->second.entry.last_write_ms = last_write;
-    it->second.write_seq = ++next_seq_;
-    LinkNewestLocked(&*it);
-  }
+  KAYAK_RETURN_IF_ERROR(InsertRunsLocked(&d, n, /*full=*/false));
+  std::string_view key;
   if (!d.U64(&n) || n > data.size()) return corrupt("is short");
   for (uint64_t i = 0; i < n; ++i) {
     if (!d.View(&key)) return corrupt("is short");
@@ -488,6 +499,11 @@ void Bucket::Expire(int64_t now_ms) {
 size_t Bucket::Size() const {
   std::lock_guard lock(mu_);
   return entries_.size();
+}
+
+size_t Bucket::MappedBytes() const {
+  std::lock_guard lock(mu_);
+  return arena_.mapped_bytes();
 }
 
 std::vector<std::pair<std::string, Bucket::Entry>> Bucket::Page(const std::string& after,

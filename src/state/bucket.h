@@ -14,9 +14,14 @@
 #include <absl/container/node_hash_map.h>
 
 #include "common/json_util.h"
+#include "state/arena.h"
 #include "kayak/status.h"
 
 namespace kayak {
+
+namespace checkpoint {
+class Decoder;
+}
 
 // One bucket: key -> (JSON value, last write time). Entries not written for
 // idle_timeout_ms are dropped. Thread-safe: every method takes the bucket's
@@ -45,6 +50,9 @@ class Bucket {
   // Drops entries idle past the timeout. Cheap when nothing is due.
   void Expire(int64_t now_ms);
   size_t Size() const;
+  // Memory the bucket's arena mapped outside the heap (docs/benchmarks.md
+  // adds it to the heap's figures).
+  size_t MappedBytes() const;
 
   // ---- checkpointing ----
   // True if an entry was written or dropped since the last SaveState or
@@ -119,7 +127,11 @@ class Bucket {
     Node* older = nullptr;  // written just before this one
     Node* newer = nullptr;
   };
-  using Map = absl::node_hash_map<std::string, Slot>;  // stable nodes
+  // Stable nodes, in the bucket's arena (huge pages once it is big).
+  using Map = absl::node_hash_map<std::string, Slot,
+                                  absl::container_internal::hash_default_hash<std::string>,
+                                  absl::container_internal::hash_default_eq<std::string>,
+                                  ArenaAllocator<Node>>;
   bool ExpiredLocked(const Entry& e, int64_t now_ms) const {
     return idle_timeout_ms_ > 0 && now_ms - e.last_write_ms >= idle_timeout_ms_;
   }
@@ -127,6 +139,10 @@ class Bucket {
   void LinkNewestLocked(Node* n);
   void UnlinkLocked(Node* n);
   void EraseLocked(Map::iterator it);
+  // Reads `n` entries (key, last write, value) from `d` and makes each the
+  // newest write; `full`: a full chunk, where a key may not repeat (else a
+  // delta, whose keys replace what is there).
+  Status InsertRunsLocked(checkpoint::Decoder* d, uint64_t n, bool full);
   // Every change so far counts as saved: nothing sealed, nothing touched.
   void ForgetChangesLocked();
   void TouchLocked(const std::string& key, Slot& slot);
@@ -140,7 +156,8 @@ class Bucket {
   const std::string name_;
   const int64_t idle_timeout_ms_;
   mutable std::mutex mu_;
-  Map entries_;  // guarded by mu_
+  Arena arena_;                        // guarded by mu_; outlives entries_
+  Map entries_{ArenaAllocator<Node>(&arena_)};  // guarded by mu_
   // The least and most recently written entries; the oldest expires first.
   Node* oldest_ = nullptr;  // guarded by mu_
   Node* newest_ = nullptr;  // guarded by mu_

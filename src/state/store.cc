@@ -1,6 +1,9 @@
 #include "state/store.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -129,20 +132,64 @@ Result<Store::Manifest> Store::ReadManifest(const std::string& file) {
   return m;
 }
 
-Status Store::CheckChunk(const Link& r, std::string* data) {
-  auto bytes = ReadWholeFile(dir_ + "/" + r.chunk);
+Result<ChunkBytes> ChunkBytes::Map(int fd, size_t file_bytes, size_t at, const std::string& path) {
+  void* base = ::mmap(nullptr, file_bytes, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  if (base == MAP_FAILED) return Status::FromErrno("mmap " + path, errno);
+  ChunkBytes b;
+  b.map_ = std::shared_ptr<const char>(static_cast<const char*>(base), [file_bytes](const char* p) {
+    ::munmap(const_cast<char*>(p), file_bytes);
+  });
+  b.at_ = at;
+  b.size_ = file_bytes - at;
+  return b;
+}
+
+void ChunkBytes::Narrow(size_t at, size_t n) {
+  if (map_) {
+    at_ += at;
+    size_ = n;
+  } else {
+    str_.erase(0, at);
+    str_.resize(n);
+  }
+}
+
+namespace {
+
+// A chunk file this big is mapped rather than read into the heap.
+constexpr size_t kMapFrom = size_t{1} << 20;
+
+Result<ChunkBytes> ReadChunkFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return Status::FromErrno("open " + path, errno);
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= kMapFrom) {
+    auto mapped = ChunkBytes::Map(fd, static_cast<size_t>(st.st_size), 0, path);
+    ::close(fd);
+    return mapped;
+  }
+  ::close(fd);
+  auto bytes = ReadWholeFile(path);
+  if (!bytes.ok()) return bytes.status();
+  return ChunkBytes(std::move(*bytes));
+}
+
+}  // namespace
+
+Status Store::CheckChunk(const Link& r, ChunkBytes* data) {
+  auto bytes = ReadChunkFile(dir_ + "/" + r.chunk);
   if (!bytes.ok()) return Status::Corruption(bytes.status().message());
-  auto payload = Unframe(FileKind::kChunk, *bytes);
+  uint32_t crc = 0;
+  auto payload = Unframe(FileKind::kChunk, bytes->view(), nullptr, &crc);
   if (!payload.ok()) return Status::Corruption(r.chunk + ": " + payload.status().message());
-  if (payload->size() != r.bytes || Crc32c(payload->data(), payload->size()) != r.crc) {
+  // Unframe checked the payload against the CRC in the file's header.
+  if (payload->size() != r.bytes || crc != r.crc) {
     return Status::Corruption(r.chunk + ": does not match its manifest entry");
   }
-  if (data != nullptr) {  // the payload moved out of the file's bytes, not copied
+  if (data != nullptr) {  // the payload kept in view, not copied
     const size_t at = static_cast<size_t>(payload->data() - bytes->data());
-    const size_t n = payload->size();
     *data = std::move(*bytes);
-    data->erase(0, at);
-    data->resize(n);
+    data->Narrow(at, payload->size());
   }
   return Status::Ok();
 }

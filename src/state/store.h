@@ -23,10 +23,12 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kayak/status.h"
@@ -49,11 +51,42 @@ struct UnitState {
       compact;
 };
 
+// A chunk's payload as read from its file. A big chunk is the file mapped
+// read-only (no zeroed buffer, no copy: a bucket of 10M keys is hundreds of
+// MB), a small one a string. The store writes a chunk once under a new name
+// and never changes it, so a mapping stays valid while it is held, even after
+// the file is deleted.
+class ChunkBytes {
+ public:
+  ChunkBytes() = default;
+  ChunkBytes(std::string s) : str_(std::move(s)) {}  // NOLINT: a string is one
+  ChunkBytes(const char* s) : str_(s) {}             // NOLINT
+  // Maps `fd` (a file of `file_bytes`) and holds its bytes from `at` on.
+  static Result<ChunkBytes> Map(int fd, size_t file_bytes, size_t at, const std::string& path);
+
+  std::string_view view() const {
+    return map_ ? std::string_view(map_.get() + at_, size_) : std::string_view(str_);
+  }
+  operator std::string_view() const { return view(); }  // NOLINT: read as bytes
+  const char* data() const { return view().data(); }
+  size_t size() const { return view().size(); }
+  bool empty() const { return size() == 0; }
+  // Only the payload from `at`, `n` bytes of it, is kept in view.
+  void Narrow(size_t at, size_t n);
+  friend bool operator==(const ChunkBytes& a, std::string_view b) { return a.view() == b; }
+
+ private:
+  std::string str_;
+  std::shared_ptr<const char> map_;  // unmapped with the last holder
+  size_t at_ = 0;
+  size_t size_ = 0;
+};
+
 // A unit's state as recovered at start.
 struct RestoredUnit {
   std::string fingerprint;
-  std::string data;
-  std::vector<std::string> deltas;  // to apply after `data`, oldest first
+  ChunkBytes data;
+  std::vector<ChunkBytes> deltas;  // to apply after `data`, oldest first
   uint64_t checkpoint_id = 0;
   std::string region;  // whose manifest it came from
 };
@@ -141,7 +174,7 @@ class Store {
     std::string file;
   };
   Result<Manifest> ReadManifest(const std::string& file);
-  Status CheckChunk(const Link& r, std::string* data);
+  Status CheckChunk(const Link& r, ChunkBytes* data);
   // Every chunk `m` names, checked, into `data` by unit (its fingerprint,
   // full chunk and deltas; the id and region are left for the caller).
   Status ReadChunks(const Manifest& m, std::map<std::string, RestoredUnit>* data);

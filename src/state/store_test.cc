@@ -337,7 +337,9 @@ TEST_F(StoreTest, DeltaChainsAreRecoveredInOrderAndCollected) {
   }
   auto out = Recover();
   EXPECT_EQ(out["u"].data, "base");
-  EXPECT_EQ(out["u"].deltas, (std::vector<std::string>{"d2", "d3"}));
+  ASSERT_EQ(out["u"].deltas.size(), 2u);
+  EXPECT_EQ(out["u"].deltas[0], "d2");
+  EXPECT_EQ(out["u"].deltas[1], "d3");
   EXPECT_EQ(out["u"].checkpoint_id, 4u);
   EXPECT_TRUE(out["v"].deltas.empty());
   // Every chunk of the chain is kept; the newest manifest is version 2.

@@ -1,0 +1,91 @@
+// Memory for a big keyed structure (a bucket's table and entries), in huge
+// pages once it is big. docs/benchmarks.md, "Ten million keys": a restore of
+// 10M keys spent a quarter of its time in page faults of 4 KiB pages and the
+// rest mostly in TLB misses of a table that is hundreds of MB.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <new>
+#include <vector>
+
+namespace kayak {
+
+// Not thread-safe: its owner's lock guards it, as it guards the structure.
+//   - a block of 2 MiB or more (a table) is mapped on its own, aligned to
+//     2 MiB, with transparent huge pages asked for (MADV_HUGEPAGE), and
+//     unmapped when it is given back;
+//   - a small block (an entry, up to kPooledMax bytes) comes from a pool of
+//     its size: slabs carved in order, and a list of blocks given back that
+//     the next ones of that size reuse. The first slabs come from the heap;
+//     once the pool holds kHugeSlab bytes, every new slab is a 2 MiB mapping
+//     in huge pages. A pool's memory goes back to the system when the arena
+//     is destroyed, not before: a structure that shrinks keeps its peak for
+//     its next entries;
+//   - anything else comes from the heap.
+// Under AddressSanitizer every block comes from the heap, so that a use after
+// it is given back is still found.
+class Arena {
+ public:
+  static constexpr size_t kPooledMax = 256;
+  static constexpr size_t kHuge = size_t{2} << 20;
+
+  Arena() = default;
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+  ~Arena();
+
+  void* Allocate(size_t bytes);
+  void Deallocate(void* p, size_t bytes);
+  // Bytes the arena mapped itself (huge slabs and big blocks): memory the
+  // heap's own statistics do not see.
+  size_t mapped_bytes() const { return mapped_; }
+
+ private:
+  struct Pool {
+    size_t size = 0;        // of a block (a multiple of 16)
+    void* free = nullptr;   // blocks given back, linked through themselves
+    char* next = nullptr;   // the current slab's first unused block
+    char* end = nullptr;
+    size_t slab_bytes = 0;  // held by this pool
+  };
+  Pool* PoolFor(size_t size);
+  void NewSlab(Pool* p);
+  static void* MapHuge(size_t bytes);
+
+  std::vector<Pool> pools_;  // a handful: one per block size asked for
+  struct Slab {
+    void* at;
+    size_t bytes;
+    bool mapped;
+  };
+  std::vector<Slab> slabs_;
+  size_t mapped_ = 0;
+};
+
+// An allocator that draws from an Arena (for a container's nodes and table).
+template <typename T>
+class ArenaAllocator {
+ public:
+  using value_type = T;
+  explicit ArenaAllocator(Arena* arena) : arena_(arena) {}
+  template <typename U>
+  ArenaAllocator(const ArenaAllocator<U>& o) : arena_(o.arena()) {}  // NOLINT: a rebind
+
+  T* allocate(size_t n) { return static_cast<T*>(arena_->Allocate(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) { arena_->Deallocate(p, n * sizeof(T)); }
+  Arena* arena() const { return arena_; }
+  template <typename U>
+  bool operator==(const ArenaAllocator<U>& o) const {
+    return arena_ == o.arena();
+  }
+  template <typename U>
+  bool operator!=(const ArenaAllocator<U>& o) const {
+    return arena_ != o.arena();
+  }
+
+ private:
+  Arena* arena_;
+};
+
+}  // namespace kayak

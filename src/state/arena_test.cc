@@ -1,0 +1,101 @@
+#include "state/arena.h"
+
+#include <cstdint>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <absl/container/node_hash_map.h>
+#include <gtest/gtest.h>
+
+namespace kayak {
+namespace {
+
+bool Aligned(const void* p, size_t to) { return reinterpret_cast<uintptr_t>(p) % to == 0; }
+
+// A block given back is the next one of its size handed out; blocks of
+// other sizes come from other pools.
+TEST(Arena, ReusesBlocksOfTheirSize) {
+  Arena a;
+  void* x = a.Allocate(88);
+  void* y = a.Allocate(88);
+  EXPECT_NE(x, y);
+  EXPECT_TRUE(Aligned(x, 16));
+  std::memset(x, 0xab, 88);
+  std::memset(y, 0xcd, 88);
+  a.Deallocate(x, 88);
+  void* z = a.Allocate(40);
+  EXPECT_NE(z, x);  // another size
+  void* again = a.Allocate(88);
+#if !defined(__SANITIZE_ADDRESS__)
+  EXPECT_EQ(again, x);
+#endif
+  a.Deallocate(again, 88);
+  a.Deallocate(y, 88);
+  a.Deallocate(z, 40);
+  EXPECT_EQ(a.mapped_bytes(), 0u);  // small pools are still on the heap
+}
+
+// A big block is mapped on its own, 2 MiB aligned, and unmapped when given
+// back.
+TEST(Arena, MapsBigBlocksAligned) {
+  Arena a;
+  const size_t n = Arena::kHuge * 3 + 100;
+  auto* p = static_cast<char*>(a.Allocate(n));
+  EXPECT_TRUE(Aligned(p, Arena::kHuge));
+  EXPECT_EQ(a.mapped_bytes(), Arena::kHuge * 4);
+  p[0] = 1;
+  p[n - 1] = 2;
+  a.Deallocate(p, n);
+  EXPECT_EQ(a.mapped_bytes(), 0u);
+}
+
+// Once a pool holds a huge page's worth, its slabs are mapped in huge
+// pages; every block stays distinct and writable.
+TEST(Arena, PoolGrowsIntoHugeSlabs) {
+  Arena a;
+  constexpr size_t kSize = 96;
+  const size_t n = 3 * Arena::kHuge / kSize;
+  std::set<void*> seen;
+  std::vector<void*> blocks;
+  for (size_t i = 0; i < n; ++i) {
+    void* b = a.Allocate(kSize);
+    std::memset(b, static_cast<int>(i), kSize);
+    ASSERT_TRUE(seen.insert(b).second);
+    blocks.push_back(b);
+  }
+#if !defined(__SANITIZE_ADDRESS__)
+  EXPECT_GE(a.mapped_bytes(), Arena::kHuge);
+#endif
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(static_cast<unsigned char*>(blocks[i])[kSize - 1], static_cast<unsigned char>(i));
+  }
+  for (void* b : blocks) a.Deallocate(b, kSize);
+}
+
+// A node map over an arena: inserts, erases and inserts again, with the
+// table itself growing past a huge page.
+TEST(Arena, HoldsANodeMap) {
+  Arena arena;
+  using Map = absl::node_hash_map<std::string, int64_t,
+                                  absl::container_internal::hash_default_hash<std::string>,
+                                  absl::container_internal::hash_default_eq<std::string>,
+                                  ArenaAllocator<std::pair<const std::string, int64_t>>>;
+  {
+    Map m{ArenaAllocator<std::pair<const std::string, int64_t>>(&arena)};
+    constexpr int64_t kKeys = 300'000;  // a table of 2.4 MB of slots
+    for (int64_t i = 0; i < kKeys; ++i) m.emplace("key-" + std::to_string(i), i);
+    for (int64_t i = 0; i < kKeys; i += 2) m.erase("key-" + std::to_string(i));
+    for (int64_t i = 0; i < kKeys; i += 2) m.emplace("again-" + std::to_string(i), -i);
+    ASSERT_EQ(m.size(), static_cast<size_t>(kKeys));
+    for (int64_t i = 0; i < kKeys; ++i) {
+      const auto it = m.find(i % 2 ? "key-" + std::to_string(i) : "again-" + std::to_string(i));
+      ASSERT_NE(it, m.end());
+      ASSERT_EQ(it->second, i % 2 ? i : -i);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kayak
