@@ -19,13 +19,23 @@ size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 }  // namespace
 
 Arena::~Arena() {
-  for (const Slab& s : slabs_) {
+  for (Pool& p : pools_) Release(&p);
+}
+
+void Arena::Release(Pool* p) {
+  for (const Slab& s : p->slabs) {
     if (s.mapped) {
       ::munmap(s.at, s.bytes);
+      mapped_ -= s.bytes;
     } else {
       ::operator delete(s.at);
     }
   }
+  p->slabs.clear();
+  p->slabs.shrink_to_fit();
+  p->free = nullptr;
+  p->next = p->end = nullptr;
+  p->slab_bytes = 0;
 }
 
 void* Arena::MapHuge(size_t bytes) {
@@ -59,9 +69,9 @@ void Arena::NewSlab(Pool* p) {
   // that holds a huge page's worth takes huge pages from then on.
   const bool huge = p->slab_bytes >= kHuge;
   const size_t bytes = huge ? kHuge : std::max<size_t>(4096, p->slab_bytes);
-  slabs_.reserve(slabs_.size() + 1);  // a failure to grow leaks nothing
+  p->slabs.reserve(p->slabs.size() + 1);  // a failure to grow leaks nothing
   void* at = huge ? MapHuge(bytes) : ::operator new(bytes);
-  slabs_.push_back(Slab{at, bytes, huge});
+  p->slabs.push_back(Slab{at, bytes, huge});
   p->slab_bytes += bytes;
   if (huge) mapped_ += bytes;
   p->next = static_cast<char*>(at);
@@ -77,14 +87,15 @@ void* Arena::Allocate(size_t bytes) {
   }
   if (!kPooling || bytes > kPooledMax) return ::operator new(bytes);
   Pool* p = PoolFor(RoundUp(std::max<size_t>(bytes, 16), 16));
-  if (p->free != nullptr) {
-    void* at = p->free;
+  void* at = p->free;
+  if (at != nullptr) {
     p->free = *static_cast<void**>(at);
-    return at;
+  } else {
+    if (p->next == p->end) NewSlab(p);
+    at = p->next;
+    p->next += p->size;
   }
-  if (p->next == p->end) NewSlab(p);
-  void* at = p->next;
-  p->next += p->size;
+  ++p->live;
   return at;
 }
 
@@ -101,6 +112,10 @@ void Arena::Deallocate(void* at, size_t bytes) {
     return;
   }
   Pool* p = PoolFor(RoundUp(std::max<size_t>(bytes, 16), 16));
+  if (--p->live == 0) {
+    Release(p);
+    return;
+  }
   *static_cast<void**>(at) = p->free;
   p->free = at;
 }

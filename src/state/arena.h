@@ -19,9 +19,10 @@ namespace kayak {
 //     its size: slabs carved in order, and a list of blocks given back that
 //     the next ones of that size reuse. The first slabs come from the heap;
 //     once the pool holds kHugeSlab bytes, every new slab is a 2 MiB mapping
-//     in huge pages. A pool's memory goes back to the system when the arena
-//     is destroyed, not before: a structure that shrinks keeps its peak for
-//     its next entries;
+//     in huge pages. A pool's memory goes back to the system when its
+//     last block is given back (the structure emptied) or the arena is
+//     destroyed, not before: a structure that shrinks keeps its peak for its
+//     next entries;
 //   - anything else comes from the heap.
 // Under AddressSanitizer every block comes from the heap, so that a use after
 // it is given back is still found.
@@ -42,24 +43,27 @@ class Arena {
   size_t mapped_bytes() const { return mapped_; }
 
  private:
+  struct Slab {
+    void* at;
+    size_t bytes;
+    bool mapped;  // else from the heap
+  };
   struct Pool {
     size_t size = 0;        // of a block (a multiple of 16)
     void* free = nullptr;   // blocks given back, linked through themselves
     char* next = nullptr;   // the current slab's first unused block
     char* end = nullptr;
     size_t slab_bytes = 0;  // held by this pool
+    size_t live = 0;        // blocks handed out and not given back
+    std::vector<Slab> slabs;
   };
   Pool* PoolFor(size_t size);
   void NewSlab(Pool* p);
+  // Every block of `p` is back: its slabs go back to the system.
+  void Release(Pool* p);
   static void* MapHuge(size_t bytes);
 
   std::vector<Pool> pools_;  // a handful: one per block size asked for
-  struct Slab {
-    void* at;
-    size_t bytes;
-    bool mapped;
-  };
-  std::vector<Slab> slabs_;
   size_t mapped_ = 0;
 };
 

@@ -72,6 +72,10 @@ TEST(Arena, PoolGrowsIntoHugeSlabs) {
     ASSERT_EQ(static_cast<unsigned char*>(blocks[i])[kSize - 1], static_cast<unsigned char>(i));
   }
   for (void* b : blocks) a.Deallocate(b, kSize);
+  EXPECT_EQ(a.mapped_bytes(), 0u);  // the last block back: the slabs go
+  void* b = a.Allocate(kSize);      // and the pool starts again
+  std::memset(b, 1, kSize);
+  a.Deallocate(b, kSize);
 }
 
 // A node map over an arena: inserts, erases and inserts again, with the
