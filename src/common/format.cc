@@ -176,24 +176,7 @@ Result<std::string> ReadWholeFile(const std::string& path) {
   return out;
 }
 
-void Encoder::U64(uint64_t v) {
-  char b[8];
-  PutU64(b, v);
-  out_.append(b, 8);
-}
-
 void Encoder::PatchU64(size_t at, uint64_t v) { PutU64(out_.data() + at, v); }
-
-void Encoder::F64(double v) {
-  uint64_t bits;
-  std::memcpy(&bits, &v, 8);
-  U64(bits);
-}
-
-void Encoder::Str(std::string_view s) {
-  U64(s.size());
-  out_.append(s);
-}
 
 bool Decoder::U8(uint8_t* v) {
   if (pos_ + 1 > in_.size()) return false;

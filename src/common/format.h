@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -56,13 +57,35 @@ Result<std::string> ReadWholeFile(const std::string& path);
 class Encoder {
  public:
   void U8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
-  void U64(uint64_t v);
+  // Inline: a chunk of a big bucket or window is millions of these.
+  void U64(uint64_t v) {
+    char b[8];
+    for (int i = 0; i < 8; ++i) b[i] = static_cast<char>(v >> (8 * i));  // little-endian
+    out_.append(b, 8);
+  }
   void I64(int64_t v) { U64(static_cast<uint64_t>(v)); }
-  void F64(double v);
-  void Str(std::string_view s);
+  void F64(double v) {
+    uint64_t bits;
+    std::memcpy(&bits, &v, 8);
+    U64(bits);
+  }
+  void Str(std::string_view s) {
+    U64(s.size());
+    out_.append(s);
+  }
   // Overwrites the U64 written at byte `at` (a count known only at the end).
   void PatchU64(size_t at, uint64_t v);
   std::string& out() { return out_; }
+  // Hands what was written to `*to`: moved into an empty string (a chunk of
+  // hundreds of MB is not copied), appended to one that holds bytes.
+  void AppendTo(std::string* to) {
+    if (to->empty()) {
+      to->swap(out_);
+    } else {
+      to->append(out_);
+    }
+    out_.clear();
+  }
 
  private:
   std::string out_;

@@ -167,6 +167,9 @@ void Bucket::Seal() {
   sealed_epoch_ = epoch_++;
   sealed_keys_.swap(touched_);
   touched_.clear();
+  // Sized like the last epoch's: a bulk load does not grow it by doubling,
+  // copying every key each time (the pages are not touched until used).
+  touched_.reserve(sealed_keys_.size());
   sealed_may_repeat_ = may_repeat_;
   may_repeat_ = false;
   changed_ = false;
@@ -271,7 +274,7 @@ void Bucket::SaveState(std::string* out) {
     e.I64(entry.last_write_ms);
     e.Str(entry.value.dump());
   }
-  out->append(e.out());
+  e.AppendTo(out);
   changed_ = false;
 }
 
@@ -373,6 +376,10 @@ void Bucket::EncodeDelta(const std::vector<std::vector<Change>>& lists, std::str
   std::sort(dropped.begin(), dropped.end(),
             [](const Change* a, const Change* b) { return a->key < b->key; });  // stable bytes
   checkpoint::Encoder e;
+  size_t bytes = 20;  // sized once: no copy as it grows
+  for (const Change* c : written) bytes += c->key.size() + c->value.size() + 30;
+  for (const Change* c : dropped) bytes += c->key.size() + 10;
+  e.out().reserve(bytes);
   e.U64(written.size());
   for (const Change* c : written) {
     e.Str(c->key);
@@ -381,7 +388,7 @@ void Bucket::EncodeDelta(const std::vector<std::vector<Change>>& lists, std::str
   }
   e.U64(dropped.size());
   for (const Change* c : dropped) e.Str(c->key);
-  out->append(e.out());
+  e.AppendTo(out);
 }
 
 Status Bucket::Compact(std::string_view base, const std::vector<std::string_view>& deltas,
@@ -453,11 +460,7 @@ Status Bucket::Compact(std::string_view base, const std::vector<std::string_view
     ++count;
   }
   e.PatchU64(0, count);
-  if (out->empty()) {
-    out->swap(e.out());
-  } else {
-    out->append(e.out());
-  }
+  e.AppendTo(out);
   return Status::Ok();
 }
 

@@ -53,7 +53,7 @@ class BufferTransform final : public Transform {
         e.Str(v);
       }
     }
-    out->append(e.out());
+    e.AppendTo(out);
     changed_ = false;
   }
 

@@ -2,13 +2,15 @@
 // last window_secs of event time or the last window_messages messages.
 #include <algorithm>
 #include <limits>
-#include <list>
 #include <memory>
-#include <unordered_map>
+
+#include <absl/container/flat_hash_map.h>
+#include <absl/container/node_hash_map.h>
 
 #include "common/format.h"
 #include "common/clock.h"
 #include "components.h"
+#include "state/arena.h"
 #include "transforms/field_access.h"
 
 namespace kayak {
@@ -53,10 +55,13 @@ class RollingWindow final : public Transform {
   // Keys from least to most recently written, each with its points.
   void SaveState(std::string* out) override {
     checkpoint::Encoder e;
+    size_t bytes = 16;
+    for (const Node* n = oldest_; n != nullptr; n = n->second.newer) bytes += KeyBytes(*n);
+    e.out().reserve(bytes);  // sized once: no copy of what was encoded as it grows
     e.U64(keys_.size());
     e.U64(late_);
-    for (const std::string* key : order_) EncodeKey(&e, *key, keys_.at(*key));
-    out->append(e.out());
+    for (const Node* n = oldest_; n != nullptr; n = n->second.newer) EncodeKey(&e, n->first, n->second);
+    e.AppendTo(out);
     ForgetChanges();
   }
 
@@ -65,28 +70,31 @@ class RollingWindow final : public Transform {
   // evicted). docs/state_format.md, "rolling_window delta".
   bool SaveDelta(std::string* out) override {
     if (delta_lost_) return false;  // a full save instead
-    std::vector<std::pair<uint64_t, decltype(keys_)::const_pointer>> written;
-    std::vector<std::string_view> dropped;
-    for (const std::string& key : touched_) {
-      auto it = keys_.find(key);
-      if (it == keys_.end()) {
-        dropped.push_back(key);
-      } else if (it->second.epoch == epoch_) {
-        it->second.epoch = 0;  // once, though listed again after a drop
-        written.emplace_back(it->second.seq, &*it);
-      }
+    // A write moves its key to the newest end, so the keys written since
+    // the last save are the newest ones, back to the first of another
+    // epoch: no lookup and no sort.
+    std::vector<const Node*> written;  // newest first
+    for (const Node* n = newest_; n != nullptr && n->second.epoch == epoch_; n = n->second.older) {
+      written.push_back(n);
     }
-    std::sort(written.begin(), written.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
+    // Dropped and not written again since.
+    std::vector<std::string_view> dropped;
+    for (const std::string& key : dropped_) {
+      if (!keys_.contains(key)) dropped.push_back(key);
+    }
     std::sort(dropped.begin(), dropped.end());
     dropped.erase(std::unique(dropped.begin(), dropped.end()), dropped.end());
     checkpoint::Encoder e;
+    size_t bytes = 24;
+    for (const Node* n : written) bytes += KeyBytes(*n);
+    for (std::string_view key : dropped) bytes += 8 + key.size();
+    e.out().reserve(bytes);  // sized once (the barrier waits for this)
     e.U64(late_);
     e.U64(written.size());
-    for (const auto& [seq, kv] : written) EncodeKey(&e, kv->first, kv->second);
+    for (auto n = written.rbegin(); n != written.rend(); ++n) EncodeKey(&e, (*n)->first, (*n)->second);
     e.U64(dropped.size());
     for (std::string_view key : dropped) e.Str(key);
-    out->append(e.out());
+    e.AppendTo(out);
     ForgetChanges();
     return true;
   }
@@ -99,21 +107,18 @@ class RollingWindow final : public Transform {
       std::string key;
       KeyState ks;
       if (!DecodeKey(&d, &key, &ks)) return Status::Corruption("rolling_window delta is short");
-      if (auto old = keys_.find(key); old != keys_.end()) {
-        order_.erase(old->second.order);
-        keys_.erase(old);
-      }
-      ks.seq = ++seq_;
-      auto it = keys_.emplace(std::move(key), std::move(ks)).first;
-      order_.push_back(&it->first);
-      it->second.order = std::prev(order_.end());
+      auto [it, fresh] = keys_.try_emplace(std::move(key));
+      if (!fresh) Unlink(&*it);
+      it->second = std::move(ks);
+      it->second.seq = ++seq_;
+      LinkNewest(&*it);
     }
     if (!d.U64(&n)) return Status::Corruption("rolling_window delta is short");
     for (uint64_t i = 0; i < n; ++i) {
       std::string key;
       if (!d.Str(&key)) return Status::Corruption("rolling_window delta is short");
       if (auto it = keys_.find(key); it != keys_.end()) {
-        order_.erase(it->second.order);
+        Unlink(&*it);
         keys_.erase(it);
       }
     }
@@ -126,16 +131,19 @@ class RollingWindow final : public Transform {
     checkpoint::Decoder d(data);
     uint64_t n = 0;
     keys_.clear();
-    order_.clear();
+    oldest_ = newest_ = nullptr;
     if (!d.U64(&n) || !d.U64(&late_)) return Status::Corruption("rolling_window state is short");
+    if (n > data.size()) return Status::Corruption("rolling_window state is short");
+    keys_.reserve(n);
     for (uint64_t i = 0; i < n; ++i) {
       std::string key;
       KeyState ks;
       if (!DecodeKey(&d, &key, &ks)) return Status::Corruption("rolling_window state is short");
-      ks.seq = ++seq_;
-      auto it = keys_.emplace(std::move(key), std::move(ks)).first;
-      order_.push_back(&it->first);
-      it->second.order = std::prev(order_.end());
+      auto [it, fresh] = keys_.try_emplace(std::move(key));
+      if (!fresh) return Status::Corruption("rolling_window state repeats a key");
+      it->second = std::move(ks);
+      it->second.seq = ++seq_;
+      LinkNewest(&*it);
     }
     if (!d.done()) return Status::Corruption("rolling_window state has trailing bytes");
     ForgetChanges();
@@ -151,7 +159,8 @@ class RollingWindow final : public Transform {
   Status CompactState(std::string_view base, const std::vector<std::string_view>& deltas,
                       std::string* out) const override {
     const auto corrupt = [] { return Status::Corruption("rolling_window state to compact is short"); };
-    std::unordered_map<std::string_view, size_t> newest;  // key -> the last delta naming it (1-based)
+    // key -> the last delta naming it (1-based)
+    absl::flat_hash_map<absl::string_view, size_t> newest;
     uint64_t late = 0, n = 0;
     std::string_view key;
     for (size_t i = deltas.size(); i-- > 0;) {
@@ -161,12 +170,12 @@ class RollingWindow final : public Transform {
       if (i + 1 == deltas.size()) late = delta_late;  // the newest count
       for (uint64_t k = 0; k < n; ++k) {
         if (!d.View(&key) || !SkipKeyRest(&d)) return corrupt();
-        newest.try_emplace(key, i + 1);
+        newest.try_emplace(absl::string_view(key.data(), key.size()), i + 1);
       }
       if (!d.U64(&n)) return corrupt();
       for (uint64_t k = 0; k < n; ++k) {
         if (!d.View(&key)) return corrupt();
-        newest.try_emplace(key, i + 1);
+        newest.try_emplace(absl::string_view(key.data(), key.size()), i + 1);
       }
       if (!d.done()) return corrupt();
     }
@@ -180,7 +189,7 @@ class RollingWindow final : public Transform {
       for (uint64_t k = 0; k < keys; ++k) {
         const size_t from = d->pos();
         if (!d->View(&key) || !SkipKeyRest(d)) return false;
-        auto it = newest.find(key);
+        auto it = newest.find(absl::string_view(key.data(), key.size()));
         if (it == newest.end() ? level != 0 : it->second != level) continue;
         e.out().append(chunk.substr(from, d->pos() - from));
         ++count;
@@ -202,7 +211,7 @@ class RollingWindow final : public Transform {
     }
     e.PatchU64(0, count);
     e.PatchU64(8, late);
-    out->append(e.out());
+    e.AppendTo(out);
     return Status::Ok();
   }
 
@@ -262,15 +271,37 @@ class RollingWindow final : public Transform {
     uint32_t head_ = 0;
     uint32_t n_ = 0;
   };
+  struct KeyState;
+  using Node = std::pair<const std::string, KeyState>;
   struct KeyState {
     Points points;  // ordered by t
     double sum = 0;
     int64_t end_ms = std::numeric_limits<int64_t>::min();  // newest event time seen
     int64_t last_write_ms = 0;                              // wall clock
-    std::list<const std::string*>::iterator order;
+    Node* older = nullptr;  // written just before this key (the write order)
+    Node* newer = nullptr;
     uint64_t seq = 0;    // orders keys by last write
-    uint64_t epoch = 0;  // in touched_ when it is epoch_
+    uint64_t epoch = 0;  // written since the last save when it is epoch_
   };
+  // Stable nodes (the write order links them), in the window's arena.
+  using Map = absl::node_hash_map<std::string, KeyState,
+                                  absl::container_internal::hash_default_hash<std::string>,
+                                  absl::container_internal::hash_default_eq<std::string>,
+                                  ArenaAllocator<Node>>;
+
+  // The write order: `n` becomes the newest; `n` leaves it.
+  void LinkNewest(Node* n) {
+    n->second.older = newest_;
+    n->second.newer = nullptr;
+    (newest_ != nullptr ? newest_->second.newer : oldest_) = n;
+    newest_ = n;
+  }
+  void Unlink(Node* n) {
+    KeyState& s = n->second;
+    (s.older != nullptr ? s.older->second.newer : oldest_) = s.newer;
+    (s.newer != nullptr ? s.newer->second.older : newest_) = s.older;
+    s.older = s.newer = nullptr;
+  }
 
   static void EncodeKey(checkpoint::Encoder* e, const std::string& key, const KeyState& ks) {
     e->Str(key);
@@ -282,6 +313,8 @@ class RollingWindow final : public Transform {
       e->F64(ks.points[i].v);
     }
   }
+  // What EncodeKey writes for a key.
+  static size_t KeyBytes(const Node& n) { return 32 + n.first.size() + 16 * n.second.points.size(); }
   // Past a key's record after its key (EncodeKey): end, last write, points.
   static bool SkipKeyRest(checkpoint::Decoder* d) {
     int64_t i64 = 0;
@@ -309,7 +342,7 @@ class RollingWindow final : public Transform {
   // A save took every change: the next delta starts empty.
   void ForgetChanges() {
     tracking_ = true;
-    touched_.clear();
+    dropped_.clear();
     ++epoch_;
     changed_ = false;
     delta_lost_ = false;
@@ -317,25 +350,22 @@ class RollingWindow final : public Transform {
   // A key written or dropped now is in the next delta. Only once a
   // checkpoint saved or restored the state: before, the next save is whole
   // anyway, and without a state dir nothing is kept per message.
-  void Touched(const std::string& key, KeyState* ks) {
-    if (!tracking_ || ks->epoch == epoch_) return;
-    ks->epoch = epoch_;
-    touched_.push_back(key);
-    Bound();
+  void Touched(KeyState* ks) {
+    if (tracking_) ks->epoch = epoch_;
   }
-  void Erase(std::unordered_map<std::string, KeyState>::iterator it) {
+  void Erase(Map::iterator it) {
     if (tracking_) {
-      touched_.push_back(it->first);
+      dropped_.push_back(it->first);
       Bound();
     }
-    order_.erase(it->second.order);
+    Unlink(&*it);
     keys_.erase(it);
   }
-  // While checkpoints fail nothing is taken: the list stays within twice
-  // the keys (a delta that large would be written whole anyway).
+  // While checkpoints fail nothing is taken: the list of dropped keys stays
+  // within twice the keys (a delta that large would be written whole anyway).
   void Bound() {
-    if (touched_.size() <= 2 * keys_.size() + 1024) return;
-    touched_.clear();
+    if (dropped_.size() <= 2 * keys_.size() + 1024) return;
+    dropped_.clear();
     ++epoch_;
     delta_lost_ = true;
   }
@@ -440,26 +470,25 @@ class RollingWindow final : public Transform {
     }
     if (it == keys_.end()) {
       if (keys_.size() >= c_.max_keys) {
-        Erase(keys_.find(*order_.front()));  // the least recently written key makes room
+        Erase(keys_.find(oldest_->first));  // the least recently written key makes room
       }
-      it = keys_.emplace(key, KeyState{}).first;
-      order_.push_back(&it->first);
-      it->second.order = std::prev(order_.end());
-    } else {
-      order_.splice(order_.end(), order_, it->second.order);
+      it = keys_.try_emplace(key).first;
+      LinkNewest(&*it);
+    } else if (&*it != newest_) {
+      Unlink(&*it);
+      LinkNewest(&*it);
     }
     it->second.last_write_ms = now;
     it->second.seq = ++seq_;
-    Touched(it->first, &it->second);
+    Touched(&it->second);
     return it->second;
   }
 
   void ExpireIdle(int64_t now) {
     if (c_.idle_timeout_ms <= 0) return;
-    while (!order_.empty()) {
-      auto it = keys_.find(*order_.front());
-      if (now - it->second.last_write_ms < c_.idle_timeout_ms) break;
-      Erase(it);
+    while (oldest_ != nullptr) {
+      if (now - oldest_->second.last_write_ms < c_.idle_timeout_ms) break;
+      Erase(keys_.find(oldest_->first));
       changed_ = true;
     }
   }
@@ -475,16 +504,18 @@ class RollingWindow final : public Transform {
   std::vector<std::pair<std::string_view, std::string_view>> fields_;
   std::string buf_;
   std::vector<jtext::Member> members_;  // the patched payload's
-  std::unordered_map<std::string, KeyState> keys_;
-  std::list<const std::string*> order_;  // least recently written first
+  Arena arena_;  // outlives keys_
+  Map keys_{ArenaAllocator<Node>(&arena_)};
+  Node* oldest_ = nullptr;  // the write order, through the keys
+  Node* newest_ = nullptr;
   uint64_t late_ = 0;
   bool changed_ = false;  // since the last SaveState
   uint64_t seq_ = 0;
-  // The keys written or dropped since the last save (a key dropped and
-  // written again is listed twice), for SaveDelta.
+  // Since the last save: the keys written are those of epoch_ (the newest
+  // in the write order), and the keys dropped are listed, for SaveDelta.
   uint64_t epoch_ = 1;
-  std::vector<std::string> touched_;
-  bool delta_lost_ = false;  // touched_ was cut: the next save is whole
+  std::vector<std::string> dropped_;
+  bool delta_lost_ = false;  // dropped_ was cut: the next save is whole
   bool tracking_ = false;    // from the first save or restore on
 };
 
