@@ -31,7 +31,7 @@ allowed config common/ kayak/ expr/ config/
 allowed sdk common/ kayak/
 allowed state common/ kayak/ state/
 allowed engine common/ kayak/ expr/ config/ state/ engine/
-allowed transforms common/ kayak/ expr/ state/bucket.h transforms/ components.h
+allowed transforms common/ kayak/ expr/ state/bucket.h state/arena.h transforms/ components.h
 for dir in connectors/*/; do
   dir=${dir%/}
   allowed "$dir" common/ kayak/ expr/ components.h "$dir/"

@@ -408,7 +408,19 @@ Status Checkpointer::EncodeBucket(const std::string& fingerprint, const RegionSt
                                   checkpoint::UnitState* u) {
   u->data.emplace();
   u->delta = false;
-  if (chain.base > 0) {
+  // What a delta would write, counted before it is encoded: exact for one
+  // list (its keys are distinct), so a delta past the chain's share is not
+  // encoded only to be thrown away. Several lists (after an abandoned
+  // checkpoint) may share keys: those are encoded and measured.
+  uint64_t estimate = 16;
+  for (const auto& list : changes) {
+    for (const Bucket::Change& c : list) {
+      estimate += c.dropped ? 8 + c.key.size() : 24 + c.key.size() + c.value.size();
+    }
+  }
+  const bool over = static_cast<double>(chain.deltas + estimate) >
+                    kDeltaShare * static_cast<double>(chain.base);
+  if (chain.base > 0 && (!over || changes.size() > 1)) {
     Bucket::EncodeDelta(changes, &*u->data);
     u->delta = static_cast<double>(chain.deltas + u->data->size()) <=
                kDeltaShare * static_cast<double>(chain.base);

@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstdint>
 
 namespace kayak {
@@ -16,7 +17,21 @@ constexpr bool kPooling = true;
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
+std::atomic<size_t> g_mapped{0};
+
 }  // namespace
+
+size_t Arena::TotalMappedBytes() { return g_mapped.load(std::memory_order_relaxed); }
+
+void Arena::Mapped(size_t bytes) {
+  mapped_ += bytes;
+  g_mapped.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+void Arena::Unmapped(size_t bytes) {
+  mapped_ -= bytes;
+  g_mapped.fetch_sub(bytes, std::memory_order_relaxed);
+}
 
 Arena::~Arena() {
   for (Pool& p : pools_) Release(&p);
@@ -26,7 +41,7 @@ void Arena::Release(Pool* p) {
   for (const Slab& s : p->slabs) {
     if (s.mapped) {
       ::munmap(s.at, s.bytes);
-      mapped_ -= s.bytes;
+      Unmapped(s.bytes);
     } else {
       ::operator delete(s.at);
     }
@@ -73,7 +88,7 @@ void Arena::NewSlab(Pool* p) {
   void* at = huge ? MapHuge(bytes) : ::operator new(bytes);
   p->slabs.push_back(Slab{at, bytes, huge});
   p->slab_bytes += bytes;
-  if (huge) mapped_ += bytes;
+  if (huge) Mapped(bytes);
   p->next = static_cast<char*>(at);
   p->end = p->next + bytes / p->size * p->size;
 }
@@ -82,7 +97,7 @@ void* Arena::Allocate(size_t bytes) {
   if (bytes >= kHuge) {
     const size_t rounded = RoundUp(bytes, kHuge);
     void* at = MapHuge(rounded);
-    mapped_ += rounded;
+    Mapped(rounded);
     return at;
   }
   if (!kPooling || bytes > kPooledMax) return ::operator new(bytes);
@@ -104,7 +119,7 @@ void Arena::Deallocate(void* at, size_t bytes) {
   if (bytes >= kHuge) {
     const size_t rounded = RoundUp(bytes, kHuge);
     ::munmap(at, rounded);
-    mapped_ -= rounded;
+    Unmapped(rounded);
     return;
   }
   if (!kPooling || bytes > kPooledMax) {

@@ -41,6 +41,8 @@ class Arena {
   // Bytes the arena mapped itself (huge slabs and big blocks): memory the
   // heap's own statistics do not see.
   size_t mapped_bytes() const { return mapped_; }
+  // The same over every arena of the process.
+  static size_t TotalMappedBytes();
 
  private:
   struct Slab {
@@ -62,6 +64,8 @@ class Arena {
   // Every block of `p` is back: its slabs go back to the system.
   void Release(Pool* p);
   static void* MapHuge(size_t bytes);
+  void Mapped(size_t bytes);
+  void Unmapped(size_t bytes);
 
   std::vector<Pool> pools_;  // a handful: one per block size asked for
   size_t mapped_ = 0;

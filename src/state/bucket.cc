@@ -504,11 +504,6 @@ size_t Bucket::Size() const {
   return entries_.size();
 }
 
-size_t Bucket::MappedBytes() const {
-  std::lock_guard lock(mu_);
-  return arena_.mapped_bytes();
-}
-
 std::vector<std::pair<std::string, Bucket::Entry>> Bucket::Page(const std::string& after,
                                                                 size_t limit, int64_t now_ms) {
   std::lock_guard lock(mu_);

@@ -50,9 +50,6 @@ class Bucket {
   // Drops entries idle past the timeout. Cheap when nothing is due.
   void Expire(int64_t now_ms);
   size_t Size() const;
-  // Memory the bucket's arena mapped outside the heap (docs/benchmarks.md
-  // adds it to the heap's figures).
-  size_t MappedBytes() const;
 
   // ---- checkpointing ----
   // True if an entry was written or dropped since the last SaveState or
