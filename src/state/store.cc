@@ -132,15 +132,14 @@ Result<Store::Manifest> Store::ReadManifest(const std::string& file) {
   return m;
 }
 
-Result<ChunkBytes> ChunkBytes::Map(int fd, size_t file_bytes, size_t at, const std::string& path) {
+Result<ChunkBytes> ChunkBytes::Map(int fd, size_t file_bytes, const std::string& path) {
   void* base = ::mmap(nullptr, file_bytes, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
   if (base == MAP_FAILED) return Status::FromErrno("mmap " + path, errno);
   ChunkBytes b;
   b.map_ = std::shared_ptr<const char>(static_cast<const char*>(base), [file_bytes](const char* p) {
     ::munmap(const_cast<char*>(p), file_bytes);
   });
-  b.at_ = at;
-  b.size_ = file_bytes - at;
+  b.size_ = file_bytes;
   return b;
 }
 
@@ -164,7 +163,7 @@ Result<ChunkBytes> ReadChunkFile(const std::string& path) {
   if (fd < 0) return Status::FromErrno("open " + path, errno);
   struct stat st {};
   if (::fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= kMapFrom) {
-    auto mapped = ChunkBytes::Map(fd, static_cast<size_t>(st.st_size), 0, path);
+    auto mapped = ChunkBytes::Map(fd, static_cast<size_t>(st.st_size), path);
     ::close(fd);
     return mapped;
   }

@@ -61,8 +61,8 @@ class ChunkBytes {
   ChunkBytes() = default;
   ChunkBytes(std::string s) : str_(std::move(s)) {}  // NOLINT: a string is one
   ChunkBytes(const char* s) : str_(s) {}             // NOLINT
-  // Maps `fd` (a file of `file_bytes`) and holds its bytes from `at` on.
-  static Result<ChunkBytes> Map(int fd, size_t file_bytes, size_t at, const std::string& path);
+  // Maps `fd` (the file at `path`, of `file_bytes`) and holds its bytes.
+  static Result<ChunkBytes> Map(int fd, size_t file_bytes, const std::string& path);
 
   std::string_view view() const {
     return map_ ? std::string_view(map_.get() + at_, size_) : std::string_view(str_);
