@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 
 namespace kayak {
@@ -91,6 +92,46 @@ void Arena::NewSlab(Pool* p) {
   if (huge) Mapped(bytes);
   p->next = static_cast<char*>(at);
   p->end = p->next + bytes / p->size * p->size;
+}
+
+const Arena::Slab* Arena::Reserve(size_t bytes, size_t count) {
+  if (!kPooling || bytes > kPooledMax || bytes == 0) return nullptr;
+  Pool* p = PoolFor(RoundUp(std::max<size_t>(bytes, 16), 16));
+  const size_t have = static_cast<size_t>(p->end - p->next) / p->size;
+  if (count <= have) return nullptr;
+  const size_t need = RoundUp((count - have) * p->size, kHuge);
+  if (need < 4 * kHuge) return nullptr;  // a few MB: faulted as they come
+  p->slabs.reserve(p->slabs.size() + 1);
+  void* at = MapHuge(need);
+  p->slabs.push_back(Slab{at, need, true});
+  Mapped(need);
+  p->slab_bytes += need;
+  for (; p->next != p->end; p->next += p->size) {  // the rest of the current slab
+    *reinterpret_cast<void**>(p->next) = p->free;
+    p->free = p->next;
+  }
+  p->next = static_cast<char*>(at);
+  p->end = p->next + need / p->size * p->size;
+  return &p->slabs.back();
+}
+
+Arena::Prefault::Prefault(Arena* arena, size_t bytes, size_t count) {
+  const Slab* s = arena->Reserve(bytes, count);
+  if (s == nullptr) return;
+  char* const at = static_cast<char*>(s->at);
+  const size_t n = s->bytes;
+  thread_ = std::thread([this, at, n] {
+    for (size_t end = n; end > 0 && !stop_.load(std::memory_order_relaxed); end -= kHuge) {
+      // Not supported (a kernel before 5.14): the inserting thread faults
+      // the pages in itself, as without this.
+      if (::madvise(at + end - kHuge, kHuge, MADV_POPULATE_WRITE) != 0 && errno == EINVAL) break;
+    }
+  });
+}
+
+Arena::Prefault::~Prefault() {
+  stop_.store(true, std::memory_order_relaxed);
+  if (thread_.joinable()) thread_.join();
 }
 
 void* Arena::Allocate(size_t bytes) {

@@ -328,8 +328,10 @@ Status Bucket::RestoreState(std::string_view data) {
   checkpoint::Decoder d(data);
   uint64_t n = 0;
   if (!d.U64(&n)) return Status::Corruption("bucket '" + name_ + "' state is short");
-  if (n > data.size()) return Status::Corruption("bucket '" + name_ + "' state is short");
+  // An entry takes at least 24 bytes (two lengths and a time).
+  if (n > data.size() / 24) return Status::Corruption("bucket '" + name_ + "' state is short");
   entries_.reserve(n);
+  Arena::Prefault prefault(&arena_, sizeof(Node), static_cast<size_t>(n));
   KAYAK_RETURN_IF_ERROR(InsertRunsLocked(&d, n, /*full=*/true));
   if (!d.done()) return Status::Corruption("bucket '" + name_ + "' state has trailing bytes");
   changed_ = false;

@@ -133,8 +133,10 @@ class RollingWindow final : public Transform {
     keys_.clear();
     oldest_ = newest_ = nullptr;
     if (!d.U64(&n) || !d.U64(&late_)) return Status::Corruption("rolling_window state is short");
-    if (n > data.size()) return Status::Corruption("rolling_window state is short");
+    // A key takes at least 32 bytes (its length, end, last write, points).
+    if (n > data.size() / 32) return Status::Corruption("rolling_window state is short");
     keys_.reserve(n);
+    Arena::Prefault prefault(&arena_, sizeof(Node), static_cast<size_t>(n));
     for (uint64_t i = 0; i < n; ++i) {
       std::string key;
       KeyState ks;
