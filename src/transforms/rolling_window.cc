@@ -110,7 +110,6 @@ class RollingWindow final : public Transform {
       auto [it, fresh] = keys_.try_emplace(std::move(key));
       if (!fresh) Unlink(&*it);
       it->second = std::move(ks);
-      it->second.seq = ++seq_;
       LinkNewest(&*it);
     }
     if (!d.U64(&n)) return Status::Corruption("rolling_window delta is short");
@@ -144,7 +143,6 @@ class RollingWindow final : public Transform {
       auto [it, fresh] = keys_.try_emplace(std::move(key));
       if (!fresh) return Status::Corruption("rolling_window state repeats a key");
       it->second = std::move(ks);
-      it->second.seq = ++seq_;
       LinkNewest(&*it);
     }
     if (!d.done()) return Status::Corruption("rolling_window state has trailing bytes");
@@ -282,7 +280,6 @@ class RollingWindow final : public Transform {
     int64_t last_write_ms = 0;                              // wall clock
     Node* older = nullptr;  // written just before this key (the write order)
     Node* newer = nullptr;
-    uint64_t seq = 0;    // orders keys by last write
     uint64_t epoch = 0;  // written since the last save when it is epoch_
   };
   // Stable nodes (the write order links them), in the window's arena.
@@ -481,7 +478,6 @@ class RollingWindow final : public Transform {
       LinkNewest(&*it);
     }
     it->second.last_write_ms = now;
-    it->second.seq = ++seq_;
     Touched(&it->second);
     return it->second;
   }
@@ -512,7 +508,6 @@ class RollingWindow final : public Transform {
   Node* newest_ = nullptr;
   uint64_t late_ = 0;
   bool changed_ = false;  // since the last SaveState
-  uint64_t seq_ = 0;
   // Since the last save: the keys written are those of epoch_ (the newest
   // in the write order), and the keys dropped are listed, for SaveDelta.
   uint64_t epoch_ = 1;

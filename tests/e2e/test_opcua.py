@@ -237,7 +237,10 @@ class OpcuaTest(BrokerTest):
         self.assertNotIn("outage", s.card("p", "input")["position"])
         counter = [m["value"] for m in self.out()]
         self.assertGreaterEqual(len(counter), n + 40)  # 10 a second went on arriving
-        self.assertEqual(counter, list(range(counter[0], counter[0] + len(counter))))
+        # In order and none twice. A value may be missing: the server samples
+        # the counter, and a loaded machine can delay a sample past two of
+        # its changes (a CI run lost one at the start); an outage shows above.
+        self.assertEqual(counter, sorted(set(counter)))
 
     def test_a_lost_publish_answer_is_asked_for_again(self):
         proxy = DropOnePublish(port_of_opc(opcua_url()))
