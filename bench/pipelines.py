@@ -175,7 +175,8 @@ def external(work, cmd, src, n):
 
 
 def timed_run(work, pipelines, n, interval, state):
-    """msg/s from the first message in to the n-th out, and the peak RSS."""
+    """msg/s from the first message in to the n-th out, the peak RSS, and with a state dir
+    the checkpoints committed and the longest barrier pause (µs)."""
     k = Kayak(work, pipelines, interval=interval, state=state)
     try:
         t0 = wait(lambda: card(k.url, "p", "input")["messages_in"] > 0 and time.monotonic(),
@@ -183,10 +184,12 @@ def timed_run(work, pipelines, n, interval, state):
         t1 = wait(lambda: card(k.url, "p", "outputs[0]")["messages_out"] >= n and time.monotonic(),
                   900, "every message out")
         rss = peak_rss_mb(k.proc.pid)
-        cps = 0
+        cps, pause_us = 0, 0
         if state is not None:
-            cps = sum(r["committed"] for r in get(k.url, "/api/v1/checkpoints")["regions"])
-        return n / (t1 - t0), rss, cps
+            regions = get(k.url, "/api/v1/checkpoints")["regions"]
+            cps = sum(r["committed"] for r in regions)
+            pause_us = max((r["longest_barrier_pause_us"] for r in regions), default=0)
+        return n / (t1 - t0), rss, cps, pause_us
     finally:
         k.stop()
         shutil.rmtree(k.dir, ignore_errors=True)
@@ -237,7 +240,7 @@ def throughput(a, work, ceiling_bin, copy_bin, rows):
             for suffix, interval in modes:
                 d = tempfile.mkdtemp(dir=work)
                 state = os.path.join(work, "state") if interval else None
-                rate, rss, cps = timed_run(work, make(d), n, interval, state)
+                rate, rss, cps, _ = timed_run(work, make(d), n, interval, state)
                 shutil.rmtree(d, ignore_errors=True)
                 results.setdefault(name + suffix, []).append((rate, rss, cps))
                 print(f"round {r + 1} {name}{suffix}: {rate:,.0f} msg/s, peak {rss:.0f} MB, "

@@ -40,25 +40,29 @@ def main():
         data = os.path.join(work, "data.ndjson")
         P.write_data(data, a.messages, a.keys)
         res = {}
+        pauses = {}
         for r in range(a.rounds):
             for b in a.bins:
                 P.KAYAK = b
                 for mode, interval in (("no state dir", None), ("--state-dir, 1 s", 1)):
                     out = tempfile.mkdtemp(dir=work)
                     state = os.path.join(work, "state") if interval else None
-                    rate, rss, cps = P.timed_run(work, config(data, out), a.messages, interval,
-                                                 state)
+                    rate, rss, cps, pause = P.timed_run(work, config(data, out), a.messages,
+                                                        interval, state)
                     shutil.rmtree(out, ignore_errors=True)
                     if state:
                         shutil.rmtree(state, ignore_errors=True)
                     res.setdefault((b, mode), []).append(rate)
+                    pauses.setdefault(b, []).append(pause)
                     print(f"round {r + 1} {b} {mode}: {rate:,.0f} msg/s, {cps} checkpoints, "
-                          f"peak {rss:.0f} MB", flush=True)
+                          f"longest barrier pause {pause / 1000:.1f} ms, peak {rss:.0f} MB",
+                          flush=True)
         for b in a.bins:
             plain = statistics.median(res[(b, "no state dir")])
             ck = statistics.median(res[(b, "--state-dir, 1 s")])
             print(f"{b}: no state dir {plain:,.0f} msg/s, --state-dir 1 s {ck:,.0f} msg/s "
-                  f"({ck / plain - 1:+.1%})")
+                  f"({ck / plain - 1:+.1%}); longest barrier pause "
+                  f"{max(pauses[b]) / 1000:.1f} ms")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -186,6 +186,21 @@ class Transform {
     (void)data;
     return Status::Corruption("this transform keeps no deltas");
   }
+  // Optional, for a transform that keeps deltas: the barrier's snapshot in
+  // constant time. SealDelta() sets aside what SaveDelta() would write now,
+  // clears StateChanged() and returns true (false: not supported, or not
+  // possible now; SaveDelta() or SaveState() run instead). The pipeline goes
+  // on at once: CollectDelta() writes the sealed delta, as it was at the
+  // seal, on the checkpoint coordinator's thread while Process() and Tick()
+  // go on (a transform that seals makes the two safe together: it keeps a
+  // key's sealed contents aside before it changes it, copy on write). A
+  // SaveState() before the seal is collected abandons it (CollectDelta()
+  // then fails, and so does the checkpoint).
+  virtual bool SealDelta() { return false; }
+  virtual Status CollectDelta(std::string* out) {
+    (void)out;
+    return Status::Internal("this transform seals no deltas");
+  }
   // Optional compaction, for a transform that keeps deltas: true if
   // CompactState() can merge a full state and its deltas. Then the
   // pipeline hands over a delta at every barrier and the checkpoint

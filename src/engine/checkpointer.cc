@@ -69,6 +69,7 @@ Status Checkpointer::CommitInitial(std::map<size_t, std::vector<checkpoint::Unit
       list.push_back(std::move(u));
     }
     rs.restored.clear();
+    if (Status st = CollectSealed(&list); !st.ok()) return st;
     const uint64_t id = store_->NextId();
     checkpoint::CommitStats stats;
     const int64_t now = clock_->NowMs();
@@ -341,6 +342,7 @@ void Checkpointer::CommitReady() {
       st = EncodeBucket(units[e.index].fingerprint, e.chain, e.changes, &units[e.index]);
       if (!st.ok()) unreadable.insert(e.bucket);
     }
+    if (st.ok()) st = CollectSealed(&units);
     for (auto& u : units) {
       if (st.ok() && u.delta && u.compact) st = CompactIfDue(&u);
     }
@@ -432,6 +434,17 @@ Status Checkpointer::EncodeBucket(const std::string& fingerprint, const RegionSt
   if (chain.base > 0) KAYAK_RETURN_IF_ERROR(store_->ReadChain(u->unit, fingerprint, &committed));
   std::vector<std::string_view> deltas(committed.deltas.begin(), committed.deltas.end());
   return Bucket::Compact(committed.data, deltas, changes, &*u->data);
+}
+
+Status Checkpointer::CollectSealed(std::vector<checkpoint::UnitState>* units) {
+  for (auto& u : *units) {
+    if (!u.collect) continue;
+    u.data.emplace();
+    Status st = u.collect(&*u.data);
+    u.collect = nullptr;
+    if (!st.ok()) return Status::Internal(u.unit + ": " + st.message());
+  }
+  return Status::Ok();
 }
 
 Status Checkpointer::CompactIfDue(checkpoint::UnitState* u) {

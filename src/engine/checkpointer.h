@@ -206,6 +206,9 @@ class Checkpointer {
   // merged from the committed chain and it, once the chain would pass
   // kDeltaShare of its full chunk (mu_ not held).
   Status CompactIfDue(checkpoint::UnitState* u);
+  // Writes the data of the units a barrier only sealed (UnitState::collect),
+  // while their pipelines go on (mu_ not held).
+  static Status CollectSealed(std::vector<checkpoint::UnitState>* units);
   Status EncodeBucket(const std::string& fingerprint, const RegionState::Chain& chain,
                       const std::vector<std::vector<Bucket::Change>>& changes,
                       checkpoint::UnitState* u);

@@ -294,7 +294,13 @@ std::vector<checkpoint::UnitState> PipelineRunner::CollectUnits(uint64_t id) {
       // What changed, as a delta on the last full state, while the deltas
       // stay under half of it. A checkpoint that fails makes the next one
       // full (FullSave), so the chain counted here is the committed one.
-      if (saved_once_[i] && !full && c.base > 0 && t->SaveDelta(&*u.data)) {
+      if (saved_once_[i] && !full && c.base > 0 && t->Compacts() && t->SealDelta()) {
+        // Sealed in constant time; encoded on the coordinator's thread.
+        u.delta = true;
+        u.collect = [t](std::string* out) { return t->CollectDelta(out); };
+        u.compact = [t](std::string_view base, const std::vector<std::string_view>& deltas,
+                        std::string* out) { return t->CompactState(base, deltas, out); };
+      } else if (saved_once_[i] && !full && c.base > 0 && t->SaveDelta(&*u.data)) {
         u.delta = true;
         if (t->Compacts()) {
           // The coordinator keeps the chain within its share, compacting it

@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include <absl/container/node_hash_map.h>
+
 namespace kayak {
 
 // Not thread-safe: its owner's lock guards it, as it guards the structure.
@@ -120,6 +122,35 @@ class ArenaAllocator {
 
  private:
   Arena* arena_;
+};
+
+// Abseil's node_hash_map with its nodes (and table) in an Arena: a node
+// stays where it is while the map grows, so pointers to it stay valid.
+template <typename K, typename V>
+using ArenaNodeMap = absl::node_hash_map<K, V, absl::container_internal::hash_default_hash<K>,
+                                         absl::container_internal::hash_default_eq<K>,
+                                         ArenaAllocator<std::pair<const K, V>>>;
+
+// An order of a node map's nodes (least to most recently written), linked
+// through them: a node's value holds `Node* older, newer`. No allocation.
+template <typename Node>
+struct WriteOrder {
+  Node* oldest = nullptr;
+  Node* newest = nullptr;
+  // `n` becomes the newest.
+  void LinkNewest(Node* n) {
+    n->second.older = newest;
+    n->second.newer = nullptr;
+    (newest != nullptr ? newest->second.newer : oldest) = n;
+    newest = n;
+  }
+  // `n` leaves the order.
+  void Unlink(Node* n) {
+    auto& s = n->second;
+    (s.older != nullptr ? s.older->second.newer : oldest) = s.newer;
+    (s.newer != nullptr ? s.newer->second.older : newest) = s.older;
+    s.older = s.newer = nullptr;
+  }
 };
 
 }  // namespace kayak

@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include <absl/container/node_hash_map.h>
 #include <gtest/gtest.h>
 
 namespace kayak {
@@ -113,10 +112,7 @@ TEST(Arena, PrefaultKeepsWhatIsWritten) {
 // table itself growing past a huge page.
 TEST(Arena, HoldsANodeMap) {
   Arena arena;
-  using Map = absl::node_hash_map<std::string, int64_t,
-                                  absl::container_internal::hash_default_hash<std::string>,
-                                  absl::container_internal::hash_default_eq<std::string>,
-                                  ArenaAllocator<std::pair<const std::string, int64_t>>>;
+  using Map = ArenaNodeMap<std::string, int64_t>;
   {
     Map m{ArenaAllocator<std::pair<const std::string, int64_t>>(&arena)};
     constexpr int64_t kKeys = 300'000;  // a table of 2.4 MB of slots

@@ -89,7 +89,7 @@ Status Bucket::Update(const std::string& key, int64_t now_ms,
     ins->second.entry.value = std::move(value);
     ins->second.entry.last_write_ms = now_ms;
     ins->second.write_seq = ++next_seq_;
-    LinkNewestLocked(&*ins);
+    order_.LinkNewest(&*ins);
     if (result != nullptr) *result = ins->second.entry.value;
     changed_ = true;
     TouchLocked(ins->first, ins->second);
@@ -101,8 +101,8 @@ Status Bucket::Update(const std::string& key, int64_t now_ms,
   it->second.entry.value = std::move(value);
   it->second.entry.last_write_ms = now_ms;
   it->second.write_seq = ++next_seq_;
-  UnlinkLocked(&*it);
-  LinkNewestLocked(&*it);
+  order_.Unlink(&*it);
+  order_.LinkNewest(&*it);
   if (result != nullptr) *result = it->second.entry.value;
   changed_ = true;
   TouchLocked(it->first, it->second);
@@ -232,29 +232,11 @@ std::optional<Bucket::Entry> Bucket::Get(const std::string& key, int64_t now_ms)
   return it->second.entry;
 }
 
-void Bucket::LinkNewestLocked(Node* n) {
-  n->second.older = newest_;
-  n->second.newer = nullptr;
-  if (newest_ != nullptr) {
-    newest_->second.newer = n;
-  } else {
-    oldest_ = n;
-  }
-  newest_ = n;
-}
-
-void Bucket::UnlinkLocked(Node* n) {
-  Slot& s = n->second;
-  (s.older != nullptr ? s.older->second.newer : oldest_) = s.newer;
-  (s.newer != nullptr ? s.newer->second.older : newest_) = s.older;
-  s.older = s.newer = nullptr;
-}
-
 void Bucket::EraseLocked(Map::iterator it) {
   BeforeChangeLocked(it->first, it->second);
   if (tracking_ && it->second.epoch != epoch_) touched_.push_back(it->first);
   may_repeat_ = may_repeat_ || tracking_;  // written again, it is listed again
-  UnlinkLocked(&*it);
+  order_.Unlink(&*it);
   entries_.erase(it);
   changed_ = true;
 }
@@ -268,7 +250,7 @@ void Bucket::SaveState(std::string* out) {
   std::lock_guard lock(mu_);
   checkpoint::Encoder e;
   e.U64(entries_.size());
-  for (const Node* n = oldest_; n != nullptr; n = n->second.newer) {
+  for (const Node* n = order_.oldest; n != nullptr; n = n->second.newer) {
     const Entry& entry = n->second.entry;
     e.Str(n->first);
     e.I64(entry.last_write_ms);
@@ -304,12 +286,12 @@ Status Bucket::InsertRunsLocked(checkpoint::Decoder* d, uint64_t n, bool full) {
       auto [it, fresh] = entries_.try_emplace(MapKey(run[i].key));
       if (!fresh) {
         if (full) return corrupt("repeats a key");
-        UnlinkLocked(&*it);
+        order_.Unlink(&*it);
       }
       it->second.entry.value = std::move(v);
       it->second.entry.last_write_ms = run[i].last_write;
       it->second.write_seq = ++next_seq_;
-      LinkNewestLocked(&*it);
+      order_.LinkNewest(&*it);
     }
     done += m;
   }
@@ -319,7 +301,7 @@ Status Bucket::InsertRunsLocked(checkpoint::Decoder* d, uint64_t n, bool full) {
 Status Bucket::RestoreState(std::string_view data) {
   std::lock_guard lock(mu_);
   entries_.clear();
-  oldest_ = newest_ = nullptr;
+  order_.oldest = order_.newest = nullptr;
   touched_.clear();
   sealed_ = false;
   sealed_keys_.clear();
@@ -481,7 +463,7 @@ Status Bucket::ApplyDelta(std::string_view data) {
     if (!d.View(&key)) return corrupt("is short");
     auto it = entries_.find(MapKey(key));
     if (it == entries_.end()) continue;  // written and dropped between two checkpoints
-    UnlinkLocked(&*it);
+    order_.Unlink(&*it);
     entries_.erase(it);
   }
   if (!d.done()) return corrupt("has trailing bytes");
@@ -494,8 +476,8 @@ void Bucket::Expire(int64_t now_ms) {
   std::lock_guard lock(mu_);
   // Writes are stamped with a clock that may step back; stop at the first
   // entry that is still live rather than scanning everything.
-  while (oldest_ != nullptr) {
-    auto it = entries_.find(oldest_->first);
+  while (order_.oldest != nullptr) {
+    auto it = entries_.find(order_.oldest->first);
     if (!ExpiredLocked(it->second.entry, now_ms)) break;
     EraseLocked(it);
   }

@@ -11,8 +11,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include <absl/container/node_hash_map.h>
-
 #include "common/json_util.h"
 #include "state/arena.h"
 #include "kayak/status.h"
@@ -125,16 +123,10 @@ class Bucket {
     Node* newer = nullptr;
   };
   // Stable nodes, in the bucket's arena (huge pages once it is big).
-  using Map = absl::node_hash_map<std::string, Slot,
-                                  absl::container_internal::hash_default_hash<std::string>,
-                                  absl::container_internal::hash_default_eq<std::string>,
-                                  ArenaAllocator<Node>>;
+  using Map = ArenaNodeMap<std::string, Slot>;
   bool ExpiredLocked(const Entry& e, int64_t now_ms) const {
     return idle_timeout_ms_ > 0 && now_ms - e.last_write_ms >= idle_timeout_ms_;
   }
-  // The write order: `n` becomes the newest; `n` leaves it.
-  void LinkNewestLocked(Node* n);
-  void UnlinkLocked(Node* n);
   void EraseLocked(Map::iterator it);
   // Reads `n` entries (key, last write, value) from `d` and makes each the
   // newest write; `full`: a full chunk, where a key may not repeat (else a
@@ -155,9 +147,8 @@ class Bucket {
   mutable std::mutex mu_;
   Arena arena_;                        // guarded by mu_; outlives entries_
   Map entries_{ArenaAllocator<Node>(&arena_)};  // guarded by mu_
-  // The least and most recently written entries; the oldest expires first.
-  Node* oldest_ = nullptr;  // guarded by mu_
-  Node* newest_ = nullptr;  // guarded by mu_
+  // The write order; the oldest expires first.
+  WriteOrder<Node> order_;  // guarded by mu_
   bool changed_ = false;                       // guarded by mu_
   uint64_t next_seq_ = 0;                      // guarded by mu_
   bool tracking_ = false;                      // guarded by mu_

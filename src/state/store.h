@@ -49,6 +49,9 @@ struct UnitState {
   // its share of the full chunk.
   std::function<Status(std::string_view, const std::vector<std::string_view>&, std::string*)>
       compact;
+  // For a delta the barrier only sealed (Transform::SealDelta): writes
+  // `data`, on the coordinator's thread, before anything reads it.
+  std::function<Status(std::string*)> collect;
 };
 
 // A chunk's payload as read from its file. A big chunk is the file mapped

@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <limits>
 #include <memory>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
 
 #include <absl/container/flat_hash_map.h>
-#include <absl/container/node_hash_map.h>
+#include <absl/container/flat_hash_set.h>
 
 #include "common/format.h"
 #include "common/clock.h"
@@ -56,11 +59,11 @@ class RollingWindow final : public Transform {
   void SaveState(std::string* out) override {
     checkpoint::Encoder e;
     size_t bytes = 16;
-    for (const Node* n = oldest_; n != nullptr; n = n->second.newer) bytes += KeyBytes(*n);
+    for (const Node* n = order_.oldest; n != nullptr; n = n->second.newer) bytes += KeyBytes(*n);
     e.out().reserve(bytes);  // sized once: no copy of what was encoded as it grows
     e.U64(keys_.size());
     e.U64(late_);
-    for (const Node* n = oldest_; n != nullptr; n = n->second.newer) EncodeKey(&e, n->first, n->second);
+    for (const Node* n = order_.oldest; n != nullptr; n = n->second.newer) EncodeKey(&e, n->first, n->second);
     e.AppendTo(out);
     ForgetChanges();
   }
@@ -69,34 +72,147 @@ class RollingWindow final : public Transform {
   // each with its whole window, then the keys dropped since (expired or
   // evicted). docs/state_format.md, "rolling_window delta".
   bool SaveDelta(std::string* out) override {
-    if (delta_lost_) return false;  // a full save instead
-    // A write moves its key to the newest end, so the keys written since
-    // the last save are the newest ones, back to the first of another
-    // epoch: no lookup and no sort.
-    std::vector<const Node*> written;  // newest first
-    for (const Node* n = newest_; n != nullptr && n->second.epoch == epoch_; n = n->second.older) {
-      written.push_back(n);
-    }
+    // A seal not collected (its checkpoint was abandoned) is in no delta:
+    // a full save instead.
+    if (delta_lost_ || SealPending()) return false;
     // Dropped and not written again since.
-    std::vector<std::string_view> dropped;
-    for (const std::string& key : dropped_) {
-      if (!keys_.contains(key)) dropped.push_back(key);
-    }
+    std::vector<std::string_view> dropped(dropped_.begin(), dropped_.end());
     std::sort(dropped.begin(), dropped.end());
-    dropped.erase(std::unique(dropped.begin(), dropped.end()), dropped.end());
     checkpoint::Encoder e;
-    size_t bytes = 24;
-    for (const Node* n : written) bytes += KeyBytes(*n);
+    size_t bytes = 24, count = 0;
+    for (const Node* n : written_) {
+      if (n != nullptr) bytes += KeyBytes(*n), ++count;
+    }
     for (std::string_view key : dropped) bytes += 8 + key.size();
     e.out().reserve(bytes);  // sized once (the barrier waits for this)
     e.U64(late_);
-    e.U64(written.size());
-    for (auto n = written.rbegin(); n != written.rend(); ++n) EncodeKey(&e, (*n)->first, (*n)->second);
+    e.U64(count);
+    for (const Node* n : written_) {
+      if (n != nullptr) EncodeKey(&e, n->first, n->second);
+    }
     e.U64(dropped.size());
     for (std::string_view key : dropped) e.Str(key);
     e.AppendTo(out);
     ForgetChanges();
     return true;
+  }
+
+  // The barrier's snapshot, in constant time: this epoch's writes (written_)
+  // and drops are set aside as the seal's, and a new epoch starts.
+  // CollectDelta encodes the sealed keys on the coordinator's thread, a run
+  // at a time, without the lock; before the pipeline changes or drops a
+  // sealed key it has not reached, BeforeChange encodes the key as it was,
+  // or waits while the key's run is being encoded.
+  bool SealDelta() override {
+    // SaveDelta refuses too: a full save.
+    if (!tracking_ || delta_lost_ || SealPending()) return false;
+    std::lock_guard lock(mu_);
+    ++seal_.generation;
+    seal_.active = true;
+    seal_.epoch = epoch_;
+    seal_.late = late_;
+    seal_.written.swap(written_);
+    written_.clear();
+    seal_.dropped.swap(dropped_);
+    dropped_.clear();
+    seal_.next = seal_.done = 0;
+    seal_.pre.clear();
+    seal_.pre_at.clear();
+    sealed_epoch_ = epoch_;
+    seal_open_ = true;
+    seal_collected_.store(false, std::memory_order_relaxed);
+    NewEpoch();
+    changed_ = false;
+    return true;
+  }
+
+  Status CollectDelta(std::string* out) override {
+    const auto abandoned = [] {
+      return Status::Internal("rolling_window: the sealed snapshot was abandoned before it was "
+                              "written");
+    };
+    checkpoint::Encoder e;
+    std::vector<size_t> ends;  // of each key encoded in e, with its write number in `numbers`
+    std::vector<uint32_t> numbers;
+    std::vector<std::string> dropped;
+    uint64_t generation = 0;
+    size_t total = 0;
+    {
+      std::lock_guard lock(mu_);
+      if (!seal_.active) return abandoned();
+      generation = seal_.generation;
+      total = seal_.written.size();
+      e.U64(seal_.late);
+      dropped.assign(seal_.dropped.begin(), seal_.dropped.end());
+      seal_.dropped.clear();
+    }
+    e.U64(0);  // the count, patched
+    const size_t head = e.out().size();
+    ends.reserve(total);
+    numbers.reserve(total);
+    for (size_t from = 0; from < total;) {
+      // Claim a run: the pipeline keeps its hands off these keys (it waits
+      // in BeforeChange if it needs one) until they are encoded.
+      size_t to = 0;
+      {
+        std::lock_guard lock(mu_);
+        if (!seal_.active || seal_.generation != generation) return abandoned();
+        to = std::min(total, from + kCollectRun);
+        seal_.next = to;
+      }
+      for (size_t i = from; i < to; ++i) {
+        const Node* n = seal_.written[i];
+        if (n == nullptr) continue;  // written again before the seal, or kept aside
+        EncodeKey(&e, n->first, n->second);
+        ends.push_back(e.out().size());
+        numbers.push_back(static_cast<uint32_t>(i));
+      }
+      {
+        std::lock_guard lock(mu_);
+        seal_.done = to;
+      }
+      cv_.notify_all();
+      from = to;
+    }
+    std::string pre;
+    std::vector<Preimage> pre_at;
+    {
+      std::lock_guard lock(mu_);
+      if (!seal_.active || seal_.generation != generation) return abandoned();
+      pre.swap(seal_.pre);
+      pre_at.swap(seal_.pre_at);
+      seal_.active = false;
+    }
+    seal_collected_.store(true, std::memory_order_release);
+    std::sort(dropped.begin(), dropped.end());
+    const uint64_t count = ends.size() + pre_at.size();
+    if (pre_at.empty()) {
+      e.PatchU64(8, count);
+    } else {
+      // The keys kept aside, in their places in the write order again.
+      std::sort(pre_at.begin(), pre_at.end(),
+                [](const Preimage& a, const Preimage& b) { return a.number < b.number; });
+      checkpoint::Encoder m;
+      m.out().reserve(e.out().size() + pre.size());
+      m.out().append(e.out(), 0, 8);
+      m.U64(count);
+      size_t from = head, p = 0;
+      const auto kept = [&] {
+        m.out().append(pre, pre_at[p].begin, pre_at[p].end - pre_at[p].begin);
+        ++p;
+      };
+      for (size_t k = 0; k < ends.size(); ++k) {
+        while (p < pre_at.size() && pre_at[p].number < numbers[k]) kept();
+        m.out().append(e.out(), from, ends[k] - from);
+        from = ends[k];
+      }
+      while (p < pre_at.size()) kept();
+      e = std::move(m);
+    }
+    e.U64(dropped.size());
+    for (const std::string& key : dropped) e.Str(key);
+    e.AppendTo(out);
+    return Status::Ok();
   }
 
   Status ApplyDelta(std::string_view data) override {
@@ -108,16 +224,16 @@ class RollingWindow final : public Transform {
       KeyState ks;
       if (!DecodeKey(&d, &key, &ks)) return Status::Corruption("rolling_window delta is short");
       auto [it, fresh] = keys_.try_emplace(std::move(key));
-      if (!fresh) Unlink(&*it);
+      if (!fresh) order_.Unlink(&*it);
       it->second = std::move(ks);
-      LinkNewest(&*it);
+      order_.LinkNewest(&*it);
     }
     if (!d.U64(&n)) return Status::Corruption("rolling_window delta is short");
     for (uint64_t i = 0; i < n; ++i) {
       std::string key;
       if (!d.Str(&key)) return Status::Corruption("rolling_window delta is short");
       if (auto it = keys_.find(key); it != keys_.end()) {
-        Unlink(&*it);
+        order_.Unlink(&*it);
         keys_.erase(it);
       }
     }
@@ -129,8 +245,10 @@ class RollingWindow final : public Transform {
   Status RestoreState(std::string_view data) override {
     checkpoint::Decoder d(data);
     uint64_t n = 0;
+    AbandonSeal();
+    written_.clear();
     keys_.clear();
-    oldest_ = newest_ = nullptr;
+    order_.oldest = order_.newest = nullptr;
     if (!d.U64(&n) || !d.U64(&late_)) return Status::Corruption("rolling_window state is short");
     // A key takes at least 32 bytes (its length, end, last write, points).
     if (n > data.size() / 32) return Status::Corruption("rolling_window state is short");
@@ -143,7 +261,7 @@ class RollingWindow final : public Transform {
       auto [it, fresh] = keys_.try_emplace(std::move(key));
       if (!fresh) return Status::Corruption("rolling_window state repeats a key");
       it->second = std::move(ks);
-      LinkNewest(&*it);
+      order_.LinkNewest(&*it);
     }
     if (!d.done()) return Status::Corruption("rolling_window state has trailing bytes");
     ForgetChanges();
@@ -280,27 +398,11 @@ class RollingWindow final : public Transform {
     int64_t last_write_ms = 0;                              // wall clock
     Node* older = nullptr;  // written just before this key (the write order)
     Node* newer = nullptr;
-    uint64_t epoch = 0;  // written since the last save when it is epoch_
+    uint32_t epoch = 0;  // written since the last save when it is epoch_
+    uint32_t number = 0; // then its place in written_
   };
   // Stable nodes (the write order links them), in the window's arena.
-  using Map = absl::node_hash_map<std::string, KeyState,
-                                  absl::container_internal::hash_default_hash<std::string>,
-                                  absl::container_internal::hash_default_eq<std::string>,
-                                  ArenaAllocator<Node>>;
-
-  // The write order: `n` becomes the newest; `n` leaves it.
-  void LinkNewest(Node* n) {
-    n->second.older = newest_;
-    n->second.newer = nullptr;
-    (newest_ != nullptr ? newest_->second.newer : oldest_) = n;
-    newest_ = n;
-  }
-  void Unlink(Node* n) {
-    KeyState& s = n->second;
-    (s.older != nullptr ? s.older->second.newer : oldest_) = s.newer;
-    (s.newer != nullptr ? s.newer->second.older : newest_) = s.older;
-    s.older = s.newer = nullptr;
-  }
+  using Map = ArenaNodeMap<std::string, KeyState>;
 
   static void EncodeKey(checkpoint::Encoder* e, const std::string& key, const KeyState& ks) {
     e->Str(key);
@@ -338,34 +440,94 @@ class RollingWindow final : public Transform {
     return true;
   }
 
-  // A save took every change: the next delta starts empty.
+  // A save took every change: the next delta starts empty. A seal not yet
+  // collected is abandoned (its checkpoint was).
   void ForgetChanges() {
     tracking_ = true;
     dropped_.clear();
-    ++epoch_;
+    written_.clear();
+    AbandonSeal();
+    NewEpoch();
     changed_ = false;
     delta_lost_ = false;
+  }
+  void NewEpoch() {
+    ++epoch_;
+    written_.clear();
   }
   // A key written or dropped now is in the next delta. Only once a
   // checkpoint saved or restored the state: before, the next save is whole
   // anyway, and without a state dir nothing is kept per message.
-  void Touched(KeyState* ks) {
-    if (tracking_) ks->epoch = epoch_;
+  void Touched(Node* n) {
+    if (!tracking_) return;
+    KeyState& ks = n->second;
+    if (ks.epoch == epoch_) written_[ks.number] = nullptr;  // its earlier write this epoch
+    ks.epoch = epoch_;
+    ks.number = static_cast<uint32_t>(written_.size());
+    written_.push_back(n);
+    if (written_.size() > 2 * keys_.size() + 1024) PackWritten();
+  }
+  // written_ without the writes written again since: it stays within twice
+  // the keys (and the write numbers within 32 bits).
+  void PackWritten() {
+    size_t k = 0;
+    for (Node* n : written_) {
+      if (n == nullptr) continue;
+      n->second.number = static_cast<uint32_t>(k);
+      written_[k++] = n;
+    }
+    written_.resize(k);
+  }
+  bool SealPending() {
+    if (seal_open_ && seal_collected_.load(std::memory_order_acquire)) seal_open_ = false;
+    return seal_open_;
+  }
+  // Before a sealed key that CollectDelta has not encoded changes or goes:
+  // the key as it was, encoded, for the delta; or, while its run is being
+  // encoded, a wait for the run.
+  void BeforeChange(Node* n) {
+    if (!seal_open_ || n->second.epoch != sealed_epoch_ || !SealPending()) return;
+    const size_t i = n->second.number;
+    std::unique_lock lock(mu_);
+    if (!seal_.active || i < seal_.done) return;  // encoded already
+    if (i < seal_.next) {
+      cv_.wait(lock, [&] { return !seal_.active || i < seal_.done; });
+      return;
+    }
+    checkpoint::Encoder e;
+    e.out().swap(seal_.pre);
+    const size_t begin = e.out().size();
+    EncodeKey(&e, n->first, n->second);
+    seal_.pre_at.push_back({n->second.number, begin, e.out().size()});
+    e.out().swap(seal_.pre);
+    seal_.written[i] = nullptr;
+  }
+  // The pipeline's: a seal not collected is given up (its checkpoint was
+  // abandoned), after any run being encoded.
+  void AbandonSeal() {
+    if (!seal_open_) return;
+    seal_open_ = false;
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return !seal_.active || seal_.done >= seal_.next; });
+    ++seal_.generation;
+    seal_.active = false;
   }
   void Erase(Map::iterator it) {
+    BeforeChange(&*it);
     if (tracking_) {
-      dropped_.push_back(it->first);
+      if (it->second.epoch == epoch_) written_[it->second.number] = nullptr;
+      dropped_.insert(it->first);
       Bound();
     }
-    Unlink(&*it);
+    order_.Unlink(&*it);
     keys_.erase(it);
   }
-  // While checkpoints fail nothing is taken: the list of dropped keys stays
+  // While checkpoints fail nothing is taken: the set of dropped keys stays
   // within twice the keys (a delta that large would be written whole anyway).
   void Bound() {
     if (dropped_.size() <= 2 * keys_.size() + 1024) return;
     dropped_.clear();
-    ++epoch_;
+    NewEpoch();
     delta_lost_ = true;
   }
 
@@ -469,24 +631,28 @@ class RollingWindow final : public Transform {
     }
     if (it == keys_.end()) {
       if (keys_.size() >= c_.max_keys) {
-        Erase(keys_.find(oldest_->first));  // the least recently written key makes room
+        Erase(keys_.find(order_.oldest->first));  // the least recently written key makes room
       }
       it = keys_.try_emplace(key).first;
-      LinkNewest(&*it);
-    } else if (&*it != newest_) {
-      Unlink(&*it);
-      LinkNewest(&*it);
+      if (!dropped_.empty()) dropped_.erase(key);  // written again: not dropped
+      order_.LinkNewest(&*it);
+    } else {
+      BeforeChange(&*it);
+      if (&*it != order_.newest) {
+        order_.Unlink(&*it);
+        order_.LinkNewest(&*it);
+      }
     }
     it->second.last_write_ms = now;
-    Touched(&it->second);
+    Touched(&*it);
     return it->second;
   }
 
   void ExpireIdle(int64_t now) {
     if (c_.idle_timeout_ms <= 0) return;
-    while (oldest_ != nullptr) {
-      if (now - oldest_->second.last_write_ms < c_.idle_timeout_ms) break;
-      Erase(keys_.find(oldest_->first));
+    while (order_.oldest != nullptr) {
+      if (now - order_.oldest->second.last_write_ms < c_.idle_timeout_ms) break;
+      Erase(keys_.find(order_.oldest->first));
       changed_ = true;
     }
   }
@@ -504,16 +670,46 @@ class RollingWindow final : public Transform {
   std::vector<jtext::Member> members_;  // the patched payload's
   Arena arena_;  // outlives keys_
   Map keys_{ArenaAllocator<Node>(&arena_)};
-  Node* oldest_ = nullptr;  // the write order, through the keys
-  Node* newest_ = nullptr;
+  WriteOrder<Node> order_;  // through the keys
   uint64_t late_ = 0;
   bool changed_ = false;  // since the last SaveState
   // Since the last save: the keys written are those of epoch_ (the newest
   // in the write order), and the keys dropped are listed, for SaveDelta.
-  uint64_t epoch_ = 1;
-  std::vector<std::string> dropped_;
+  uint32_t epoch_ = 1;
+  // This epoch's writes in order, as the keys written; a key written again
+  // leaves null where it was (KeyState::number is its place).
+  std::vector<Node*> written_;
+  absl::flat_hash_set<std::string> dropped_;  // since the last save, and not written again
   bool delta_lost_ = false;  // dropped_ was cut: the next save is whole
   bool tracking_ = false;    // from the first save or restore on
+  // A seal (SealDelta) that CollectDelta has not finished: the pipeline's
+  // view of it. Keys of sealed_epoch_ may be sealed ones.
+  bool seal_open_ = false;
+  uint32_t sealed_epoch_ = 0;
+  std::atomic<bool> seal_collected_{false};  // set by CollectDelta when done
+  struct Preimage {
+    uint32_t number;
+    size_t begin, end;  // in Seal::pre
+  };
+  // Guarded by mu_, shared by the pipeline and CollectDelta. `written` does
+  // not change size while sealed; the pipeline nulls only entries at or past
+  // `next` (not claimed yet) and CollectDelta reads only those in
+  // [done, next), without the lock, the keys they point to included.
+  struct Seal {
+    bool active = false;
+    uint64_t generation = 0;
+    uint32_t epoch = 0;
+    uint64_t late = 0;
+    std::vector<Node*> written;
+    absl::flat_hash_set<std::string> dropped;
+    size_t next = 0;  // claimed up to here
+    size_t done = 0;  // encoded up to here
+    std::string pre;  // keys kept aside before they changed, as EncodeKey writes them
+    std::vector<Preimage> pre_at;
+  } seal_;
+  static constexpr size_t kCollectRun = 4096;
+  std::mutex mu_;
+  std::condition_variable cv_;
 };
 
 }  // namespace

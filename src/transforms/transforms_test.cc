@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 #include <random>
+#include <thread>
 
 #include "test_util.h"
 
@@ -280,6 +281,141 @@ TEST_F(TransformTest, RollingWindowDeltasRestoreTheWindows) {
     EXPECT_FALSE(t->CompactState(base, chain, &compacted).ok());
     base = want;
   }
+}
+
+// A delta sealed at the barrier and collected later (on the coordinator's
+// thread) is byte for byte the delta SaveDelta would have written at the
+// seal, however the window changed meanwhile: keys written again, expired,
+// evicted and new before or while they are collected. A twin fed the same
+// messages writes the expected deltas.
+TEST_F(TransformTest, RollingWindowSealedDeltasAreTheDeltasAtTheSeal) {
+  const std::string cfg =
+      "rolling_window: {key: k, field: value, window_secs: 5, time_field: ts, "
+      "idle_timeout_secs: 30, max_keys: 6000}";
+  auto t = Make(cfg);
+  auto twin = Make(cfg);
+  std::mt19937 rng(7);
+  int64_t ts = 1'700'000'000'000;
+  // Messages for both, as batches of up to 100; keys from a range that
+  // outgrows max_keys now and then (eviction).
+  auto batches = [&](int n, int keys) {
+    std::vector<std::string> all;
+    for (int i = 0; i < n; ++i) {
+      ts += static_cast<int64_t>(rng() % 40) - 10;
+      all.push_back("{\"k\":\"k" + std::to_string(rng() % keys) + "\",\"value\":" +
+                    std::to_string(rng() % 50) + ",\"ts\":" + std::to_string(ts) + "}");
+    }
+    std::vector<std::vector<std::string>> out;
+    for (size_t i = 0; i < all.size(); i += 100) {
+      out.emplace_back(all.begin() + static_cast<long>(i),
+                       all.begin() + static_cast<long>(std::min(all.size(), i + 100)));
+    }
+    return out;
+  };
+  auto feed = [&](Transform* x, const std::vector<std::string>& batch) {
+    Batch b = MakeBatch(batch, clock_.NowMs());
+    ASSERT_TRUE(x->Process(&b).ok());
+  };
+  auto tick = [&](Transform* x) {
+    Batch none;
+    x->Tick(clock_.NowMs(), &none);
+  };
+  for (const auto& b : batches(8000, 7000)) {
+    feed(t.get(), b);
+    feed(twin.get(), b);
+  }
+  std::string base, twin_base;
+  t->SaveState(&base);
+  twin->SaveState(&twin_base);
+  ASSERT_EQ(base, twin_base);
+  std::vector<std::string> chain;
+  for (int round = 0; round < 12; ++round) {
+    for (const auto& b : batches(static_cast<int>(3000 + rng() % 9000), 7000)) {
+      feed(t.get(), b);
+      feed(twin.get(), b);
+    }
+    std::string want;
+    if (!twin->SaveDelta(&want)) {
+      // Too many keys dropped since (every key expired): a full save, for both.
+      EXPECT_FALSE(t->SealDelta());
+      std::string twin_full;
+      base.clear();
+      t->SaveState(&base);
+      twin->SaveState(&twin_full);
+      ASSERT_EQ(base, twin_full);
+      chain.clear();
+      continue;
+    }
+    std::string at_seal;
+    twin->SaveState(&at_seal);  // what the window is at the seal
+    ASSERT_TRUE(t->SealDelta());
+    EXPECT_FALSE(t->StateChanged());
+    EXPECT_FALSE(t->SealDelta()) << "a second seal before the first is collected";
+    // The window goes on before the collection, or during it on another
+    // thread; the twin follows with the same messages.
+    const auto after = batches(static_cast<int>(rng() % 6000), round % 3 == 0 ? 800 : 7000);
+    const bool idle = round % 4 == 2;  // every key expires before it is collected
+    auto go_on = [&] {
+      for (const auto& b : after) {
+        feed(t.get(), b);
+        feed(twin.get(), b);
+      }
+      if (idle) {
+        clock_.AdvanceMs(31'000);
+        tick(t.get());
+        tick(twin.get());
+      }
+    };
+    std::string got;
+    Status collected;
+    if (round % 2 == 0) {
+      go_on();
+      collected = t->CollectDelta(&got);
+    } else {
+      std::thread coordinator([&] { collected = t->CollectDelta(&got); });
+      go_on();
+      coordinator.join();
+    }
+    ASSERT_TRUE(collected.ok()) << collected.message();
+    ASSERT_EQ(got, want) << "round " << round;
+    // The full state and the chain of sealed deltas restore the window as
+    // it was at the seal.
+    chain.push_back(got);
+    auto r = Make(cfg);
+    ASSERT_TRUE(r->RestoreState(base).ok());
+    for (const auto& d : chain) ASSERT_TRUE(r->ApplyDelta(d).ok());
+    std::string restored;
+    r->SaveState(&restored);
+    ASSERT_EQ(restored, at_seal) << "round " << round;
+  }
+}
+
+// A seal whose checkpoint was abandoned is never collected: a full save
+// gives it up, and the collection fails rather than write a delta that
+// does not follow the chain.
+TEST_F(TransformTest, RollingWindowAbandonedSealIsGivenUp) {
+  auto t = Make("rolling_window: {key: k, field: value, window_messages: 3}");
+  EXPECT_FALSE(t->SealDelta()) << "nothing saved yet: no delta to seal";
+  One(*t, R"({"k":"a","value":1})");
+  std::string full;
+  t->SaveState(&full);
+  One(*t, R"({"k":"a","value":2})");
+  ASSERT_TRUE(t->SealDelta());
+  std::string delta;
+  EXPECT_FALSE(t->SaveDelta(&delta)) << "the sealed changes would be missing from it";
+  std::string again;
+  t->SaveState(&again);
+  EXPECT_FALSE(t->CollectDelta(&delta).ok());
+  One(*t, R"({"k":"b","value":5})");
+  ASSERT_TRUE(t->SealDelta());
+  ASSERT_TRUE(t->CollectDelta(&delta).ok());
+  auto r = Make("rolling_window: {key: k, field: value, window_messages: 3}");
+  ASSERT_TRUE(r->RestoreState(again).ok());
+  ASSERT_TRUE(r->ApplyDelta(delta).ok());
+  std::string want, got;
+  t->SaveState(&want);
+  r->SaveState(&got);
+  EXPECT_EQ(got, want);
 }
 
 TEST_F(TransformTest, RollingWindowBadConfig) {
