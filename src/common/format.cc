@@ -89,14 +89,20 @@ uint32_t Crc32c(const void* data, size_t n, uint32_t crc) {
   return ~Crc32cTable(p, n, ~crc);
 }
 
-std::string Frame(FileKind kind, std::string_view payload, uint32_t version) {
+std::string FrameHeader(FileKind kind, uint64_t bytes, uint32_t crc, uint32_t version) {
   std::string out(kHeaderBytes, '\0');
   std::memcpy(out.data(), "KYAK", 4);
   std::memcpy(out.data() + 4, KindTag(kind), 4);
   PutU32(out.data() + 8, version);
-  PutU64(out.data() + 12, payload.size());
-  PutU32(out.data() + 20, Crc32c(payload.data(), payload.size()));
+  PutU64(out.data() + 12, bytes);
+  PutU32(out.data() + 20, crc);
   PutU32(out.data() + 28, Crc32c(out.data(), 28));
+  return out;
+}
+
+std::string Frame(FileKind kind, std::string_view payload, uint32_t version) {
+  std::string out =
+      FrameHeader(kind, payload.size(), Crc32c(payload.data(), payload.size()), version);
   out.append(payload);
   return out;
 }
@@ -128,9 +134,14 @@ Result<std::string_view> Unframe(FileKind kind, std::string_view file, uint32_t*
 }
 
 Status WriteFileSynced(const std::string& path, std::string_view bytes) {
+  return WriteFileSynced(path, bytes, {});
+}
+
+Status WriteFileSynced(const std::string& path, std::string_view head, std::string_view body) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return Status::FromErrno("open " + path, errno);
-  Status st = WriteAll(fd, bytes.data(), bytes.size(), path);
+  Status st = WriteAll(fd, head.data(), head.size(), path);
+  if (st.ok()) st = WriteAll(fd, body.data(), body.size(), path);
   if (st.ok() && ::fsync(fd) != 0) st = Status::FromErrno("fsync " + path, errno);
   if (::close(fd) != 0 && st.ok()) st = Status::FromErrno("close " + path, errno);
   return st;

@@ -41,6 +41,10 @@ uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0);
 
 // The header followed by the payload.
 std::string Frame(FileKind kind, std::string_view payload, uint32_t version = kFormatVersion);
+// The header alone, for a payload of `bytes` whose CRC-32C is `crc` (a big
+// payload is written after it as it is, not copied into a frame).
+std::string FrameHeader(FileKind kind, uint64_t bytes, uint32_t crc,
+                        uint32_t version = kFormatVersion);
 // Checks a whole file's bytes and returns its payload; `*version` (if
 // given) gets its format version (a manifest's may be 2, every other 1),
 // `*crc` (if given) the payload's CRC-32C, checked.
@@ -49,6 +53,8 @@ Result<std::string_view> Unframe(FileKind kind, std::string_view file,
 
 // Writes `bytes` to `path` (created or truncated, mode 0600) and fsyncs it.
 Status WriteFileSynced(const std::string& path, std::string_view bytes);
+// The same for `head` followed by `body`.
+Status WriteFileSynced(const std::string& path, std::string_view head, std::string_view body);
 // Renames `from` over `to` and fsyncs the directory that holds them.
 Status RenameSynced(const std::string& from, const std::string& to, const std::string& dir);
 Result<std::string> ReadWholeFile(const std::string& path);

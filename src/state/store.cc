@@ -439,8 +439,11 @@ Status Store::Commit(const std::string& region, uint64_t id, int64_t now_ms,
     if (u.delta && !chained) {
       return fail(Status::Internal("unit " + u.unit + " has a delta but no committed chunk"));
     }
+    // One pass for the CRC, named by the manifest and the chunk's header
+    // alike, and no framed copy of the payload (a chunk may be hundreds of MB).
     const Link link{ChunkName(id, u.unit), u.data->size(), Crc32c(u.data->data(), u.data->size())};
-    Status st = WriteFileSynced(dir_ + "/" + link.chunk, Frame(FileKind::kChunk, *u.data));
+    Status st = WriteFileSynced(dir_ + "/" + link.chunk,
+                                FrameHeader(FileKind::kChunk, link.bytes, link.crc), *u.data);
     written.push_back(link.chunk);
     if (!st.ok()) return fail(st);
     stats->bytes_written += kHeaderBytes + link.bytes;

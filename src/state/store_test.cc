@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -106,6 +107,18 @@ TEST(Format, FrameRoundTripAndCorruption) {
   EXPECT_FALSE(Unframe(FileKind::kChunk, framed.substr(0, framed.size() - 1)).ok());
   EXPECT_FALSE(Unframe(FileKind::kChunk, framed + "x").ok());
   EXPECT_EQ(Crc32c("123456789", 9), 0xE3069283u);  // the standard check value
+  // A header written apart from its payload (the store's chunks) frames it
+  // the same, and a file written as the two parts holds both.
+  const std::string payload = "hello state";
+  EXPECT_EQ(FrameHeader(FileKind::kChunk, payload.size(), Crc32c(payload.data(), payload.size())) +
+                payload,
+            framed);
+  const std::string path = ::testing::TempDir() + "/two-parts";
+  ASSERT_TRUE(WriteFileSynced(path, framed.substr(0, 32), payload).ok());
+  auto back = ReadWholeFile(path);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, framed);
+  std::remove(path.c_str());
 }
 
 // RFC 3720 B.4's vectors (lengths past the 8-byte steps of the hardware

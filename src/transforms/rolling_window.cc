@@ -148,6 +148,9 @@ class RollingWindow final : public Transform {
     }
     e.U64(0);  // the count, patched
     const size_t head = e.out().size();
+    // Sized from the last delta's bytes a key: no copy of a growing buffer
+    // of tens of MB (most of what is sealed is still there).
+    e.out().reserve(head + total * collected_bytes_per_key_ + total / 8 * collected_bytes_per_key_);
     ends.reserve(total);
     numbers.reserve(total);
     for (size_t from = 0; from < total;) {
@@ -185,6 +188,7 @@ class RollingWindow final : public Transform {
     }
     seal_collected_.store(true, std::memory_order_release);
     std::sort(dropped.begin(), dropped.end());
+    if (!ends.empty()) collected_bytes_per_key_ = (e.out().size() - head) / ends.size() + 1;
     const uint64_t count = ends.size() + pre_at.size();
     if (pre_at.empty()) {
       e.PatchU64(8, count);
@@ -708,6 +712,7 @@ class RollingWindow final : public Transform {
     std::vector<Preimage> pre_at;
   } seal_;
   static constexpr size_t kCollectRun = 4096;
+  size_t collected_bytes_per_key_ = 64;  // CollectDelta's (the coordinator's) alone
   std::mutex mu_;
   std::condition_variable cv_;
 };
