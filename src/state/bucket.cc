@@ -195,11 +195,15 @@ void Bucket::CollectSealed(std::vector<Change>* out) {
   out->reserve(out->size() + keys.size());
   absl::flat_hash_set<absl::string_view> seen;
   if (may_repeat) seen.reserve(keys.size());
+  // Values copied under the lock (a number is a copy of a few bytes) and
+  // written as JSON after it, while the writers go on.
+  std::vector<std::pair<size_t, Json>> values;
+  values.reserve(std::min(keys.size(), kKeysPerLock));
   for (size_t from = 0; from < keys.size(); from += kKeysPerLock) {
     lock.lock();
     const size_t to = std::min(keys.size(), from + kKeysPerLock);
     for (size_t i = from; i < to; ++i) {
-      const std::string& key = keys[i];
+      std::string& key = keys[i];
       if (may_repeat && !seen.insert(MapKey(key)).second) continue;
       if (auto pre = preimages_.find(key); pre != preimages_.end()) {
         out->push_back(std::move(pre->second));
@@ -207,14 +211,20 @@ void Bucket::CollectSealed(std::vector<Change>* out) {
         continue;
       }
       auto it = entries_.find(key);
+      // (`seen` refers to the keys when they may repeat: copied then, else moved.)
+      std::string taken = may_repeat ? key : std::move(key);
       if (it != entries_.end() && it->second.epoch == sealed_epoch_) {
-        out->push_back(ChangeOf(key, it->second));
+        values.emplace_back(out->size(), it->second.entry.value);
+        out->push_back(Change{std::move(taken), false, it->second.entry.last_write_ms,
+                              it->second.write_seq, {}});
         it->second.epoch = 0;  // collected: a later write need not keep it aside
       } else {
-        out->push_back(Change{key, true, 0, 0, {}});  // gone at the seal
+        out->push_back(Change{std::move(taken), true, 0, 0, {}});  // gone at the seal
       }
     }
     lock.unlock();
+    for (auto& [at, value] : values) (*out)[at].value = value.dump();
+    values.clear();
   }
   lock.lock();
   sealed_ = false;
