@@ -97,10 +97,22 @@ class OpcuaTest(BrokerTest):
             out.setdefault(m["node"], []).append(m)
         return out
 
+    def setUp(self):
+        super().setUp()
+        self.private = []
+
+    def tearDown(self):
+        # Before the work directory goes (the base class's tearDown): a
+        # server's pid file is in it, and stopping it needs the file (a
+        # cleanup would run after and find nothing: the server would live on).
+        for d in self.private:
+            stop_server(d)
+        super().tearDown()
+
     def private_server(self, name, port=None, args=""):
         d = self.path(name)
+        self.private.append(d)
         url = start_server(d, port, args)
-        self.addCleanup(stop_server, d)
         return d, url
 
     def test_four_variables_arrive_in_order_with_their_timestamps(self):
