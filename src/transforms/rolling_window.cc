@@ -1,10 +1,10 @@
 // rolling_window: per key, count/sum/avg/min/max of a numeric field over the
 // last window_secs of event time or the last window_messages messages.
 #include <algorithm>
-#include <limits>
-#include <memory>
 #include <atomic>
 #include <condition_variable>
+#include <limits>
+#include <memory>
 #include <mutex>
 
 #include <absl/container/flat_hash_map.h>
@@ -71,30 +71,11 @@ class RollingWindow final : public Transform {
   // The keys written since the last save, least recently written first,
   // each with its whole window, then the keys dropped since (expired or
   // evicted). docs/state_format.md, "rolling_window delta".
+  // (A seal collected at once: one encoding for both.)
   bool SaveDelta(std::string* out) override {
     // A seal not collected (its checkpoint was abandoned) is in no delta:
-    // a full save instead.
-    if (delta_lost_ || SealPending()) return false;
-    // Dropped and not written again since.
-    std::vector<std::string_view> dropped(dropped_.begin(), dropped_.end());
-    std::sort(dropped.begin(), dropped.end());
-    checkpoint::Encoder e;
-    size_t bytes = 24, count = 0;
-    for (const Node* n : written_) {
-      if (n != nullptr) bytes += KeyBytes(*n), ++count;
-    }
-    for (std::string_view key : dropped) bytes += 8 + key.size();
-    e.out().reserve(bytes);  // sized once (the barrier waits for this)
-    e.U64(late_);
-    e.U64(count);
-    for (const Node* n : written_) {
-      if (n != nullptr) EncodeKey(&e, n->first, n->second);
-    }
-    e.U64(dropped.size());
-    for (std::string_view key : dropped) e.Str(key);
-    e.AppendTo(out);
-    ForgetChanges();
-    return true;
+    // SealDelta refuses, and a full save follows.
+    return SealDelta() && CollectDelta(out).ok();
   }
 
   // The barrier's snapshot, in constant time: this epoch's writes (written_)
@@ -104,12 +85,10 @@ class RollingWindow final : public Transform {
   // sealed key it has not reached, BeforeChange encodes the key as it was,
   // or waits while the key's run is being encoded.
   bool SealDelta() override {
-    // SaveDelta refuses too: a full save.
-    if (!tracking_ || delta_lost_ || SealPending()) return false;
+    if (!tracking_ || delta_lost_ || SealPending()) return false;  // a full save instead
     std::lock_guard lock(mu_);
     ++seal_.generation;
     seal_.active = true;
-    seal_.epoch = epoch_;
     seal_.late = late_;
     seal_.written.swap(written_);
     written_.clear();
@@ -677,8 +656,8 @@ class RollingWindow final : public Transform {
   WriteOrder<Node> order_;  // through the keys
   uint64_t late_ = 0;
   bool changed_ = false;  // since the last SaveState
-  // Since the last save: the keys written are those of epoch_ (the newest
-  // in the write order), and the keys dropped are listed, for SaveDelta.
+  // Since the last save: the keys written are those of epoch_, and the
+  // keys dropped are in dropped_ (the next delta's, SealDelta).
   uint32_t epoch_ = 1;
   // This epoch's writes in order, as the keys written; a key written again
   // leaves null where it was (KeyState::number is its place).
@@ -702,7 +681,6 @@ class RollingWindow final : public Transform {
   struct Seal {
     bool active = false;
     uint64_t generation = 0;
-    uint32_t epoch = 0;
     uint64_t late = 0;
     std::vector<Node*> written;
     absl::flat_hash_set<std::string> dropped;
