@@ -264,6 +264,112 @@ void BM_BucketRestore1M(benchmark::State& state) {
 BENCHMARK(BM_BucketSnapshot1M)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_BucketRestore1M)->Unit(benchmark::kMillisecond);
 
+// The checkpoint coordinator's work on 1M keys of which 400,000 changed in
+// the interval (as in bench/state_interval.py at a 1 s interval): a bucket's
+// seal collected and encoded as a delta; a compaction of a bucket's chain
+// (its full chunk, two such deltas and the changes); the same of a window.
+std::unique_ptr<kayak::Bucket> FilledBucket(int keys) {
+  auto b = std::make_unique<kayak::Bucket>("b", 0);
+  for (int i = 0; i < keys; ++i) {
+    (void)b->Update("key-" + std::to_string(i), 1000 + i, [&](kayak::Json& v, bool) {
+      v = i * 0.5;
+      return kayak::Status::Ok();
+    });
+  }
+  return b;
+}
+// Writes `n` keys from `from` (wrapping at 1M), as a pipeline would.
+void ChangeKeys(kayak::Bucket* b, int from, int n) {
+  for (int i = 0; i < n; ++i) {
+    const int k = (from + i) % 1'000'000;
+    (void)b->Update("key-" + std::to_string(k), 5000 + k, [&](kayak::Json& v, bool) {
+      v = v.is_number() ? v.get<double>() + 1 : 1.0;
+      return kayak::Status::Ok();
+    });
+  }
+}
+void BM_BucketDeltaCollect(benchmark::State& state) {
+  auto b = FilledBucket(1'000'000);
+  b->TrackChanges();
+  b->MarkSaved();
+  int from = 0;
+  std::string out;
+  for (auto _ : state) {
+    state.PauseTiming();
+    ChangeKeys(b.get(), from, 400'000);
+    from += 400'000;
+    out.clear();
+    state.ResumeTiming();
+    b->Seal();
+    std::vector<std::vector<kayak::Bucket::Change>> lists(1);
+    b->CollectSealed(&lists[0]);
+    kayak::Bucket::EncodeDelta(lists, &out);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["bytes"] = static_cast<double>(out.size());
+}
+BENCHMARK(BM_BucketDeltaCollect)->Unit(benchmark::kMillisecond);
+void BM_BucketCompact1M(benchmark::State& state) {
+  auto b = FilledBucket(1'000'000);
+  std::string base;
+  b->SaveState(&base);
+  b->TrackChanges();
+  b->MarkSaved();
+  std::vector<std::string> deltas(2);
+  for (int d = 0; d < 2; ++d) {
+    ChangeKeys(b.get(), d * 400'000, 400'000);
+    std::vector<std::vector<kayak::Bucket::Change>> lists(1);
+    b->TakeChanges(false, &lists[0]);
+    kayak::Bucket::EncodeDelta(lists, &deltas[d]);
+  }
+  ChangeKeys(b.get(), 800'000, 400'000);
+  std::vector<std::vector<kayak::Bucket::Change>> lists(1);
+  b->TakeChanges(false, &lists[0]);
+  const std::vector<std::string_view> views(deltas.begin(), deltas.end());
+  std::string out;
+  for (auto _ : state) {
+    out.clear();
+    benchmark::DoNotOptimize(kayak::Bucket::Compact(base, views, lists, &out));
+  }
+  state.counters["bytes"] = static_cast<double>(out.size());
+}
+BENCHMARK(BM_BucketCompact1M)->Unit(benchmark::kMillisecond);
+// A window of 10 messages, the keys written `rounds` times in turn.
+void FeedWindow(kayak::Transform* t, int from, int n) {
+  std::vector<std::string> payloads(1000);
+  for (int at = 0; at < n; at += 1000) {
+    for (int i = 0; i < 1000; ++i) {
+      payloads[i] = "{\"k\":\"key-" + std::to_string((from + at + i) % 1'000'000) +
+                    "\",\"value\":" + std::to_string(i) + "}";
+    }
+    kayak::Batch batch = kayak::testing::MakeBatch(payloads, 1000);
+    for (auto& m : batch.messages) m.MarkJson();
+    (void)t->Process(&batch);
+  }
+}
+void BM_WindowCompact1M(benchmark::State& state) {
+  kayak::BucketRegistry buckets;
+  auto t = kayak::testing::MakeTransform(
+      "rolling_window: {key: k, field: value, window_messages: 10, aggregates: [count, sum]}",
+      kayak::SystemClock::Get(), &buckets);
+  FeedWindow(t.get(), 0, 1'000'000);
+  std::string base;
+  t->SaveState(&base);
+  std::vector<std::string> deltas(3);
+  for (int d = 0; d < 3; ++d) {
+    FeedWindow(t.get(), d * 400'000, 400'000);
+    (void)t->SaveDelta(&deltas[d]);
+  }
+  const std::vector<std::string_view> views(deltas.begin(), deltas.end());
+  std::string out;
+  for (auto _ : state) {
+    out.clear();
+    benchmark::DoNotOptimize(t->CompactState(base, views, &out));
+  }
+  state.counters["bytes"] = static_cast<double>(out.size());
+}
+BENCHMARK(BM_WindowCompact1M)->Unit(benchmark::kMillisecond);
+
 // Memory a key costs (heap bytes in use after, less before, over the keys;
 // mallinfo2): a bucket of 1M keys as MillionKeyBucket fills it, and a
 // rolling_window of 10 messages over 1M keys, each key written once.

@@ -189,46 +189,4 @@ Result<std::string> ReadWholeFile(const std::string& path) {
 
 void Encoder::PatchU64(size_t at, uint64_t v) { PutU64(out_.data() + at, v); }
 
-bool Decoder::U8(uint8_t* v) {
-  if (pos_ + 1 > in_.size()) return false;
-  *v = static_cast<uint8_t>(in_[pos_++]);
-  return true;
-}
-
-bool Decoder::U64(uint64_t* v) {
-  if (pos_ + 8 > in_.size()) return false;
-  *v = GetU64(in_.data() + pos_);
-  pos_ += 8;
-  return true;
-}
-
-bool Decoder::I64(int64_t* v) {
-  uint64_t u;
-  if (!U64(&u)) return false;
-  *v = static_cast<int64_t>(u);
-  return true;
-}
-
-bool Decoder::F64(double* v) {
-  uint64_t bits;
-  if (!U64(&bits)) return false;
-  std::memcpy(v, &bits, 8);
-  return true;
-}
-
-bool Decoder::Str(std::string* s) {
-  std::string_view v;
-  if (!View(&v)) return false;
-  s->assign(v);
-  return true;
-}
-
-bool Decoder::View(std::string_view* s) {
-  uint64_t n;
-  if (!U64(&n) || n > in_.size() - pos_) return false;
-  *s = in_.substr(pos_, n);
-  pos_ += n;
-  return true;
-}
-
 }  // namespace kayak::checkpoint

@@ -18,6 +18,7 @@
 // not exactly 32 + payload length, is corrupt.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -102,13 +103,54 @@ class Encoder {
 class Decoder {
  public:
   explicit Decoder(std::string_view in) : in_(in) {}
-  bool U8(uint8_t* v);
-  bool U64(uint64_t* v);
-  bool I64(int64_t* v);
-  bool F64(double* v);
-  bool Str(std::string* s);
+  // Inline, like the encoder's: a compaction or restore of a big state
+  // reads millions of these.
+  bool U8(uint8_t* v) {
+    if (pos_ + 1 > in_.size()) return false;
+    *v = static_cast<uint8_t>(in_[pos_++]);
+    return true;
+  }
+  bool U64(uint64_t* v) {
+    if (in_.size() - pos_ < 8) return false;
+    uint64_t le;
+    std::memcpy(&le, in_.data() + pos_, 8);
+    if constexpr (std::endian::native == std::endian::big) le = __builtin_bswap64(le);
+    *v = le;
+    pos_ += 8;
+    return true;
+  }
+  bool I64(int64_t* v) {
+    uint64_t u;
+    if (!U64(&u)) return false;
+    *v = static_cast<int64_t>(u);
+    return true;
+  }
+  bool F64(double* v) {
+    uint64_t bits;
+    if (!U64(&bits)) return false;
+    std::memcpy(v, &bits, 8);
+    return true;
+  }
+  bool Str(std::string* s) {
+    std::string_view v;
+    if (!View(&v)) return false;
+    s->assign(v);
+    return true;
+  }
   // The string in place (valid while the input is).
-  bool View(std::string_view* s);
+  bool View(std::string_view* s) {
+    uint64_t n;
+    if (!U64(&n) || n > in_.size() - pos_) return false;
+    *s = in_.substr(pos_, n);
+    pos_ += n;
+    return true;
+  }
+  // Passes over `n` bytes.
+  bool Skip(uint64_t n) {
+    if (n > in_.size() - pos_) return false;
+    pos_ += n;
+    return true;
+  }
   bool done() const { return pos_ == in_.size(); }
   size_t pos() const { return pos_; }
 

@@ -138,9 +138,14 @@ class Checkpointer {
   bool CheckpointNow(int64_t wait_ms);
 
  private:
-  // A bucket's deltas since its last full chunk stay within this share of
-  // it (docs/state_format.md, "Delta chunks").
-  static constexpr double kDeltaShare = 0.5;
+  // A chain's deltas since its last full chunk stay within this share of
+  // it (docs/state_format.md, "Delta chunks"): a restore reads at most
+  // 1 + kDeltaShare times the state, and a compaction (which reads and
+  // writes the whole state) comes once the changes since the last one add
+  // up to this share. At 0.5 a state whose keys all change every few
+  // seconds was compacted every second checkpoint, and compacting cost the
+  // coordinator more than everything else it did (docs/benchmarks.md).
+  static constexpr double kDeltaShare = 1.0;
 
   struct Inflight {
     uint64_t id = 0;

@@ -292,8 +292,10 @@ std::vector<checkpoint::UnitState> PipelineRunner::CollectUnits(uint64_t id) {
     if (!saved_once_[i] || full || t->StateChanged()) {
       u.data.emplace();
       // What changed, as a delta on the last full state, while the deltas
-      // stay under half of it. A checkpoint that fails makes the next one
-      // full (FullSave), so the chain counted here is the committed one.
+      // stay within their share of it (the coordinator's kDeltaShare for a
+      // transform it compacts, else half). A checkpoint that fails makes the
+      // next one full (FullSave), so the chain counted here is the committed
+      // one.
       if (saved_once_[i] && !full && c.base > 0 && t->Compacts() && t->SealDelta()) {
         // Sealed in constant time; encoded on the coordinator's thread.
         u.delta = true;

@@ -70,6 +70,20 @@ bool ParseStored(std::string_view text, Json* out) {
   return !out->is_discarded();
 }
 
+// Leaves in `list` (from `first` on) only the last change of each key, in
+// the order of those.
+void KeepLastChanges(std::vector<Bucket::Change>* list, size_t first) {
+  absl::flat_hash_map<std::string, size_t> last;
+  for (size_t i = first; i < list->size(); ++i) last[(*list)[i].key] = i;
+  size_t to = first;
+  for (size_t i = first; i < list->size(); ++i) {
+    if (last[(*list)[i].key] != i) continue;
+    if (to != i) (*list)[to] = std::move((*list)[i]);
+    ++to;
+  }
+  list->resize(to);
+}
+
 }  // namespace
 
 Status Bucket::Update(const std::string& key, int64_t now_ms,
@@ -183,6 +197,8 @@ bool Bucket::HasSeal() const {
 void Bucket::CollectSealed(std::vector<Change>* out) {
   constexpr size_t kKeysPerLock = 4096;
   std::unique_lock lock(mu_);
+  const size_t first = out->size();
+  const bool had_earlier = !earlier_.empty();
   for (auto& c : earlier_) out->push_back(std::move(c));
   earlier_.clear();
   if (!sealed_) return;
@@ -229,6 +245,10 @@ void Bucket::CollectSealed(std::vector<Change>* out) {
   lock.lock();
   sealed_ = false;
   preimages_.clear();
+  lock.unlock();
+  // Rare (an abandoned seal's changes came first): a key in both keeps its
+  // later change only, so the list names each key once.
+  if (had_earlier) KeepLastChanges(out, first);
 }
 
 std::optional<Bucket::Entry> Bucket::Get(const std::string& key, int64_t now_ms) {
@@ -333,40 +353,49 @@ Status Bucket::RestoreState(std::string_view data) {
 namespace {
 
 // The last change of each key in `lists` (a later list, or a later change
-// in one, replaces an earlier one).
-using LastMap = absl::flat_hash_map<absl::string_view, const Bucket::Change*>;
-LastMap LastChanges(const std::vector<std::vector<Bucket::Change>>& lists) {
-  LastMap last;
+// in one, replaces an earlier one): the written ones, oldest write first,
+// and the dropped ones. One list names each key once (as a collection's or
+// a take's does): it is sorted by its write numbers, with no table of its
+// keys.
+void LastOf(const std::vector<std::vector<Bucket::Change>>& lists,
+            std::vector<const Bucket::Change*>* written,
+            std::vector<const Bucket::Change*>* dropped) {
+  if (lists.size() == 1 && lists[0].size() < UINT32_MAX) {
+    const auto& list = lists[0];
+    std::vector<std::pair<uint64_t, uint32_t>> order;  // (write_seq, index)
+    order.reserve(list.size());
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (list[i].dropped) {
+        dropped->push_back(&list[i]);
+      } else {
+        order.emplace_back(list[i].write_seq, static_cast<uint32_t>(i));
+      }
+    }
+    std::sort(order.begin(), order.end());
+    written->reserve(order.size());
+    for (const auto& [seq, i] : order) written->push_back(&list[i]);
+    return;
+  }
   size_t n = 0;
   for (const auto& list : lists) n += list.size();
+  absl::flat_hash_map<absl::string_view, const Bucket::Change*> last;
   last.reserve(n);
   for (const auto& list : lists) {
     for (const Bucket::Change& c : list) last[MapKey(c.key)] = &c;
   }
-  return last;
-}
-
-// The written entries of `last`, oldest write first.
-std::vector<const Bucket::Change*> WrittenInOrder(const LastMap& last) {
-  std::vector<const Bucket::Change*> written;
-  for (const auto& [key, c] : last) {
-    if (!c->dropped) written.push_back(c);
-  }
-  std::sort(written.begin(), written.end(), [](const Bucket::Change* a, const Bucket::Change* b) {
-    return a->write_seq < b->write_seq;
-  });
-  return written;
+  for (const auto& [key, c] : last) (c->dropped ? dropped : written)->push_back(c);
+  std::sort(written->begin(), written->end(),
+            [](const Bucket::Change* a, const Bucket::Change* b) {
+              return a->write_seq < b->write_seq;
+            });
 }
 
 }  // namespace
 
 void Bucket::EncodeDelta(const std::vector<std::vector<Change>>& lists, std::string* out) {
-  const auto last = LastChanges(lists);
-  const std::vector<const Change*> written = WrittenInOrder(last);
+  std::vector<const Change*> written;
   std::vector<const Change*> dropped;
-  for (const auto& [key, c] : last) {
-    if (c->dropped) dropped.push_back(c);
-  }
+  LastOf(lists, &written, &dropped);
   std::sort(dropped.begin(), dropped.end(),
             [](const Change* a, const Change* b) { return a->key < b->key; });  // stable bytes
   checkpoint::Encoder e;
@@ -395,21 +424,46 @@ Status Bucket::Compact(std::string_view base, const std::vector<std::string_view
   // changes (1..deltas.size() for a delta, `top` for the changes). An entry
   // is copied only from that chunk; the base's entries without one stay.
   const size_t top = deltas.size() + 1;
-  const auto last = LastChanges(lists);
+  std::vector<const Change*> written, dropped;
+  LastOf(lists, &written, &dropped);
   absl::flat_hash_map<absl::string_view, size_t> newest;
   if (!base.empty()) {  // else nothing to leave out: the changes are every entry
-    newest.reserve(last.size());
-    for (const auto& [key, c] : last) newest.emplace(key, top);
+    // Sized once for every key the deltas and changes write: growing a table
+    // of a million keys rehashes every key it holds, each a cache miss.
+    uint64_t keys = written.size() + dropped.size();
+    for (std::string_view delta : deltas) {
+      checkpoint::Decoder d(delta);
+      uint64_t count = 0;
+      if (!d.U64(&count) || count > delta.size()) return corrupt("delta is short");
+      keys += count;
+    }
+    newest.reserve(keys);
+    for (const Change* c : written) newest.emplace(MapKey(c->key), top);
+    for (const Change* c : dropped) newest.emplace(MapKey(c->key), top);
   }
   std::string_view key, value;
   int64_t last_write = 0;
   uint64_t n = 0;
+  constexpr size_t kRun = 16;
+  struct Read {
+    std::string_view key, value;
+    int64_t last_write = 0;
+  } run[kRun];
   for (size_t i = deltas.size(); i-- > 0;) {
     checkpoint::Decoder d(deltas[i]);
     if (!d.U64(&n) || n > deltas[i].size()) return corrupt("delta is short");
-    for (uint64_t k = 0; k < n; ++k) {
-      if (!d.View(&key) || !d.I64(&last_write) || !d.View(&value)) return corrupt("delta is short");
-      newest.try_emplace(MapKey(key), i + 1);
+    // In runs, each key's place asked for before the first is looked up (the
+    // cache misses of a big table overlap), as a restore does.
+    for (uint64_t k = 0; k < n;) {
+      const size_t m = static_cast<size_t>(std::min<uint64_t>(kRun, n - k));
+      for (size_t r = 0; r < m; ++r) {
+        if (!d.View(&run[r].key) || !d.I64(&last_write) || !d.View(&value)) {
+          return corrupt("delta is short");
+        }
+        newest.prefetch(MapKey(run[r].key));
+      }
+      for (size_t r = 0; r < m; ++r) newest.try_emplace(MapKey(run[r].key), i + 1);
+      k += m;
     }
     if (!d.U64(&n) || n > deltas[i].size()) return corrupt("delta is short");
     for (uint64_t k = 0; k < n; ++k) {
@@ -420,21 +474,30 @@ Status Bucket::Compact(std::string_view base, const std::vector<std::string_view
   }
   checkpoint::Encoder e;
   size_t changed_bytes = 0;
-  for (const auto& [key, c] : last) changed_bytes += 24 + c->key.size() + c->value.size();
+  for (const Change* c : written) changed_bytes += 24 + c->key.size() + c->value.size();
   e.out().reserve(base.size() + changed_bytes + 8);
   e.U64(0);  // the count, patched at the end
   uint64_t count = 0;
   const auto copy = [&](std::string_view chunk, size_t level, bool is_delta) {
     checkpoint::Decoder d(chunk);
     if (!d.U64(&n) || n > chunk.size()) return corrupt("is short");
-    for (uint64_t k = 0; k < n; ++k) {
-      if (!d.View(&key) || !d.I64(&last_write) || !d.View(&value)) return corrupt("is short");
-      auto it = newest.find(MapKey(key));
-      if (it == newest.end() ? level != 0 : it->second != level) continue;
-      e.Str(key);
-      e.I64(last_write);
-      e.Str(value);
-      ++count;
+    for (uint64_t k = 0; k < n;) {
+      const size_t m = static_cast<size_t>(std::min<uint64_t>(kRun, n - k));
+      for (size_t r = 0; r < m; ++r) {
+        if (!d.View(&run[r].key) || !d.I64(&run[r].last_write) || !d.View(&run[r].value)) {
+          return corrupt("is short");
+        }
+        newest.prefetch(MapKey(run[r].key));
+      }
+      for (size_t r = 0; r < m; ++r) {
+        auto it = newest.find(MapKey(run[r].key));
+        if (it == newest.end() ? level != 0 : it->second != level) continue;
+        e.Str(run[r].key);
+        e.I64(run[r].last_write);
+        e.Str(run[r].value);
+        ++count;
+      }
+      k += m;
     }
     if (is_delta) {  // its dropped keys were counted above
       if (!d.U64(&n)) return corrupt("is short");
@@ -447,7 +510,7 @@ Status Bucket::Compact(std::string_view base, const std::vector<std::string_view
   };
   if (!base.empty()) KAYAK_RETURN_IF_ERROR(copy(base, 0, false));
   for (size_t i = 0; i < deltas.size(); ++i) KAYAK_RETURN_IF_ERROR(copy(deltas[i], i + 1, true));
-  for (const Change* c : WrittenInOrder(last)) {
+  for (const Change* c : written) {
     e.Str(c->key);
     e.I64(c->last_write_ms);
     e.Str(c->value);

@@ -84,7 +84,7 @@ class Bucket {
   bool HasSeal() const;
   // Off the pipelines' threads: moves the sealed changes, as they were at
   // the seal, into `out`, holding the lock for a bounded run of keys at a
-  // time.
+  // time. What it appends names each key once (as TakeChanges' does).
   void CollectSealed(std::vector<Change>* out);
   // Replaces every entry with what SaveState wrote.
   Status RestoreState(std::string_view data);
@@ -94,7 +94,8 @@ class Bucket {
   Status ApplyDelta(std::string_view data);
   // A delta chunk: the changes of `lists` (oldest list first; a later
   // change of a key replaces an earlier one), written entries in write
-  // order, then dropped keys. docs/state_format.md, "bucket delta".
+  // order, then dropped keys. docs/state_format.md, "bucket delta". A single
+  // list must name each key once (as a collection's or a take's does).
   static void EncodeDelta(const std::vector<std::vector<Change>>& lists, std::string* out);
   // Compaction, off the pipelines' threads: the full chunk of the bucket
   // that a committed chain (`base`, a full chunk, and its `deltas`, oldest

@@ -391,15 +391,16 @@ pipelines:
         regions = s.get_json("/api/v1/checkpoints")["regions"]
         self.assertLess(regions[0]["bytes_written"], 4096, regions)
         self.assertGreater(regions[0]["bytes_reused"], full, regions)
-        # deltas past half the full chunk: the next checkpoint writes it
-        # whole, compacted from the chain in the store and the changes
+        # deltas past the size of the full chunk (4% in the chain, then 60%,
+        # then 40% of the keys): the next checkpoint writes it whole,
+        # compacted from the chain in the store and the changes
         lines = 0  # the card counts from the restart
-        for r in range(2):
-            append_keys(src, range(r * keys * 3 // 10, (r + 1) * keys * 3 // 10), 10 + r)
-            lines += keys * 3 // 10
+        for r, ids in enumerate([range(0, keys * 6 // 10), range(keys * 6 // 10, keys - 10)]):
+            append_keys(src, ids, 10 + r)
+            lines += len(ids)
             settle()
             written.append(checkpoint())
-        self.assertLess(written[-2], full * 0.5, written)
+        self.assertLess(written[-2], full * 0.7, written)
         self.assertGreater(written[-1], full * 0.9, written)
         before = entries(s)
         self.assertEqual(before["key-0"][0], 10)
@@ -471,11 +472,11 @@ pipelines:
         # (only the input's and output's small units were written)
         history = s.get_json("/api/v1/checkpoints")["regions"][0]
         self.assertLess(history["bytes_written"], 4096, history)
-        # 60% of the keys written: the deltas would pass half of the full
+        # every key written: the deltas would pass the size of the full
         # state, so the coordinator writes it whole, merged from the chain
         # in the store and this delta
-        write(range(1000, 4000), 7000)
-        lines += 3000
+        write(range(keys), 7000)
+        lines += keys
         settle(lines)
         compacted = checkpoint()
         self.assertGreater(compacted, full * 0.9, (full, compacted))
@@ -534,8 +535,9 @@ pipelines:
                 byte = f.read(1)
                 f.seek(-1, os.SEEK_CUR)
                 f.write(bytes([byte[0] ^ 0xFF]))
-        append_keys(src, range(1000, 4000), 1)  # past half: a compaction reads the chain back
-        lines += 3000
+        # every key: past the full chunk's size, a compaction reads the chain back
+        append_keys(src, range(keys), 1)
+        lines += keys
         settle()
         status, failed = checkpoint_now(s)
         self.assertEqual(status, 503, failed)
@@ -550,8 +552,8 @@ pipelines:
         lines += 5
         settle()
         rows = [json.loads(l) for l in self.read_output("out")][-5:]
-        for row in rows:  # key-0..4: written 1 + 1 before, 1 now
-            self.assertEqual((row["v_count"], row["v_sum"], row["total"]), (3, 3.0, 3), row)
+        for row in rows:  # key-0..4: written three times before, once now
+            self.assertEqual((row["v_count"], row["v_sum"], row["total"]), (3, 3.0, 4), row)
         self.assertEqual(s.stop(), 0)
 
     def blocked_output_config(self, n, retry=""):
