@@ -106,12 +106,14 @@ Status Bucket::Update(const std::string& key, int64_t now_ms,
     order_.LinkNewest(&*ins);
     if (result != nullptr) *result = ins->second.entry.value;
     changed_ = true;
-    TouchLocked(ins->first, ins->second);
+    // Dropped earlier in this epoch and written again: written, not dropped.
+    if (!dropped_.empty()) dropped_.erase(key);
+    TouchLocked(&*ins);
     return Status::Ok();
   }
   Json value = it->second.entry.value;
   KAYAK_RETURN_IF_ERROR(update(value, true));
-  BeforeChangeLocked(it->first, it->second);
+  BeforeChangeLocked(&*it);
   it->second.entry.value = std::move(value);
   it->second.entry.last_write_ms = now_ms;
   it->second.write_seq = ++next_seq_;
@@ -119,21 +121,26 @@ Status Bucket::Update(const std::string& key, int64_t now_ms,
   order_.LinkNewest(&*it);
   if (result != nullptr) *result = it->second.entry.value;
   changed_ = true;
-  TouchLocked(it->first, it->second);
+  TouchLocked(&*it);
   return Status::Ok();
 }
 
-void Bucket::TouchLocked(const std::string& key, Slot& slot) {
+void Bucket::TouchLocked(Node* node) {
+  Slot& slot = node->second;
   if (!tracking_ || slot.epoch == epoch_) return;
   slot.epoch = epoch_;
-  touched_.push_back(key);
+  slot.place = static_cast<uint32_t>(touched_.size());
+  touched_.push_back(node);
 }
 
-void Bucket::BeforeChangeLocked(const std::string& key, const Slot& slot) {
+void Bucket::BeforeChangeLocked(Node* node) {
   // Sealed and not collected: the slot was last written in the sealed
-  // epoch (a later write moves it to epoch_, past the seal).
+  // epoch (a later write moves it to epoch_, past the seal). Its sealed
+  // place keeps the change aside instead of the node.
+  const Slot& slot = node->second;
   if (!sealed_ || slot.epoch != sealed_epoch_) return;
-  preimages_.try_emplace(key, ChangeOf(key, slot));
+  preimages_.try_emplace(slot.place, ChangeOf(node->first, slot));
+  sealed_nodes_[slot.place] = nullptr;
 }
 
 void Bucket::TrackChanges() {
@@ -161,11 +168,12 @@ void Bucket::MarkSaved() {
 
 void Bucket::ForgetChangesLocked() {
   sealed_ = false;
-  sealed_keys_.clear();
+  sealed_nodes_.clear();
+  sealed_dropped_.clear();
   preimages_.clear();
   earlier_.clear();
   touched_.clear();
-  may_repeat_ = false;
+  dropped_.clear();
   ++epoch_;
   changed_ = false;
 }
@@ -179,13 +187,13 @@ void Bucket::Seal() {
   for (auto& c : earlier) earlier_.push_back(std::move(c));
   sealed_ = true;
   sealed_epoch_ = epoch_++;
-  sealed_keys_.swap(touched_);
+  sealed_nodes_.swap(touched_);
   touched_.clear();
-  // Sized like the last epoch's: a bulk load does not grow it by doubling,
-  // copying every key each time (the pages are not touched until used).
-  touched_.reserve(sealed_keys_.size());
-  sealed_may_repeat_ = may_repeat_;
-  may_repeat_ = false;
+  // Sized like the last epoch's: a bulk load does not grow it by doubling
+  // (the pages are not touched until used).
+  touched_.reserve(sealed_nodes_.size());
+  sealed_dropped_.swap(dropped_);
+  dropped_.clear();
   changed_ = false;
 }
 
@@ -202,47 +210,38 @@ void Bucket::CollectSealed(std::vector<Change>* out) {
   for (auto& c : earlier_) out->push_back(std::move(c));
   earlier_.clear();
   if (!sealed_) return;
-  std::vector<std::string> keys;
-  keys.swap(sealed_keys_);
-  // A key dropped and written again in the sealed epoch is listed twice;
-  // without a drop, each key once.
-  const bool may_repeat = sealed_may_repeat_;
+  // The sealed list is not resized until the seal is collected: writers
+  // only clear its places (under the lock), so its size holds.
+  const size_t n = sealed_nodes_.size();
   lock.unlock();
-  out->reserve(out->size() + keys.size());
-  absl::flat_hash_set<absl::string_view> seen;
-  if (may_repeat) seen.reserve(keys.size());
+  out->reserve(out->size() + n);
   // Values copied under the lock (a number is a copy of a few bytes) and
   // written as JSON after it, while the writers go on.
   std::vector<std::pair<size_t, Json>> values;
-  values.reserve(std::min(keys.size(), kKeysPerLock));
-  for (size_t from = 0; from < keys.size(); from += kKeysPerLock) {
+  values.reserve(std::min(n, kKeysPerLock));
+  for (size_t from = 0; from < n; from += kKeysPerLock) {
     lock.lock();
-    const size_t to = std::min(keys.size(), from + kKeysPerLock);
+    const size_t to = std::min(n, from + kKeysPerLock);
     for (size_t i = from; i < to; ++i) {
-      std::string& key = keys[i];
-      if (may_repeat && !seen.insert(MapKey(key)).second) continue;
-      if (auto pre = preimages_.find(key); pre != preimages_.end()) {
-        out->push_back(std::move(pre->second));
+      if (Node* node = sealed_nodes_[i]; node != nullptr) {
+        Slot& slot = node->second;
+        values.emplace_back(out->size(), slot.entry.value);
+        out->push_back(Change{node->first, false, slot.entry.last_write_ms, slot.write_seq, {}});
+        slot.epoch = 0;  // collected: a later write need not keep it aside
+      } else if (auto pre = preimages_.find(static_cast<uint32_t>(i)); pre != preimages_.end()) {
+        out->push_back(std::move(pre->second));  // changed or dropped after the seal
         preimages_.erase(pre);
-        continue;
       }
-      auto it = entries_.find(key);
-      // (`seen` refers to the keys when they may repeat: copied then, else moved.)
-      std::string taken = may_repeat ? key : std::move(key);
-      if (it != entries_.end() && it->second.epoch == sealed_epoch_) {
-        values.emplace_back(out->size(), it->second.entry.value);
-        out->push_back(Change{std::move(taken), false, it->second.entry.last_write_ms,
-                              it->second.write_seq, {}});
-        it->second.epoch = 0;  // collected: a later write need not keep it aside
-      } else {
-        out->push_back(Change{std::move(taken), true, 0, 0, {}});  // gone at the seal
-      }
+      // (Else written and dropped before the seal: among the dropped keys.)
     }
     lock.unlock();
     for (auto& [at, value] : values) (*out)[at].value = value.dump();
     values.clear();
   }
   lock.lock();
+  for (auto& key : sealed_dropped_) out->push_back(Change{std::move(key), true, 0, 0, {}});
+  sealed_dropped_.clear();
+  sealed_nodes_.clear();
   sealed_ = false;
   preimages_.clear();
   lock.unlock();
@@ -263,9 +262,11 @@ std::optional<Bucket::Entry> Bucket::Get(const std::string& key, int64_t now_ms)
 }
 
 void Bucket::EraseLocked(Map::iterator it) {
-  BeforeChangeLocked(it->first, it->second);
-  if (tracking_ && it->second.epoch != epoch_) touched_.push_back(it->first);
-  may_repeat_ = may_repeat_ || tracking_;  // written again, it is listed again
+  BeforeChangeLocked(&*it);
+  if (tracking_) {
+    if (it->second.epoch == epoch_) touched_[it->second.place] = nullptr;  // the node goes
+    dropped_.insert(it->first);
+  }
   order_.Unlink(&*it);
   entries_.erase(it);
   changed_ = true;
@@ -333,8 +334,10 @@ Status Bucket::RestoreState(std::string_view data) {
   entries_.clear();
   order_.oldest = order_.newest = nullptr;
   touched_.clear();
+  dropped_.clear();
   sealed_ = false;
-  sealed_keys_.clear();
+  sealed_nodes_.clear();
+  sealed_dropped_.clear();
   preimages_.clear();
   earlier_.clear();
   checkpoint::Decoder d(data);

@@ -11,6 +11,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
+
 #include "common/json_util.h"
 #include "state/arena.h"
 #include "kayak/status.h"
@@ -119,7 +122,11 @@ class Bucket {
   struct Slot {
     Entry entry;
     uint64_t write_seq = 0;
-    uint64_t epoch = 0;     // when last written; in touched_ when it is epoch_
+    // When last written (0: not since it was collected or saved): in
+    // touched_ at `place` when it is epoch_, in sealed_nodes_ at `place`
+    // when it is sealed_epoch_.
+    uint32_t epoch = 0;
+    uint32_t place = 0;
     Node* older = nullptr;  // written just before this one
     Node* newer = nullptr;
   };
@@ -135,10 +142,10 @@ class Bucket {
   Status InsertRunsLocked(checkpoint::Decoder* d, uint64_t n, bool full);
   // Every change so far counts as saved: nothing sealed, nothing touched.
   void ForgetChangesLocked();
-  void TouchLocked(const std::string& key, Slot& slot);
-  // Before a slot changes: its sealed value is kept aside if it is not
-  // collected yet.
-  void BeforeChangeLocked(const std::string& key, const Slot& slot);
+  void TouchLocked(Node* node);
+  // Before a slot changes or goes: its sealed value is kept aside if it is
+  // not collected yet.
+  void BeforeChangeLocked(Node* node);
   static Change ChangeOf(const std::string& key, const Slot& slot) {
     return Change{key, false, slot.entry.last_write_ms, slot.write_seq, slot.entry.value.dump()};
   }
@@ -153,18 +160,22 @@ class Bucket {
   bool changed_ = false;                       // guarded by mu_
   uint64_t next_seq_ = 0;                      // guarded by mu_
   bool tracking_ = false;                      // guarded by mu_
-  uint64_t epoch_ = 1;  // guarded by mu_: the epoch being written
-  std::vector<std::string> touched_;           // guarded by mu_: written or dropped keys
-  bool may_repeat_ = false;  // guarded by mu_: a key was dropped since the last seal
-  // The seal not yet collected: its keys, its epoch, and the sealed values
-  // of the entries changed since (copy on write); `earlier_`: a seal
-  // collected when another came before its checkpoint did.
-  bool sealed_ = false;                                // guarded by mu_
-  uint64_t sealed_epoch_ = 0;                          // guarded by mu_
-  std::vector<std::string> sealed_keys_;               // guarded by mu_
-  bool sealed_may_repeat_ = false;                     // guarded by mu_
-  std::unordered_map<std::string, Change> preimages_;  // guarded by mu_
-  std::vector<Change> earlier_;                        // guarded by mu_
+  uint32_t epoch_ = 1;  // guarded by mu_: the epoch being written
+  // This epoch's written entries, in the order first written (null: dropped
+  // since), and its dropped keys not written again: no key is copied and
+  // none looked up again to collect them.
+  std::vector<Node*> touched_;                // guarded by mu_
+  absl::flat_hash_set<std::string> dropped_;  // guarded by mu_
+  // The seal not yet collected: its entries and dropped keys, its epoch,
+  // and by place the sealed values of the entries changed or dropped since
+  // (copy on write); `earlier_`: a seal collected when another came before
+  // its checkpoint did.
+  bool sealed_ = false;                              // guarded by mu_
+  uint32_t sealed_epoch_ = 0;                        // guarded by mu_
+  std::vector<Node*> sealed_nodes_;                  // guarded by mu_
+  absl::flat_hash_set<std::string> sealed_dropped_;  // guarded by mu_
+  absl::flat_hash_map<uint32_t, Change> preimages_;  // guarded by mu_
+  std::vector<Change> earlier_;                      // guarded by mu_
 };
 
 // The buckets of a graph, by name. Built once at start; lookups are lock-free.
