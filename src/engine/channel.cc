@@ -9,10 +9,14 @@ Inbox::Inbox(size_t lanes, size_t capacity_per_lane)
 
 bool Inbox::Push(size_t lane, Item item) {
   std::unique_lock lock(mu_);
+  ++pushing_;
   not_full_.wait(lock, [&] { return closed_ || lanes_[lane].items.size() < capacity_; });
+  --pushing_;
   if (closed_) return false;
   lanes_[lane].items.push_back(std::move(item));
-  not_empty_.notify_one();
+  const bool wake = popping_ > 0;
+  lock.unlock();
+  if (wake) not_empty_.notify_one();
   return true;
 }
 
@@ -29,11 +33,15 @@ bool Inbox::Pop(Item* out, size_t* lane, int64_t wait_ms) {
       l.items.pop_front();
       *lane = i;
       next_lane_ = (i + 1) % n;
-      not_full_.notify_all();
+      const bool wake = pushing_ > 0;
+      lock.unlock();
+      if (wake) not_full_.notify_all();
       return true;
     }
     if (std::chrono::steady_clock::now() >= deadline) return false;
+    ++popping_;
     not_empty_.wait_until(lock, deadline);
+    --popping_;
   }
 }
 

@@ -55,6 +55,11 @@ class Inbox {
   std::vector<Lane> lanes_;  // guarded by mu_
   size_t next_lane_ = 0;     // guarded by mu_
   bool closed_ = false;      // guarded by mu_
+  // Threads waiting in Pop and in Push: a wake-up is sent only when one
+  // waits, and after the lock is let go (a thread woken while the lock is
+  // held would wait for it at once: two switches a batch, not one).
+  size_t popping_ = 0;       // guarded by mu_
+  size_t pushing_ = 0;       // guarded by mu_
 };
 
 }  // namespace kayak

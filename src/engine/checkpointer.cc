@@ -1,5 +1,10 @@
 #include "engine/checkpointer.h"
 
+#include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <set>
 
@@ -467,6 +472,15 @@ Status Checkpointer::CompactIfDue(checkpoint::UnitState* u) {
 }
 
 void Checkpointer::Run() {
+  pthread_setname_np(pthread_self(), "kayak-ckpt");
+  // The coordinator's heavy work (collecting sealed state, compacting
+  // chains, writing chunks) yields to the pipelines when both want a core,
+  // as RocksDB lowers the CPU priority of its compaction threads: on a busy
+  // machine a pipeline loses less to a checkpoint, and a checkpoint takes
+  // longer. On Linux a thread's nice value is its own. Best effort.
+  if (setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), kCoordinatorNice) != 0) {
+    KLOG_DEBUG("checkpoint coordinator: cannot lower its priority ({})", errno);
+  }
   std::unique_lock lock(mu_);
   while (!stopping_) {
     cv_.wait_for(lock, std::chrono::milliseconds(50));

@@ -146,6 +146,8 @@ class Checkpointer {
   // seconds was compacted every second checkpoint, and compacting cost the
   // coordinator more than everything else it did (docs/benchmarks.md).
   static constexpr double kDeltaShare = 1.0;
+  // The coordinator thread's nice value (docs/architecture.md, step 4).
+  static constexpr int kCoordinatorNice = 10;
 
   struct Inflight {
     uint64_t id = 0;

@@ -203,7 +203,7 @@ bool Bucket::HasSeal() const {
 }
 
 void Bucket::CollectSealed(std::vector<Change>* out) {
-  constexpr size_t kKeysPerLock = 4096;
+  constexpr size_t kKeysPerLock = 1024;
   std::unique_lock lock(mu_);
   const size_t first = out->size();
   const bool had_earlier = !earlier_.empty();
@@ -222,6 +222,11 @@ void Bucket::CollectSealed(std::vector<Change>* out) {
   for (size_t from = 0; from < n; from += kKeysPerLock) {
     lock.lock();
     const size_t to = std::min(n, from + kKeysPerLock);
+    // The run's entries asked for first: their cache misses overlap, and the
+    // writers wait a shorter time for the lock.
+    for (size_t i = from; i < to; ++i) {
+      if (const Node* node = sealed_nodes_[i]; node != nullptr) __builtin_prefetch(node);
+    }
     for (size_t i = from; i < to; ++i) {
       if (Node* node = sealed_nodes_[i]; node != nullptr) {
         Slot& slot = node->second;
