@@ -146,7 +146,7 @@ class Checkpointer {
   // seconds was compacted every second checkpoint, and compacting cost the
   // coordinator more than everything else it did (docs/benchmarks.md).
   static constexpr double kDeltaShare = 1.0;
-  // The coordinator thread's nice value (docs/architecture.md, step 4).
+  // The coordinator thread's nice value (docs/architecture.md, "Threads").
   static constexpr int kCoordinatorNice = 10;
 
   struct Inflight {

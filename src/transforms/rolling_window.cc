@@ -273,14 +273,27 @@ class RollingWindow final : public Transform {
       written += n;
     }
     newest.reserve(written);
+    // Keys are looked up in runs, each one's place in the table asked for
+    // before the first lookup (the cache misses overlap), as a restore does.
+    constexpr size_t kRun = 16;
+    struct Read {
+      absl::string_view key;
+      size_t from = 0, to = 0;  // the key's bytes in its chunk
+    } run[kRun];
     for (size_t i = deltas.size(); i-- > 0;) {
       checkpoint::Decoder d(deltas[i]);
       uint64_t delta_late = 0;
       if (!d.U64(&delta_late) || !d.U64(&n)) return corrupt();
       if (i + 1 == deltas.size()) late = delta_late;  // the newest count
-      for (uint64_t k = 0; k < n; ++k) {
-        if (!d.View(&key) || !SkipKeyRest(&d)) return corrupt();
-        newest.try_emplace(absl::string_view(key.data(), key.size()), i + 1);
+      for (uint64_t k = 0; k < n;) {
+        const size_t m = static_cast<size_t>(std::min<uint64_t>(kRun, n - k));
+        for (size_t r = 0; r < m; ++r) {
+          if (!d.View(&key) || !SkipKeyRest(&d)) return corrupt();
+          run[r].key = absl::string_view(key.data(), key.size());
+          newest.prefetch(run[r].key);
+        }
+        for (size_t r = 0; r < m; ++r) newest.try_emplace(run[r].key, i + 1);
+        k += m;
       }
       if (!d.U64(&n)) return corrupt();
       for (uint64_t k = 0; k < n; ++k) {
@@ -296,13 +309,22 @@ class RollingWindow final : public Transform {
     uint64_t count = 0;
     const auto copy = [&](checkpoint::Decoder* d, std::string_view chunk, uint64_t keys,
                           size_t level) {
-      for (uint64_t k = 0; k < keys; ++k) {
-        const size_t from = d->pos();
-        if (!d->View(&key) || !SkipKeyRest(d)) return false;
-        auto it = newest.find(absl::string_view(key.data(), key.size()));
-        if (it == newest.end() ? level != 0 : it->second != level) continue;
-        e.out().append(chunk.substr(from, d->pos() - from));
-        ++count;
+      for (uint64_t k = 0; k < keys;) {
+        const size_t m = static_cast<size_t>(std::min<uint64_t>(kRun, keys - k));
+        for (size_t r = 0; r < m; ++r) {
+          run[r].from = d->pos();
+          if (!d->View(&key) || !SkipKeyRest(d)) return false;
+          run[r].to = d->pos();
+          run[r].key = absl::string_view(key.data(), key.size());
+          newest.prefetch(run[r].key);
+        }
+        for (size_t r = 0; r < m; ++r) {
+          auto it = newest.find(run[r].key);
+          if (it == newest.end() ? level != 0 : it->second != level) continue;
+          e.out().append(chunk.substr(run[r].from, run[r].to - run[r].from));
+          ++count;
+        }
+        k += m;
       }
       return true;
     };
