@@ -1,7 +1,8 @@
 // Micro benchmarks (Google Benchmark) of per-message costs: the expression
 // language, a ~200-byte message's JSON parse and re-serialisation, each
 // transform, the listener's body check, the http log's append, CRC-32C, and
-// the snapshot and restore of a 1M-key bucket. `make bench-micro` runs them;
+// the snapshot and restore of a 1M-key bucket, and the checkpoint
+// coordinator's collection and compactions. `make bench-micro` runs them;
 // the suite runs each once (ctest `bench_micro_smoke`) so they keep building
 // and running.
 #include <malloc.h>
@@ -267,7 +268,8 @@ BENCHMARK(BM_BucketRestore1M)->Unit(benchmark::kMillisecond);
 // The checkpoint coordinator's work on 1M keys of which 400,000 changed in
 // the interval (as in bench/state_interval.py at a 1 s interval): a bucket's
 // seal collected and encoded as a delta; a compaction of a bucket's chain
-// (its full chunk, two such deltas and the changes); the same of a window.
+// (its full chunk, two such deltas and the changes); a compaction of a
+// window's chain (its full state and three such deltas).
 std::unique_ptr<kayak::Bucket> FilledBucket(int keys) {
   auto b = std::make_unique<kayak::Bucket>("b", 0);
   for (int i = 0; i < keys; ++i) {
@@ -334,7 +336,7 @@ void BM_BucketCompact1M(benchmark::State& state) {
   state.counters["bytes"] = static_cast<double>(out.size());
 }
 BENCHMARK(BM_BucketCompact1M)->Unit(benchmark::kMillisecond);
-// A window of 10 messages, the keys written `rounds` times in turn.
+// Feeds the window `n` messages, keys from `from` on (wrapping at 1M).
 void FeedWindow(kayak::Transform* t, int from, int n) {
   std::vector<std::string> payloads(1000);
   for (int at = 0; at < n; at += 1000) {

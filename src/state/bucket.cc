@@ -71,7 +71,8 @@ bool ParseStored(std::string_view text, Json* out) {
 }
 
 // Leaves in `list` (from `first` on) only the last change of each key, in
-// the order of those.
+// the order of those (the rare collection that starts with an abandoned
+// seal's changes; every other list names a key once already).
 void KeepLastChanges(std::vector<Bucket::Change>* list, size_t first) {
   absl::flat_hash_map<std::string, size_t> last;
   for (size_t i = first; i < list->size(); ++i) last[(*list)[i].key] = i;
