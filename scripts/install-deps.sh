@@ -12,6 +12,7 @@ PACKAGES=(
   libsimdjson-dev        # fast validation of posted JSON on the listener's thread
   libabsl-dev            # Abseil's node_hash_map: the keyed state of buckets (fewer bytes a key, faster restore)
   libboost-dev           # Boost.Asio + Boost.Beast: the HTTP listener
+  liburing-dev           # io_uring: the listener writes a batch of answers in one system call
   libspdlog-dev libfmt-dev
   libjemalloc-dev        # the server's allocator (many small, cross-thread allocations)
   liblua5.4-dev          # the lua transform
@@ -30,6 +31,7 @@ PACKAGES=(
   libbenchmark-dev       # Google Benchmark: the micro benchmarks in bench/micro
   clang libfuzzer-14-dev # the fuzz target over the http input's request path
   python3 curl procps    # end-to-end tests drive the real binary
+  iproute2               # `ss`: a test waits until the listener's sockets to slow readers are full
   zstd                   # the s3 tests read zstd objects back with its command line
   prometheus             # promtool: a test lints /metrics of a live server with it
   chromium               # the dashboard's browser tests (driven by playwright-core from npm)

@@ -5,6 +5,7 @@
 #include <boost/beast/version.hpp>
 
 #include <atomic>
+#include <cerrno>
 #include <mutex>
 #include <thread>
 
@@ -12,6 +13,7 @@
 
 #include "common/log.h"
 #include "kayak/ingest.h"
+#include "server/batch_send.h"
 
 namespace kayak::http {
 
@@ -142,6 +144,8 @@ class AnswerQueue {
   std::mutex mu_;
   std::vector<std::pair<std::shared_ptr<Session>, IngestReply>> queued_;  // guarded by mu_
   std::vector<std::pair<std::shared_ptr<Session>, IngestReply>> draining_;  // I/O thread only
+  BatchSender sender_;                  // I/O thread only
+  std::vector<BatchSender::Item> sends_;  // I/O thread only
 };
 
 class Session : public std::enable_shared_from_this<Session> {
@@ -321,6 +325,12 @@ class Session : public std::enable_shared_from_this<Session> {
   // rather than through Beast's generic serializer (docs/benchmarks.md).
   friend class AnswerQueue;
   void Answer(IngestReply reply) {
+    Format(reply);
+    WriteRaw(0);
+  }
+
+  // The answer's bytes, in raw_.
+  void Format(const IngestReply& reply) {
     raw_.clear();
     raw_.append("HTTP/1.");
     raw_.push_back(parts_.version == 10 ? '0' : '1');
@@ -342,10 +352,27 @@ class Session : public std::enable_shared_from_this<Session> {
     raw_.append("Content-Length: " + std::to_string(reply.body.size()) + "\r\n\r\n");
     raw_.append(reply.body);
     SetDeadline(limits_.read_timeout_ms);
-    asio::async_write(socket_, asio::buffer(raw_),
+  }
+
+  // Writes raw_ from `from` on through Asio (waiting for room as needed).
+  void WriteRaw(size_t from) {
+    asio::async_write(socket_, asio::buffer(raw_.data() + from, raw_.size() - from),
                       [self = shared_from_this()](beast::error_code wec, size_t) {
                         self->AfterWrite(wec);
                       });
+  }
+
+  // The socket for a batched send of raw_, or -1 once closed.
+  int SendFd() { return closed_ || !socket_.is_open() ? -1 : socket_.native_handle(); }
+
+  // After a batched send of raw_ returned `result` (bytes or -errno): what
+  // did not fit goes through Asio, which waits for room.
+  void AfterSend(int result) {
+    if (result >= 0 && static_cast<size_t>(result) == raw_.size()) return AfterWrite({});
+    if (result >= 0 || result == -EAGAIN || result == -EINTR) {
+      return WriteRaw(result > 0 ? static_cast<size_t>(result) : 0);
+    }
+    AfterWrite(beast::error_code(-result, beast::system_category()));
   }
 
   void Send() {
@@ -415,7 +442,22 @@ void AnswerQueue::Drain() {
     std::lock_guard lock(mu_);
     draining_.swap(queued_);
   }
-  for (auto& [session, reply] : draining_) session->Answer(std::move(reply));
+  if (draining_.size() < 2 || !sender_.Ready()) {
+    for (auto& [session, reply] : draining_) session->Answer(std::move(reply));
+    draining_.clear();
+    return;
+  }
+  // Every answer formatted, then all sent in one call, then each connection
+  // goes on (reads its next request, or writes the rest through Asio).
+  sends_.clear();
+  for (auto& [session, reply] : draining_) {
+    session->Format(reply);
+    sends_.push_back({session->SendFd(), session->raw_.data(), session->raw_.size(), 0});
+  }
+  sender_.Send(&sends_);
+  for (size_t i = 0; i < draining_.size(); ++i) {
+    draining_[i].first->AfterSend(sends_[i].fd < 0 ? -EBADF : sends_[i].result);
+  }
   draining_.clear();
 }
 

@@ -206,6 +206,83 @@ class HttpLogTest(KayakTest):
         wait_for(lambda: len(os.listdir(logdir)) <= 3, timeout=30,
                  what="covered log segments to be removed")
 
+    def test_answers_to_many_connections_at_once_each_reach_their_own(self):
+        # With the log, the answers one fdatasync acknowledged are written
+        # together (one io_uring call), each without waiting for room. Two
+        # clients pipeline their posts and read nothing until the server's
+        # sockets to them are full (`ss` says so): the answers that found no
+        # room must then go out through the slow path, whole, in order, each
+        # on its own connection.
+        s = self.start(pipeline(self.path("out")), server_config=self.server,
+                       state_dir=self.path("state"))
+        u = urllib.parse.urlsplit(self.url(s))
+        conns, per = 2, 40000  # the server's send buffer grows to about 4 MB
+        socks = []
+        for c in range(conns):
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.settimeout(60)
+            sock.connect((u.hostname, u.port))
+            socks.append(sock)
+            reqs = b"".join(
+                b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+                % (u.path.encode(), len(body), body)
+                for body in (json.dumps({"c": c, "n": n}).encode() for n in range(per)))
+            threading.Thread(target=sock.sendall, args=(reqs,), daemon=True).start()
+        peers = {sock.getsockname()[1] for sock in socks}
+
+        def full():
+            out = subprocess.run(["ss", "-tmnH", "state", "established", f"( sport = :{u.port} )"],
+                                 capture_output=True, text=True, check=True).stdout
+            found = {}
+            for m in re.finditer(r":(\d+)\s+\S+:(\d+)\s.*?skmem:\(([^)]*)\)", out, re.S):
+                mem = dict(re.findall(r"([a-z]+)(\d+)", m.group(3)))
+                found[int(m.group(2))] = int(mem["w"]) + 2048 >= int(mem["tb"])
+            return all(found.get(p) for p in peers)
+        wait_for(full, timeout=60, what="the server's sockets to both clients to be full")
+
+        answers = [None] * conns
+
+        def read(c):
+            got, buf, sock = [], b"", socks[c]
+            while len(got) < per:
+                head_end = buf.find(b"\r\n\r\n")
+                if head_end >= 0:
+                    head = buf[:head_end].decode()
+                    length = int(re.search(r"Content-Length: (\d+)", head).group(1))
+                    if len(buf) >= head_end + 4 + length:
+                        got.append((int(head.split(" ")[1]), buf[head_end + 4:head_end + 4 + length]))
+                        buf = buf[head_end + 4 + length:]
+                        continue
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+            sock.close()
+            answers[c] = got
+
+        readers = [threading.Thread(target=read, args=(c,)) for c in range(conns)]
+        for t in readers:
+            t.start()
+        for t in readers:
+            t.join(timeout=120)
+        seqs = []
+        for c in range(conns):
+            self.assertEqual(len(answers[c] or []), per, f"connection {c}")
+            self.assertEqual({st for st, _ in answers[c]}, {202}, f"connection {c}")
+            mine = [json.loads(b)["seq"] for _, b in answers[c]]
+            self.assertEqual(mine, sorted(mine), f"connection {c}: answers out of order")
+            seqs += mine
+        self.assertEqual(sorted(seqs), list(range(1, conns * per + 1)))
+        # Each post is in the output once, each connection's in its order.
+        wait_for(lambda: len(self.read_output("out")) == conns * per, timeout=60,
+                 what="every post in the output")
+        by_conn = {}
+        for line in self.read_output("out"):
+            m = json.loads(line)
+            by_conn.setdefault(m["c"], []).append(m["n"])
+        self.assertEqual(by_conn, {c: list(range(per)) for c in range(conns)})
+
     def test_a_torn_last_record_is_dropped(self):
         state = self.path("state")
         s = self.start(pipeline(self.path("out")), server_config=self.server, state_dir=state)

@@ -4,7 +4,9 @@
 // directory, records are appended to segment files by one writer thread and
 // a post is acknowledged only after an fdatasync that covers it; every post
 // that arrived while the previous fdatasync ran shares the next one (group
-// commit). Without a directory the log is a bounded queue in memory.
+// commit), and under load the writer waits a little for more to share it
+// (at most 250 µs, and only while posts keep coming). Without a directory
+// the log is a bounded queue in memory.
 //
 // The pipeline thread reads records in sequence order; after a restart it
 // starts after the sequence its checkpoint recorded, so every acknowledged
@@ -113,6 +115,7 @@ class HttpLog {
   std::vector<Segment> segments_;      // guarded by mu_
   bool closed_ = false;                // guarded by mu_
   bool writer_idle_ = false;           // guarded by mu_: the writer waits for posts
+  size_t writer_wants_ = 1;            // guarded by mu_: ... until this many are queued
   uint64_t reader_wants_ = UINT64_MAX; // guarded by mu_: wake the reader at this sequence
   int write_fd_ = -1;                  // writer thread only
   bool roll_ = true;                   // writer thread only: next batch starts a segment
