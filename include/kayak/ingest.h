@@ -9,6 +9,8 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "kayak/status.h"
 
@@ -22,6 +24,30 @@ struct IngestReply {
 
 // Called exactly once per request, from any thread.
 using IngestDone = std::function<void(IngestReply)>;
+
+// Groups the answers one thread gives: while a scope is open on a thread,
+// the listener may hold the answers given there (IngestDone calls) and hand
+// them to its own thread together when the scope closes, one wake-up for a
+// batch of posts instead of one each. An input that answers a batch at once
+// (the http input's log after an fdatasync) opens one around it. Scopes
+// nest; the innermost holds.
+class IngestAnswerScope {
+ public:
+  IngestAnswerScope();
+  ~IngestAnswerScope();  // runs what AtClose registered, in order
+  IngestAnswerScope(const IngestAnswerScope&) = delete;
+  IngestAnswerScope& operator=(const IngestAnswerScope&) = delete;
+
+  // The innermost scope open on this thread, or null.
+  static IngestAnswerScope* Current();
+  // Runs `flush` when this scope closes. False (and nothing registered)
+  // when `key` registered one already.
+  bool AtClose(const void* key, std::function<void()> flush);
+
+ private:
+  IngestAnswerScope* outer_;
+  std::vector<std::pair<const void*, std::function<void()>>> at_close_;
+};
 
 class IngestEndpoint {
  public:

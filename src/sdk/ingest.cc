@@ -2,6 +2,27 @@
 
 namespace kayak {
 
+namespace {
+thread_local IngestAnswerScope* current_scope = nullptr;
+}  // namespace
+
+IngestAnswerScope::IngestAnswerScope() : outer_(current_scope) { current_scope = this; }
+
+IngestAnswerScope::~IngestAnswerScope() {
+  current_scope = outer_;
+  for (auto& [key, flush] : at_close_) flush();
+}
+
+IngestAnswerScope* IngestAnswerScope::Current() { return current_scope; }
+
+bool IngestAnswerScope::AtClose(const void* key, std::function<void()> flush) {
+  for (const auto& entry : at_close_) {
+    if (entry.first == key) return false;
+  }
+  at_close_.emplace_back(key, std::move(flush));
+  return true;
+}
+
 Status IngestRouter::Register(const std::string& path, std::shared_ptr<IngestEndpoint> endpoint) {
   std::lock_guard lock(mu_);
   auto [it, inserted] = routes_.emplace(path, std::move(endpoint));

@@ -135,9 +135,15 @@ class Session;
 class AnswerQueue {
  public:
   explicit AnswerQueue(Executor ex) : ex_(ex) {}
+  // Queues an answer for the I/O thread; inside an IngestAnswerScope it is
+  // held until the scope closes, and the scope's answers are queued at once.
   void Push(std::shared_ptr<Session> session, IngestReply reply);
 
  private:
+  using Answers = std::vector<std::pair<std::shared_ptr<Session>, IngestReply>>;
+  // What this thread holds for this queue inside a scope.
+  Answers& Held();
+  void Queue(Answers* answers);
   void Drain();
 
   Executor ex_;
@@ -427,13 +433,40 @@ class Session : public std::enable_shared_from_this<Session> {
   bool closed_ = false;
 };
 
+AnswerQueue::Answers& AnswerQueue::Held() {
+  // Per thread, per queue (a process has one listener, tests several).
+  thread_local std::vector<std::pair<const AnswerQueue*, Answers>> held;
+  for (auto& [queue, answers] : held) {
+    if (queue == this) return answers;
+  }
+  return held.emplace_back(this, Answers()).second;
+}
+
 void AnswerQueue::Push(std::shared_ptr<Session> session, IngestReply reply) {
+  if (IngestAnswerScope* scope = IngestAnswerScope::Current()) {
+    Answers& held = Held();
+    held.emplace_back(std::move(session), std::move(reply));
+    if (held.size() == 1) scope->AtClose(this, [this] { Queue(&Held()); });
+    return;
+  }
+  Answers one;
+  one.emplace_back(std::move(session), std::move(reply));
+  Queue(&one);
+}
+
+void AnswerQueue::Queue(Answers* answers) {
+  if (answers->empty()) return;
   bool first = false;
   {
     std::lock_guard lock(mu_);
     first = queued_.empty();
-    queued_.emplace_back(std::move(session), std::move(reply));
+    if (first) {
+      queued_.swap(*answers);
+    } else {
+      for (auto& a : *answers) queued_.push_back(std::move(a));
+    }
   }
+  answers->clear();
   if (first) asio::post(ex_, [this] { Drain(); });
 }
 

@@ -15,6 +15,7 @@
 #include "common/format.h"
 #include "common/io.h"
 #include "common/log.h"
+#include "kayak/ingest.h"
 
 namespace kayak {
 
@@ -297,7 +298,10 @@ void HttpLog::WriterLoop() {
     // Only a reader waiting for these records is woken (one lingering for a
     // full batch is not, at every fsync).
     if (wake_reader) reader_cv_.notify_all();
-    for (size_t i = 0; i < batch.size(); ++i) batch[i].done(st, st.ok() ? first + i : 0);
+    {
+      IngestAnswerScope answers;  // the batch's answers reach the listener together
+      for (size_t i = 0; i < batch.size(); ++i) batch[i].done(st, st.ok() ? first + i : 0);
+    }
     last_batch = batch.size();
     batch.clear();
   }
