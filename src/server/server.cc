@@ -249,11 +249,17 @@ class Session : public std::enable_shared_from_this<Session> {
         });
   }
 
+  // A fresh response for the Beast path (an ingest answer is written
+  // without one).
+  void NewResponse(unsigned version) {
+    res_ = {};
+    res_.version(version);
+    res_.set(bhttp::field::server, "kayak");
+  }
+
   void OnRequest(beast::error_code ec) {
     first_request_ = false;
-    res_ = {};
-    res_.version(11);
-    res_.set(bhttp::field::server, "kayak");
+    if (ec) NewResponse(11);
     if (ec == bhttp::error::body_limit) {
       JsonError(&res_, 413, "the body is larger than limits.max_body_bytes (" +
                                 std::to_string(limits_.max_body_bytes) + " bytes)");
@@ -266,8 +272,8 @@ class Session : public std::enable_shared_from_this<Session> {
       keep_alive_ = false;
     } else {
       keep_alive_ = reader_->keep_alive();
-      res_.version(parts_.version);
       if (Ingest()) return;  // answered when the input has logged the post
+      NewResponse(parts_.version);
       try {
         const Request req = parts_.ToRequest();
         if (Async(req)) return;  // answered when the handler says (a graph change)
@@ -290,6 +296,7 @@ class Session : public std::enable_shared_from_this<Session> {
     auto endpoint = ingest_->Find(target.substr(0, target.find('?')));
     if (!endpoint) return false;
     if (parts_.method != bhttp::verb::post) {
+      NewResponse(parts_.version);
       JsonError(&res_, 405, "an http input takes POST");
       res_.set(bhttp::field::allow, "POST");
       Send();
