@@ -4,6 +4,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/version.hpp>
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cerrno>
 #include <mutex>
@@ -569,7 +571,12 @@ Status Server::Start() {
   }
   bound_port_ = acc.local_endpoint().port();
   impl_->Accept();
-  for (int i = 0; i < kThreads; ++i) impl_->threads.emplace_back([this] { impl_->io.run(); });
+  for (int i = 0; i < kThreads; ++i) {
+    impl_->threads.emplace_back([this] {
+      pthread_setname_np(pthread_self(), "kayak-http");  // in top -H and /proc
+      impl_->io.run();
+    });
+  }
   return Status::Ok();
 }
 

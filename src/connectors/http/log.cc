@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -242,6 +243,7 @@ bool HttpLog::Append(std::string payload, Done done) {
 }
 
 void HttpLog::WriterLoop() {
+  pthread_setname_np(pthread_self(), "kayak-httplog");  // in top -H and /proc
   std::vector<Pending> batch;
   size_t last_batch = 0;
   for (;;) {
