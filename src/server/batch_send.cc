@@ -27,12 +27,12 @@ bool BatchSender::Ready() {
 }
 
 void BatchSender::Send(std::vector<Item>* items) {
+  for (Item& it : *items) it.result = -ECANCELED;  // until a completion says otherwise
   for (size_t start = 0; start < items->size(); start += kEntries) {
     const size_t end = std::min<size_t>(items->size(), start + kEntries);
     unsigned queued = 0;
     for (size_t i = start; i < end; ++i) {
       Item& it = (*items)[i];
-      it.result = -ECANCELED;  // until its completion says otherwise
       io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
       if (sqe == nullptr) break;  // cannot happen: the ring is empty between calls
       io_uring_prep_send(sqe, it.fd, it.data, it.size, MSG_DONTWAIT | MSG_NOSIGNAL);

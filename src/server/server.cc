@@ -381,10 +381,11 @@ class Session : public std::enable_shared_from_this<Session> {
   int SendFd() { return closed_ || !socket_.is_open() ? -1 : socket_.native_handle(); }
 
   // After a batched send of raw_ returned `result` (bytes or -errno): what
-  // did not fit goes through Asio, which waits for room.
+  // did not fit, or was not sent (ECANCELED: the ring did not take it), goes
+  // through Asio, which waits for room.
   void AfterSend(int result) {
     if (result >= 0 && static_cast<size_t>(result) == raw_.size()) return AfterWrite({});
-    if (result >= 0 || result == -EAGAIN || result == -EINTR) {
+    if (result >= 0 || result == -EAGAIN || result == -EINTR || result == -ECANCELED) {
       return WriteRaw(result > 0 ? static_cast<size_t>(result) : 0);
     }
     AfterWrite(beast::error_code(-result, beast::system_category()));
