@@ -47,6 +47,8 @@ bench: build
 	python3 -u bench/brokers.py
 	python3 -u bench/s3.py
 	python3 -u bench/opcua_ingest.py
+	cmake --build build -j2 --target io_uring_answers && build/tests/io_uring_answers
+	./bench/http_threads.sh 5 64
 
 # Per-message costs (bench/micro): medians of 5 repetitions.
 bench-micro: build

@@ -2,7 +2,7 @@
 // saves (docs/benchmarks.md, "http ingest: a batch of answers in one system
 // call"). Over 24 loopback TCP connections, CPU time of the serving thread:
 //
-//   syscall   one million getppid() calls: the cost of entering the kernel
+//   syscall   50 getppid() calls a round: the cost of entering the kernel
 //   send      an answer on each connection, one send() each against all 24
 //             in one io_uring_enter (MSG_DONTWAIT, as the listener sends)
 //   recv      a client thread posts a request on each connection and reads
@@ -11,7 +11,7 @@
 //             IORING_SETUP_COOP_TASKRUN), answering through io_uring in all
 //
 //   cc -O2 -o /tmp/io_uring_answers bench/io_uring_answers.c -luring -lpthread
-//   /tmp/io_uring_answers
+//   /tmp/io_uring_answers [rounds, default 20000]
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -28,7 +28,9 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { kConns = 24, kRounds = 20000 };
+enum { kConns = 24 };
+static const uint64_t kAnswerTag = 1u << 30;  // user_data of a send (a recv's is its connection)
+static int rounds = 20000;  // the first argument, if any
 
 static const char kRequest[] =
     "POST /ingest HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n{\"id\":1,\"n\":2,\"x\":3}";
@@ -79,11 +81,11 @@ static void Drain(struct io_uring* ring) {
 static void QueueAnswer(struct io_uring* ring, int fd) {
   struct io_uring_sqe* sqe = io_uring_get_sqe(ring);
   io_uring_prep_send(sqe, fd, kAnswer, sizeof kAnswer - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-  io_uring_sqe_set_data64(sqe, 1000000);
+  io_uring_sqe_set_data64(sqe, kAnswerTag);
 }
 
 static void Syscalls(void) {
-  const int n = 1000000;
+  const int n = rounds * 50;
   double t0 = ThreadCpu();
   for (int i = 0; i < n; ++i) syscall(SYS_getppid);
   printf("syscall: %.3f us per getppid\n", (ThreadCpu() - t0) / n * 1e6);
@@ -97,7 +99,7 @@ static void Sends(void) {
   }
   char buf[4096];
   double plain = 0, batched = 0;
-  for (int r = 0; r < kRounds; ++r) {
+  for (int r = 0; r < rounds; ++r) {
     double t0 = ThreadCpu();
     if (r % 2 == 0) {
       for (int i = 0; i < kConns; ++i) {
@@ -112,7 +114,7 @@ static void Sends(void) {
     }
     for (int i = 0; i < kConns; ++i) recv(client_fd[i], buf, sizeof buf, 0);
   }
-  const double each = (double)(kRounds / 2) * kConns;
+  const double each = (double)(rounds / 2) * kConns;
   printf("send: %.2f us each with send(), %.2f us each in one io_uring_enter of %d\n",
          plain / each * 1e6, batched / each * 1e6, kConns);
   io_uring_queue_exit(&ring);
@@ -121,7 +123,7 @@ static void Sends(void) {
 static void* Client(void* arg) {
   (void)arg;
   char buf[4096];
-  for (int r = 0; r < kRounds; ++r) {
+  for (int r = 0; r < rounds; ++r) {
     for (int i = 0; i < kConns; ++i) send(client_fd[i], kRequest, sizeof kRequest - 1, 0);
     for (int i = 0; i < kConns; ++i) recv(client_fd[i], buf, sizeof buf, 0);
   }
@@ -138,7 +140,7 @@ static void Serve(int mode) {
   }
   pthread_t client;
   pthread_create(&client, NULL, Client, NULL);
-  const long want = (long)kRounds * kConns;
+  const long want = (long)rounds * kConns;
   long got = 0;
   double t0 = ThreadCpu();
   if (mode == 0) {
@@ -210,7 +212,8 @@ static void Serve(int mode) {
   io_uring_queue_exit(&ring);  // (recvs still armed are cancelled with the ring)
 }
 
-int main(void) {
+int main(int argc, char** argv) {
+  if (argc > 1) rounds = atoi(argv[1]) > 1 ? atoi(argv[1]) / 2 * 2 : 2;  // even: half each way
   Connect(1);
   Syscalls();
   Sends();
