@@ -244,20 +244,21 @@ class HttpLogTest(KayakTest):
         answers = [None] * conns
 
         def read(c):
-            got, buf, sock = [], b"", socks[c]
+            got, buf, pos, sock = [], b"", 0, socks[c]
             while len(got) < per:
-                head_end = buf.find(b"\r\n\r\n")
+                head_end = buf.find(b"\r\n\r\n", pos)
                 if head_end >= 0:
-                    head = buf[:head_end].decode()
+                    head = buf[pos:head_end].decode()
                     length = int(re.search(r"Content-Length: (\d+)", head).group(1))
                     if len(buf) >= head_end + 4 + length:
                         got.append((int(head.split(" ")[1]), buf[head_end + 4:head_end + 4 + length]))
-                        buf = buf[head_end + 4 + length:]
+                        pos = head_end + 4 + length
                         continue
                 chunk = sock.recv(65536)
                 if not chunk:
                     break
-                buf += chunk
+                buf = buf[pos:] + chunk
+                pos = 0
             sock.close()
             answers[c] = got
 
