@@ -1,7 +1,11 @@
 #include "state/bucket.h"
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
+#include <cstring>
+#include <new>
+#include <thread>
 
 #include <absl/container/flat_hash_map.h>
 #include <absl/container/flat_hash_set.h>
@@ -137,11 +141,34 @@ void Bucket::TouchLocked(Node* node) {
 void Bucket::BeforeChangeLocked(Node* node) {
   // Sealed and not collected: the slot was last written in the sealed
   // epoch (a later write moves it to epoch_, past the seal). Its sealed
-  // place keeps the change aside instead of the node.
+  // place keeps the change aside, unless the collector has it already.
   const Slot& slot = node->second;
   if (!sealed_ || slot.epoch != sealed_epoch_) return;
-  preimages_.try_emplace(slot.place, ChangeOf(node->first, slot));
-  sealed_nodes_[slot.place] = nullptr;
+  std::atomic_ref<uint8_t> state(seal_states_[slot.place]);
+  uint8_t s = state.load(std::memory_order_acquire);
+  for (int spins = 0;;) {
+    if (s == kSealCollected || s == kSealKeptAside) return;
+    if (s == kSealPending) {
+      if (state.compare_exchange_weak(s, kSealKeptAside, std::memory_order_acq_rel,
+                                      std::memory_order_acquire)) {
+        preimages_.try_emplace(slot.place, ChangeOf(node->first, slot));
+        return;
+      }
+      continue;  // s holds the state now
+    }
+    // kSealCollecting: the collector is copying this one entry (a value's
+    // JSON text); it finishes without waiting for anything.
+    if (++spins > 64) std::this_thread::yield();
+    s = state.load(std::memory_order_acquire);
+  }
+}
+
+void Bucket::DropSealLocked() {
+  if (!sealed_nodes_.empty()) std::memset(seal_states_.get(), kSealPending, sealed_nodes_.size());
+  sealed_ = false;
+  sealed_nodes_.clear();
+  sealed_dropped_.clear();
+  preimages_.clear();
 }
 
 void Bucket::TrackChanges() {
@@ -168,10 +195,7 @@ void Bucket::MarkSaved() {
 }
 
 void Bucket::ForgetChangesLocked() {
-  sealed_ = false;
-  sealed_nodes_.clear();
-  sealed_dropped_.clear();
-  preimages_.clear();
+  DropSealLocked();
   earlier_.clear();
   touched_.clear();
   dropped_.clear();
@@ -190,6 +214,17 @@ void Bucket::Seal() {
   sealed_epoch_ = epoch_++;
   sealed_nodes_.swap(touched_);
   touched_.clear();
+  if (sealed_nodes_.size() > seal_states_size_) {
+    // Zeroed (kSealPending) by calloc; a big one is fresh pages from the
+    // kernel, touched only as the places are.
+    const size_t size = std::max(sealed_nodes_.size(), 2 * seal_states_size_);
+    seal_states_.reset(static_cast<uint8_t*>(std::calloc(size, 1)));
+    if (seal_states_ == nullptr) {
+      seal_states_size_ = 0;
+      throw std::bad_alloc();
+    }
+    seal_states_size_ = size;
+  }
   // Sized like the last epoch's: a bulk load does not grow it by doubling
   // (the pages are not touched until used).
   touched_.reserve(sealed_nodes_.size());
@@ -204,52 +239,62 @@ bool Bucket::HasSeal() const {
 }
 
 void Bucket::CollectSealed(std::vector<Change>* out) {
-  constexpr size_t kKeysPerLock = 1024;
   std::unique_lock lock(mu_);
   const size_t first = out->size();
   const bool had_earlier = !earlier_.empty();
   for (auto& c : earlier_) out->push_back(std::move(c));
   earlier_.clear();
   if (!sealed_) return;
-  // The sealed list is not resized until the seal is collected: writers
-  // only clear its places (under the lock), so its size holds.
+  // Neither the sealed list nor the states array is resized or written
+  // until the seal is dropped below (writers change a place's state only),
+  // so both are read without the lock. Each place is the collector's or a
+  // writer's, whichever claims it first: the collector copies an entry it
+  // claimed while the writers go on (one that wants that very entry waits
+  // for the copy); a writer that claimed one first kept its sealed value
+  // aside. The writers never wait for the collector's lock.
   const size_t n = sealed_nodes_.size();
+  Node* const* nodes = sealed_nodes_.data();
+  uint8_t* states = seal_states_.get();
   lock.unlock();
   out->reserve(out->size() + n);
-  // Values copied under the lock (a number is a copy of a few bytes) and
-  // written as JSON after it, while the writers go on.
-  std::vector<std::pair<size_t, Json>> values;
-  values.reserve(std::min(n, kKeysPerLock));
-  for (size_t from = 0; from < n; from += kKeysPerLock) {
-    lock.lock();
-    const size_t to = std::min(n, from + kKeysPerLock);
-    // The run's entries asked for first: their cache misses overlap, and the
-    // writers wait a shorter time for the lock.
-    for (size_t i = from; i < to; ++i) {
-      if (const Node* node = sealed_nodes_[i]; node != nullptr) __builtin_prefetch(node);
+  std::vector<uint32_t> kept;  // places a writer claimed first
+  constexpr size_t kAhead = 8;  // entries asked for ahead: their cache misses overlap
+  for (size_t i = 0; i < std::min(n, kAhead); ++i) {
+    if (const Node* node = nodes[i]; node != nullptr) __builtin_prefetch(node);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    // (A node a writer has dropped may be prefetched: harmless.)
+    if (i + kAhead < n) {
+      if (const Node* node = nodes[i + kAhead]; node != nullptr) __builtin_prefetch(node);
     }
-    for (size_t i = from; i < to; ++i) {
-      if (Node* node = sealed_nodes_[i]; node != nullptr) {
-        Slot& slot = node->second;
-        values.emplace_back(out->size(), slot.entry.value);
-        out->push_back(Change{node->first, false, slot.entry.last_write_ms, slot.write_seq, {}});
-        slot.epoch = 0;  // collected: a later write need not keep it aside
-      } else if (auto pre = preimages_.find(static_cast<uint32_t>(i)); pre != preimages_.end()) {
-        out->push_back(std::move(pre->second));  // changed or dropped after the seal
-        preimages_.erase(pre);
-      }
-      // (Else written and dropped before the seal: among the dropped keys.)
+    std::atomic_ref<uint8_t> state(states[i]);
+    uint8_t s = kSealPending;
+    if (!state.compare_exchange_strong(s, kSealCollecting, std::memory_order_acq_rel,
+                                       std::memory_order_acquire)) {
+      kept.push_back(static_cast<uint32_t>(i));  // kSealKeptAside
+      continue;
     }
-    lock.unlock();
-    for (auto& [at, value] : values) (*out)[at].value = value.dump();
-    values.clear();
+    // The place is the collector's until it says it is done, even if the
+    // copy throws.
+    struct Release {
+      std::atomic_ref<uint8_t>& state;
+      ~Release() { state.store(kSealCollected, std::memory_order_release); }
+    } release{state};
+    // (A null: written and dropped before the seal, among the dropped keys.)
+    if (const Node* node = nodes[i]; node != nullptr) {
+      const Slot& slot = node->second;
+      out->push_back(Change{node->first, false, slot.entry.last_write_ms, slot.write_seq,
+                            slot.entry.value.dump()});
+    }
   }
   lock.lock();
+  for (uint32_t place : kept) {
+    if (auto pre = preimages_.find(place); pre != preimages_.end()) {
+      out->push_back(std::move(pre->second));  // changed or dropped after the seal
+    }
+  }
   for (auto& key : sealed_dropped_) out->push_back(Change{std::move(key), true, 0, 0, {}});
-  sealed_dropped_.clear();
-  sealed_nodes_.clear();
-  sealed_ = false;
-  preimages_.clear();
+  DropSealLocked();
   lock.unlock();
   // Rare (an abandoned seal's changes came first): a key in both keeps its
   // later change only, so the list names each key once.
@@ -341,10 +386,7 @@ Status Bucket::RestoreState(std::string_view data) {
   order_.oldest = order_.newest = nullptr;
   touched_.clear();
   dropped_.clear();
-  sealed_ = false;
-  sealed_nodes_.clear();
-  sealed_dropped_.clear();
-  preimages_.clear();
+  DropSealLocked();
   earlier_.clear();
   checkpoint::Decoder d(data);
   uint64_t n = 0;

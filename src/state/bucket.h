@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <cstdlib>
+
 #include <absl/container/flat_hash_map.h>
 #include <absl/container/flat_hash_set.h>
 
@@ -143,8 +145,11 @@ class Bucket {
   void ForgetChangesLocked();
   void TouchLocked(Node* node);
   // Before a slot changes or goes: its sealed value is kept aside if it is
-  // not collected yet.
+  // not collected yet (waiting, if the collector is copying it, for that).
   void BeforeChangeLocked(Node* node);
+  // The seal is gone (collected, forgotten or replaced): its lists emptied,
+  // its places' states back to kSealPending.
+  void DropSealLocked();
   static Change ChangeOf(const std::string& key, const Slot& slot) {
     return Change{key, false, slot.entry.last_write_ms, slot.write_seq, slot.entry.value.dump()};
   }
@@ -175,6 +180,21 @@ class Bucket {
   absl::flat_hash_set<std::string> sealed_dropped_;  // guarded by mu_
   absl::flat_hash_map<uint32_t, Change> preimages_;  // guarded by mu_
   std::vector<Change> earlier_;                      // guarded by mu_
+  // Who has each sealed place, read and changed through std::atomic_ref
+  // (the collector copies entries without the lock; docs/architecture.md,
+  // "Buckets"). Every byte is kSealPending while there is no seal. The
+  // array and its size change under mu_ only while nothing is sealed.
+  enum SealState : uint8_t {
+    kSealPending = 0,     // sealed, not collected
+    kSealCollecting = 1,  // the collector is copying the entry
+    kSealCollected = 2,   // copied: a writer may change the entry
+    kSealKeptAside = 3,   // a writer kept the sealed value in preimages_
+  };
+  struct FreeDelete {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t[], FreeDelete> seal_states_;  // guarded as above
+  size_t seal_states_size_ = 0;
 };
 
 // The buckets of a graph, by name. Built once at start; lookups are lock-free.
