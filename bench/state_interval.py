@@ -5,9 +5,11 @@
 a state directory and with one checkpointed every second, for each binary given (an older
 build next to the current one, say), in turn, ROUNDS times; prints each run and the medians.
 
-    python3 -u bench/state_interval.py [--messages N] [--keys K] [--rounds R] [BIN ...]
+    python3 -u bench/state_interval.py [--messages N] [--keys K] [--rounds R]
+        [--transforms both|window|bucket|none] [BIN ...]
 
-With no BIN, build/kayak alone. docs/benchmarks.md, "State at scale".
+With no BIN, build/kayak alone. `--transforms` keeps one of the two stateful transforms (or
+neither), to see which one a difference comes from. docs/benchmarks.md, "State at scale".
 """
 import argparse
 import os
@@ -20,12 +22,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pipelines as P  # noqa: E402
 
 
-def config(data, out):
-    return (f"buckets:\n  sums: {{}}\npipelines:\n  p:\n    input: {{file: {{path: {data}}}}}\n"
-            f"    transforms:\n      - rolling_window: {{key: k, field: v, window_messages: 10,"
-            f" aggregates: [count, sum]}}\n"
-            f"      - bucket: {{name: sums, key: k, op: add, field: v, as: total}}\n"
-            f"    outputs: [{{file: {{path: {out}}}}}]\n")
+WINDOW = ("      - rolling_window: {key: k, field: v, window_messages: 10,"
+          " aggregates: [count, sum]}\n")
+BUCKET = "      - bucket: {name: sums, key: k, op: add, field: v, as: total}\n"
+TRANSFORMS = {"both": WINDOW + BUCKET, "window": WINDOW, "bucket": BUCKET, "none": ""}
+
+
+def config(data, out, transforms="both"):
+    chain = TRANSFORMS[transforms]
+    return ("buckets:\n  sums: {}\n" if BUCKET in chain else "") + \
+        (f"pipelines:\n  p:\n    input: {{file: {{path: {data}}}}}\n") + \
+        (f"    transforms:\n{chain}" if chain else "") + \
+        f"    outputs: [{{file: {{path: {out}}}}}]\n"
 
 
 def main():
@@ -33,6 +41,7 @@ def main():
     ap.add_argument("--messages", type=int, default=500_000)
     ap.add_argument("--keys", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--transforms", choices=sorted(TRANSFORMS), default="both")
     ap.add_argument("bins", nargs="*", default=[P.KAYAK])
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="kayak-bench-state-")
@@ -47,7 +56,7 @@ def main():
                 for mode, interval in (("no state dir", None), ("--state-dir, 1 s", 1)):
                     out = tempfile.mkdtemp(dir=work)
                     state = os.path.join(work, "state") if interval else None
-                    rate, rss, cps, pause = P.timed_run(work, config(data, out), a.messages,
+                    rate, rss, cps, pause = P.timed_run(work, config(data, out, a.transforms), a.messages,
                                                         interval, state)
                     shutil.rmtree(out, ignore_errors=True)
                     if state:
