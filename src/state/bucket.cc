@@ -210,21 +210,20 @@ void Bucket::Seal() {
   if (HasSeal()) CollectSealed(&earlier);
   std::lock_guard lock(mu_);
   for (auto& c : earlier) earlier_.push_back(std::move(c));
+  if (touched_.size() > seal_states_size_) {
+    // Before anything is sealed, so a failure leaves no seal behind.
+    // Zeroed (kSealPending) by calloc; a big one is fresh pages from the
+    // kernel, touched only as the places are.
+    const size_t size = std::max(touched_.size(), 2 * seal_states_size_);
+    std::unique_ptr<uint8_t[], FreeDelete> states(static_cast<uint8_t*>(std::calloc(size, 1)));
+    if (states == nullptr) throw std::bad_alloc();
+    seal_states_ = std::move(states);
+    seal_states_size_ = size;
+  }
   sealed_ = true;
   sealed_epoch_ = epoch_++;
   sealed_nodes_.swap(touched_);
   touched_.clear();
-  if (sealed_nodes_.size() > seal_states_size_) {
-    // Zeroed (kSealPending) by calloc; a big one is fresh pages from the
-    // kernel, touched only as the places are.
-    const size_t size = std::max(sealed_nodes_.size(), 2 * seal_states_size_);
-    seal_states_.reset(static_cast<uint8_t*>(std::calloc(size, 1)));
-    if (seal_states_ == nullptr) {
-      seal_states_size_ = 0;
-      throw std::bad_alloc();
-    }
-    seal_states_size_ = size;
-  }
   // Sized like the last epoch's: a bulk load does not grow it by doubling
   // (the pages are not touched until used).
   touched_.reserve(sealed_nodes_.size());
