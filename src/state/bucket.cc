@@ -151,7 +151,7 @@ void Bucket::BeforeChangeLocked(Node* node) {
     if (s == kSealPending) {
       if (state.compare_exchange_weak(s, kSealKeptAside, std::memory_order_acq_rel,
                                       std::memory_order_acquire)) {
-        preimages_.try_emplace(slot.place, ChangeOf(node->first, slot));
+        preimages_.push_back(ChangeOf(node->first, slot));
         return;
       }
       continue;  // s holds the state now
@@ -256,7 +256,6 @@ void Bucket::CollectSealed(std::vector<Change>* out) {
   uint8_t* states = seal_states_.get();
   lock.unlock();
   out->reserve(out->size() + n);
-  std::vector<uint32_t> kept;  // places a writer claimed first
   constexpr size_t kAhead = 8;  // entries asked for ahead: their cache misses overlap
   for (size_t i = 0; i < std::min(n, kAhead); ++i) {
     if (const Node* node = nodes[i]; node != nullptr) __builtin_prefetch(node);
@@ -270,8 +269,7 @@ void Bucket::CollectSealed(std::vector<Change>* out) {
     uint8_t s = kSealPending;
     if (!state.compare_exchange_strong(s, kSealCollecting, std::memory_order_acq_rel,
                                        std::memory_order_acquire)) {
-      kept.push_back(static_cast<uint32_t>(i));  // kSealKeptAside
-      continue;
+      continue;  // kSealKeptAside: a writer's, in preimages_
     }
     // The place is the collector's until it says it is done, even if the
     // copy throws.
@@ -287,11 +285,8 @@ void Bucket::CollectSealed(std::vector<Change>* out) {
     }
   }
   lock.lock();
-  for (uint32_t place : kept) {
-    if (auto pre = preimages_.find(place); pre != preimages_.end()) {
-      out->push_back(std::move(pre->second));  // changed or dropped after the seal
-    }
-  }
+  // The places writers claimed: changed or dropped after the seal.
+  for (auto& pre : preimages_) out->push_back(std::move(pre));
   for (auto& key : sealed_dropped_) out->push_back(Change{std::move(key), true, 0, 0, {}});
   DropSealLocked();
   lock.unlock();

@@ -171,14 +171,16 @@ class Bucket {
   std::vector<Node*> touched_;                // guarded by mu_
   absl::flat_hash_set<std::string> dropped_;  // guarded by mu_
   // The seal not yet collected: its entries and dropped keys, its epoch,
-  // and by place the sealed values of the entries changed or dropped since
-  // (copy on write); `earlier_`: a seal collected when another came before
-  // its checkpoint did.
+  // and the sealed values of the entries changed or dropped since (copy on
+  // write); `earlier_`: a seal collected when another came before its
+  // checkpoint did.
   bool sealed_ = false;                              // guarded by mu_
   uint32_t sealed_epoch_ = 0;                        // guarded by mu_
   std::vector<Node*> sealed_nodes_;                  // guarded by mu_
   absl::flat_hash_set<std::string> sealed_dropped_;  // guarded by mu_
-  absl::flat_hash_map<uint32_t, Change> preimages_;  // guarded by mu_
+  // One a place a writer claimed, in the order claimed (emptied, not
+  // freed, with the seal: the next one reuses the memory).
+  std::vector<Change> preimages_;                    // guarded by mu_
   std::vector<Change> earlier_;                      // guarded by mu_
   // Who has each sealed place, read and changed through std::atomic_ref
   // (the collector copies entries without the lock; docs/architecture.md,

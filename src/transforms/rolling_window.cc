@@ -191,6 +191,17 @@ class RollingWindow final : public Transform {
       }
       while (p < pre_at.size()) kept();
       e = std::move(m);
+      // Their memory back to the seal for the next one (the pipeline fills
+      // it without growing it again, nor faulting its pages in).
+      std::lock_guard lock(mu_);
+      if (seal_.pre.empty() && seal_.pre.capacity() < pre.capacity()) {
+        pre.clear();
+        seal_.pre.swap(pre);
+      }
+      if (seal_.pre_at.empty() && seal_.pre_at.capacity() < pre_at.capacity()) {
+        pre_at.clear();
+        seal_.pre_at.swap(pre_at);
+      }
     }
     e.U64(dropped.size());
     for (const std::string& key : dropped) e.Str(key);
