@@ -191,8 +191,11 @@ class RollingWindow final : public Transform {
       }
       while (p < pre_at.size()) kept();
       e = std::move(m);
-      // Their memory back to the seal for the next one (the pipeline fills
-      // it without growing it again, nor faulting its pages in).
+    }
+    {
+      // The kept keys' memory back to the seal for the next one (the
+      // pipeline fills it without growing it again, nor faulting its pages
+      // in).
       std::lock_guard lock(mu_);
       if (seal_.pre.empty() && seal_.pre.capacity() < pre.capacity()) {
         pre.clear();
