@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -10,9 +11,6 @@
 #include <string>
 #include <vector>
 
-#include <cstdlib>
-
-#include <absl/container/flat_hash_map.h>
 #include <absl/container/flat_hash_set.h>
 
 #include "common/json_util.h"
@@ -184,7 +182,7 @@ class Bucket {
   std::vector<Change> earlier_;                      // guarded by mu_
   // Who has each sealed place, read and changed through std::atomic_ref
   // (the collector copies entries without the lock; docs/architecture.md,
-  // "Buckets"). Every byte is kSealPending while there is no seal. The
+  // "How a barrier travels", step 4). Every byte is kSealPending while there is no seal. The
   // array and its size change under mu_ only while nothing is sealed.
   enum SealState : uint8_t {
     kSealPending = 0,     // sealed, not collected
