@@ -7,23 +7,16 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
-#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "test_util.h"
+
 namespace kayak::http {
 namespace {
 
-// Whether this kernel lets this process use io_uring: 0 lets everyone, 1
-// only privileged processes (root here; or members of io_uring_group, which
-// this test does not look at), 2 no one.
-bool KernelAllowsIoUring() {
-  std::ifstream f("/proc/sys/kernel/io_uring_disabled");
-  int v = 0;
-  if (f >> v) return v == 0 || (v == 1 && ::geteuid() == 0);
-  return true;  // kernels before 6.6 have no switch
-}
+using kayak::testing::KernelAllowsIoUring;
 
 struct Pair {
   int near = -1;  // the server's end, non-blocking like the listener's sockets

@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "kayak/ingest.h"
 #include "server/batch_send.h"
+#include "server/ring_read.h"
 
 namespace kayak::http {
 
@@ -160,7 +161,7 @@ class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(Socket socket, const ServerLimits& limits, const Handler& handler,
           const AsyncHandler& async, IngestRouter* ingest, AnswerQueue* answers,
-          std::atomic<size_t>* live)
+          RingReader* ring, std::atomic<size_t>* live)
       : socket_(std::move(socket)),
         timer_(socket_.get_executor()),
         buffer_(limits.max_header_bytes + 4 * kReadSize),
@@ -169,6 +170,7 @@ class Session : public std::enable_shared_from_this<Session> {
         async_(async),
         ingest_(ingest),
         answers_(answers),
+        ring_(ring),
         live_(live) {}
   ~Session() { live_->fetch_sub(1); }
 
@@ -233,6 +235,15 @@ class Session : public std::enable_shared_from_this<Session> {
     // buffer holds at most a header and one read.
     const size_t room = buffer_.max_size() - buffer_.size();
     if (room == 0) return OnRequest(bhttp::error::header_limit);
+    // Through the ring where the kernel has one: no system call of this
+    // connection's own (src/server/ring_read.h).
+    if (ring_ != nullptr && ring_->Ready()) {
+      const auto into = buffer_.prepare(std::min(kReadSize, room));
+      reading_in_ring_ = true;
+      ring_->Read(socket_.native_handle(), into.data(), into.size(), shared_from_this(),
+                  &Session::AfterRingRead);
+      return;
+    }
     // An async read, not a wait then a read: Asio (1.74's reactor too)
     // tries a read at once only while the last one filled its buffer
     // (try_speculative_), so after an answer, when the last read drained the
@@ -249,6 +260,19 @@ class Session : public std::enable_shared_from_this<Session> {
           }
           self->Parse();
         });
+  }
+
+  static void AfterRingRead(void* owner, int result) {
+    auto* self = static_cast<Session*>(owner);
+    self->reading_in_ring_ = false;
+    if (self->closed_) return;
+    if (result <= 0) {
+      // End of stream, a reset: nothing to answer.
+      self->Close();
+      return;
+    }
+    self->buffer_.commit(static_cast<size_t>(result));
+    self->Parse();
   }
 
   // A fresh response for the Beast path (an ingest answer is written
@@ -417,7 +441,10 @@ class Session : public std::enable_shared_from_this<Session> {
     if (closed_) return;
     closed_ = true;
     beast::error_code ec;
-    socket_.shutdown(tcp::socket::shutdown_send, ec);
+    // A read in the ring ends (with 0) only when the socket's receiving side
+    // is shut down too: closing the descriptor does not end it.
+    socket_.shutdown(reading_in_ring_ ? tcp::socket::shutdown_both : tcp::socket::shutdown_send,
+                     ec);
     socket_.close(ec);
     timer_.cancel();
   }
@@ -435,12 +462,14 @@ class Session : public std::enable_shared_from_this<Session> {
   const AsyncHandler& async_;
   IngestRouter* ingest_;
   AnswerQueue* answers_;
+  RingReader* ring_;  // null: read through Asio
   std::atomic<std::thread::id> posting_thread_{};  // set while Post runs
   std::string raw_;   // an ingest answer being written
   std::atomic<size_t>* live_;
   bool keep_alive_ = false;
   bool first_request_ = true;
   bool closed_ = false;
+  bool reading_in_ring_ = false;  // a read of buffer_ is in the ring
 };
 
 AnswerQueue::Answers& AnswerQueue::Held() {
@@ -522,6 +551,9 @@ struct Server::Impl {
   asio::io_context io{kThreads};
   Acceptor acceptor{io.get_executor()};
   AnswerQueue answers{io.get_executor()};
+  // After `io`: destroyed first, it lets go of the sessions whose reads it
+  // held (they deregister their sockets from `io`).
+  RingReader ring{io.get_executor()};
   std::vector<std::thread> threads;
 
   void Accept() {
@@ -535,7 +567,7 @@ struct Server::Impl {
         } else {
           live.fetch_add(1);
           std::make_shared<Session>(std::move(socket), limits, handler, async, ingest, &answers,
-                                    &live)
+                                    &ring, &live)
               ->Start();
         }
       }

@@ -605,3 +605,20 @@ class ListenerTest(KayakTest):
             for sock in held:
                 sock.close()
         wait_for(self.alive, what="the listener to serve again once connections closed")
+
+
+class ListenerWithoutRingTest(ListenerTest):
+    """The same edges with requests read through Asio, one `recv` each, as on a kernel that
+    refuses io_uring (the listener otherwise reads in a ring: src/server/ring_read.h)."""
+
+    def start(self, config, **kw):
+        kw["env"] = dict(kw.get("env") or {}, KAYAK_NO_IO_URING_READS="1")
+        return super().start(config, **kw)
+
+    def test_requests_are_read_without_the_ring_and_posts_get_through(self):
+        self.assertTrue(self.alive())
+        status, _, body = request("POST", self.s.url + "/ingest/orders",
+                                  b'{"id":1}\n{"id":2}\n')
+        self.assertEqual(status, 202, body)
+        wait_for(lambda: "read one at a time" in self.s.stderr(),
+                 what="the listener to say it reads without the ring")

@@ -1,6 +1,9 @@
 #include "test_util.h"
 
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
+
+#include <fstream>
 
 namespace kayak::testing {
 
@@ -44,5 +47,12 @@ std::vector<std::string> Payloads(Batch& b) {
 }
 
 Json FieldsOf(Message& m) { return Json::parse(m.payload()); }
+
+bool KernelAllowsIoUring() {
+  std::ifstream f("/proc/sys/kernel/io_uring_disabled");
+  int v = 0;
+  if (f >> v) return v == 0 || (v == 1 && ::geteuid() == 0);
+  return true;  // kernels before 6.6 have no switch
+}
 
 }  // namespace kayak::testing

@@ -27,4 +27,9 @@ std::vector<std::string> Payloads(Batch& b);
 // Parsed payload of a message.
 Json FieldsOf(Message& m);
 
+// Whether this kernel lets this process use io_uring: 0 in
+// kernel.io_uring_disabled lets everyone, 1 only privileged processes (root
+// here; or members of io_uring_group, not looked at), 2 no one.
+bool KernelAllowsIoUring();
+
 }  // namespace kayak::testing
