@@ -472,7 +472,15 @@ Status Bucket::Compact(std::string_view base, const std::vector<std::string_view
   std::vector<const Change*> written, dropped;
   LastOf(lists, &written, &dropped);
   absl::flat_hash_map<absl::string_view, size_t> newest;
-  if (!base.empty()) {  // else nothing to leave out: the changes are every entry
+  // A chain with no entry (no chain, or the full chunk of an empty bucket
+  // and no delta: the first checkpoint after a start, say) has nothing for
+  // the changes to leave out, and no table of their keys is built.
+  uint64_t base_entries = 0;
+  if (!base.empty()) {
+    checkpoint::Decoder d(base);
+    if (!d.U64(&base_entries) || base_entries > base.size()) return corrupt("is short");
+  }
+  if (base_entries > 0 || !deltas.empty()) {
     // Sized once for every key the deltas and changes write: growing a table
     // of a million keys rehashes every key it holds, each a cache miss.
     uint64_t keys = written.size() + dropped.size();

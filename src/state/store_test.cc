@@ -543,6 +543,37 @@ TEST(BucketChainTest, ChangesCompactedWithTheChainEncodeLikeAFullSave) {
   EXPECT_TRUE(changes.empty());
 }
 
+// The first checkpoint after a start: the changes over the full chunk of an
+// empty bucket (no table of their keys is built for that) compact to a full
+// save, whichever lists they came in.
+TEST(BucketChainTest, ChangesOverTheChunkOfAnEmptyBucketCompactLikeAFullSave) {
+  Bucket b("b", 10'000);
+  std::string empty;
+  b.SaveState(&empty);
+  b.TrackChanges();
+  auto set = [&](int k, int64_t t) {
+    ASSERT_TRUE(b.Update("k" + std::to_string(k), t, [&](Json& x, bool) {
+                   x = Json{{"n", k}, {"t", t}};
+                   return Status::Ok();
+                 }).ok());
+  };
+  std::vector<std::vector<Bucket::Change>> lists(2);
+  for (int i = 0; i < 300; ++i) set(i % 120, 1000 + i);
+  b.TakeChanges(/*all=*/false, &lists[0]);
+  for (int i = 0; i < 50; ++i) set(i % 30, 2000 + i);  // rewrites, in a second list
+  b.Expire(10'990);  // drops keys not written since 990 (none) ...
+  b.Expire(11'250);  // ... and those not written since 1250: some of the first list's
+  b.TakeChanges(false, &lists[1]);
+  std::string want, got;
+  b.SaveState(&want);
+  ASSERT_TRUE(Bucket::Compact(empty, {}, lists, &got).ok());
+  EXPECT_EQ(got, want);
+  lists.pop_back();  // the first list alone is not the bucket
+  got.clear();
+  ASSERT_TRUE(Bucket::Compact(empty, {}, lists, &got).ok());
+  EXPECT_NE(got, want);
+}
+
 // A full chunk and the deltas of the checkpoints after it restore the same
 // bucket (entries, values, last writes and write order) as a full save,
 // whatever was written, rewritten, expired and written again in between,

@@ -278,12 +278,25 @@ class RollingWindow final : public Transform {
     absl::flat_hash_map<absl::string_view, size_t> newest;
     uint64_t late = 0, n = 0;
     std::string_view key;
+    // One delta over a full chunk of no key (the first checkpoint after a
+    // start, say): every key it writes is kept (a delta names a key once),
+    // and no table of them is built.
+    uint64_t base_keys = 0;
+    if (!base.empty()) {
+      checkpoint::Decoder d(base);
+      if (!d.U64(&base_keys)) return corrupt();
+    }
+    const bool keep_all = base_keys == 0 && deltas.size() == 1;
+    if (keep_all) {
+      checkpoint::Decoder d(deltas[0]);
+      if (!d.U64(&late)) return corrupt();
+    }
     // Sized once for the deltas' written keys: growing a table of a million
     // keys rehashes every key it holds, each a cache miss.
     uint64_t written = 0;
-    for (std::string_view delta : deltas) {
-      checkpoint::Decoder d(delta);
-      if (!d.U64(&n) || !d.U64(&n) || n > delta.size()) return corrupt();
+    for (size_t i = 0; !keep_all && i < deltas.size(); ++i) {
+      checkpoint::Decoder d(deltas[i]);
+      if (!d.U64(&n) || !d.U64(&n) || n > deltas[i].size()) return corrupt();
       written += n;
     }
     newest.reserve(written);
@@ -294,7 +307,7 @@ class RollingWindow final : public Transform {
       absl::string_view key;
       size_t from = 0, to = 0;  // the key's bytes in its chunk
     } run[kRun];
-    for (size_t i = deltas.size(); i-- > 0;) {
+    for (size_t i = keep_all ? 0 : deltas.size(); i-- > 0;) {
       checkpoint::Decoder d(deltas[i]);
       uint64_t delta_late = 0;
       if (!d.U64(&delta_late) || !d.U64(&n)) return corrupt();
@@ -330,11 +343,13 @@ class RollingWindow final : public Transform {
           if (!d->View(&key) || !SkipKeyRest(d)) return false;
           run[r].to = d->pos();
           run[r].key = absl::string_view(key.data(), key.size());
-          newest.prefetch(run[r].key);
+          if (!keep_all) newest.prefetch(run[r].key);
         }
         for (size_t r = 0; r < m; ++r) {
-          auto it = newest.find(run[r].key);
-          if (it == newest.end() ? level != 0 : it->second != level) continue;
+          if (!keep_all) {
+            auto it = newest.find(run[r].key);
+            if (it == newest.end() ? level != 0 : it->second != level) continue;
+          }
           e.out().append(chunk.substr(run[r].from, run[r].to - run[r].from));
           ++count;
         }

@@ -283,6 +283,40 @@ TEST_F(TransformTest, RollingWindowDeltasRestoreTheWindows) {
   }
 }
 
+// The first checkpoint after a start: one delta over the full state of an
+// empty window (no table of its keys is built for that) compacts to the
+// full state, keys evicted in between left out.
+TEST_F(TransformTest, RollingWindowOneDeltaOverAnEmptyStateCompactsToTheFullState) {
+  const std::string cfg = "rolling_window: {key: k, field: value, window_messages: 3, "
+                          "max_keys: 50}";
+  auto t = Make(cfg);
+  std::string empty;
+  t->SaveState(&empty);
+  for (int i = 0; i < 500; ++i) {
+    Batch b = MakeBatch({"{\"k\":\"k" + std::to_string((i * 7) % 70) + "\",\"value\":" +
+                         std::to_string(i) + "}"});
+    ASSERT_TRUE(t->Process(&b).ok());
+  }
+  std::string delta, want, got;
+  ASSERT_TRUE(t->SaveDelta(&delta));
+  t->SaveState(&want);
+  ASSERT_TRUE(t->CompactState(empty, std::vector<std::string_view>{delta}, &got).ok());
+  EXPECT_EQ(got, want);
+  // Two deltas over it (the table again): the second one's keys win.
+  for (int i = 0; i < 40; ++i) {
+    Batch b = MakeBatch({"{\"k\":\"k" + std::to_string(i % 9) + "\",\"value\":1}"});
+    ASSERT_TRUE(t->Process(&b).ok());
+  }
+  std::string second;
+  ASSERT_TRUE(t->SaveDelta(&second));
+  want.clear();
+  got.clear();
+  t->SaveState(&want);
+  ASSERT_TRUE(
+      t->CompactState(empty, std::vector<std::string_view>{delta, second}, &got).ok());
+  EXPECT_EQ(got, want);
+}
+
 // A delta sealed at the barrier and collected later (on the coordinator's
 // thread) is byte for byte the delta SaveDelta would have written at the
 // seal, however the window changed meanwhile: keys written again, expired,
