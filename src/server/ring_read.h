@@ -8,7 +8,7 @@
 // `recv` when its data arrives, and the I/O thread collects the finished
 // ones in a batch when epoll says the ring has completions (its descriptor
 // is watched through Asio like a socket). docs/benchmarks.md, "http ingest:
-// reads in a ring".
+// requests read in a ring".
 //
 // The ring is set up with IORING_SETUP_COOP_TASKRUN: the kernel finishes a
 // read on the I/O thread's next entry into the kernel, or wakes it if it
