@@ -29,7 +29,7 @@ PACKAGES=(
   nats-server redis-server redis-tools mosquitto mosquitto-clients  # their real servers, for tests
   libgtest-dev libgmock-dev
   libbenchmark-dev       # Google Benchmark: the micro benchmarks in bench/micro
-  clang libfuzzer-14-dev # the fuzz target over the http input's request path
+  clang libfuzzer-14-dev libclang-rt-14-dev # the fuzz targets (libFuzzer and its ASan/UBSan runtimes for clang)
   python3 curl procps    # end-to-end tests drive the real binary
   iproute2               # `ss`: a test waits until the listener's sockets to slow readers are full
   zstd                   # the s3 tests read zstd objects back with its command line
