@@ -14,6 +14,14 @@ namespace kayak {
 using Json = nlohmann::ordered_json;
 
 
+// JSON text of `j` that never throws: bytes that are not UTF-8 (an id, a key
+// or a body a client sent) become U+FFFD. Every JSON the server writes goes
+// through it; nlohmann's plain dump() throws on such bytes.
+template <class J>
+std::string DumpJson(const J& j) {
+  return j.dump(-1, ' ', false, J::error_handler_t::replace);
+}
+
 // Returns the value at `path`, or nullptr when any step is missing.
 const Json* LookupPath(const Json& root, const FieldPath& path);
 

@@ -1,5 +1,7 @@
 #include "common/ndjson.h"
 
+#include "common/json_util.h"
+
 #include <nlohmann/json.hpp>
 #include <simdjson.h>
 
@@ -20,15 +22,23 @@ std::string_view Trim(std::string_view s) {
 // simdjson checks the common case about nine times faster than nlohmann
 // (docs/benchmarks.md); what it refuses is asked of nlohmann, which parses
 // the messages later, so that exactly what nlohmann takes is accepted
-// (simdjson refuses integers beyond 64 bits and nesting deeper than 1024,
-// which nlohmann takes).
+// (simdjson refuses integers beyond 64 bits, which nlohmann takes). Both
+// paths refuse nesting deeper than kMaxJsonDepth.
 namespace {
 
 // One parser a thread, reused; its buffers grow to the largest text it
 // checked, so large texts go to nlohmann only.
 constexpr size_t kSimdjsonMax = 64 * 1024;
 simdjson::dom::parser& Parser() {
-  thread_local simdjson::dom::parser parser;
+  thread_local simdjson::dom::parser parser = [] {
+    simdjson::dom::parser p;
+    // simdjson counts the root's scope, kayak does not: one more. Later
+    // growth keeps the depth (ensure_capacity passes max_depth() on).
+    // Should it fail, the first parse allocates with simdjson's own depth
+    // (1024), and what simdjson refuses goes to the bounded fallback.
+    [[maybe_unused]] const auto error = p.allocate(4096, kMaxJsonDepth + 1);
+    return p;
+  }();
   return parser;
 }
 
@@ -89,8 +99,30 @@ bool MembersFromStructurals(std::string_view text, size_t* root, std::vector<jte
 
 }  // namespace
 
+bool JsonDepthWithin(std::string_view text, int max_depth) {
+  int depth = 0;
+  const size_t n = text.size();
+  for (size_t i = 0; i < n; ++i) {
+    const char c = text[i];
+    if (c == '"') {
+      // To the closing quote, past escapes (an unclosed string ends the text).
+      for (++i; i < n && text[i] != '"'; ++i) {
+        if (text[i] == '\\') ++i;
+      }
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return false;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return true;
+}
+
+// simdjson's depth check is what bounds its own accepted texts; the
+// fallback (nlohmann's iterative accept) is bounded by the scan.
 bool IsJson(std::string_view text, size_t readable_after) {
-  return SimdjsonTakes(text, readable_after) || nlohmann::json::accept(text);
+  return SimdjsonTakes(text, readable_after) ||
+         (JsonDepthWithin(text) && nlohmann::json::accept(text));
 }
 
 bool IsJsonIndexed(std::string_view text, size_t readable_after, bool* indexed, size_t* root,
@@ -100,7 +132,7 @@ bool IsJsonIndexed(std::string_view text, size_t readable_after, bool* indexed, 
     *indexed = MembersFromStructurals(text, root, members);
     return true;
   }
-  return nlohmann::json::accept(text);
+  return JsonDepthWithin(text) && nlohmann::json::accept(text);
 }
 
 bool NormalizeIngestBody(std::string_view body, std::string* payload, size_t* messages,
@@ -117,7 +149,7 @@ bool NormalizeIngestBody(std::string_view body, std::string* payload, size_t* me
     if (all.find('\n') == std::string_view::npos) {
       payload->assign(all);
     } else {
-      *payload = nlohmann::json::parse(all).dump();
+      *payload = DumpJson(nlohmann::json::parse(all));
     }
     *messages = 1;
     return true;
@@ -134,7 +166,10 @@ bool NormalizeIngestBody(std::string_view body, std::string* payload, size_t* me
     if (!line.empty()) {
       if (!IsJson(line)) {
         *error = "line " + std::to_string(line_no) +
-                 " is not JSON; the body must be one JSON value or NDJSON";
+                 (JsonDepthWithin(line)
+                      ? " is not JSON; the body must be one JSON value or NDJSON"
+                      : " nests arrays and objects more than " + std::to_string(kMaxJsonDepth) +
+                            " deep, the limit");
         payload->clear();
         *messages = 0;
         return false;

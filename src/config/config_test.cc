@@ -7,6 +7,8 @@
 #include "components.h"
 #include "config/loader.h"
 #include "config/server_config.h"
+#include "config/yaml_load.h"
+#include "common/utf8.h"
 #include "engine/engine.h"
 
 namespace kayak {
@@ -84,6 +86,41 @@ TEST(Config, ManyMistakesReportedAtOnceWithLineAndColumn) {
 // The property table carries the rules: ranges, choices and non-empty
 // values are checked at load, at the option's value, with the same words the
 // docs show; no component checks them by hand.
+TEST(Utf8, FindsTheFirstByteThatIsNotUtf8) {
+  EXPECT_EQ(FirstInvalidUtf8("plain caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), 20u);
+  EXPECT_EQ(FirstInvalidUtf8("ab\xff"), 2u);
+  EXPECT_EQ(FirstInvalidUtf8("\xc0\x80"), 0u);          // overlong NUL
+  EXPECT_EQ(FirstInvalidUtf8("x\xed\xa0\x80"), 1u);    // a surrogate
+  EXPECT_EQ(FirstInvalidUtf8("\xf4\x90\x80\x80"), 0u);  // past U+10FFFF
+  EXPECT_EQ(FirstInvalidUtf8("\xe2\x82"), 0u);          // cut short
+}
+
+// What came from outside is bounded before anything walks it: bytes that are
+// not UTF-8, nesting, aliases expanding, repeated keys; with line numbers.
+TEST(Config, YamlIsReadWithinBounds) {
+  ExpectError(CheckText("pipelines:\n  p:\n    # caf\xe9\n"), "3:10", "not UTF-8");
+  std::string deep = "x: ";
+  for (int i = 0; i < kMaxYamlDepth; ++i) deep += "[";
+  for (int i = 0; i < kMaxYamlDepth; ++i) deep += "]";
+  EXPECT_NE(CheckText(deep + "\n").find("nested more than 128"), std::string::npos);
+  std::string bomb = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 9; ++i) {
+    bomb += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int k = 0; k < 10; ++k) bomb += (k ? ", *a" : "*a") + std::to_string(i - 1);
+    bomb += "]\n";
+  }
+  EXPECT_NE(CheckText(bomb).find("expands to more than"), std::string::npos);
+  // A few aliases (defaults shared by pipelines) are fine.
+  YAML::Node root;
+  ErrorList errors;
+  EXPECT_TRUE(LoadYamlBounded("d: &d {a: 1}\nx: *d\ny: *d\n", "f", &root, &errors))
+      << errors.ToString();
+  ServerConfig sc;
+  ErrorList se;
+  EXPECT_FALSE(LoadServerConfigText("listen: 127.0.0.1:1\nlisten: 127.0.0.1:2\n", "s.yaml", &sc, &se));
+  EXPECT_NE(se.ToString().find("duplicate key 'listen'"), std::string::npos) << se.ToString();
+}
+
 TEST(Config, PropertyTableRules) {
   const std::string text =
       "pipelines:\n"                                                       // 1

@@ -1,5 +1,7 @@
 #include "config/loader.h"
 
+#include "config/yaml_load.h"
+
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -405,26 +407,6 @@ class GraphLoader {
   std::set<std::string> bucket_names_;
 };
 
-// YAML allows a parser to keep either of two equal keys; kayak refuses them.
-void CheckDuplicateKeys(const YAML::Node& node, const std::string& file, ErrorList* errors,
-                        int depth = 0) {
-  if (depth > 64) {
-    errors->Add(MarkOf(file, node), "the config is nested more than 64 levels deep");
-    return;
-  }
-  if (node.IsSequence()) {
-    for (const auto& e : node) CheckDuplicateKeys(e, file, errors, depth + 1);
-  } else if (node.IsMap()) {
-    std::set<std::string> seen;
-    for (const auto& kv : node) {
-      if (kv.first.IsScalar() && !seen.insert(kv.first.Scalar()).second) {
-        errors->Add(MarkOf(file, kv.first), "duplicate key '" + kv.first.Scalar() + "'");
-      }
-      CheckDuplicateKeys(kv.second, file, errors, depth + 1);
-    }
-  }
-}
-
 }  // namespace
 
 void InterpolateEnv(YAML::Node node, const std::string& file, ErrorList* errors) {
@@ -454,14 +436,8 @@ void InterpolateEnv(YAML::Node node, const std::string& file, ErrorList* errors)
 bool LoadGraphText(const std::string& text, const std::string& file,
                    const ComponentRegistry& registry, GraphSpec* out, ErrorList* errors) {
   YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    SourceMark m{file, e.mark.line + 1, e.mark.column + 1};
-    errors->Add(m, "YAML syntax error: " + e.msg);
-    return false;
-  }
-  CheckDuplicateKeys(root, file, errors);
+  // Duplicate keys are refused there: YAML lets a parser keep either.
+  if (!LoadYamlBounded(text, file, &root, errors)) return false;
   InterpolateEnv(root, file, errors);
   out->root = root;
   GraphLoader(file, registry, errors).Load(root, out);

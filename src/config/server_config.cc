@@ -1,5 +1,7 @@
 #include "config/server_config.h"
 
+#include "config/yaml_load.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
@@ -30,13 +32,7 @@ bool IntOf(const YAML::Node& n, int64_t min, int64_t* out, int64_t max = INT64_M
 bool LoadServerConfigText(const std::string& text, const std::string& file, ServerConfig* out,
                           ErrorList* errors) {
   YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    errors->Add(SourceMark{file, e.mark.line + 1, e.mark.column + 1},
-                "YAML syntax error: " + e.msg);
-    return false;
-  }
+  if (!LoadYamlBounded(text, file, &root, errors)) return false;
   InterpolateEnv(root, file, errors);
   if (root.IsNull() || !root.IsDefined()) return errors->empty();
   if (!root.IsMap()) {

@@ -1,4 +1,5 @@
 #include "engine/graph_manager.h"
+#include "common/json_util.h"
 
 #include <algorithm>
 #include <chrono>
@@ -106,7 +107,11 @@ void GraphManager::ChangeLoop() {
       KLOG_ERROR("graph: a change failed: {}", e.what());
       a = {Outcome::kFailed, Json{{"error", std::string("the change failed: ") + e.what()}}};
     }
-    c.done(std::move(a));
+    try {
+      c.done(std::move(a));
+    } catch (const std::exception& e) {
+      KLOG_ERROR("graph: a change's answer could not be sent: {}", e.what());
+    }
   }
 }
 
@@ -347,7 +352,7 @@ Status GraphManager::Persist() const {
          {"pipelines", entries(pipelines_)}};
   const std::string dir = opt_.engine.state_dir + "/graph";
   KAYAK_RETURN_IF_ERROR(CreateDirsDurably(dir));
-  const std::string bytes = checkpoint::Frame(checkpoint::FileKind::kGraph, j.dump());
+  const std::string bytes = checkpoint::Frame(checkpoint::FileKind::kGraph, DumpJson(j));
   KAYAK_RETURN_IF_ERROR(checkpoint::WriteFileSynced(dir + "/GRAPH.tmp", bytes));
   return checkpoint::RenameSynced(dir + "/GRAPH.tmp", dir + "/GRAPH", dir);
 }
@@ -451,7 +456,7 @@ Status GraphManager::Init(const std::string& file_text, const std::string& file_
   Json errs;
   if (!Validate(c, &spec, &errs)) {
     return Status::Invalid("the stored graph (" + opt_.engine.state_dir +
-                           "/graph/GRAPH) with the config file is not valid: " + errs.dump());
+                           "/graph/GRAPH) with the config file is not valid: " + DumpJson(errs));
   }
   KAYAK_RETURN_IF_ERROR(OpenStore());
   KAYAK_RETURN_IF_ERROR(Rebuild(c.text, /*start=*/false));
@@ -516,8 +521,14 @@ GraphManager::Answer GraphManager::Apply(Entries buckets, Entries pipelines,
   std::swap(pipelines_, pipelines);
   Publish();
   std::vector<Checkpointer::Missed> missed;
-  Status st = Rebuild(Compose(buckets_, pipelines_, "", "").text, started_, /*persist=*/true,
-                      &missed);
+  // A change is made whole or not at all: whatever stops the new graph (an
+  // error or an exception) puts the one before back.
+  Status st;
+  try {
+    st = Rebuild(Compose(buckets_, pipelines_, "", "").text, started_, /*persist=*/true, &missed);
+  } catch (const std::exception& e) {
+    st = Status::Internal(e.what());
+  }
   if (!st.ok()) {
     KLOG_ERROR("graph: the new graph did not start ({}); going back to the one before",
                st.message());

@@ -1,4 +1,5 @@
 #include "server/api.h"
+#include "common/json_util.h"
 
 #include <nlohmann/json.hpp>
 
@@ -326,7 +327,7 @@ bool Api::HandleAsync(const Request& req, IngestDone done) {
   Response refused;
   if (!Authorized(req, path, &refused)) return false;  // Handle answers 401 or 403
   auto reply = [done](const GraphManager::Answer& a) {
-    done(IngestReply{HttpStatus(a.outcome), a.body.dump(),
+    done(IngestReply{HttpStatus(a.outcome), DumpJson(a.body),
                      a.outcome == Outcome::kUnavailable ? 1u : 0u});
   };
   if (!graph_->Submit(std::move(change), reply)) {

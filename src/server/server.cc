@@ -1,4 +1,5 @@
 #include "server/server.h"
+#include "common/json_util.h"
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -28,7 +29,7 @@ using tcp = asio::ip::tcp;
 void JsonError(Response* res, unsigned status, const std::string& message) {
   res->result(status);
   res->set(bhttp::field::content_type, "application/json");
-  res->body() = nlohmann::json{{"error", message}}.dump();
+  res->body() = DumpJson(nlohmann::json{{"error", message}});
 }
 
 namespace {

@@ -1,4 +1,5 @@
 #include "state/bucket.h"
+#include "common/json_util.h"
 
 #include <algorithm>
 #include <atomic>
@@ -281,7 +282,7 @@ void Bucket::CollectSealed(std::vector<Change>* out) {
     if (const Node* node = nodes[i]; node != nullptr) {
       const Slot& slot = node->second;
       out->push_back(Change{node->first, false, slot.entry.last_write_ms, slot.write_seq,
-                            slot.entry.value.dump()});
+                            DumpJson(slot.entry.value)});
     }
   }
   lock.lock();
@@ -330,7 +331,7 @@ void Bucket::SaveState(std::string* out) {
     const Entry& entry = n->second.entry;
     e.Str(n->first);
     e.I64(entry.last_write_ms);
-    e.Str(entry.value.dump());
+    e.Str(DumpJson(entry.value));
   }
   e.AppendTo(out);
   changed_ = false;

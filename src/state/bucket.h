@@ -149,7 +149,7 @@ class Bucket {
   // its places' states back to kSealPending.
   void DropSealLocked();
   static Change ChangeOf(const std::string& key, const Slot& slot) {
-    return Change{key, false, slot.entry.last_write_ms, slot.write_seq, slot.entry.value.dump()};
+    return Change{key, false, slot.entry.last_write_ms, slot.write_seq, DumpJson(slot.entry.value)};
   }
 
   const std::string name_;

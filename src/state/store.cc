@@ -1,4 +1,5 @@
 #include "state/store.h"
+#include "common/json_util.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -482,7 +483,7 @@ Status Store::Commit(const std::string& region, uint64_t id, int64_t now_ms,
   }
   m.file = ManifestName(region, id);
   const std::string tmp = m.file + ".tmp";
-  const std::string framed = Frame(FileKind::kManifest, j.dump(), version);
+  const std::string framed = Frame(FileKind::kManifest, DumpJson(j), version);
   Status st = WriteFileSynced(dir_ + "/" + tmp, framed);
   written.push_back(tmp);
   if (!st.ok()) return fail(st);

@@ -1,6 +1,7 @@
 // file: NDJSON from a file or a glob of files, read in name order; `follow`
 // tails the last file and picks up new files that match.
 #include <fcntl.h>
+#include "common/json_util.h"
 #include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -133,7 +134,7 @@ class FileInput final : public Input {
       j["offset"] = reopen_offset_;
       if (reopen_id_.has_value()) j["id"] = IdJson(*reopen_id_);
     }
-    return j.dump();
+    return DumpJson(j);
   }
 
   Status RestorePosition(std::string_view position) override {

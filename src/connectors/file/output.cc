@@ -1,6 +1,7 @@
 // file: NDJSON parts in a directory, named part-NNNNNNNNNN.ndjson so that
 // name order is write order; a part is rolled by size or age.
 #include <dirent.h>
+#include "common/json_util.h"
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -77,7 +78,7 @@ class FileOutput final : public Output {
     j["part"] = fd_ >= 0 ? part_path_.substr(dir_.size() + 1) : "";
     j["length"] = fd_ >= 0 ? part_bytes_ : 0;
     j["next_seq"] = next_seq_;
-    *state = j.dump();
+    *state = DumpJson(j);
     return Status::Ok();
   }
 

@@ -33,11 +33,12 @@ TEST(IngestBody, OneValueOrNdjson) {
 }
 
 // The fast check (simdjson) and nlohmann, which parses messages later, must
-// agree: what either refuses that the other takes is decided by nlohmann.
+// agree: what either refuses that the other takes is decided by nlohmann,
+// within the depth limit.
 TEST(IngestBody, AcceptsExactlyWhatNlohmannParses) {
   std::string payload, error;
   size_t n = 0;
-  const std::string deep = std::string(2000, '[') + std::string(2000, ']');
+  const std::string deep = std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');
   for (const std::string& body : {std::string("123456789012345678901234567890"), deep,
                                  std::string("{\"a\":1,\"a\":2}"), std::string("\"\\u0000\"")}) {
     ASSERT_TRUE(nlohmann::json::accept(body)) << body.substr(0, 40);
@@ -50,6 +51,26 @@ TEST(IngestBody, AcceptsExactlyWhatNlohmannParses) {
     ASSERT_FALSE(nlohmann::json::accept(body)) << body;
     EXPECT_FALSE(NormalizeIngestBody(body, &payload, &n, &error)) << body;
   }
+}
+
+// Nesting is bounded on both paths (simdjson below 64 KiB, nlohmann above),
+// at the same depth; brackets inside strings do not count.
+TEST(IngestBody, RefusesNestingPastTheLimitOnBothPaths) {
+  std::string payload, error;
+  size_t n = 0;
+  const std::string pad = "\"" + std::string(70000, 'x') + "\"";
+  for (const std::string& tail : {std::string(), "," + pad}) {
+    auto nest = [&](int d) {
+      return std::string(d, '[') + "1" + tail + std::string(d, ']');
+    };
+    EXPECT_TRUE(NormalizeIngestBody(nest(kMaxJsonDepth), &payload, &n, &error)) << error;
+    EXPECT_FALSE(NormalizeIngestBody(nest(kMaxJsonDepth + 1), &payload, &n, &error));
+    EXPECT_NE(error.find("more than 128 deep"), std::string::npos) << error;
+    EXPECT_FALSE(NormalizeIngestBody(nest(200000), &payload, &n, &error));
+  }
+  EXPECT_TRUE(JsonDepthWithin("[\"[[[[\\\"[[[\"]", 1));
+  EXPECT_FALSE(JsonDepthWithin("[{}]", 1));
+  EXPECT_TRUE(JsonDepthWithin("[{}]", 2));
 }
 
 TEST(HttpUrl, Parses) {

@@ -2,6 +2,7 @@
 // With a state directory each post is logged and fsynced before its 202;
 // without one it is queued in memory (bounded) and acknowledged at once.
 #include <nlohmann/json.hpp>
+#include "common/json_util.h"
 
 #include <algorithm>
 #include <array>
@@ -21,7 +22,7 @@ namespace kayak {
 namespace {
 
 std::string ErrorBody(const std::string& message) {
-  return nlohmann::json{{"error", message}}.dump();
+  return DumpJson(nlohmann::json{{"error", message}});
 }
 
 class HttpEndpoint final : public IngestEndpoint {
@@ -205,7 +206,7 @@ class HttpInput final : public Input {
 
   bool Rewindable() const override { return true; }
   std::string SavePosition() const override {
-    return nlohmann::json{{"seq", consumed_}}.dump();
+    return DumpJson(nlohmann::json{{"seq", consumed_}});
   }
   Status RestorePosition(std::string_view position) override {
     auto j = nlohmann::json::parse(position, nullptr, false);

@@ -5,6 +5,7 @@
 // the batch's place in the output's stream, so a batch replayed after a
 // restart carries the key it had before.
 #include <cinttypes>
+#include "common/json_util.h"
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -66,7 +67,7 @@ class HttpOutput final : public Output {
   // Writes are synchronous: the state is only the count that keys batches.
   Status Checkpoint(uint64_t id, std::string* state) override {
     (void)id;
-    *state = nlohmann::json{{"sent", sent_}}.dump();
+    *state = DumpJson(nlohmann::json{{"sent", sent_}});
     return Status::Ok();
   }
   Status RestoreState(std::string_view state) override {

@@ -55,9 +55,9 @@ class HttpPollInput final : public Input {
         return Status::Unavailable("the answer has no array at `split` (" +
                                    FieldPathToString(split_) + ")");
       }
-      for (const auto& item : *items) out->messages.emplace_back(item.dump(), ts);
+      for (const auto& item : *items) out->messages.emplace_back(DumpJson(item), ts);
     } else {
-      out->messages.emplace_back(j.dump(), ts);
+      out->messages.emplace_back(DumpJson(j), ts);
     }
     return Status::Ok();
   }

@@ -19,6 +19,7 @@
 // restart whose checkpoint's marker is not visible falls back to the one
 // before (docs/durability.md, "Exactly-once into Kafka").
 #include <librdkafka/rdkafka.h>
+#include "common/json_util.h"
 
 #include <atomic>
 #include <chrono>
@@ -84,7 +85,7 @@ using Offsets = std::map<std::pair<std::string, int32_t>, int64_t>;  // next off
 std::string OffsetsToJson(const Offsets& offsets) {
   nlohmann::json j = nlohmann::json::array();
   for (const auto& [tp, off] : offsets) j.push_back({tp.first, tp.second, off});
-  return nlohmann::json{{"offsets", j}}.dump();
+  return DumpJson(nlohmann::json{{"offsets", j}});
 }
 
 bool OffsetsFromJson(std::string_view text, Offsets* out) {
@@ -108,7 +109,7 @@ rd_kafka_topic_partition_list_t* ToList(const Offsets& offsets) {
   return list;
 }
 
-std::string JsonEscape(std::string_view s) { return nlohmann::json(std::string(s)).dump(); }
+std::string JsonEscape(std::string_view s) { return DumpJson(nlohmann::json(std::string(s))); }
 
 class KafkaInput final : public Input {
  public:
@@ -667,9 +668,8 @@ class KafkaOutput final : public Output {
       pending_marker_ = NewMarker(id);
       marker_sent_ = false;
     }
-    *state = nlohmann::json{{"transactional_id", txn_.id},
-                            {"marker", txn_open_ ? pending_marker_ : committed_marker_}}
-                 .dump();
+    *state = DumpJson(nlohmann::json{{"transactional_id", txn_.id},
+                            {"marker", txn_open_ ? pending_marker_ : committed_marker_}});
     return Status::Ok();
   }
 
@@ -684,10 +684,9 @@ class KafkaOutput final : public Output {
     if (!txn_failed_.empty()) return Status::Invalid(txn_failed_);
     CrashPoint("kafka_before_marker");
     if (!marker_sent_) {
-      const std::string value = nlohmann::json{{"transactional_id", txn_.id},
+      const std::string value = DumpJson(nlohmann::json{{"transactional_id", txn_.id},
                                                {"checkpoint", id},
-                                               {"marker", pending_marker_}}
-                                    .dump();
+                                               {"marker", pending_marker_}});
       const rd_kafka_resp_err_t e =
           Produce(txn_.marker_topic, txn_.id, value, {}, /*has_key=*/true, /*partition=*/0);
       if (e) {

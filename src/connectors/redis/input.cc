@@ -9,6 +9,7 @@
 // below the restored position is acknowledged and skipped, since the state
 // already counts it.
 #include <deque>
+#include "common/json_util.h"
 #include <mutex>
 
 #include <nlohmann/json.hpp>
@@ -73,7 +74,7 @@ class RedisInput final : public Input {
     if (!stream()) return "";
     std::lock_guard lock(mu_);
     if (handed_ == redis::EntryId{0, 0}) return "";
-    return nlohmann::json{{"id", redis::IdText(handed_)}}.dump();
+    return DumpJson(nlohmann::json{{"id", redis::IdText(handed_)}});
   }
 
   Status RestorePosition(std::string_view position) override {

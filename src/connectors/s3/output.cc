@@ -12,6 +12,7 @@
 // replayed rows it already holds (its size) are passed over, not uploaded
 // under another key.
 #include <deque>
+#include "common/json_util.h"
 
 #include <nlohmann/json.hpp>
 
@@ -150,9 +151,8 @@ class S3Output final : public Output {
                       {"closed", ob.closed}, {"opened_ms", ob.opened_ms}});
     }
     for (const auto& p : queue_) pieces.push_back({p.seq, p.number, p.bytes.size()});
-    *state = nlohmann::json{{"version", 1}, {"next_seq", next_seq_}, {"objects", objs},
-                            {"pieces", pieces}, {"open_bytes", open_.size()}}
-                 .dump();
+    *state = DumpJson(nlohmann::json{{"version", 1}, {"next_seq", next_seq_}, {"objects", objs},
+                            {"pieces", pieces}, {"open_bytes", open_.size()}});
     state->push_back('\n');
     for (const auto& p : queue_) state->append(p.bytes);
     state->append(open_);

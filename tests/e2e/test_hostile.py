@@ -1,0 +1,256 @@
+"""Hostile input: no request, post or config crashes, wedges or exhausts the server.
+
+Each test starts the real binary, sends what a hostile (or careless) client would, and then
+checks that the server still answers and that what it refused is named. The ones whose input
+was accepted once (a logged post) restart the server and check it stays up.
+"""
+import json
+import os
+import signal
+import socket
+import time
+
+from harness import KayakTest, http, post_until_taken, wait_for
+
+
+def alive(s):
+    status, _, _ = http("GET", s.url + "/health")
+    return status == 200 and s.proc.poll() is None
+
+
+def raw_request(url, data, timeout=10):
+    """Sends raw bytes to the listener and returns what it answered (until it closes)."""
+    host, port = url.replace("http://", "").split(":")
+    with socket.create_connection((host, int(port)), timeout=timeout) as c:
+        c.sendall(data)
+        out = b""
+        while True:
+            try:
+                chunk = c.recv(65536)
+            except socket.timeout:
+                break
+            if not chunk:
+                break
+            out += chunk
+            if b"\r\n\r\n" in out:
+                head, _, body = out.partition(b"\r\n\r\n")
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        if len(body) >= int(line.split(b":")[1]):
+                            return out
+        return out
+
+
+PIPELINE = """
+buckets:
+  kept: {}
+pipelines:
+  web:
+    input: {http: {path: /ingest/web}}
+    transforms:
+      - bucket: {name: kept, key: k, op: set, field: v}
+    outputs: [{file: {path: out}}]
+"""
+
+
+class NonUtf8Test(KayakTest):
+    def test_ids_keys_and_bodies_that_are_not_utf8_get_answers_not_a_crash(self):
+        state = self.path("state")
+        s = self.start(PIPELINE, state_dir=state)
+        for method, path, body, want in [
+            ("DELETE", "/api/v1/pipelines/%FF", None, 404),
+            ("POST", "/api/v1/pipelines/%FF/restart", None, 404),
+            ("POST", "/api/v1/pipelines/%FF/revert", None, 404),
+            ("PUT", "/api/v1/buckets/%C0", b"{}", 400),
+            ("PUT", "/api/v1/pipelines/%FF", b"input: {dummy: {}}\n", 400),
+            ("GET", "/api/v1/pipelines/%FF", None, 404),
+            ("GET", "/api/v1/buckets/%FF", None, 404),
+            ("GET", "/api/v1/buckets/kept?key=%FF", None, 404),
+        ]:
+            status, _, text = http(method, s.url + path, body)
+            self.assertEqual(status, want, f"{method} {path}: {text}")
+            json.loads(text)  # valid JSON, the bytes replaced
+            self.assertTrue(alive(s), f"{method} {path} took the server down")
+        # A body with a byte that is not UTF-8, in a key and in a comment.
+        for body in (b"input: {dummy: {}}\n\xff: 1\n", b"# caf\xe9\ninput: {dummy: {}}\n"):
+            status, _, text = http("PUT", s.url + "/api/v1/pipelines/odd", body)
+            self.assertEqual(status, 400, text)
+            self.assertIn("UTF-8", json.loads(text)["error"])
+        # The graph manager still makes changes, whole.
+        status, _, text = http("PUT", s.url + "/api/v1/pipelines/later",
+                               b"input: {dummy: {count: 1}}\noutputs: [{file: {path: later}}]\n")
+        self.assertEqual(status, 201, text)
+        status, _, text = http("DELETE", s.url + "/api/v1/pipelines/later")
+        self.assertEqual(status, 200, text)
+        self.assertEqual(http("GET", s.url + "/api/v1/pipelines/later")[0], 404)
+        self.assertEqual(s.stop(), 0)
+        # ...and the graph file it wrote starts again.
+        s2 = self.start(PIPELINE, state_dir=state)
+        self.assertTrue(alive(s2))
+        self.assertEqual(http("GET", s2.url + "/api/v1/pipelines/later")[0], 404)
+
+    def test_a_config_file_that_is_not_utf8_is_a_config_error(self):
+        with open(self.path("bad.yaml"), "wb") as f:
+            f.write(b"pipelines:\n  p:\n    input: {dummy: {}}\n    # \xff\n")
+        from harness import run
+        r = run(["check", self.path("bad.yaml")])
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("UTF-8", r.stdout + r.stderr)
+
+
+def nested(depth, inner="1"):
+    return "[" * depth + inner + "]" * depth
+
+
+class DepthTest(KayakTest):
+    def test_ingest_refuses_nesting_past_the_limit_and_takes_it_at_the_limit(self):
+        state = self.path("state")
+        s = self.start(PIPELINE, state_dir=state)
+        post_until_taken(s, "/ingest/web", b'{"k":"warm","v":1}')
+        for depth in (129, 1000, 200000):
+            body = nested(depth).encode()
+            status, _, text = http("POST", s.url + "/ingest/web", body)
+            self.assertEqual(status, 400, f"depth {depth}: {text}")
+            self.assertIn("128", json.loads(text)["error"])
+            self.assertTrue(alive(s), f"depth {depth}")
+        # An object value 100,000 deep for the bucket: refused before it is logged.
+        deep = '{"k":"x","v":' + '{"a":' * 100000 + "1" + "}" * 100000 + "}"
+        status, _, text = http("POST", s.url + "/ingest/web", deep.encode())
+        self.assertEqual(status, 400, text)
+        # At the limit: taken, kept in the bucket, written out.
+        ok = '{"k":"deep","v":' + nested(127) + "}"
+        status, _, text = http("POST", s.url + "/ingest/web", ok.encode())
+        self.assertEqual(status, 202, text)
+        wait_for(lambda: http("GET", s.url + "/api/v1/buckets/kept?key=deep")[0] == 200,
+                 what="the deep value in the bucket")
+        self.assertEqual(s.stop(), 0)
+        s2 = self.start(PIPELINE, state_dir=state)
+        self.assertTrue(alive(s2))
+        status, _, text = http("GET", s2.url + "/api/v1/buckets/kept?key=deep")
+        self.assertEqual(status, 200, text)
+
+    def test_a_file_input_counts_a_line_nested_too_deep(self):
+        src = self.path("in.ndjson")
+        with open(src, "w") as f:
+            f.write('{"k":"a","v":1}\n' + '{"k":"b","v":' + nested(5000) + "}\n" + '{"k":"c","v":3}\n')
+        s = self.start(f"""
+pipelines:
+  p:
+    input: {{file: {{path: {src}}}}}
+    outputs: [{{file: {{path: out}}}}]
+""")
+        wait_for(lambda: len(self.read_output("out")) == 2, what="the two good lines")
+        card = s.card("p", "input")
+        self.assertEqual(card["errors"], 1, card)
+        self.assertTrue(alive(s))
+
+    def test_a_config_nested_too_deep_is_refused(self):
+        body = ("input: {dummy: {}}\nx: " + nested(300) + "\n").encode()
+        s = self.start(PIPELINE)
+        status, _, text = http("PUT", s.url + "/api/v1/pipelines/deep", body)
+        self.assertEqual(status, 400, text)
+        self.assertIn("nested", text)
+        # Deeper than yaml-cpp's own guard, in block style.
+        block = "input: {dummy: {}}\nx:\n" + "".join("  " * i + "- \n" for i in range(1, 3000))
+        status, _, text = http("PUT", s.url + "/api/v1/pipelines/deep", block.encode())
+        self.assertEqual(status, 400, text)
+        self.assertTrue(alive(s))
+
+
+class AliasBombTest(KayakTest):
+    def test_a_yaml_alias_bomb_is_refused_at_once(self):
+        s = self.start(PIPELINE)
+        lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+        for i in range(1, 10):
+            prev = f"*a{i - 1}"
+            lines.append(f"a{i}: &a{i} [{', '.join([prev] * 10)}]")
+        body = ("input: {dummy: {}}\n" + "\n".join(lines) + "\n").encode()
+        started = time.monotonic()
+        status, _, text = http("PUT", s.url + "/api/v1/pipelines/bomb", body)
+        took = time.monotonic() - started
+        self.assertEqual(status, 400, text)
+        self.assertIn("nodes", json.loads(text)["error"])
+        # Not a timing assertion of speed: a bomb that ran would take minutes.
+        self.assertLess(took, 30)
+        status, _, text = http("PUT", s.url + "/api/v1/pipelines/after",
+                               b"input: {dummy: {count: 1}}\n")
+        self.assertEqual(status, 201, text)
+
+
+LUA = """
+pipelines:
+  web:
+    input: {{http: {{path: /ingest/lua}}}}
+    transforms:
+      - lua: {{script: {script}, max_memory_bytes: {memory}{extra}}}
+    outputs: [{{file: {{path: out}}}}]
+"""
+
+
+class LuaLimitsTest(KayakTest):
+    def lua(self, script, memory=1048576, extra="", state_dir=None):
+        return self.start(LUA.format(script=json.dumps(script), memory=memory, extra=extra),
+                          state_dir=state_dir)
+
+    def test_a_message_larger_than_the_memory_limit_is_a_transform_error(self):
+        s = self.lua("function process(m) m.seen = true return m end")
+        post_until_taken(s, "/ingest/lua", b'{"a":1}')
+        big = json.dumps({"blob": "x" * 2000000, "more": ["y" * 1000] * 400}).encode()
+        status, _, text = http("POST", s.url + "/ingest/lua", big)
+        self.assertEqual(status, 202, text)
+        wait_for(lambda: s.card("web", "transforms[0]")["errors"] >= 1, what="the transform error")
+        self.assertIn("memory", s.card("web", "transforms[0]")["last_error"])
+        self.assertTrue(alive(s))
+        status, _, _ = http("POST", s.url + "/ingest/lua", b'{"a":2}')
+        self.assertEqual(status, 202)
+        wait_for(lambda: len(self.read_output("out")) == 2, what="the small messages")
+
+    def test_a_result_with_shared_tables_is_bounded_by_the_memory_limit(self):
+        script = ("function process(m) local t = {string.rep('z', 1000)} "
+                  "for i = 1, 20 do t = {t, t} end m.out = t return m end")
+        s = self.lua(script)
+        post_until_taken(s, "/ingest/lua", b'{"a":1}')
+        wait_for(lambda: s.card("web", "transforms[0]")["errors"] >= 1, what="the transform error")
+        self.assertIn("larger than max_memory_bytes", s.card("web", "transforms[0]")["last_error"])
+        self.assertTrue(alive(s))
+
+    def test_a_backtracking_pattern_stops_at_the_time_limit_and_a_stop_is_not_held(self):
+        script = ("function process(m) local s = string.rep('a', 4000) "
+                  "m.found = string.find(s, string.rep('a*', 12) .. 'b') return m end")
+        s = self.lua(script, memory=67108864, extra=", max_time_ms: 300")
+        started = time.monotonic()
+        post_until_taken(s, "/ingest/lua", b'{"a":1}')
+        wait_for(lambda: s.card("web", "transforms[0]")["errors"] >= 1, timeout=60,
+                 what="the time limit")
+        self.assertIn("time limit of 300 ms", s.card("web", "transforms[0]")["last_error"])
+        self.assertLess(time.monotonic() - started, 60)
+        # The state is built again: the next message runs the script afresh.
+        http("POST", s.url + "/ingest/lua", b'{"a":2}')
+        wait_for(lambda: s.card("web", "transforms[0]")["errors"] >= 2, timeout=60,
+                 what="the second time limit")
+        # gsub with a function replacement and gmatch go through the same bound.
+        self.assertTrue(alive(s))
+        http("POST", s.url + "/ingest/lua", b'{"a":3}')
+        time.sleep(0.05)  # the post is in the pattern now, or about to be
+        started = time.monotonic()
+        self.assertEqual(s.stop(timeout=60), 0)
+        self.assertLess(time.monotonic() - started, 30)
+
+    def test_gsub_and_gmatch_are_bounded_and_still_work(self):
+        script = ("function process(m) "
+                  "m.g = string.gsub('a-b-c', '%-', function(x) return '+' end) "
+                  "local n = 0 for w in string.gmatch('one two three', '%a+') do n = n + 1 end "
+                  "m.n = n m.t = ('x1y2'):gsub('%d', {['1'] = 'one'}) "
+                  "if m.slow then m.s = string.gsub(string.rep('a', 3000), string.rep('a*', 10) .. 'b', 'c') end "
+                  "return m end")
+        s = self.lua(script, memory=67108864, extra=", max_time_ms: 300")
+        post_until_taken(s, "/ingest/lua", b'{"a":1}')
+        wait_for(lambda: len(self.read_output("out")) == 1, what="the output")
+        got = json.loads(self.read_output("out")[0])
+        self.assertEqual((got["g"], got["n"], got["t"]), ("a+b+c", 3, "xoney2"))
+        http("POST", s.url + "/ingest/lua", b'{"slow":true}')
+        wait_for(lambda: s.card("web", "transforms[0]")["errors"] >= 1, timeout=60,
+                 what="the time limit in gsub")
+        self.assertIn("time limit", s.card("web", "transforms[0]")["last_error"])
+        http("POST", s.url + "/ingest/lua", b'{"a":2}')
+        wait_for(lambda: len(self.read_output("out")) == 2, what="the next message")
