@@ -259,6 +259,9 @@ int Serve(const Args& args) {
   limits.read_timeout_ms = static_cast<int>(server.read_timeout_secs * 1000);
   limits.idle_timeout_ms = static_cast<int>(server.idle_timeout_secs * 1000);
   limits.max_connections = static_cast<size_t>(server.max_connections);
+  limits.header_timeout_ms = static_cast<int>(server.header_timeout_secs * 1000);
+  limits.max_connections_per_client = static_cast<size_t>(server.max_connections_per_client);
+  limits.max_body_bytes_in_flight = static_cast<uint64_t>(server.max_body_bytes_in_flight);
   http::Server listener(server.listen_host, server.listen_port, limits,
                         [&api](const http::Request& req, http::Response* res) {
                           api.Handle(req, res);

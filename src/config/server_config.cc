@@ -100,7 +100,9 @@ bool LoadServerConfigText(const std::string& text, const std::string& file, Serv
   if (auto n = root["limits"];
       n.IsDefined() && check_keys(n, "limits", {"max_body_bytes", "max_header_bytes",
                                                 "read_timeout_secs", "idle_timeout_secs",
-                                                "max_connections"})) {
+                                                "max_connections", "header_timeout_secs",
+                                                "max_connections_per_client",
+                                                "max_body_bytes_in_flight"})) {
     if (auto v = n["max_body_bytes"]; v.IsDefined() && !IntOf(v, 1, &out->max_body_bytes)) {
       err(v, "limits.max_body_bytes must be a whole number of bytes >= 1");
     }
@@ -119,6 +121,18 @@ bool LoadServerConfigText(const std::string& text, const std::string& file, Serv
     if (auto v = n["max_connections"];
         v.IsDefined() && !IntOf(v, 1, &out->max_connections, 1000000)) {
       err(v, "limits.max_connections must be a whole number from 1 to 1000000");
+    }
+    if (auto v = n["header_timeout_secs"];
+        v.IsDefined() && !IntOf(v, 1, &out->header_timeout_secs, 86400)) {
+      err(v, "limits.header_timeout_secs must be a whole number of seconds from 1 to 86400");
+    }
+    if (auto v = n["max_connections_per_client"];
+        v.IsDefined() && !IntOf(v, 1, &out->max_connections_per_client, 1000000)) {
+      err(v, "limits.max_connections_per_client must be a whole number from 1 to 1000000");
+    }
+    if (auto v = n["max_body_bytes_in_flight"];
+        v.IsDefined() && !IntOf(v, 1, &out->max_body_bytes_in_flight)) {
+      err(v, "limits.max_body_bytes_in_flight must be a whole number of bytes >= 1");
     }
   }
   return errors->empty();

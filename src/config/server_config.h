@@ -23,6 +23,9 @@ struct ServerConfig {
   int64_t read_timeout_secs = 30;
   int64_t idle_timeout_secs = 60;
   int64_t max_connections = 512;
+  int64_t header_timeout_secs = 10;
+  int64_t max_connections_per_client = 256;
+  int64_t max_body_bytes_in_flight = 256ll * 1024 * 1024;
 };
 
 // Reads and validates `path`; every error is added to `errors`.

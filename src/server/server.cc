@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -83,11 +84,59 @@ struct RequestParts {
   }
 };
 
+// A warning that may repeat many times a second (a flood of refused
+// connections): one line per interval, with how many it stood for.
+class RepeatedWarning {
+ public:
+  explicit RepeatedWarning(const char* what) : what_(what) {}
+  void Note(const std::string& detail) {
+    std::lock_guard lock(mu_);
+    ++count_;
+    const auto now = Clock::now();
+    if (now - last_ < std::chrono::seconds(10) && last_ != Clock::time_point()) return;
+    KLOG_WARN("http: {} ({} time{} since the last such line): {}", what_, count_,
+              count_ == 1 ? "" : "s", detail);
+    count_ = 0;
+    last_ = now;
+  }
+
+ private:
+  const char* what_;
+  std::mutex mu_;
+  uint64_t count_ = 0;
+  Clock::time_point last_;
+};
+
+// What every connection shares: the bodies held, connections by address.
+// Sessions end on whichever thread lets go of them last, hence the atomics
+// and the lock.
+struct Shared {
+  std::atomic<uint64_t> body_bytes{0};
+  std::mutex clients_mu;
+  std::map<std::string, size_t> clients;  // guarded by clients_mu
+  size_t probes = 0;                       // connections in probes' places, guarded by clients_mu
+  RepeatedWarning refused{"connections refused"};
+  RepeatedWarning full{"request bodies refused, limits.max_body_bytes_in_flight reached"};
+};
+
+// What a session's reader reports back, besides the request.
+struct ReadState {
+  uint64_t body_held = 0;     // bytes of this request's body counted in Shared
+  bool over_budget = false;   // a body would have passed max_body_bytes_in_flight
+  bool header_done = false;
+};
+
+constexpr size_t kKeptBodyCapacity = 64 * 1024;  // a connection keeps this much between requests
+
 // Beast's HTTP/1 parser (limits, chunked bodies, keep-alive rules) feeding
-// RequestParts instead of a freshly allocated message.
+// RequestParts instead of a freshly allocated message. A body is counted as
+// it arrives, against the bodies every connection holds.
 class RequestReader final : public bhttp::basic_parser<true> {
  public:
-  explicit RequestReader(RequestParts* parts) : parts_(parts) { parts_->Clear(); }
+  RequestReader(RequestParts* parts, Shared* shared, uint64_t budget, ReadState* state)
+      : parts_(parts), shared_(shared), budget_(budget), state_(state) {
+    parts_->Clear();
+  }
 
  private:
   void on_request_impl(bhttp::verb method, beast::string_view method_str,
@@ -109,24 +158,39 @@ class RequestReader final : public bhttp::basic_parser<true> {
     f.second.assign(value.data(), value.size());
     if (name == bhttp::field::authorization) parts_->authorization = f.second;
   }
-  void on_header_impl(beast::error_code&) override {}
+  void on_header_impl(beast::error_code&) override { state_->header_done = true; }
   void on_body_init_impl(const boost::optional<std::uint64_t>& length,
                          beast::error_code&) override {
-    if (length) parts_->body.reserve(static_cast<size_t>(*length));
+    // What is declared is not yet here: room for a small body only.
+    if (length) parts_->body.reserve(std::min<size_t>(*length, kKeptBodyCapacity));
   }
-  size_t on_body_impl(beast::string_view body, beast::error_code&) override {
-    parts_->body.append(body.data(), body.size());
-    return body.size();
+  size_t on_body_impl(beast::string_view body, beast::error_code& ec) override {
+    return Take(body, ec);
   }
   void on_chunk_header_impl(std::uint64_t, beast::string_view, beast::error_code&) override {}
   size_t on_chunk_body_impl(std::uint64_t, beast::string_view body,
-                            beast::error_code&) override {
-    parts_->body.append(body.data(), body.size());
-    return body.size();
+                            beast::error_code& ec) override {
+    return Take(body, ec);
   }
   void on_finish_impl(beast::error_code&) override {}
 
+  size_t Take(beast::string_view body, beast::error_code& ec) {
+    const uint64_t before = shared_->body_bytes.fetch_add(body.size());
+    if (before + body.size() > budget_) {
+      shared_->body_bytes.fetch_sub(body.size());
+      state_->over_budget = true;
+      ec = bhttp::error::body_limit;
+      return 0;
+    }
+    state_->body_held += body.size();
+    parts_->body.append(body.data(), body.size());
+    return body.size();
+  }
+
   RequestParts* parts_;
+  Shared* shared_;
+  uint64_t budget_;
+  ReadState* state_;
 };
 
 constexpr size_t kReadSize = 16 * 1024;
@@ -162,7 +226,8 @@ class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(Socket socket, const ServerLimits& limits, const Handler& handler,
           const AsyncHandler& async, IngestRouter* ingest, AnswerQueue* answers,
-          RingReader* ring, std::atomic<size_t>* live)
+          RingReader* ring, std::atomic<size_t>* live, Shared* shared, std::string client,
+          bool probe_only)
       : socket_(std::move(socket)),
         timer_(socket_.get_executor()),
         buffer_(limits.max_header_bytes + 4 * kReadSize),
@@ -172,8 +237,20 @@ class Session : public std::enable_shared_from_this<Session> {
         ingest_(ingest),
         answers_(answers),
         ring_(ring),
-        live_(live) {}
-  ~Session() { live_->fetch_sub(1); }
+        live_(live),
+        shared_(shared),
+        client_(std::move(client)),
+        probe_only_(probe_only) {}
+  ~Session() {
+    ReleaseBody();
+    {
+      std::lock_guard lock(shared_->clients_mu);
+      auto it = shared_->clients.find(client_);
+      if (it != shared_->clients.end() && --it->second == 0) shared_->clients.erase(it);
+      if (probe_only_) --shared_->probes;
+    }
+    live_->fetch_sub(1);
+  }
 
   void Start() {
     beast::error_code ec;
@@ -208,15 +285,30 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
+  // The last request's body leaves the budget (and a large one's memory
+  // goes back).
+  void ReleaseBody() {
+    if (read_.body_held > 0) shared_->body_bytes.fetch_sub(read_.body_held);
+    read_.body_held = 0;
+    if (parts_.body.capacity() > kKeptBodyCapacity) std::string().swap(parts_.body);
+  }
+
   void Read() {
-    reader_.emplace(&parts_);
+    ReleaseBody();
+    read_ = ReadState{};
+    reader_.emplace(&parts_, shared_, limits_.max_body_bytes_in_flight, &read_);
     reader_->eager(true);
     reader_->body_limit(limits_.max_body_bytes);
     reader_->header_limit(limits_.max_header_bytes);
-    // The first request may take the read timeout to arrive; later ones on
-    // a kept-alive connection the shorter of the idle and read timeouts.
-    SetDeadline(first_request_ ? limits_.read_timeout_ms
-                               : std::min(limits_.idle_timeout_ms, limits_.read_timeout_ms));
+    // The first request's header must arrive within the header timeout (a
+    // client that sends it a byte at a time is let go); later ones on a
+    // kept-alive connection may wait the shorter of the idle and read
+    // timeouts to start. Once the header is in, the body has the rest of
+    // the read timeout.
+    request_started_ = Clock::now();
+    SetDeadline(first_request_
+                    ? std::min(limits_.header_timeout_ms, limits_.read_timeout_ms)
+                    : std::min(limits_.idle_timeout_ms, limits_.read_timeout_ms));
     Parse();
   }
 
@@ -227,6 +319,10 @@ class Session : public std::enable_shared_from_this<Session> {
       beast::error_code ec;
       const size_t n = reader_->put(buffer_.data(), ec);
       buffer_.consume(n);
+      if (read_.header_done && !body_deadline_set_) {
+        body_deadline_set_ = true;
+        deadline_ = request_started_ + std::chrono::milliseconds(limits_.read_timeout_ms);
+      }
       if (ec == bhttp::error::need_more) break;
       if (ec) return OnRequest(ec);
       if (reader_->is_done()) return OnRequest({});
@@ -286,8 +382,15 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void OnRequest(beast::error_code ec) {
     first_request_ = false;
+    body_deadline_set_ = false;
     if (ec) NewResponse(11);
-    if (ec == bhttp::error::body_limit) {
+    if (read_.over_budget) {
+      shared_->full.Note("answered 503");
+      JsonError(&res_, 503, "the server holds too many request bodies at once "
+                            "(limits.max_body_bytes_in_flight); try again");
+      res_.set(bhttp::field::retry_after, "1");
+      keep_alive_ = false;
+    } else if (ec == bhttp::error::body_limit) {
       JsonError(&res_, 413, "the body is larger than limits.max_body_bytes (" +
                                 std::to_string(limits_.max_body_bytes) + " bytes)");
       keep_alive_ = false;
@@ -297,8 +400,14 @@ class Session : public std::enable_shared_from_this<Session> {
     } else if (ec) {
       JsonError(&res_, 400, "bad request: " + ec.message());
       keep_alive_ = false;
+    } else if (probe_only_ && !IsProbe()) {
+      // A place kept for probes: the listener is full for anything else.
+      NewResponse(parts_.version);
+      JsonError(&res_, 503, "the listener is full (limits.max_connections); try again");
+      res_.set(bhttp::field::retry_after, "1");
+      keep_alive_ = false;
     } else {
-      keep_alive_ = reader_->keep_alive();
+      keep_alive_ = reader_->keep_alive() && !probe_only_;
       if (Ingest()) return;  // answered when the input has logged the post
       NewResponse(parts_.version);
       try {
@@ -313,6 +422,12 @@ class Session : public std::enable_shared_from_this<Session> {
       }
     }
     Send();
+  }
+
+  bool IsProbe() const {
+    const std::string_view target(parts_.target);
+    const std::string_view path = target.substr(0, target.find('?'));
+    return parts_.method == bhttp::verb::get && (path == "/health" || path == "/ready");
   }
 
   // A request for an http input's path: handed to the input, which answers
@@ -467,6 +582,12 @@ class Session : public std::enable_shared_from_this<Session> {
   std::atomic<std::thread::id> posting_thread_{};  // set while Post runs
   std::string raw_;   // an ingest answer being written
   std::atomic<size_t>* live_;
+  Shared* shared_;
+  const std::string client_;  // the peer's address
+  const bool probe_only_;     // in a place kept for probes
+  ReadState read_;
+  Clock::time_point request_started_;
+  bool body_deadline_set_ = false;
   bool keep_alive_ = false;
   bool first_request_ = true;
   bool closed_ = false;
@@ -543,12 +664,50 @@ void AnswerQueue::Drain() {
 constexpr int kThreads = 1;
 
 struct Server::Impl {
+  // A new connection: refused past the probes' places or past its address's
+  // share; in a probe's place once max_connections are open.
+  void Admit(Socket socket) {
+    beast::error_code ec;
+    const auto peer = socket.remote_endpoint(ec);
+    const std::string client = ec ? std::string("?") : peer.address().to_string();
+    const size_t open = live.load();
+    bool probe_only = false;
+    std::string why;
+    {
+      std::lock_guard lock(shared.clients_mu);
+      size_t& mine = shared.clients[client];
+      // Past max_connections, or past its address's share: a probe's place.
+      probe_only = open >= limits.max_connections || mine >= limits.max_connections_per_client;
+      if (probe_only && shared.probes >= kProbePlaces) {
+        why = mine >= limits.max_connections_per_client
+                  ? client + " holds " + std::to_string(mine) +
+                        " connections (limits.max_connections_per_client)"
+                  : std::to_string(open) + " connections open (limits.max_connections)";
+      } else {
+        ++mine;
+        if (probe_only) ++shared.probes;
+      }
+      if (mine == 0) shared.clients.erase(client);
+    }
+    if (!why.empty()) {
+      shared.refused.Note(why);
+      beast::error_code ignored;
+      socket.close(ignored);
+      return;
+    }
+    live.fetch_add(1);
+    std::make_shared<Session>(std::move(socket), limits, handler, async, ingest, &answers, &ring,
+                              &live, &shared, client, probe_only)
+        ->Start();
+  }
+
   // Sessions left in `io` refer to the members above it; it must go first.
   ServerLimits limits;
   Handler handler;
   AsyncHandler async;
   IngestRouter* ingest = nullptr;
   std::atomic<size_t> live{0};
+  Shared shared;
   asio::io_context io{kThreads};
   Acceptor acceptor{io.get_executor()};
   AnswerQueue answers{io.get_executor()};
@@ -560,18 +719,7 @@ struct Server::Impl {
   void Accept() {
     acceptor.async_accept([this](beast::error_code ec, Socket socket) {
       if (ec == asio::error::operation_aborted) return;
-      if (!ec) {
-        if (live.load() >= limits.max_connections) {
-          KLOG_WARN("http: {} connections open, refusing another", live.load());
-          beast::error_code ignored;
-          socket.close(ignored);
-        } else {
-          live.fetch_add(1);
-          std::make_shared<Session>(std::move(socket), limits, handler, async, ingest, &answers,
-                                    &ring, &live)
-              ->Start();
-        }
-      }
+      if (!ec) Admit(std::move(socket));
       Accept();
     });
   }

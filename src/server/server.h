@@ -38,8 +38,20 @@ struct ServerLimits {
   uint32_t max_header_bytes = 16 * 1024;       // larger headers get 431
   int read_timeout_ms = 30000;                 // a request must arrive whole within this
   int idle_timeout_ms = 60000;                 // a keep-alive connection idle this long is closed
-  size_t max_connections = 512;                // further connections are closed at once
+  size_t max_connections = 512;                // further connections: probes only, then closed
+  // A request's header must arrive within this (a body then has the rest of
+  // the read timeout): a connection that sends a header slowly is let go.
+  int header_timeout_ms = 10000;
+  // Connections one client address may hold; further ones are closed at once.
+  size_t max_connections_per_client = 256;
+  // Request bodies all connections may hold at once (bytes received, not
+  // declared); a body that would pass it gets 503 with Retry-After.
+  uint64_t max_body_bytes_in_flight = 256ull * 1024 * 1024;
 };
+
+// Places beyond max_connections kept for /health and /ready, so probes
+// answer while the listener is full: a connection in one gets only those.
+constexpr size_t kProbePlaces = 16;
 
 class Server {
  public:

@@ -14,7 +14,10 @@ from harness import KayakTest, http, post_until_taken, wait_for
 
 
 def alive(s):
-    status, _, _ = http("GET", s.url + "/health")
+    try:
+        status, _, _ = http("GET", s.url + "/health")
+    except OSError:  # refused (the listener full) is not an answer
+        return False
     return status == 200 and s.proc.poll() is None
 
 
@@ -254,3 +257,86 @@ class LuaLimitsTest(KayakTest):
         self.assertIn("time limit", s.card("web", "transforms[0]")["last_error"])
         http("POST", s.url + "/ingest/lua", b'{"a":2}')
         wait_for(lambda: len(self.read_output("out")) == 2, what="the next message")
+
+
+def rss_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class ListenerExhaustionTest(KayakTest):
+    SERVER = ("listen: 127.0.0.1:0\nlimits: {max_body_bytes_in_flight: 8388608, "
+              "max_connections: 64, max_connections_per_client: 32, header_timeout_secs: 2, "
+              "read_timeout_secs: 30}\n")
+
+    def addr(self, s):
+        host, port = s.url.replace("http://", "").split(":")
+        return host, int(port)
+
+    def test_bodies_are_not_reserved_and_share_a_budget(self):
+        s = self.start(PIPELINE, server_config=self.SERVER)
+        post_until_taken(s, "/ingest/web", b'{"k":"a","v":1}')
+        before = rss_bytes(s.proc.pid)
+        # Declared large, sent small: nothing is reserved for what has not arrived.
+        socks = []
+        for _ in range(40):
+            c = socket.create_connection(self.addr(s), timeout=10)
+            c.sendall(b"POST /ingest/web HTTP/1.1\r\nHost: x\r\nContent-Length: 10485759\r\n\r\n{")
+            socks.append(c)
+        self.assertTrue(alive(s))
+        self.assertLess(rss_bytes(s.proc.pid) - before, 64 << 20)
+        for c in socks:
+            c.close()
+        # Sent for real: past the 8 MiB held at once, 503 with Retry-After.
+        socks, answers = [], []
+        for _ in range(6):
+            c = socket.create_connection(self.addr(s), timeout=10)
+            c.sendall(b"POST /ingest/web HTTP/1.1\r\nHost: x\r\nContent-Length: 4194304\r\n\r\n"
+                      + b" " * (2 << 20))
+            socks.append(c)
+        for c in socks:
+            c.settimeout(2)
+            try:
+                answers.append(c.recv(4096))
+            except socket.timeout:
+                answers.append(b"")
+        refused = [a for a in answers if a.startswith(b"HTTP/1.1 503")]
+        self.assertGreaterEqual(len(refused), 2, answers)
+        self.assertIn(b"max_body_bytes_in_flight", b"".join(refused))
+        self.assertIn(b"Retry-After", refused[0])
+        self.assertTrue(alive(s))
+        for c in socks:
+            c.close()
+        # The budget comes back once those connections are gone.
+        wait_for(lambda: http("POST", s.url + "/ingest/web", b'{"k":"b","v":2}')[0] == 202,
+                 what="a post once the bodies were let go")
+
+    def test_slow_headers_are_cut_and_probes_answer_meanwhile(self):
+        s = self.start(PIPELINE, server_config=self.SERVER)
+        slow = []
+        for _ in range(120):
+            try:
+                c = socket.create_connection(self.addr(s), timeout=10)
+                c.sendall(b"GET /health HTTP/1.1\r\nX-Slow: ")
+                slow.append(c)
+            except OSError:
+                pass
+        # Probes answer while the listener is full of half-open connections.
+        wait_for(lambda: alive(s), timeout=10, what="/health while the listener is full")
+        status, _, _ = http("GET", s.url + "/ready")
+        self.assertIn(status, (200, 503))
+        # The slow ones are let go at the header timeout (2 s), not the read timeout (30 s).
+        started = time.monotonic()
+        slow[0].settimeout(15)
+        self.assertEqual(slow[0].recv(4096), b"")
+        self.assertLess(time.monotonic() - started, 10)
+        status, _, _ = http("GET", s.url + "/api/v1/pipelines")
+        self.assertEqual(status, 200)
+        # Refusals are one line per interval, not one each.
+        refused = [l for l in s.stderr_lines if "connections refused" in l]
+        self.assertLessEqual(len(refused), 2, refused)
+        for c in slow:
+            c.close()

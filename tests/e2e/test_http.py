@@ -589,7 +589,7 @@ class ListenerTest(KayakTest):
             self.assertEqual(statuses(read_until_closed(sock, 20)), [200])
             self.assertLess(time.monotonic() - started, 8)  # not the 30 s read timeout
 
-    def test_connections_beyond_the_cap_are_closed_at_once(self):
+    def test_connections_beyond_the_cap_get_probes_only_then_are_closed(self):
         held = [socket.create_connection((self.host, self.port), timeout=10) for _ in range(8)]
         try:
             # the listener has counted all eight once each has been answered
@@ -597,10 +597,25 @@ class ListenerTest(KayakTest):
                 sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
                 sock.settimeout(10)
                 self.assertIn(b"200", sock.recv(4096))
+            # Past the cap, the places kept for probes: /health and /ready answer, the rest 503.
             extra = socket.create_connection((self.host, self.port), timeout=10)
             extra.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
-            self.assertEqual(statuses(read_until_closed(extra, 5)), [])
+            self.assertEqual(statuses(read_until_closed(extra, 5)), [200])
             extra.close()
+            extra = socket.create_connection((self.host, self.port), timeout=10)
+            extra.sendall(b"GET /api/v1/pipelines HTTP/1.1\r\nHost: x\r\n\r\n")
+            self.assertEqual(statuses(read_until_closed(extra, 5)), [503])
+            extra.close()
+            # Past those sixteen places, closed at once.
+            probes = [socket.create_connection((self.host, self.port), timeout=10)
+                      for _ in range(16)]
+            wait_for(lambda: "connections refused" in self.s.stderr() or
+                     statuses(raw_exchange(self.host, self.port,
+                                           b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
+                                           timeout=5)) == [],
+                     what="a connection past the probes' places closed at once")
+            for p in probes:
+                p.close()
         finally:
             for sock in held:
                 sock.close()
