@@ -340,3 +340,35 @@ class ListenerExhaustionTest(KayakTest):
         self.assertLessEqual(len(refused), 2, refused)
         for c in slow:
             c.close()
+
+
+class LogCorruptionTest(KayakTest):
+    def test_a_flipped_bit_mid_log_refuses_the_start_and_keeps_the_file(self):
+        state = self.path("state")
+        cfg = ("pipelines:\n  web:\n    input: {http: {path: /ingest/web}}\n"
+               "    outputs: [{file: {path: out}}]\n")
+        server = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 3600}\nstop_timeout_secs: 2\n"
+        s = self.start(cfg, state_dir=state, server_config=server)
+        for i in range(3):
+            post_until_taken(s, "/ingest/web", json.dumps({"i": i, "pad": "p" * 50}).encode())
+        s.kill()
+        logdir = os.path.join(state, "http", "web")
+        seg = os.path.join(logdir, sorted(os.listdir(logdir))[-1])
+        with open(seg, "r+b") as f:
+            data = bytearray(f.read())
+            at = data.index(b'"i": 1') + 2  # inside the second post's payload
+            data[at] ^= 0x01
+            f.seek(0)
+            f.write(data)
+        size = os.path.getsize(seg)
+        # The input does not start (its pipeline is failed, /ready says why, its region
+        # commits no checkpoint past the posts), and nothing of the file is cut.
+        s2 = self.start(cfg, state_dir=state, server_config=server)
+        wait_for(lambda: s2.card("web", "input")["state"] == "failed", what="the input refused")
+        self.assertIn("damaged", s2.card("web", "input")["last_error"])
+        status, _, text = http("GET", s2.url + "/ready")
+        self.assertEqual(status, 503, text)
+        self.assertEqual(os.path.getsize(seg), size)
+        # Its region cannot take the stop's savepoint: exit 1, the file still whole.
+        self.assertEqual(s2.stop(timeout=60), 1)
+        self.assertEqual(os.path.getsize(seg), size)

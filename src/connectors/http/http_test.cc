@@ -181,6 +181,40 @@ TEST_F(HttpLogTest, ATornTailIsCutAndNumberingContinues) {
   EXPECT_EQ(Append(log.get(), "{}"), 4u);
 }
 
+// A damaged record with acknowledged ones after it is corruption: the start
+// is refused and the file kept whole, whichever byte of the record flipped;
+// in an older segment too.
+TEST_F(HttpLogTest, ADamagedRecordBeforeOthersRefusesTheStart) {
+  {
+    auto log = Open(0);
+    for (int i = 1; i <= 3; ++i) Append(log.get(), "{\"i\":" + std::to_string(i) + "}");
+  }
+  const std::string seg = Segments().back();
+  const auto size = std::filesystem::file_size(seg);
+  // Record 2 starts at 24 + 23; its length, its checksum, its sequence and its payload.
+  for (const uint64_t at : {24u + 23u, 24u + 23u + 5u, 24u + 23u + 9u, 24u + 23u + 18u}) {
+    {
+      const int fd = ::open(seg.c_str(), O_RDWR);
+      ASSERT_GE(fd, 0);
+      char c = 0;
+      ASSERT_EQ(::pread(fd, &c, 1, static_cast<off_t>(at)), 1);
+      c = static_cast<char>(c ^ 0x04);
+      ASSERT_EQ(::pwrite(fd, &c, 1, static_cast<off_t>(at)), 1);
+      HttpLog::Options o;
+      o.dir = dir_;
+      auto log = HttpLog::Open(o, 0);
+      ASSERT_FALSE(log.ok()) << "a flipped bit at " << at;
+      EXPECT_EQ(log.status().code(), Code::kCorruption);
+      EXPECT_NE(log.status().message().find("damaged"), std::string::npos);
+      EXPECT_EQ(std::filesystem::file_size(seg), size);
+      c = static_cast<char>(c ^ 0x04);  // mended for the next byte
+      ASSERT_EQ(::pwrite(fd, &c, 1, static_cast<off_t>(at)), 1);
+      ::close(fd);
+    }
+  }
+  EXPECT_EQ(ReadAll(Open(0).get(), 0).size(), 3u);
+}
+
 // Zeros written ahead of the records are not a torn record: the records
 // before them are all kept, and the space is cut off at start.
 TEST_F(HttpLogTest, SpaceWrittenAheadIsCutQuietly) {

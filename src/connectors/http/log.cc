@@ -137,6 +137,25 @@ Result<std::unique_ptr<HttpLog>> HttpLog::Open(Options options, uint64_t restore
   return log;
 }
 
+namespace {
+
+// The offset of a whole, checked record after byte `from` of segment `b`
+// whose sequence is `seq` or later, or 0: what tells a damaged record in the
+// middle of a segment from a torn one at its end. A byte-by-byte search, so
+// a damaged length field does not hide what follows.
+uint64_t NextValidRecord(const std::string& b, uint64_t from, uint64_t seq) {
+  for (uint64_t at = from + 1; at + kRecordHeader <= b.size(); ++at) {
+    const uint64_t s = GetU64(b.data() + at + 8);
+    if (s < seq || s > seq + (1u << 20)) continue;
+    const uint32_t len = GetU32(b.data() + at);
+    if (len > kMaxRecord || at + kRecordHeader + len > b.size()) continue;
+    if (GetU32(b.data() + at + 4) == RecordCrc(s, b.data() + at + kRecordHeader, len)) return at;
+  }
+  return 0;
+}
+
+}  // namespace
+
 Status HttpLog::Scan(uint64_t restored_seq) {
   if (Status st = CreateDirsDurably(opt_.dir); !st.ok()) return st;
   std::vector<std::pair<uint64_t, std::string>> found;
@@ -190,6 +209,25 @@ Status HttpLog::Scan(uint64_t restored_seq) {
       ++expect;
     }
     seg.end = off;
+    if (off < b.size() && expect < limit) {
+      // A record that does not check out with a valid one after it is
+      // corruption (a flipped bit, a bad sector), not a torn tail: the posts
+      // after it were acknowledged, so the input does not start and every
+      // file stays (docs/state_format.md, "the http log").
+      if (const uint64_t at = NextValidRecord(b, off, expect); at != 0) {
+        return Status::Corruption(
+            seg.path + ": the record of post " + std::to_string(expect) + " at byte " +
+            std::to_string(off) + " is damaged, and acknowledged posts follow it (at byte " +
+            std::to_string(at) + "); the input does not start; --discard-state starts its "
+            "region empty");
+      }
+      if (!newest) {
+        return Status::Corruption(
+            seg.path + ": the record of post " + std::to_string(expect) + " at byte " +
+            std::to_string(off) + " is damaged, and later segments hold acknowledged posts; "
+            "the input does not start; --discard-state starts its region empty");
+      }
+    }
     if (newest && off < b.size()) {
       // Zeros are space written ahead of the records. Anything else is a
       // torn last record: the append was cut by a crash before its fsync
