@@ -9,6 +9,7 @@
 // config, 3 state directory locked by another server.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -249,8 +250,29 @@ int Serve(const Args& args) {
                    server.auth_token_file.c_str(), token.empty() ? "nothing" : "several words");
       return kExitUsage;
     }
+    // Like ssh's keys: a token others on the machine can read is no secret.
+    struct stat st {};
+    if (::stat(server.auth_token_file.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+      std::fprintf(stderr,
+                   "kayak: auth.token_file %s may be read by others (mode %03o); "
+                   "chmod 600 it\n",
+                   server.auth_token_file.c_str(), static_cast<unsigned>(st.st_mode & 0777));
+      return kExitUsage;
+    }
     KLOG_INFO("admin API: every /api route demands the bearer token in {}",
               server.auth_token_file);
+  }
+  const bool loopback = server.listen_host.rfind("127.", 0) == 0 ||
+                        server.listen_host == "::1" || server.listen_host == "localhost";
+  if (!loopback && token.empty()) {
+    if (!server.auth_none) {
+      std::fprintf(stderr,
+                   "kayak: listen %s is not a loopback address and the admin API has no token: "
+                   "set auth.token_file, or say `auth: none` to run it open\n",
+                   server.listen_host.c_str());
+      return kExitUsage;
+    }
+    KLOG_WARN("admin API: open to every client that reaches {} (auth: none)", server.listen_host);
   }
   http::Api api(&graph, token);
   http::ServerLimits limits;
@@ -259,6 +281,8 @@ int Serve(const Args& args) {
   limits.read_timeout_ms = static_cast<int>(server.read_timeout_secs * 1000);
   limits.idle_timeout_ms = static_cast<int>(server.idle_timeout_secs * 1000);
   limits.max_connections = static_cast<size_t>(server.max_connections);
+  limits.loopback_only_hosts = loopback;
+  limits.allowed_hosts = server.allowed_hosts;
   limits.header_timeout_ms = static_cast<int>(server.header_timeout_secs * 1000);
   limits.max_connections_per_client = static_cast<size_t>(server.max_connections_per_client);
   limits.max_body_bytes_in_flight = static_cast<uint64_t>(server.max_body_bytes_in_flight);

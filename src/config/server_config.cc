@@ -4,6 +4,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -61,7 +62,23 @@ bool LoadServerConfigText(const std::string& text, const std::string& file, Serv
     return true;
   };
   check_keys(root, "the server config",
-             {"listen", "log_level", "auth", "checkpoint", "limits", "stop_timeout_secs"});
+             {"listen", "log_level", "auth", "checkpoint", "limits", "stop_timeout_secs",
+              "allowed_hosts"});
+  if (auto n = root["allowed_hosts"]; n.IsDefined()) {
+    if (!n.IsSequence()) {
+      err(n, "allowed_hosts must be a list of host names");
+    } else {
+      for (const auto& h : n) {
+        if (!h.IsScalar() || h.Scalar().empty()) {
+          err(h, "allowed_hosts must be a list of host names");
+          continue;
+        }
+        std::string name = h.Scalar();
+        for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        out->allowed_hosts.push_back(name);
+      }
+    }
+  }
   if (auto v = root["stop_timeout_secs"];
       v.IsDefined() && !IntOf(v, 1, &out->stop_timeout_secs, 86400)) {
     err(v, "stop_timeout_secs must be a whole number of seconds from 1 to 86400");
@@ -79,7 +96,9 @@ bool LoadServerConfigText(const std::string& text, const std::string& file, Serv
       out->log_level = v;
     }
   }
-  if (auto n = root["auth"]; n.IsDefined() && check_keys(n, "auth", {"token_file"})) {
+  if (auto n = root["auth"]; n.IsDefined() && n.IsScalar() && n.Scalar() == "none") {
+    out->auth_none = true;
+  } else if (n.IsDefined() && check_keys(n, "auth", {"token_file"})) {
     if (auto t = n["token_file"]; t.IsDefined()) {
       if (!t.IsScalar() || t.Scalar().empty()) {
         err(t, "auth.token_file must be a path");

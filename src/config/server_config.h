@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "config/options.h"
 
@@ -13,6 +14,8 @@ struct ServerConfig {
   uint16_t listen_port = 7070;  // 0 = any free port (the log says which)
   std::string log_level = "info";
   std::string auth_token_file;  // "" = no authentication
+  bool auth_none = false;       // `auth: none`: an open admin API on any listen address, said so
+  std::vector<std::string> allowed_hosts;  // Host names besides the loopback ones
   int64_t checkpoint_interval_secs = 10;
   int64_t checkpoint_timeout_secs = 60;
   // A graceful stop waits this long for its savepoint, then exits 1 saying

@@ -7,7 +7,9 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <map>
 #include <mutex>
@@ -56,6 +58,9 @@ struct RequestParts {
   std::vector<std::pair<std::string, std::string>> fields;
   size_t field_count = 0;
   std::string authorization;
+  std::string host;
+  std::string origin;
+  bool has_origin = false;
   std::string body;
 
   void Clear() {
@@ -65,6 +70,9 @@ struct RequestParts {
     version = 11;
     field_count = 0;
     authorization.clear();
+    host.clear();
+    origin.clear();
+    has_origin = false;
     body.clear();
   }
 
@@ -156,7 +164,14 @@ class RequestReader final : public bhttp::basic_parser<true> {
     auto& f = fields[parts_->field_count++];
     f.first.assign(name_str.data(), name_str.size());
     f.second.assign(value.data(), value.size());
-    if (name == bhttp::field::authorization) parts_->authorization = f.second;
+    if (name == bhttp::field::authorization) {
+      parts_->authorization = f.second;
+    } else if (name == bhttp::field::host) {
+      parts_->host = f.second;
+    } else if (name == bhttp::field::origin) {
+      parts_->origin = f.second;
+      parts_->has_origin = true;
+    }
   }
   void on_header_impl(beast::error_code&) override { state_->header_done = true; }
   void on_body_init_impl(const boost::optional<std::uint64_t>& length,
@@ -400,6 +415,10 @@ class Session : public std::enable_shared_from_this<Session> {
     } else if (ec) {
       JsonError(&res_, 400, "bad request: " + ec.message());
       keep_alive_ = false;
+    } else if (const std::string why = RefusedOrigin(); !why.empty()) {
+      NewResponse(parts_.version);
+      JsonError(&res_, 403, why);
+      keep_alive_ = false;
     } else if (probe_only_ && !IsProbe()) {
       // A place kept for probes: the listener is full for anything else.
       NewResponse(parts_.version);
@@ -422,6 +441,42 @@ class Session : public std::enable_shared_from_this<Session> {
       }
     }
     Send();
+  }
+
+  // Whether `host` (a Host header's or an Origin's, port and brackets
+  // taken off) names this server.
+  bool KnownHost(std::string_view host) const {
+    if (!host.empty() && host.front() == '[') {
+      host = host.substr(1, host.find(']') == std::string_view::npos ? host.size() - 1
+                                                                      : host.find(']') - 1);
+    } else if (const size_t colon = host.find(':');
+               colon != std::string_view::npos && host.find(':', colon + 1) == std::string_view::npos) {
+      host = host.substr(0, colon);
+    }
+    std::string h(host);
+    for (char& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (h == "localhost" || h.rfind("127.", 0) == 0 || h == "::1") return true;
+    return std::find(limits_.allowed_hosts.begin(), limits_.allowed_hosts.end(), h) !=
+           limits_.allowed_hosts.end();
+  }
+
+  // Why the request is refused for its Host or Origin, or "".
+  std::string RefusedOrigin() const {
+    if (limits_.loopback_only_hosts && !parts_.host.empty() && !KnownHost(parts_.host)) {
+      return "the Host header does not name this server (a loopback address, localhost, or "
+             "one of the server config's allowed_hosts)";
+    }
+    const auto m = parts_.method;
+    if (parts_.has_origin && m != bhttp::verb::get && m != bhttp::verb::head &&
+        m != bhttp::verb::options) {
+      std::string_view o(parts_.origin);
+      const size_t scheme = o.find("://");
+      if (o == "null" || scheme == std::string_view::npos || !KnownHost(o.substr(scheme + 3))) {
+        return "a request from another origin may not change anything here (Origin is not a "
+               "loopback address, localhost, or one of the server config's allowed_hosts)";
+      }
+    }
+    return "";
   }
 
   bool IsProbe() const {

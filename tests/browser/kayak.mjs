@@ -37,7 +37,7 @@ export class Kayak {
   // `config`: the pipelines file; `server`: extra server config lines.
   constructor(config, { server = '', stateDir = false, files = {} } = {}) {
     this.dir = mkdtempSync(join(tmpdir(), 'kayak-browser-'));
-    for (const [name, text] of Object.entries(files)) writeFileSync(join(this.dir, name), text);
+    for (const [name, text] of Object.entries(files)) writeFileSync(join(this.dir, name), text, { mode: 0o600 });
     writeFileSync(join(this.dir, 'pipelines.yaml'), config);
     writeFileSync(join(this.dir, 'server.yaml'), 'listen: 127.0.0.1:0\n' + server);
     const args = ['--config', 'pipelines.yaml', '--server-config', 'server.yaml'];

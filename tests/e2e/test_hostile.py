@@ -284,7 +284,7 @@ class ListenerExhaustionTest(KayakTest):
         socks = []
         for _ in range(40):
             c = socket.create_connection(self.addr(s), timeout=10)
-            c.sendall(b"POST /ingest/web HTTP/1.1\r\nHost: x\r\nContent-Length: 10485759\r\n\r\n{")
+            c.sendall(b"POST /ingest/web HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10485759\r\n\r\n{")
             socks.append(c)
         self.assertTrue(alive(s))
         self.assertLess(rss_bytes(s.proc.pid) - before, 64 << 20)
@@ -294,7 +294,7 @@ class ListenerExhaustionTest(KayakTest):
         socks, answers = [], []
         for _ in range(6):
             c = socket.create_connection(self.addr(s), timeout=10)
-            c.sendall(b"POST /ingest/web HTTP/1.1\r\nHost: x\r\nContent-Length: 4194304\r\n\r\n"
+            c.sendall(b"POST /ingest/web HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4194304\r\n\r\n"
                       + b" " * (2 << 20))
             socks.append(c)
         for c in socks:
@@ -372,3 +372,68 @@ class LogCorruptionTest(KayakTest):
         # Its region cannot take the stop's savepoint: exit 1, the file still whole.
         self.assertEqual(s2.stop(timeout=60), 1)
         self.assertEqual(os.path.getsize(seg), size)
+
+
+class OpenDefaultTest(KayakTest):
+    def test_a_foreign_host_or_origin_is_refused(self):
+        s = self.start(PIPELINE)
+        post_until_taken(s, "/ingest/web", b'{"k":"a","v":1}')
+        # A DNS-rebinding page: its own name in Host, on 127.0.0.1.
+        status, _, text = http("GET", s.url + "/api/v1/pipelines", headers={"Host": "evil.example"})
+        self.assertEqual(status, 403, text)
+        self.assertIn("Host", json.loads(text)["error"])
+        # A cross-origin form post (text/plain) to ingest, restart or a checkpoint.
+        for method, path in (("POST", "/ingest/web"), ("POST", "/api/v1/pipelines/web/restart"),
+                             ("POST", "/api/v1/checkpoints"), ("DELETE", "/api/v1/pipelines/web")):
+            status, _, text = http(method, s.url + path, b'{"k":"x","v":1}',
+                                   headers={"Origin": "http://evil.example",
+                                            "Content-Type": "text/plain"})
+            self.assertEqual(status, 403, f"{method} {path}: {text}")
+        status, _, _ = http("POST", s.url + "/ingest/web", b'{"k":"y","v":1}',
+                            headers={"Origin": "null"})
+        self.assertEqual(status, 403)
+        # The dashboard's own origin, and a plain client with no Origin, are served.
+        status, _, text = http("POST", s.url + "/ingest/web", b'{"k":"z","v":1}',
+                               headers={"Origin": s.url})
+        self.assertEqual(status, 202, text)
+        self.assertEqual(http("GET", s.url + "/api/v1/pipelines/web")[0], 200)
+        # A name the server config allows.
+        s2 = self.start(PIPELINE.replace("/ingest/web", "/ingest/two"),
+                        server_config="listen: 127.0.0.1:0\nallowed_hosts: [kayak.internal]\n")
+        status, _, _ = http("GET", s2.url + "/api/v1/pipelines", headers={"Host": "kayak.internal:80"})
+        self.assertEqual(status, 200)
+
+    def test_a_listener_off_loopback_needs_a_token_or_auth_none(self):
+        from harness import run
+        with open(self.path("p.yaml"), "w") as f:
+            f.write("pipelines:\n  p:\n    input: {dummy: {count: 0}}\n")
+        with open(self.path("s.yaml"), "w") as f:
+            f.write("listen: 0.0.0.0:0\n")
+        r = run(["--config", self.path("p.yaml"), "--server-config", self.path("s.yaml")])
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("auth: none", r.stderr)
+
+    def test_a_token_file_others_can_read_is_refused(self):
+        from harness import run
+        with open(self.path("token"), "w") as f:
+            f.write("s3cret\n")
+        os.chmod(self.path("token"), 0o644)
+        with open(self.path("p.yaml"), "w") as f:
+            f.write("pipelines:\n  p:\n    input: {dummy: {count: 0}}\n")
+        with open(self.path("s.yaml"), "w") as f:
+            f.write(f"listen: 127.0.0.1:0\nauth: {{token_file: {self.path('token')}}}\n")
+        r = run(["--config", self.path("p.yaml"), "--server-config", self.path("s.yaml")])
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("chmod 600", r.stderr)
+        self.assertNotIn("s3cret", r.stderr)
+
+
+class ReservedPathTest(KayakTest):
+    def test_an_http_input_cannot_take_a_path_the_dashboard_serves(self):
+        from harness import run
+        for path in ("/ui/app.js", "/index.html", "/ui"):
+            with open(self.path("p.yaml"), "w") as f:
+                f.write(f"pipelines:\n  web:\n    input: {{http: {{path: {path}}}}}\n")
+            r = run(["check", self.path("p.yaml")])
+            self.assertEqual(r.returncode, 2, path)
+            self.assertIn("dashboard", r.stdout + r.stderr)

@@ -225,7 +225,7 @@ class HttpLogTest(KayakTest):
             sock.connect((u.hostname, u.port))
             socks.append(sock)
             reqs = b"".join(
-                b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+                b"POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n%s"
                 % (u.path.encode(), len(body), body)
                 for body in (json.dumps({"c": c, "n": n}).encode() for n in range(per)))
             threading.Thread(target=sock.sendall, args=(reqs,), daemon=True).start()
@@ -519,11 +519,11 @@ class ListenerTest(KayakTest):
 
     def test_pipelined_and_chunked_posts_on_one_connection(self):
         body = b'{"n":1}'
-        one = (b"POST /ingest/orders HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+        one = (b"POST /ingest/orders HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n%s"
                % (len(body), body))
-        chunked = (b"POST /ingest/orders HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        chunked = (b"POST /ingest/orders HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
                    b"4\r\n{\"n\"\r\n3\r\n:2}\r\n0\r\n\r\n")
-        last = (b"POST /ingest/orders HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+        last = (b"POST /ingest/orders HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
                 b"Content-Length: 7\r\n\r\n{\"n\":3}")
         raw = raw_exchange(self.host, self.port, one + chunked + last)
         self.assertEqual(statuses(raw), [202, 202, 202], raw)
@@ -567,12 +567,12 @@ class ListenerTest(KayakTest):
     def test_a_slow_client_is_cut_off_and_an_idle_one_closed(self):
         started = time.monotonic()
         with socket.create_connection((self.host, self.port), timeout=10) as sock:
-            sock.sendall(b"POST /ingest/orders HTTP/1.1\r\nHost: x\r\nContent-Len")  # never ends
+            sock.sendall(b"POST /ingest/orders HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Len")  # never ends
             self.assertEqual(read_until_closed(sock, 10), b"")
         self.assertLess(time.monotonic() - started, 8)  # the read timeout is 1 s
         # A kept-alive connection: answered, then closed once idle.
         with socket.create_connection((self.host, self.port), timeout=10) as sock:
-            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             started = time.monotonic()
             raw = read_until_closed(sock, 10)
             self.assertEqual(statuses(raw), [200])
@@ -584,7 +584,7 @@ class ListenerTest(KayakTest):
             "listen: 127.0.0.1:0\nlimits: {read_timeout_secs: 30, idle_timeout_secs: 1}\n"))
         u = urllib.parse.urlsplit(s.url)
         with socket.create_connection((u.hostname, u.port), timeout=10) as sock:
-            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             started = time.monotonic()
             self.assertEqual(statuses(read_until_closed(sock, 20)), [200])
             self.assertLess(time.monotonic() - started, 8)  # not the 30 s read timeout
@@ -594,16 +594,16 @@ class ListenerTest(KayakTest):
         try:
             # the listener has counted all eight once each has been answered
             for sock in held:
-                sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+                sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
                 sock.settimeout(10)
                 self.assertIn(b"200", sock.recv(4096))
             # Past the cap, the places kept for probes: /health and /ready answer, the rest 503.
             extra = socket.create_connection((self.host, self.port), timeout=10)
-            extra.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            extra.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             self.assertEqual(statuses(read_until_closed(extra, 5)), [200])
             extra.close()
             extra = socket.create_connection((self.host, self.port), timeout=10)
-            extra.sendall(b"GET /api/v1/pipelines HTTP/1.1\r\nHost: x\r\n\r\n")
+            extra.sendall(b"GET /api/v1/pipelines HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             self.assertEqual(statuses(read_until_closed(extra, 5)), [503])
             extra.close()
             # Past those sixteen places, closed at once.
@@ -611,7 +611,7 @@ class ListenerTest(KayakTest):
                       for _ in range(16)]
             wait_for(lambda: "connections refused" in self.s.stderr() or
                      statuses(raw_exchange(self.host, self.port,
-                                           b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
+                                           b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
                                            timeout=5)) == [],
                      what="a connection past the probes' places closed at once")
             for p in probes:

@@ -110,6 +110,7 @@ pipelines:
         token = "s3cret-Token_42"
         with open(self.path("token"), "w") as f:
             f.write(token + "\n")
+        os.chmod(self.path("token"), 0o600)
         s = self.start("pipelines:\n  p:\n    input: {dummy: {count: 0}}\n",
                        server_config=f"listen: 127.0.0.1:0\nauth: {{token_file: {self.path('token')}}}\n")
         for route in ("/api/v1/pipelines", "/api/v1/pipelines/p", "/api/v1/checkpoints",

@@ -265,10 +265,11 @@ ComponentDef HttpInputDef() {
       "400 for a body that is not JSON or NDJSON (nothing is logged); 413 over "
       "`limits.max_body_bytes`; 401 without and 403 with a wrong bearer token when `token` is "
       "set; 503 with Retry-After when the log cannot be written (full disk, I/O error) or the "
-      "backlog is full; a torn last record after a crash is dropped (it was never acknowledged)";
+      "backlog is full; a torn last record after a crash is dropped (it was never acknowledged), "
+      "while a damaged record with acknowledged ones after it stops the input, every file kept";
   d.props = {
       PropDef{"path", PropType::kString, true, "",
-       "where to POST, such as /ingest/orders; not under /api and not / or /health, /ready or "
+       "where to POST, such as /ingest/orders; not under /api or /ui and not / or /index.html, /health, /ready or "
        "/metrics"}.Refers(PropRef::kServedPath),
       PropDef{"token", PropType::kString, false, "",
        "a bearer token posts must carry (use ${ENV} to keep it out of the file)",
@@ -284,9 +285,10 @@ ComponentDef HttpInputDef() {
     const std::string path = o.String("path");
     if (path.empty() || path[0] != '/') o.Error("path", "must start with /");
     if (path == "/" || path == "/health" || path == "/ready" || path == "/metrics" ||
-        path == "/api" ||
-        path.rfind("/api/", 0) == 0) {
-      o.Error("path", "is taken by the admin API; choose another, such as /ingest/...");
+        path == "/api" || path.rfind("/api/", 0) == 0 || path == "/index.html" ||
+        path == "/ui" || path.rfind("/ui/", 0) == 0) {
+      o.Error("path", "is taken by the admin API or the dashboard; choose another, such as "
+                      "/ingest/...");
     }
     if (path.find_first_of("?# ") != std::string::npos) {
       o.Error("path", "must not hold '?', '#' or spaces");
