@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "common/format.h"
+#include "common/host_port.h"
 #include "cli/state_dir.h"
 #include "common/log.h"
 #include "components.h"
@@ -262,8 +263,7 @@ int Serve(const Args& args) {
     KLOG_INFO("admin API: every /api route demands the bearer token in {}",
               server.auth_token_file);
   }
-  const bool loopback = server.listen_host.rfind("127.", 0) == 0 ||
-                        server.listen_host == "::1" || server.listen_host == "localhost";
+  const bool loopback = IsLoopbackHost(server.listen_host);
   if (!loopback && token.empty()) {
     if (!server.auth_none) {
       std::fprintf(stderr,

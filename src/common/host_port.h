@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace kayak {
 
@@ -12,5 +13,14 @@ bool ParseHostPort(const std::string& text, std::string* host, uint16_t* port);
 // "host" or "host:port" (port 1 to 65535): `port` is left as it is without
 // one. False when it is neither.
 bool ParseHostMaybePort(const std::string& text, std::string* host, int* port);
+
+// The host of an authority ("host", "host:port", "[v6]", "[v6]:port", or a
+// bare IPv6 address), brackets and port taken off; no allocation.
+std::string_view HostOfAuthority(std::string_view authority);
+// Whether `host` (as HostOfAuthority gives it) is a loopback name:
+// 127.0.0.0/8, ::1 or localhost, in any case.
+bool IsLoopbackHost(std::string_view host);
+// ASCII case-insensitive equality (host names).
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
 
 }  // namespace kayak

@@ -1,9 +1,9 @@
 #include "common/ndjson.h"
 
-#include "common/json_util.h"
-
 #include <nlohmann/json.hpp>
 #include <simdjson.h>
+
+#include "common/json_util.h"
 
 namespace kayak {
 

@@ -8,6 +8,7 @@
 #include "config/loader.h"
 #include "config/server_config.h"
 #include "config/yaml_load.h"
+#include "common/host_port.h"
 #include "common/utf8.h"
 #include "engine/engine.h"
 
@@ -86,6 +87,20 @@ TEST(Config, ManyMistakesReportedAtOnceWithLineAndColumn) {
 // The property table carries the rules: ranges, choices and non-empty
 // values are checked at load, at the option's value, with the same words the
 // docs show; no component checks them by hand.
+TEST(HostPort, TheHostOfAnAuthorityAndWhetherItIsLoopback) {
+  EXPECT_EQ(HostOfAuthority("127.0.0.1:7070"), "127.0.0.1");
+  EXPECT_EQ(HostOfAuthority("[::1]:7070"), "::1");
+  EXPECT_EQ(HostOfAuthority("[::1]"), "::1");
+  EXPECT_EQ(HostOfAuthority("::1"), "::1");
+  EXPECT_EQ(HostOfAuthority("Kayak.Internal"), "Kayak.Internal");
+  EXPECT_TRUE(IsLoopbackHost("127.9.9.9"));
+  EXPECT_TRUE(IsLoopbackHost("LocalHost"));
+  EXPECT_TRUE(IsLoopbackHost("::1"));
+  EXPECT_FALSE(IsLoopbackHost("127.evil.example"));  // not an address
+  EXPECT_FALSE(IsLoopbackHost("localhost.evil.example"));
+  EXPECT_FALSE(IsLoopbackHost("0.0.0.0"));
+}
+
 TEST(Utf8, FindsTheFirstByteThatIsNotUtf8) {
   EXPECT_EQ(FirstInvalidUtf8("plain caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), 20u);
   EXPECT_EQ(FirstInvalidUtf8("ab\xff"), 2u);

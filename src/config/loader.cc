@@ -1,13 +1,13 @@
 #include "config/loader.h"
 
-#include "config/yaml_load.h"
-
 #include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <set>
 #include <sstream>
+
+#include "config/yaml_load.h"
 
 namespace kayak {
 

@@ -1,10 +1,7 @@
 #include "config/server_config.h"
 
-#include "config/yaml_load.h"
-
 #include <yaml-cpp/yaml.h>
 
-#include <cctype>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -13,6 +10,7 @@
 
 #include "common/host_port.h"
 #include "config/loader.h"
+#include "config/yaml_load.h"
 
 namespace kayak {
 
@@ -73,9 +71,7 @@ bool LoadServerConfigText(const std::string& text, const std::string& file, Serv
           err(h, "allowed_hosts must be a list of host names");
           continue;
         }
-        std::string name = h.Scalar();
-        for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        out->allowed_hosts.push_back(name);
+        out->allowed_hosts.push_back(h.Scalar());
       }
     }
   }
@@ -119,39 +115,35 @@ bool LoadServerConfigText(const std::string& text, const std::string& file, Serv
   if (auto n = root["limits"];
       n.IsDefined() && check_keys(n, "limits", {"max_body_bytes", "max_header_bytes",
                                                 "read_timeout_secs", "idle_timeout_secs",
-                                                "max_connections", "header_timeout_secs",
+                                                "header_timeout_secs", "max_connections",
                                                 "max_connections_per_client",
                                                 "max_body_bytes_in_flight"})) {
-    if (auto v = n["max_body_bytes"]; v.IsDefined() && !IntOf(v, 1, &out->max_body_bytes)) {
-      err(v, "limits.max_body_bytes must be a whole number of bytes >= 1");
-    }
-    if (auto v = n["max_header_bytes"];
-        v.IsDefined() && !IntOf(v, 1024, &out->max_header_bytes, 1 << 20)) {
-      err(v, "limits.max_header_bytes must be a whole number of bytes from 1024 to 1048576");
-    }
-    if (auto v = n["read_timeout_secs"];
-        v.IsDefined() && !IntOf(v, 1, &out->read_timeout_secs, 86400)) {
-      err(v, "limits.read_timeout_secs must be a whole number of seconds from 1 to 86400");
-    }
-    if (auto v = n["idle_timeout_secs"];
-        v.IsDefined() && !IntOf(v, 1, &out->idle_timeout_secs, 86400)) {
-      err(v, "limits.idle_timeout_secs must be a whole number of seconds from 1 to 86400");
-    }
-    if (auto v = n["max_connections"];
-        v.IsDefined() && !IntOf(v, 1, &out->max_connections, 1000000)) {
-      err(v, "limits.max_connections must be a whole number from 1 to 1000000");
-    }
-    if (auto v = n["header_timeout_secs"];
-        v.IsDefined() && !IntOf(v, 1, &out->header_timeout_secs, 86400)) {
-      err(v, "limits.header_timeout_secs must be a whole number of seconds from 1 to 86400");
-    }
-    if (auto v = n["max_connections_per_client"];
-        v.IsDefined() && !IntOf(v, 1, &out->max_connections_per_client, 1000000)) {
-      err(v, "limits.max_connections_per_client must be a whole number from 1 to 1000000");
-    }
-    if (auto v = n["max_body_bytes_in_flight"];
-        v.IsDefined() && !IntOf(v, 1, &out->max_body_bytes_in_flight)) {
-      err(v, "limits.max_body_bytes_in_flight must be a whole number of bytes >= 1");
+    // Each limit: its key, its field, its range and the unit its error names.
+    struct Limit {
+      const char* key;
+      int64_t* field;
+      int64_t min;
+      int64_t max;
+      const char* unit;  // "bytes", "seconds", or "" for a count
+    };
+    const Limit table[] = {
+        {"max_body_bytes", &out->max_body_bytes, 1, INT64_MAX, "bytes"},
+        {"max_header_bytes", &out->max_header_bytes, 1024, 1 << 20, "bytes"},
+        {"read_timeout_secs", &out->read_timeout_secs, 1, 86400, "seconds"},
+        {"idle_timeout_secs", &out->idle_timeout_secs, 1, 86400, "seconds"},
+        {"header_timeout_secs", &out->header_timeout_secs, 1, 86400, "seconds"},
+        {"max_connections", &out->max_connections, 1, 1000000, ""},
+        {"max_connections_per_client", &out->max_connections_per_client, 1, 1000000, ""},
+        {"max_body_bytes_in_flight", &out->max_body_bytes_in_flight, 1, INT64_MAX, "bytes"},
+    };
+    for (const Limit& l : table) {
+      auto v = n[l.key];
+      if (!v.IsDefined() || IntOf(v, l.min, l.field, l.max)) continue;
+      const std::string what = *l.unit ? std::string(" of ") + l.unit : std::string();
+      err(v, std::string("limits.") + l.key + " must be a whole number" + what +
+                 (l.max == INT64_MAX ? " >= " + std::to_string(l.min)
+                                     : " from " + std::to_string(l.min) + " to " +
+                                           std::to_string(l.max)));
     }
   }
   return errors->empty();

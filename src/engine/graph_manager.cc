@@ -1,5 +1,4 @@
 #include "engine/graph_manager.h"
-#include "common/json_util.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,6 +9,7 @@
 
 #include "common/format.h"
 #include "common/io.h"
+#include "common/json_util.h"
 #include "common/log.h"
 
 namespace kayak {

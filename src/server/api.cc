@@ -1,5 +1,4 @@
 #include "server/api.h"
-#include "common/json_util.h"
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +13,7 @@
 
 #include "common/bearer.h"
 #include "common/clock.h"
+#include "common/json_util.h"
 #include "common/metrics.h"
 #include "server/ui_assets.h"
 

@@ -1,5 +1,4 @@
 #include "server/server.h"
-#include "common/json_util.h"
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -9,7 +8,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <cerrno>
 #include <map>
 #include <mutex>
@@ -17,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/host_port.h"
+#include "common/json_util.h"
 #include "common/log.h"
 #include "kayak/ingest.h"
 #include "server/batch_send.h"
@@ -132,6 +132,7 @@ struct ReadState {
   uint64_t body_held = 0;     // bytes of this request's body counted in Shared
   bool over_budget = false;   // a body would have passed max_body_bytes_in_flight
   bool header_done = false;
+  bool body_deadline_set = false;  // the deadline moved to the read timeout's, once
 };
 
 constexpr size_t kKeptBodyCapacity = 64 * 1024;  // a connection keeps this much between requests
@@ -334,8 +335,8 @@ class Session : public std::enable_shared_from_this<Session> {
       beast::error_code ec;
       const size_t n = reader_->put(buffer_.data(), ec);
       buffer_.consume(n);
-      if (read_.header_done && !body_deadline_set_) {
-        body_deadline_set_ = true;
+      if (read_.header_done && !read_.body_deadline_set) {
+        read_.body_deadline_set = true;
         deadline_ = request_started_ + std::chrono::milliseconds(limits_.read_timeout_ms);
       }
       if (ec == bhttp::error::need_more) break;
@@ -397,7 +398,6 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void OnRequest(beast::error_code ec) {
     first_request_ = false;
-    body_deadline_set_ = false;
     if (ec) NewResponse(11);
     if (read_.over_budget) {
       shared_->full.Note("answered 503");
@@ -443,21 +443,13 @@ class Session : public std::enable_shared_from_this<Session> {
     Send();
   }
 
-  // Whether `host` (a Host header's or an Origin's, port and brackets
-  // taken off) names this server.
-  bool KnownHost(std::string_view host) const {
-    if (!host.empty() && host.front() == '[') {
-      host = host.substr(1, host.find(']') == std::string_view::npos ? host.size() - 1
-                                                                      : host.find(']') - 1);
-    } else if (const size_t colon = host.find(':');
-               colon != std::string_view::npos && host.find(':', colon + 1) == std::string_view::npos) {
-      host = host.substr(0, colon);
-    }
-    std::string h(host);
-    for (char& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (h == "localhost" || h.rfind("127.", 0) == 0 || h == "::1") return true;
-    return std::find(limits_.allowed_hosts.begin(), limits_.allowed_hosts.end(), h) !=
-           limits_.allowed_hosts.end();
+  // Whether `authority` (a Host header's, or an Origin's after its scheme)
+  // names this server.
+  bool KnownHost(std::string_view authority) const {
+    const std::string_view host = HostOfAuthority(authority);
+    if (IsLoopbackHost(host)) return true;
+    return std::any_of(limits_.allowed_hosts.begin(), limits_.allowed_hosts.end(),
+                       [host](const std::string& h) { return EqualsIgnoreCase(h, host); });
   }
 
   // Why the request is refused for its Host or Origin, or "".
@@ -642,7 +634,6 @@ class Session : public std::enable_shared_from_this<Session> {
   const bool probe_only_;     // in a place kept for probes
   ReadState read_;
   Clock::time_point request_started_;
-  bool body_deadline_set_ = false;
   bool keep_alive_ = false;
   bool first_request_ = true;
   bool closed_ = false;

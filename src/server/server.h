@@ -49,7 +49,8 @@ struct ServerLimits {
   uint64_t max_body_bytes_in_flight = 256ull * 1024 * 1024;
   // With a loopback listen address, the Host a request names must be a
   // loopback one (127.x, localhost, ::1) or one of `allowed_hosts`: a page
-  // whose name a DNS rebinding points at 127.0.0.1 is refused. A request
+  // whose name a DNS rebinding points at 127.0.0.1 is refused. Names compare
+  // without regard to case. A request
   // that changes something (POST, PUT, DELETE) with an Origin whose host is
   // not one of those is refused on any listener.
   bool loopback_only_hosts = true;

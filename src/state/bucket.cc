@@ -1,5 +1,4 @@
 #include "state/bucket.h"
-#include "common/json_util.h"
 
 #include <algorithm>
 #include <atomic>
@@ -12,6 +11,7 @@
 #include <absl/container/flat_hash_set.h>
 
 #include "common/format.h"
+#include "common/json_util.h"
 
 namespace kayak {
 

@@ -1,5 +1,4 @@
 #include "state/store.h"
-#include "common/json_util.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -20,6 +19,7 @@
 #include "common/format.h"
 #include "common/crash_point.h"
 #include "common/io.h"
+#include "common/json_util.h"
 #include "common/log.h"
 
 namespace kayak::checkpoint {

@@ -58,18 +58,21 @@ class PatternTimer {
     spec.it_value.tv_sec = left / 1000000000;
     spec.it_value.tv_nsec = left % 1000000000;
     spec.it_interval.tv_nsec = 10000000;  // again, should one land in the allocator
-    timer_settime(timer_, 0, &spec, nullptr);
+    armed_ = timer_settime(timer_, 0, &spec, nullptr) == 0;
   }
+  // Only an armed timer costs a system call: most messages never arm it.
   void Disarm() {
-    if (tid_ == 0) return;
+    if (!armed_) return;
     itimerspec spec{};
     timer_settime(timer_, 0, &spec, nullptr);
+    armed_ = false;
   }
   static int Signal() { return SIGRTMIN + 5; }
 
  private:
   timer_t timer_{};
   pid_t tid_ = 0;
+  bool armed_ = false;
 };
 
 // What a call may use and has used. The hook, the allocator and the

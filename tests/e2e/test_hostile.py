@@ -6,11 +6,9 @@ was accepted once (a logged post) restart the server and check it stays up.
 """
 import json
 import os
-import signal
 import socket
-import time
 
-from harness import KayakTest, http, post_until_taken, wait_for
+from harness import KayakTest, http, post_until_taken, run, wait_for
 
 
 def alive(s):
@@ -19,29 +17,6 @@ def alive(s):
     except OSError:  # refused (the listener full) is not an answer
         return False
     return status == 200 and s.proc.poll() is None
-
-
-def raw_request(url, data, timeout=10):
-    """Sends raw bytes to the listener and returns what it answered (until it closes)."""
-    host, port = url.replace("http://", "").split(":")
-    with socket.create_connection((host, int(port)), timeout=timeout) as c:
-        c.sendall(data)
-        out = b""
-        while True:
-            try:
-                chunk = c.recv(65536)
-            except socket.timeout:
-                break
-            if not chunk:
-                break
-            out += chunk
-            if b"\r\n\r\n" in out:
-                head, _, body = out.partition(b"\r\n\r\n")
-                for line in head.split(b"\r\n"):
-                    if line.lower().startswith(b"content-length:"):
-                        if len(body) >= int(line.split(b":")[1]):
-                            return out
-        return out
 
 
 PIPELINE = """
@@ -95,7 +70,6 @@ class NonUtf8Test(KayakTest):
     def test_a_config_file_that_is_not_utf8_is_a_config_error(self):
         with open(self.path("bad.yaml"), "wb") as f:
             f.write(b"pipelines:\n  p:\n    input: {dummy: {}}\n    # \xff\n")
-        from harness import run
         r = run(["check", self.path("bad.yaml")])
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("UTF-8", r.stdout + r.stderr)
@@ -168,13 +142,10 @@ class AliasBombTest(KayakTest):
             prev = f"*a{i - 1}"
             lines.append(f"a{i}: &a{i} [{', '.join([prev] * 10)}]")
         body = ("input: {dummy: {}}\n" + "\n".join(lines) + "\n").encode()
-        started = time.monotonic()
+        # (A bomb that ran would hold the change thread for minutes: http() gives up at 10 s.)
         status, _, text = http("PUT", s.url + "/api/v1/pipelines/bomb", body)
-        took = time.monotonic() - started
         self.assertEqual(status, 400, text)
         self.assertIn("nodes", json.loads(text)["error"])
-        # Not a timing assertion of speed: a bomb that ran would take minutes.
-        self.assertLess(took, 30)
         status, _, text = http("PUT", s.url + "/api/v1/pipelines/after",
                                b"input: {dummy: {count: 1}}\n")
         self.assertEqual(status, 201, text)
@@ -221,23 +192,19 @@ class LuaLimitsTest(KayakTest):
         script = ("function process(m) local s = string.rep('a', 4000) "
                   "m.found = string.find(s, string.rep('a*', 12) .. 'b') return m end")
         s = self.lua(script, memory=67108864, extra=", max_time_ms: 300")
-        started = time.monotonic()
         post_until_taken(s, "/ingest/lua", b'{"a":1}')
         wait_for(lambda: s.card("web", "transforms[0]")["errors"] >= 1, timeout=60,
                  what="the time limit")
         self.assertIn("time limit of 300 ms", s.card("web", "transforms[0]")["last_error"])
-        self.assertLess(time.monotonic() - started, 60)
         # The state is built again: the next message runs the script afresh.
         http("POST", s.url + "/ingest/lua", b'{"a":2}')
         wait_for(lambda: s.card("web", "transforms[0]")["errors"] >= 2, timeout=60,
                  what="the second time limit")
-        # gsub with a function replacement and gmatch go through the same bound.
         self.assertTrue(alive(s))
+        # A stop with a post in the pattern (or about to reach it: the stop drains it into
+        # the pattern) is not held by the script: well within the 30 s stop timeout.
         http("POST", s.url + "/ingest/lua", b'{"a":3}')
-        time.sleep(0.05)  # the post is in the pattern now, or about to be
-        started = time.monotonic()
-        self.assertEqual(s.stop(timeout=60), 0)
-        self.assertLess(time.monotonic() - started, 30)
+        self.assertEqual(s.stop(timeout=15), 0)
 
     def test_gsub_and_gmatch_are_bounded_and_still_work(self):
         script = ("function process(m) "
@@ -329,10 +296,9 @@ class ListenerExhaustionTest(KayakTest):
         status, _, _ = http("GET", s.url + "/ready")
         self.assertIn(status, (200, 503))
         # The slow ones are let go at the header timeout (2 s), not the read timeout (30 s).
-        started = time.monotonic()
-        slow[0].settimeout(15)
+        # (recv raises socket.timeout past 10 s.)
+        slow[0].settimeout(10)
         self.assertEqual(slow[0].recv(4096), b"")
-        self.assertLess(time.monotonic() - started, 10)
         status, _, _ = http("GET", s.url + "/api/v1/pipelines")
         self.assertEqual(status, 200)
         # Refusals are one line per interval, not one each.
@@ -379,9 +345,10 @@ class OpenDefaultTest(KayakTest):
         s = self.start(PIPELINE)
         post_until_taken(s, "/ingest/web", b'{"k":"a","v":1}')
         # A DNS-rebinding page: its own name in Host, on 127.0.0.1.
-        status, _, text = http("GET", s.url + "/api/v1/pipelines", headers={"Host": "evil.example"})
-        self.assertEqual(status, 403, text)
-        self.assertIn("Host", json.loads(text)["error"])
+        for host in ("evil.example", "127.evil.example", "localhost.evil.example:7070"):
+            status, _, text = http("GET", s.url + "/api/v1/pipelines", headers={"Host": host})
+            self.assertEqual(status, 403, f"{host}: {text}")
+            self.assertIn("Host", json.loads(text)["error"])
         # A cross-origin form post (text/plain) to ingest, restart or a checkpoint.
         for method, path in (("POST", "/ingest/web"), ("POST", "/api/v1/pipelines/web/restart"),
                              ("POST", "/api/v1/checkpoints"), ("DELETE", "/api/v1/pipelines/web")):
@@ -404,7 +371,6 @@ class OpenDefaultTest(KayakTest):
         self.assertEqual(status, 200)
 
     def test_a_listener_off_loopback_needs_a_token_or_auth_none(self):
-        from harness import run
         with open(self.path("p.yaml"), "w") as f:
             f.write("pipelines:\n  p:\n    input: {dummy: {count: 0}}\n")
         with open(self.path("s.yaml"), "w") as f:
@@ -414,7 +380,6 @@ class OpenDefaultTest(KayakTest):
         self.assertIn("auth: none", r.stderr)
 
     def test_a_token_file_others_can_read_is_refused(self):
-        from harness import run
         with open(self.path("token"), "w") as f:
             f.write("s3cret\n")
         os.chmod(self.path("token"), 0o644)
@@ -430,7 +395,6 @@ class OpenDefaultTest(KayakTest):
 
 class ReservedPathTest(KayakTest):
     def test_an_http_input_cannot_take_a_path_the_dashboard_serves(self):
-        from harness import run
         for path in ("/ui/app.js", "/index.html", "/ui"):
             with open(self.path("p.yaml"), "w") as f:
                 f.write(f"pipelines:\n  web:\n    input: {{http: {{path: {path}}}}}\n")

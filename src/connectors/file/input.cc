@@ -1,7 +1,6 @@
 // file: NDJSON from a file or a glob of files, read in name order; `follow`
 // tails the last file and picks up new files that match.
 #include <fcntl.h>
-#include "common/json_util.h"
 #include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,6 +14,7 @@
 
 #include "common/format.h"
 #include "common/clock.h"
+#include "common/json_util.h"
 #include "common/kept_fields.h"
 #include "common/log.h"
 #include "components.h"

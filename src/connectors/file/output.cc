@@ -1,7 +1,6 @@
 // file: NDJSON parts in a directory, named part-NNNNNNNNNN.ndjson so that
 // name order is write order; a part is rolled by size or age.
 #include <dirent.h>
-#include "common/json_util.h"
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,6 +13,7 @@
 
 #include "common/clock.h"
 #include "common/io.h"
+#include "common/json_util.h"
 #include "components.h"
 
 namespace kayak {

@@ -2,7 +2,6 @@
 // With a state directory each post is logged and fsynced before its 202;
 // without one it is queued in memory (bounded) and acknowledged at once.
 #include <nlohmann/json.hpp>
-#include "common/json_util.h"
 
 #include <algorithm>
 #include <array>
@@ -10,6 +9,7 @@
 
 #include "common/bearer.h"
 #include "common/clock.h"
+#include "common/json_util.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "components.h"

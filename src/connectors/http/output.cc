@@ -5,12 +5,12 @@
 // the batch's place in the output's stream, so a batch replayed after a
 // restart carries the key it had before.
 #include <cinttypes>
-#include "common/json_util.h"
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
 
 #include "common/format.h"
+#include "common/json_util.h"
 #include "components.h"
 #include "common/http_client.h"
 

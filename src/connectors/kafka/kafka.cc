@@ -19,7 +19,6 @@
 // restart whose checkpoint's marker is not visible falls back to the one
 // before (docs/durability.md, "Exactly-once into Kafka").
 #include <librdkafka/rdkafka.h>
-#include "common/json_util.h"
 
 #include <atomic>
 #include <chrono>
@@ -35,6 +34,7 @@
 
 #include "common/clock.h"
 #include "common/crash_point.h"
+#include "common/json_util.h"
 #include "common/log.h"
 #include "common/ndjson.h"
 #include "components.h"

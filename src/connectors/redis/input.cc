@@ -9,7 +9,6 @@
 // below the restored position is acknowledged and skipped, since the state
 // already counts it.
 #include <deque>
-#include "common/json_util.h"
 #include <mutex>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +16,7 @@
 #include "common/broker.h"
 #include "common/clock.h"
 #include "common/json_text.h"
+#include "common/json_util.h"
 #include "common/log.h"
 #include "common/ndjson.h"
 #include "components.h"

@@ -12,12 +12,12 @@
 // replayed rows it already holds (its size) are passed over, not uploaded
 // under another key.
 #include <deque>
-#include "common/json_util.h"
 
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
 #include "common/crash_point.h"
+#include "common/json_util.h"
 #include "common/log.h"
 #include "components.h"
 #include "connectors/s3/client.h"
