@@ -140,25 +140,42 @@ class GraphLoader {
       if (decl.IsMap()) {
         for (const auto& o : decl) {
           const std::string k = o.first.Scalar();
-          if (k == "idle_timeout_secs") {
+          auto whole = [&](const char* what, int64_t* out) {
             char* end = nullptr;
             const std::string s = o.second.IsScalar() ? o.second.Scalar() : "";
             const long long v = std::strtoll(s.c_str(), &end, 10);
             if (s.empty() || *end != '\0' || v < 0) {
-              Err(o.second, "bucket '" + b.name +
-                                "': idle_timeout_secs must be a whole number of seconds >= 0");
+              Err(o.second, "bucket '" + b.name + "': " + k + " must be a whole number" + what +
+                                " >= 0");
             } else {
-              b.idle_timeout_secs = v;
+              *out = v;
             }
+          };
+          if (k == "idle_timeout_secs") {
+            whole(" of seconds", &b.idle_timeout_secs);
+          } else if (k == "max_keys") {
+            whole("", &b.max_keys);
+          } else if (k == "on_full") {
+            const std::string s = o.second.IsScalar() ? o.second.Scalar() : "";
+            if (s != "refuse" && s != "evict_oldest") {
+              Err(o.second, "bucket '" + b.name + "': on_full must be refuse or evict_oldest");
+            }
+            b.evict_oldest = s == "evict_oldest";
           } else {
             Err(o.first, "unknown option '" + k + "' for bucket '" + b.name +
-                             "' (known: idle_timeout_secs)");
+                             "' (known: idle_timeout_secs, max_keys, on_full)");
           }
         }
       } else if (!decl.IsNull()) {
         Err(decl, "bucket '" + b.name + "' must be a map of options (or empty)");
       }
-      Canonical(decl, &b.fingerprint);
+      // The limit is tuning: changing it keeps the bucket's state.
+      YAML::Node identity = YAML::Clone(decl);
+      if (identity.IsMap()) {
+        identity.remove("max_keys");
+        identity.remove("on_full");
+      }
+      Canonical(identity, &b.fingerprint);
       bucket_names_.insert(b.name);
       out->buckets.push_back(std::move(b));
     }

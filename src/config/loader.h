@@ -43,6 +43,8 @@ struct PipelineSpec {
 struct BucketSpec {
   std::string name;
   int64_t idle_timeout_secs = 0;  // 0 = entries never expire
+  int64_t max_keys = 0;           // 0 = no limit on the live keys
+  bool evict_oldest = false;      // at max_keys: evict the oldest write, else refuse the new key
   SourceMark mark;
   std::string fingerprint;
 };

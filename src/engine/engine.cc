@@ -200,7 +200,10 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
   (void)registry;
   InitLogging();  // before any pipeline thread logs
   std::unique_ptr<Engine> engine(new Engine(options));
-  for (const auto& b : spec.buckets) engine->buckets_.Add(b.name, b.idle_timeout_secs * 1000);
+  for (const auto& b : spec.buckets) {
+    engine->buckets_.Add(b.name, b.idle_timeout_secs * 1000)
+        ->SetKeyLimit(static_cast<size_t>(b.max_keys), b.evict_oldest);
+  }
 
   std::map<std::string, PipelineRunner*> by_id;
   std::map<std::string, size_t> downstream_lanes;

@@ -420,7 +420,11 @@ Json CheckpointsJson(const RunningGraph& g);
 void Api::Overview(Response* res) {
   Json buckets = Json::array();
   for (const auto* b : graph()->Buckets()) {
-    buckets.push_back(Json{{"name", b->name()}, {"size", b->Size()}});
+    buckets.push_back(Json{{"name", b->name()},
+                           {"size", b->Size()},
+                           {"max_keys", b->max_keys()},
+                           {"refused_keys", b->refused_keys()},
+                           {"evicted_keys", b->evicted_keys()}});
   }
   Json reasons = NotReadyReasons();
   SendJson(res, 200,
@@ -465,6 +469,12 @@ void Api::GetBucket(const std::string& name, const std::string& query, Response*
     entries.push_back(Json{{"key", k}, {"value", e.value}, {"last_write_ms", e.last_write_ms}});
   }
   Json body{{"bucket", name}, {"size", b->Size()}, {"entries", std::move(entries)}};
+  if (b->max_keys() > 0) {
+    body["max_keys"] = b->max_keys();
+    body["on_full"] = b->evicts_oldest() ? "evict_oldest" : "refuse";
+  }
+  body["refused_keys"] = b->refused_keys();
+  body["evicted_keys"] = b->evicted_keys();
   if (page.size() == limit) body["next_after"] = page.back().first;
   SendJson(res, 200, body);
 }
@@ -660,6 +670,18 @@ void Api::Metrics(Response* res) {
   for (const auto* b : graph()->Buckets()) {
     sample("kayak_bucket_entries", metrics::RenderLabels({{"bucket", b->name()}}),
            static_cast<double>(b->Size()));
+  }
+  family("kayak_bucket_refused_keys_total", "counter",
+         "Writes of a new key a bucket refused at its max_keys (on_full: refuse).");
+  for (const auto* b : graph()->Buckets()) {
+    sample("kayak_bucket_refused_keys_total", metrics::RenderLabels({{"bucket", b->name()}}),
+           static_cast<double>(b->refused_keys()));
+  }
+  family("kayak_bucket_evicted_keys_total", "counter",
+         "Keys a bucket evicted at its max_keys (on_full: evict_oldest).");
+  for (const auto* b : graph()->Buckets()) {
+    sample("kayak_bucket_evicted_keys_total", metrics::RenderLabels({{"bucket", b->name()}}),
+           static_cast<double>(b->evicted_keys()));
   }
   if (graph()->checkpointing()) {
     const auto regions = graph()->Regions();

@@ -102,6 +102,20 @@ Status Bucket::Update(const std::string& key, int64_t now_ms,
     it = entries_.end();
   }
   if (it == entries_.end()) {
+    if (max_keys_ > 0 && entries_.size() >= max_keys_) {
+      if (!evict_oldest_) {
+        refused_keys_.fetch_add(1, std::memory_order_relaxed);
+        if (result != nullptr) *result = nullptr;
+        return Status::Ok();
+      }
+      // Expired entries go first; then the oldest write, as an expiry would.
+      ExpireLocked(now_ms);
+      // (More than one when a restore brought more keys than a lowered limit.)
+      while (entries_.size() >= max_keys_ && order_.oldest != nullptr) {
+        EraseLocked(entries_.find(order_.oldest->first));
+        evicted_keys_.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
     Json value;  // null
     KAYAK_RETURN_IF_ERROR(update(value, false));
     auto [ins, ok] = entries_.try_emplace(key);
@@ -601,6 +615,11 @@ Status Bucket::ApplyDelta(std::string_view data) {
 void Bucket::Expire(int64_t now_ms) {
   if (idle_timeout_ms_ <= 0) return;
   std::lock_guard lock(mu_);
+  ExpireLocked(now_ms);
+}
+
+void Bucket::ExpireLocked(int64_t now_ms) {
+  if (idle_timeout_ms_ <= 0) return;
   // Writes are stamped with a clock that may step back; stop at the first
   // entry that is still live rather than scanning everything.
   while (order_.oldest != nullptr) {

@@ -1,6 +1,7 @@
 // Buckets: named keyed state shared by pipelines (SPEC section 2).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
@@ -38,6 +39,18 @@ class Bucket {
 
   const std::string& name() const { return name_; }
   int64_t idle_timeout_ms() const { return idle_timeout_ms_; }
+
+  // At most `max_keys` live keys (0: no limit). A write of a new key past it
+  // evicts the oldest write (`evict_oldest`) or is refused: not applied,
+  // counted, and the message goes on. Before the first write.
+  void SetKeyLimit(size_t max_keys, bool evict_oldest) {
+    max_keys_ = max_keys;
+    evict_oldest_ = evict_oldest;
+  }
+  size_t max_keys() const { return max_keys_; }
+  bool evicts_oldest() const { return evict_oldest_; }
+  uint64_t refused_keys() const { return refused_keys_.load(std::memory_order_relaxed); }
+  uint64_t evicted_keys() const { return evicted_keys_.load(std::memory_order_relaxed); }
 
   // Applies `update` to the entry for `key` (a null value when the key is new
   // or expired) and stamps it with `now_ms`. If `update` fails the entry is
@@ -134,7 +147,12 @@ class Bucket {
   bool ExpiredLocked(const Entry& e, int64_t now_ms) const {
     return idle_timeout_ms_ > 0 && now_ms - e.last_write_ms >= idle_timeout_ms_;
   }
+  size_t max_keys_ = 0;
+  bool evict_oldest_ = false;
+  std::atomic<uint64_t> refused_keys_{0};
+  std::atomic<uint64_t> evicted_keys_{0};
   void EraseLocked(Map::iterator it);
+  void ExpireLocked(int64_t now_ms);
   // Reads `n` entries (key, last write, value) from `d` and makes each the
   // newest write; `full`: a full chunk, where a key may not repeat (else a
   // delta, whose keys replace what is there).

@@ -640,6 +640,52 @@ TEST(BucketDeltaTest, AFullChunkAndItsDeltasRestoreTheBucket) {
   EXPECT_FALSE(Bucket::Compact({}, {deltas[0]}, {}, &out).ok());
 }
 
+// At max_keys a new key is refused (counted, nothing written) or evicts the
+// oldest write; writes of keys it holds go on. An eviction is a drop, so a
+// delta over it restores the same bucket.
+TEST(BucketKeyLimitTest, RefusesOrEvictsAndDeltasCarryTheEvictions) {
+  auto set = [](Bucket& b, int k, int64_t now) {
+    return b.Update("k" + std::to_string(k), now, [&](Json& x, bool) {
+      x = k;
+      return Status::Ok();
+    });
+  };
+  Bucket refuse("r", 0);
+  refuse.SetKeyLimit(3, /*evict_oldest=*/false);
+  for (int k = 0; k < 5; ++k) ASSERT_TRUE(set(refuse, k, 10 + k).ok());
+  EXPECT_EQ(refuse.Size(), 3u);
+  EXPECT_EQ(refuse.refused_keys(), 2u);
+  EXPECT_FALSE(refuse.Get("k4", 100).has_value());
+  ASSERT_TRUE(set(refuse, 1, 100).ok());  // a key it holds: written
+  EXPECT_EQ(refuse.refused_keys(), 2u);
+
+  Bucket evict("e", 0);
+  evict.SetKeyLimit(3, /*evict_oldest=*/true);
+  evict.TrackChanges();
+  for (int k = 0; k < 3; ++k) ASSERT_TRUE(set(evict, k, 10 + k).ok());
+  std::vector<std::vector<Bucket::Change>> all(1);
+  evict.TakeChanges(true, &all[0]);
+  std::string base;
+  ASSERT_TRUE(Bucket::Compact({}, {}, all, &base).ok());
+  ASSERT_TRUE(set(evict, 0, 20).ok());  // k0 is now the newest write
+  ASSERT_TRUE(set(evict, 7, 21).ok());  // evicts k1, the oldest
+  EXPECT_EQ(evict.Size(), 3u);
+  EXPECT_EQ(evict.evicted_keys(), 1u);
+  EXPECT_FALSE(evict.Get("k1", 100).has_value());
+  EXPECT_TRUE(evict.Get("k0", 100).has_value());
+  std::vector<std::vector<Bucket::Change>> changes(1);
+  evict.TakeChanges(false, &changes[0]);
+  std::string delta;
+  Bucket::EncodeDelta(changes, &delta);
+  Bucket r("e", 0);
+  ASSERT_TRUE(r.RestoreState(base).ok());
+  ASSERT_TRUE(r.ApplyDelta(delta).ok());
+  std::string want, got;
+  evict.SaveState(&want);
+  r.SaveState(&got);
+  EXPECT_EQ(got, want);
+}
+
 // The barrier seals a bucket's changes in constant time and writers go on;
 // what is collected later is the bucket as it was at the seal, whatever was
 // written, rewritten, dropped and written again in between (copy on write),

@@ -401,3 +401,60 @@ class ReservedPathTest(KayakTest):
             r = run(["check", self.path("p.yaml")])
             self.assertEqual(r.returncode, 2, path)
             self.assertIn("dashboard", r.stdout + r.stderr)
+
+
+class BucketKeyLimitTest(KayakTest):
+    CFG = """
+buckets:
+  kept: {{max_keys: 100, on_full: {policy}}}
+pipelines:
+  web:
+    input: {{http: {{path: /ingest/keys}}}}
+    transforms:
+      - bucket: {{name: kept, key: k, op: add, field: v}}
+    outputs: [{{file: {{path: out}}}}]
+"""
+
+    def flood(self, s, first, n):
+        body = "\n".join(json.dumps({"k": f"key{i}", "v": 1}) for i in range(first, first + n))
+        post_until_taken(s, "/ingest/keys", body.encode())
+
+    def test_new_keys_past_max_keys_are_refused_and_counted(self):
+        state = self.path("state")
+        s = self.start(self.CFG.format(policy="refuse"), state_dir=state)
+        self.flood(s, 0, 300)
+        wait_for(lambda: len(self.read_output("out")) == 300, what="every message passed on")
+        b = s.get_json("/api/v1/buckets/kept")
+        self.assertEqual((b["size"], b["max_keys"], b["on_full"], b["refused_keys"]),
+                         (100, 100, "refuse", 200))
+        line = [l for l in s.get("/metrics")[1].splitlines()
+                if l.startswith('kayak_bucket_refused_keys_total{bucket="kept"} ')]
+        self.assertEqual([float(l.split()[-1]) for l in line], [200.0])
+        # Keys it holds are still written.
+        self.flood(s, 0, 10)
+        wait_for(lambda: s.get_json("/api/v1/buckets/kept?key=key0")["value"] == 2,
+                 what="a held key written again")
+        # After kill -9 the bucket is what it was: the refused keys were never in it.
+        self.assertEqual(http("POST", s.url + "/api/v1/checkpoints", b"")[0], 200)
+        s.kill()
+        s2 = self.start(self.CFG.format(policy="refuse"), state_dir=state)
+        b = s2.get_json("/api/v1/buckets/kept")
+        self.assertEqual(b["size"], 100)
+        self.assertEqual(http("GET", s2.url + "/api/v1/buckets/kept?key=key250")[0], 404)
+        # The limit is tuning: raised through the API, the entries stay and new keys go in.
+        status, _, text = http("PUT", s2.url + "/api/v1/buckets/kept",
+                               b"{max_keys: 150, on_full: refuse}")
+        self.assertEqual(status, 200, text)
+        self.assertEqual(s2.get_json("/api/v1/buckets/kept")["size"], 100)
+        self.flood(s2, 1000, 80)
+        wait_for(lambda: s2.get_json("/api/v1/buckets/kept")["size"] == 150,
+                 what="new keys up to the raised limit")
+
+    def test_evict_oldest_keeps_the_newest_keys(self):
+        s = self.start(self.CFG.format(policy="evict_oldest"))
+        self.flood(s, 0, 300)
+        wait_for(lambda: s.get_json("/api/v1/buckets/kept")["evicted_keys"] == 200,
+                 what="the evictions")
+        self.assertEqual(s.get_json("/api/v1/buckets/kept")["size"], 100)
+        self.assertEqual(http("GET", s.url + "/api/v1/buckets/kept?key=key0")[0], 404)
+        self.assertEqual(http("GET", s.url + "/api/v1/buckets/kept?key=key299")[0], 200)
