@@ -458,3 +458,16 @@ pipelines:
         self.assertEqual(s.get_json("/api/v1/buckets/kept")["size"], 100)
         self.assertEqual(http("GET", s.url + "/api/v1/buckets/kept?key=key0")[0], 404)
         self.assertEqual(http("GET", s.url + "/api/v1/buckets/kept?key=key299")[0], 200)
+
+
+class LogForgeryTest(KayakTest):
+    def test_outside_text_cannot_start_a_log_line(self):
+        script = ('function process(m) error("boom\\n2030-01-01T00:00:00.000 info forged line '
+                  '\\27[31m") end')
+        s = self.start(LUA.format(script=json.dumps(script), memory=1048576, extra=""))
+        post_until_taken(s, "/ingest/lua", b'{"a":1}')
+        wait_for(lambda: "forged line" in s.stderr(), what="the error in the log")
+        forged = [l for l in s.stderr_lines if l.startswith("2030-01-01")]
+        self.assertEqual(forged, [])
+        self.assertIn("boom\\n2030-01-01", s.stderr())
+        self.assertIn("\\x1b[31m", s.stderr())

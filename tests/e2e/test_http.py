@@ -322,9 +322,18 @@ class HttpLogTest(KayakTest):
             status, headers, body = post(u, json.dumps({"id": f"refused-{op}"}))
             self.assertEqual(status, 503, body)
             self.assertEqual(headers.get("Retry-After"), "1")
+            self.assertNotIn(state, body)  # no path of the state directory in an answer
+            self.assertIn("disk is full" if err == "ENOSPC" else "I/O error", body)
+            # The card and /ready say why posts fail, until one is logged again.
+            wait_for(lambda: s.card("web", "input")["state"] == "retrying", what="the card")
+            self.assertIn("cannot be logged", s.card("web", "input")["last_error"])
+            ready_status, _, ready = request("GET", s.url + "/ready")
+            self.assertEqual(ready_status, 503, ready)
+            self.assertIn("cannot be logged", ready)
             os.remove(rules)
             status, _, body = post(u, json.dumps({"id": f"after-{op}"}))
             self.assertEqual(status, 202, body)
+            wait_for(lambda: s.card("web", "input")["state"] == "running", what="the card again")
         wait_for(lambda: len(self.read_output("out")) >= 3, what="the accepted posts")
         s.proc.send_signal(signal.SIGKILL)
         s.proc.wait(timeout=30)

@@ -84,7 +84,12 @@ class HttpEndpoint final : public IngestEndpoint {
         done({202, "{\"accepted\":" + std::to_string(n) + ",\"seq\":" + std::to_string(seq) + "}",
               0});
       } else {
-        done({503, ErrorBody("the post could not be logged: " + st.message() + "; send it again"),
+        // What failed, without the state directory's paths (the log line,
+        // the card and /ready have them).
+        const bool full = st.message().find("No space left") != std::string::npos;
+        done({503,
+              ErrorBody(std::string("the post could not be logged (") +
+                        (full ? "the disk is full" : "an I/O error") + "); send it again"),
               1});
       }
     };
@@ -173,6 +178,13 @@ class HttpInput final : public Input {
     records_.clear();
     KAYAK_RETURN_IF_ERROR(
         log_->Read(consumed_, batch_size_, 4 << 20, wait_ms, &records_, kLingerMs));
+    // With nothing to read and posts refused, the card (and /ready) say why
+    // until a post is logged again.
+    if (records_.empty()) {
+      if (Status w = log_->write_status(); !w.ok()) {
+        return Status::Unavailable("posts cannot be logged (they get 503): " + w.message());
+      }
+    }
     const int64_t now = ctx_.clock->NowMs();
     for (auto& r : records_) {
       consumed_ = r.seq;

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/clock.h"
 #include "common/format.h"
 #include "common/io.h"
 #include "common/log.h"
@@ -320,8 +321,20 @@ void HttpLog::WriterLoop() {
     Status st = WriteBatch(&batch, first);
     uint64_t failed_bytes = 0;
     bool wake_reader = false;
+    if (!st.ok()) {
+      // One line per 10 s however often posts fail (a full disk under load).
+      ++unwarned_failures_;
+      if (MonotonicMs() - warned_ms_ >= 10000) {
+        KLOG_WARN("http log {}: {} batch{} of posts could not be logged and got 503: {}",
+                  opt_.dir, unwarned_failures_, unwarned_failures_ == 1 ? "" : "es",
+                  st.message());
+        warned_ms_ = MonotonicMs();
+        unwarned_failures_ = 0;
+      }
+    }
     {
       std::lock_guard lock(mu_);
+      write_status_ = st;
       if (st.ok()) {
         durable_seq_ = first + batch.size() - 1;
         wake_reader = durable_seq_ >= reader_wants_;
@@ -583,6 +596,11 @@ void HttpLog::Release(uint64_t seq) {
     }
     segments_.erase(segments_.begin());
   }
+}
+
+Status HttpLog::write_status() const {
+  std::lock_guard lock(mu_);
+  return write_status_;
 }
 
 uint64_t HttpLog::last_seq() const {

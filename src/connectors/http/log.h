@@ -73,6 +73,9 @@ class HttpLog {
 
   // For the card and the API.
   uint64_t last_seq() const;
+  // Why the last batch could not be logged (a full disk, an I/O error), or
+  // Ok once one is logged again.
+  Status write_status() const;
   uint64_t backlog_bytes() const;
   size_t segments() const;
 
@@ -109,6 +112,9 @@ class HttpLog {
   uint64_t backlog_ = 0;               // guarded by mu_: appended, not yet read
   uint64_t next_seq_ = 1;              // guarded by mu_
   uint64_t durable_seq_ = 0;           // guarded by mu_: the last acknowledged record
+  Status write_status_;                 // guarded by mu_: the last batch's write
+  int64_t warned_ms_ = 0;               // writer thread: the last warning of a failed write
+  uint64_t unwarned_failures_ = 0;      // writer thread: failed batches since that warning
   std::deque<LogRecord> memory_;       // guarded by mu_: the in-memory log, or
                                        // with a directory the records logged
                                        // since Open and not yet read
