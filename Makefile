@@ -23,14 +23,10 @@ soak: build
 	  python3 tests/crash/crash_suite.py --kills 460 --messages 60000 --crash-states 12 \
 	  --kafka-kills 40 --http-kills 20 -v
 
-# The libFuzzer targets for five minutes each: the http input's request path
-# and the opcua input's decoder.
+# The libFuzzer targets for five minutes each: the http input's request path,
+# the opcua input's decoder and the config reader (tests/CMakeLists.txt).
 fuzz: build
-	mkdir -p build/fuzz-corpus/ingest build/fuzz-corpus/opcua
-	build/tests/ingest_fuzz -max_total_time=300 -rss_limit_mb=1024 -timeout=5 \
-	  build/fuzz-corpus/ingest tests/fuzz/corpus
-	build/tests/opcua_fuzz -max_total_time=300 -rss_limit_mb=1024 -timeout=5 \
-	  build/fuzz-corpus/opcua tests/fuzz/opcua_corpus
+	for run in build/tests/*_fuzz.run; do sh $$run 300 || exit 1; done
 
 # Every benchmark (micro, pipelines next to the fwrite ceiling, checkpoints,
 # memory, http next to nginx, kafka next to kcat), one table at the end;

@@ -189,6 +189,18 @@ def read_dir(path):
     return out
 
 
+def lines_of(path):
+    """The whole lines of every part in an output directory, in part order: a line the server
+    is writing right now (no newline yet) is not one, so a poll never parses half a line."""
+    lines = []
+    if os.path.isdir(path):
+        for name in sorted(os.listdir(path)):
+            with open(os.path.join(path, name), "rb") as f:
+                text = f.read()
+            lines.extend(l.decode() for l in text[:text.rfind(b"\n") + 1].split(b"\n") if l)
+    return lines
+
+
 
 class Counts:
     def __init__(self):
@@ -209,9 +221,9 @@ def finished(s, d, n):
                 and s.card("side", "input")["state"] == "finished"
                 and s.card("gen", "input")["state"] == "finished"
                 and s.card("other", "input")["state"] == "finished"
-                and len(read_dir(f"{d}/out/merged").splitlines()) >= n + n // 2
-                and len(read_dir(f"{d}/out/other").splitlines()) >= n // 4
-                and len(read_dir(f"{d}/out/main").splitlines()) >= n)
+                and len(lines_of(f"{d}/out/merged")) >= n + n // 2
+                and len(lines_of(f"{d}/out/other")) >= n // 4
+                and len(lines_of(f"{d}/out/main")) >= n)
     except Exception:
         return False
 
@@ -288,7 +300,7 @@ def check_final(s, d, n, stdout_runs, c, label):
         if read_dir(f"{d}/out/{name}") != ndjson_bytes(rows):
             c.mismatches += 1
             print(f"{label}: file output {name} differs from the oracle")
-    merged = [json.loads(l)["seq"] for l in read_dir(f"{d}/out/merged").decode().splitlines()]
+    merged = [json.loads(l)["seq"] for l in lines_of(f"{d}/out/merged")]
     if sorted(merged) != list(range(n + n // 2)):
         c.mismatches += 1
         c.lost += len(set(range(n + n // 2)) - set(merged))
@@ -565,7 +577,7 @@ pipelines:
             done = lambda: sum((checkpointed_offsets(state, "k") or {}).values()) >= n
             wait_for(lambda: s.card("k", "input")["messages_in"] > 0 or done(), timeout=120,
                      what="the kafka input to consume")
-            if len(read_dir(f"{d}/out").splitlines()) >= n:
+            if len(lines_of(f"{d}/out")) >= n:
                 s.kill()
                 break
             time.sleep(rng.uniform(0.2, 1.5))
@@ -581,12 +593,12 @@ pipelines:
                 print(f"  kafka kill {c.kill_points}: committed offsets within the checkpoint",
                       flush=True)
         s = start_k()
-        wait_for(lambda: len(read_dir(f"{d}/out").splitlines()) >= n, timeout=300,
+        wait_for(lambda: len(lines_of(f"{d}/out")) >= n, timeout=300,
                  what="kafka: every message in the output")
         want, sums = kafka_oracle(n)
         check_bucket(s, "ksums", sums, c, "kafka")
         s.stop()
-        rows = [json.loads(l) for l in read_dir(f"{d}/out").decode().splitlines()]
+        rows = [json.loads(l) for l in lines_of(f"{d}/out")]
         seqs = sorted(r["seq"] for r in rows)
         if seqs != list(range(n)):
             c.lost += len(set(range(n)) - set(seqs))
@@ -746,7 +758,7 @@ pipelines:
         w.join(timeout=300)
         total = n // burst * burst
         s = Server(d, cfg, server_config=SERVER, state_dir=state)
-        ids = lambda: {json.loads(l)["id"] for l in read_dir(f"{d}/out").decode().splitlines()}  # noqa: E731
+        ids = lambda: {json.loads(l)["id"] for l in lines_of(f"{d}/out")}  # noqa: E731
         wait_for(lambda: len(ids()) >= total, timeout=300,
                  what=f"{db.name}: every row in the file")
         wait_for(lambda: db.sink_complete(total), timeout=120,
@@ -843,9 +855,9 @@ pipelines:
         s = Server(d, cfg, server_config=SERVER, state_dir=f"{d}/state")
         poster.url = s.url
         wait_for(lambda: poster.acked >= n, timeout=300, what="http: every post acknowledged")
-        wait_for(lambda: len({json.loads(l)["seq"] for l in read_dir(f"{d}/out").splitlines()})
+        wait_for(lambda: len({json.loads(l)["seq"] for l in lines_of(f"{d}/out")})
                  >= n, timeout=120, what="http: every post in the output")
-        rows = [json.loads(l) for l in read_dir(f"{d}/out").decode().splitlines()]
+        rows = [json.loads(l) for l in lines_of(f"{d}/out")]
         seqs = [r["seq"] for r in rows]
         missing = set(range(n)) - set(seqs)
         twice = {q for q in seqs if seqs.count(q) > 1} if len(seqs) != len(set(seqs)) else set()
@@ -978,7 +990,7 @@ pipelines:
         w.join(timeout=300)
         total = n // burst * burst
         s = Server(d, cfg, server_config=SERVER, state_dir=state)
-        seqs = lambda: {json.loads(l)["seq"] for l in read_dir(f"{d}/out").decode().splitlines()}  # noqa: E731
+        seqs = lambda: {json.loads(l)["seq"] for l in lines_of(f"{d}/out")}  # noqa: E731
         wait_for(lambda: len(seqs()) >= total, timeout=300,
                  what=f"{src.name}: every message in the file")
         want = {}
@@ -1055,7 +1067,7 @@ pipelines:
       - file: {{path: {d}/out}}
 """
     state = f"{d}/state"
-    seqs = lambda: [json.loads(l)["seq"] for l in read_dir(f"{d}/out").decode().splitlines()]  # noqa: E731
+    seqs = lambda: [json.loads(l)["seq"] for l in lines_of(f"{d}/out")]  # noqa: E731
     cut = set()
     for k in range(kills + 1):
         s = Server(d, cfg, server_config=SERVER, state_dir=state)
@@ -1129,7 +1141,7 @@ pipelines:
       - file: {{path: {d}/out}}
 """
         state = f"{d}/state"
-        rows = lambda: [json.loads(l) for l in read_dir(f"{d}/out").decode().splitlines()]  # noqa: E731
+        rows = lambda: [json.loads(l) for l in lines_of(f"{d}/out")]  # noqa: E731
         for k in range(kills + 1):
             s = Server(d, cfg, server_config=SERVER, state_dir=state)
             n0 = len(rows())

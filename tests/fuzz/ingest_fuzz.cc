@@ -34,10 +34,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     abort();  // a refusal always says why
   }
   // What nlohmann (which parses messages later) takes as one value is one
-  // message: the fast check in front of it refuses nothing it takes.
-  if (nlohmann::json::accept(input) &&
+  // message, within the depth limit: the fast check in front of it refuses
+  // nothing else it takes. Past the limit, nothing is taken.
+  const bool within = kayak::JsonDepthWithin(input);
+  if (nlohmann::json::accept(input) && within &&
       !(kayak::NormalizeIngestBody(input, &payload, &n, &error) && n == 1)) {
     abort();
+  }
+  if (!within && input.find('\n') == std::string_view::npos &&
+      kayak::NormalizeIngestBody(input, &payload, &n, &error)) {
+    abort();  // one line nested past the limit is refused
   }
   // The bytes as a request on the wire.
   bhttp::request_parser<bhttp::string_body> parser;
