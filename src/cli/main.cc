@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <cctype>
 #include <map>
 #include <set>
@@ -161,6 +163,44 @@ int Check(const std::string& path) {
 }
 
 int Serve(const Args& args) {
+  // Signals are taken by one thread with sigwait; every thread started
+  // below inherits the blocked mask.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  // A stop is honoured at any time. Before the graph serves (reading the
+  // config, restoring state, building thousands of pipelines) nothing has
+  // run that a stop must drain: the process exits at once, which is as safe
+  // for the state directory as a kill. From then on the first signal stops
+  // gracefully and a second exits at once.
+  std::mutex stop_mu;
+  std::condition_variable stop_cv;
+  int stop_signal = 0;  // guarded by stop_mu
+  std::atomic<bool> serving{false};
+  std::thread([&, sigs] {
+    sigset_t s = sigs;
+    int sig = 0;
+    if (sigwait(&s, &sig) != 0) return;
+    const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+    if (!serving.load()) {
+      std::fprintf(stderr, "kayak: %s while starting; nothing ran yet, exiting\n", name);
+      std::_Exit(kExitOk);
+    }
+    KLOG_INFO("received {}, stopping gracefully (send it again to exit at once)", name);
+    {
+      std::lock_guard lock(stop_mu);
+      stop_signal = sig;
+    }
+    stop_cv.notify_all();
+    if (sigwait(&s, &sig) == 0) {
+      std::fprintf(stderr, "kayak: second signal, exiting at once\n");
+      std::_Exit(kExitRuntime);
+    }
+  }).detach();
+
   ServerConfig server;
   if (!args.server_config.empty()) {
     ErrorList errors;
@@ -195,14 +235,6 @@ int Serve(const Args& args) {
     }
   }
 
-  // Signals are taken by one thread with sigwait; every thread started
-  // below inherits the blocked mask.
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
 
   EngineOptions eopts;
   eopts.checkpointing = !args.state_dir.empty();
@@ -303,21 +335,12 @@ int Serve(const Args& args) {
                                : server.listen_host;
   KLOG_INFO("kayak {} API listening on http://{}:{}", KAYAK_VERSION, host, listener.port());
   if (!args.state_dir.empty()) KLOG_INFO("state directory {} (locked)", args.state_dir);
+  serving = true;  // from here a signal stops gracefully, after the start
   graph.Start();  // API changes wait for it
-
-  int sig = 0;
-  sigwait(&sigs, &sig);
-  KLOG_INFO("received {}, stopping gracefully (send it again to exit at once)",
-            sig == SIGINT ? "SIGINT" : "SIGTERM");
-  std::thread second([sigs] {
-    int again = 0;
-    sigset_t s = sigs;
-    if (sigwait(&s, &again) == 0) {
-      std::fprintf(stderr, "kayak: second signal, exiting at once\n");
-      std::_Exit(kExitRuntime);
-    }
-  });
-  second.detach();
+  {
+    std::unique_lock lock(stop_mu);
+    stop_cv.wait(lock, [&] { return stop_signal != 0; });
+  }
   const bool clean = graph.Stop();
   listener.Stop();
   if (!clean) {

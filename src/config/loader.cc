@@ -203,17 +203,23 @@ class GraphLoader {
     c->value = kv.second;
     c->fingerprint = type + ":";
     if (c->def->shape == Shape::kOptions && kv.second.IsMap()) {
-      // Tuning options decide how fast, not what: changing one keeps the state.
-      YAML::Node identity(YAML::NodeType::Map);
+      // Tuning options decide how fast, not what: changing one keeps the
+      // state. Written as Canonical writes a map, without building one (a
+      // node assigned from the document merges the whole document's memory
+      // into it: a cost per component that grows with the file).
+      c->fingerprint += "{";
       for (const auto& o : kv.second) {
         const std::string name = o.first.IsScalar() ? o.first.Scalar() : "";
         bool tuning = false;
         for (const auto& p : c->def->props) {
           tuning = tuning || (p.name == name && p.role == PropRole::kTuning);
         }
-        if (!tuning) identity[o.first] = o.second;
+        if (tuning) continue;
+        c->fingerprint += "\"" + o.first.Scalar() + "\":";
+        Canonical(o.second, &c->fingerprint);
+        c->fingerprint += ",";
       }
-      Canonical(identity, &c->fingerprint);
+      c->fingerprint += "}";
     } else {
       Canonical(kv.second, &c->fingerprint);
     }

@@ -87,9 +87,25 @@ class PermitOutput final : public Output {
   }
 };
 
+// A transform that throws on a message holding "boom" (as a library could).
+class ThrowingTransform final : public Transform {
+ public:
+  Status Process(Batch* batch) override {
+    for (const auto& m : batch->messages) {
+      if (m.payload().find("boom") != std::string::npos) throw std::runtime_error("kaboom");
+    }
+    return Status::Ok();
+  }
+};
+
 class TestRegistry final : public ComponentRegistry {
  public:
   TestRegistry() {
+    throws_.kind = "transform";
+    throws_.type = "throws";
+    throws_.make_transform = [](const Options&, const ComponentContext&) {
+      return std::make_unique<ThrowingTransform>();
+    };
     sink_.kind = "output";
     sink_.type = "sink";
     sink_.make_output = [](const Options&, const ComponentContext&) {
@@ -110,12 +126,13 @@ class TestRegistry final : public ComponentRegistry {
     if (kind == "output" && type == "sink") return &sink_;
     if (kind == "output" && type == "permit") return &permit_;
     if (kind == "input" && type == "fed") return &fed_;
+    if (kind == "transform" && type == "throws") return &throws_;
     return BuiltinComponents().Find(kind, type);
   }
   std::vector<const ComponentDef*> All() const override { return BuiltinComponents().All(); }
 
  private:
-  ComponentDef sink_, permit_, fed_;
+  ComponentDef sink_, permit_, fed_, throws_;
 };
 
 std::unique_ptr<Engine> BuildEngine(const std::string& yaml, const TestRegistry& reg) {
@@ -195,6 +212,29 @@ TEST_F(EngineTest, DownstreamMergesTwoUpstreams) {
       last_a = j["i"].get<int>();
     }
   }
+}
+
+// A transform's exception fails its batch, counted on its card, like an
+// error it returns: the process and the pipeline go on.
+TEST_F(EngineTest, ATransformThatThrowsFailsTheBatchNotTheProcess) {
+  {
+    std::ofstream a(dir_ / "a.ndjson");
+    a << R"({"i":1})" << "\n" << R"({"i":"boom"})" << "\n" << R"({"i":3})" << "\n";
+  }
+  const std::string yaml =
+      "pipelines:\n"
+      "  a:\n"
+      "    input: {file: {path: '" + (dir_ / "a.ndjson").string() + "', batch_size: 1}}\n"
+      "    transforms: [{throws: {}}]\n"
+      "    outputs: [{sink: {}}]\n";
+  auto engine = BuildEngine(yaml, registry_);
+  ASSERT_NE(engine, nullptr);
+  engine->Start();
+  ASSERT_TRUE(WaitFor([&] { return SinkSize() == 2; })) << SinkSize();
+  const auto* card = engine->pipelines()[0]->cards()[1];
+  EXPECT_EQ(card->errors(), 1u);
+  EXPECT_NE(card->last_error().find("threw: kaboom"), std::string::npos) << card->last_error();
+  engine->Stop();
 }
 
 TEST_F(EngineTest, BlockedOutputStopsTheInput) {

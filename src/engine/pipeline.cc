@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <exception>
 
 #include "common/log.h"
 #include "engine/engine.h"
@@ -569,7 +570,15 @@ bool PipelineRunner::RunTransforms(Batch* batch, size_t first) {
   for (size_t i = first; i < transforms_.size(); ++i) {
     ComponentStats* card = transform_cards_[i];
     card->AddIn(batch->size());
-    Status st = transforms_[i]->Process(batch);
+    Status st;
+    // A transform that throws on a message (a library's exception, an
+    // allocation that failed) fails that batch like an error it returns,
+    // not the process: a replay after a restart would throw again.
+    try {
+      st = transforms_[i]->Process(batch);
+    } catch (const std::exception& e) {
+      st = Status::Internal(std::string("the transform threw: ") + e.what());
+    }
     if (!st.ok()) {
       card->RecordError(st.message());
       KLOG_WARN("pipeline {}: transform {} ({}) dropped a batch of {} messages: {}", id_,

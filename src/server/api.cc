@@ -420,11 +420,7 @@ Json CheckpointsJson(const RunningGraph& g);
 void Api::Overview(Response* res) {
   Json buckets = Json::array();
   for (const auto* b : graph()->Buckets()) {
-    buckets.push_back(Json{{"name", b->name()},
-                           {"size", b->Size()},
-                           {"max_keys", b->max_keys()},
-                           {"refused_keys", b->refused_keys()},
-                           {"evicted_keys", b->evicted_keys()}});
+    buckets.push_back(Json{{"name", b->name()}, {"size", b->Size()}});
   }
   Json reasons = NotReadyReasons();
   SendJson(res, 200,

@@ -471,3 +471,17 @@ class LogForgeryTest(KayakTest):
         self.assertEqual(forged, [])
         self.assertIn("boom\\n2030-01-01", s.stderr())
         self.assertIn("\\x1b[31m", s.stderr())
+
+
+class LongStartTest(KayakTest):
+    def test_a_stop_during_a_long_start_is_honoured_at_once(self):
+        # Thousands of pipelines take a while to build; a stop does not wait for it.
+        cfg = "pipelines:\n" + "".join(
+            f"  p{i}:\n    input: {{dummy: {{count: 1}}}}\n    outputs: [{{file: {{path: out/p{i}}}}}]\n"
+            for i in range(3000))
+        state = self.path("state")
+        s = self.start(cfg, state_dir=state, wait=False)
+        wait_for(lambda: os.path.exists(os.path.join(state, "LOCK")) or s.proc.poll() is not None,
+                 timeout=60, what="the state directory locked (the config read)")
+        self.assertEqual(s.stop(timeout=15), 0, s.stderr())
+        self.assertIn("while starting", s.stderr())
