@@ -12,6 +12,7 @@
 
 #include "common/format.h"
 #include "common/clock.h"
+#include "common/metrics.h"
 #include "components.h"
 #include "state/arena.h"
 #include "transforms/field_access.h"
@@ -37,7 +38,8 @@ class RollingWindow final : public Transform {
     size_t max_points_per_key = 0;
   };
 
-  RollingWindow(Config c, const Clock* clock) : c_(std::move(c)), clock_(clock) {
+  RollingWindow(Config c, const Clock* clock, metrics::Counter* evicted)
+      : c_(std::move(c)), clock_(clock), evicted_(evicted) {
     static const std::pair<unsigned, const char*> kNames[] = {
         {kCount, "_count"}, {kSum, "_sum"}, {kAvg, "_avg"}, {kMin, "_min"}, {kMax, "_max"}};
     for (const auto& [agg, suffix] : kNames) {
@@ -673,6 +675,7 @@ class RollingWindow final : public Transform {
     if (it == keys_.end()) {
       if (keys_.size() >= c_.max_keys) {
         Erase(keys_.find(order_.oldest->first));  // the least recently written key makes room
+        evicted_->Add();
       }
       it = keys_.try_emplace(key).first;
       if (!dropped_.empty()) dropped_.erase(key);  // written again: not dropped
@@ -700,6 +703,7 @@ class RollingWindow final : public Transform {
 
   const Config c_;
   const Clock* clock_;
+  metrics::Counter* evicted_;  // keys evicted at max_keys
   std::vector<std::string> names_;  // the added fields, in order
   // Reused from message to message.
   expr::Document doc_;
@@ -824,7 +828,12 @@ ComponentDef RollingWindowDef() {
     c.max_keys = static_cast<size_t>(o.Int("max_keys"));
     c.max_points_per_key = static_cast<size_t>(o.Int("max_points_per_key"));
     if (o.failed()) return nullptr;
-    return std::make_unique<RollingWindow>(std::move(c), ctx.clock);
+    // Keys evicted at max_keys, in /metrics (the series outlives a rebuild).
+    metrics::Counter* evicted = metrics::Registry::Global().GetCounter(
+        "kayak_window_evicted_keys_total",
+        "Keys a rolling_window evicted at its max_keys (the least recently written).",
+        {{"pipeline", ctx.pipeline_id}, {"component", ctx.stats ? ctx.stats->name() : ""}});
+    return std::make_unique<RollingWindow>(std::move(c), ctx.clock, evicted);
   };
   return d;
 }

@@ -6,6 +6,7 @@
 #include <random>
 #include <thread>
 
+#include "common/metrics.h"
 #include "test_util.h"
 
 namespace kayak::testing {
@@ -140,6 +141,25 @@ TEST_F(TransformTest, RollingWindowEventTimeOutOfOrder) {
   ExpectAggs(One(*t, R"({"k":"A","ts":101,"value":50})"), {3, 9, 3, 2, 4}, "m5 late");
   ExpectAggs(One(*t, R"({"k":"B","ts":50,"value":10})"), {1, 10, 10, 10, 10}, "other key");
   ExpectAggs(One(*t, R"({"k":"A","ts":113,"value":6})"), {3, 12, 4, 2, 6}, "m7 evicts 103");
+}
+
+// Past max_keys the least recently written key goes, counted in /metrics.
+TEST_F(TransformTest, RollingWindowEvictsPastMaxKeysAndCountsIt) {
+  auto t = Make("rolling_window: {key: k, field: value, window_messages: 3, max_keys: 2}");
+  auto evicted = [] {
+    std::string out;
+    metrics::Registry::Global().Render(&out);
+    const std::string family = "kayak_window_evicted_keys_total{";
+    const size_t at = out.find(family);
+    return at == std::string::npos ? -1.0 : std::stod(out.substr(out.find('}', at) + 2));
+  };
+  ExpectAggs(One(*t, R"({"k":"A","value":1})"), {1, 1, 1, 1, 1}, "A");
+  ExpectAggs(One(*t, R"({"k":"B","value":2})"), {1, 2, 2, 2, 2}, "B");
+  const double before = evicted();
+  ExpectAggs(One(*t, R"({"k":"C","value":3})"), {1, 3, 3, 3, 3}, "C evicts A");
+  EXPECT_EQ(evicted(), before + 1);
+  ExpectAggs(One(*t, R"({"k":"A","value":4})"), {1, 4, 4, 4, 4}, "A starts again");
+  EXPECT_EQ(evicted(), before + 2);
 }
 
 // A key's points (a ring that grows and shrinks with them) against a plain
