@@ -102,22 +102,24 @@ Status Bucket::Update(const std::string& key, int64_t now_ms,
     it = entries_.end();
   }
   if (it == entries_.end()) {
-    if (max_keys_ > 0 && entries_.size() >= max_keys_) {
-      if (!evict_oldest_) {
-        refused_keys_.fetch_add(1, std::memory_order_relaxed);
-        if (result != nullptr) *result = nullptr;
-        return Status::Ok();
-      }
-      // Expired entries go first; then the oldest write, as an expiry would.
+    const bool full = max_keys_ > 0 && entries_.size() >= max_keys_;
+    if (full && !evict_oldest_) {
+      refused_keys_.fetch_add(1, std::memory_order_relaxed);
+      if (result != nullptr) *result = nullptr;
+      return Status::Ok();
+    }
+    Json value;  // null
+    KAYAK_RETURN_IF_ERROR(update(value, false));
+    if (full) {
+      // Only for a write that goes in: expired entries first, then the
+      // oldest writes, as an expiry would (more than one when a restore
+      // brought more keys than a lowered limit).
       ExpireLocked(now_ms);
-      // (More than one when a restore brought more keys than a lowered limit.)
       while (entries_.size() >= max_keys_ && order_.oldest != nullptr) {
         EraseLocked(entries_.find(order_.oldest->first));
         evicted_keys_.fetch_add(1, std::memory_order_relaxed);
       }
     }
-    Json value;  // null
-    KAYAK_RETURN_IF_ERROR(update(value, false));
     auto [ins, ok] = entries_.try_emplace(key);
     (void)ok;
     ins->second.entry.value = std::move(value);
