@@ -73,10 +73,14 @@ class ComponentStats {
   // An output's write or commit tried again after a failure.
   void AddRetry() { retries_.fetch_add(1, std::memory_order_relaxed); }
   uint64_t retries() const { return retries_.load(std::memory_order_relaxed); }
+  // A transform's message set aside: the process died with it inside the
+  // transform (docs/durability.md, "A message that stops the process").
+  void AddSetAside() { set_aside_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t set_aside() const { return set_aside_.load(std::memory_order_relaxed); }
 
  private:
   const std::string name_, kind_, type_;
-  std::atomic<uint64_t> in_{0}, out_{0}, errors_{0}, retries_{0};
+  std::atomic<uint64_t> in_{0}, out_{0}, errors_{0}, retries_{0}, set_aside_{0};
   std::atomic<int64_t> lag_{-1};
   std::atomic<const char*> lag_unit_{""};
   std::atomic<int> state_{static_cast<int>(ComponentState::kStarting)};

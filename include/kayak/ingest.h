@@ -20,6 +20,7 @@ struct IngestReply {
   unsigned status = 202;
   std::string body;             // JSON
   unsigned retry_after_secs = 0;  // sets Retry-After when non-zero
+  std::string content_type;       // "" is application/json
 };
 
 // Called exactly once per request, from any thread.
@@ -55,6 +56,13 @@ class IngestEndpoint {
   // `authorization` is the Authorization header ("" if none). Must not block:
   // the listener's thread calls it.
   virtual void Post(std::string_view body, std::string_view authorization, IngestDone done) = 0;
+  // Asked on the request's header, before its body is read: false, with
+  // `refusal` filled in, turns the post away unread (a missing token).
+  virtual bool Admit(std::string_view authorization, IngestReply* refusal) {
+    (void)authorization;
+    (void)refusal;
+    return true;
+  }
 };
 
 // Which endpoint serves which path. Thread-safe.

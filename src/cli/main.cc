@@ -180,6 +180,7 @@ int Serve(const Args& args) {
   std::condition_variable stop_cv;
   int stop_signal = 0;  // guarded by stop_mu
   std::atomic<bool> serving{false};
+  std::atomic<GraphManager*> starting{nullptr};  // the graph, while Start may run
   std::thread([&, sigs] {
     sigset_t s = sigs;
     int sig = 0;
@@ -190,6 +191,8 @@ int Serve(const Args& args) {
       std::_Exit(kExitOk);
     }
     KLOG_INFO("received {}, stopping gracefully (send it again to exit at once)", name);
+    // Before the stop is said: the graph lives until the main thread sees it.
+    if (GraphManager* g = starting.load()) g->CancelStart();
     {
       std::lock_guard lock(stop_mu);
       stop_signal = sig;
@@ -236,35 +239,6 @@ int Serve(const Args& args) {
   }
 
 
-  EngineOptions eopts;
-  eopts.checkpointing = !args.state_dir.empty();
-  eopts.state_dir = args.state_dir;
-  if (eopts.checkpointing) {
-    eopts.checkpoint_interval_ms = server.checkpoint_interval_secs * 1000;
-    eopts.checkpoint_timeout_ms = server.checkpoint_timeout_secs * 1000;
-    eopts.stop_timeout_ms = server.stop_timeout_secs * 1000;
-  }
-  GraphManager::Options gopts;
-  gopts.registry = &BuiltinComponents();
-  gopts.engine = eopts;
-  gopts.discard_state = args.discard_state;
-  GraphManager graph(gopts);
-  {
-    auto text = checkpoint::ReadWholeFile(args.config);
-    if (!text.ok()) {
-      std::fprintf(stderr, "kayak: %s\n", text.status().message().c_str());
-      return kExitUsage;
-    }
-    ErrorList errors;
-    if (Status st = graph.Init(*text, args.config, &errors); !st.ok()) {
-      if (!errors.empty()) {
-        std::fputs(errors.ToString().c_str(), stderr);
-        return kExitUsage;
-      }
-      KLOG_ERROR("cannot start the graph: {}", st.message());
-      return kExitRuntime;
-    }
-  }
   std::string token;
   if (!server.auth_token_file.empty()) {
     // Read once at start; the token itself is never logged.
@@ -306,6 +280,19 @@ int Serve(const Args& args) {
     }
     KLOG_WARN("admin API: open to every client that reaches {} (auth: none)", server.listen_host);
   }
+  EngineOptions eopts;
+  eopts.checkpointing = !args.state_dir.empty();
+  eopts.state_dir = args.state_dir;
+  if (eopts.checkpointing) {
+    eopts.checkpoint_interval_ms = server.checkpoint_interval_secs * 1000;
+    eopts.checkpoint_timeout_ms = server.checkpoint_timeout_secs * 1000;
+    eopts.stop_timeout_ms = server.stop_timeout_secs * 1000;
+  }
+  GraphManager::Options gopts;
+  gopts.registry = &BuiltinComponents();
+  gopts.engine = eopts;
+  gopts.discard_state = args.discard_state;
+  GraphManager graph(gopts);
   http::Api api(&graph, token);
   http::ServerLimits limits;
   limits.max_body_bytes = static_cast<uint64_t>(server.max_body_bytes);
@@ -323,19 +310,43 @@ int Serve(const Args& args) {
                           api.Handle(req, res);
                         });
   listener.SetIngest(graph.ingest());
+  listener.SetHeaderCheck(
+      [&api](std::string_view target, std::string_view authorization, http::Response* res) {
+        return api.RefusedOnHeader(target, authorization, res);
+      });
   listener.SetAsyncHandler([&api](const http::Request& req, IngestDone done) {
     return api.HandleAsync(req, std::move(done));
   });
+  // The listener answers from before the graph is built (restoring state,
+  // starting thousands of pipelines): /health and /ready say it is starting,
+  // the rest 503 with Retry-After, and a bind that fails fails at once.
   if (Status st = listener.Start(); !st.ok()) {
     KLOG_ERROR("{}", st.message());
     return kExitRuntime;
+  }
+  {
+    auto text = checkpoint::ReadWholeFile(args.config);
+    if (!text.ok()) {
+      std::fprintf(stderr, "kayak: %s\n", text.status().message().c_str());
+      return kExitUsage;
+    }
+    ErrorList errors;
+    if (Status st = graph.Init(*text, args.config, &errors); !st.ok()) {
+      if (!errors.empty()) {
+        std::fputs(errors.ToString().c_str(), stderr);
+        return kExitUsage;
+      }
+      KLOG_ERROR("cannot start the graph: {}", st.message());
+      return kExitRuntime;
+    }
   }
   const std::string host = server.listen_host.find(':') != std::string::npos
                                ? "[" + server.listen_host + "]"
                                : server.listen_host;
   KLOG_INFO("kayak {} API listening on http://{}:{}", KAYAK_VERSION, host, listener.port());
   if (!args.state_dir.empty()) KLOG_INFO("state directory {} (locked)", args.state_dir);
-  serving = true;  // from here a signal stops gracefully, after the start
+  starting = &graph;
+  serving = true;  // from here a signal stops gracefully, cutting the start short
   graph.Start();  // API changes wait for it
   {
     std::unique_lock lock(stop_mu);

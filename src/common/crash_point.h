@@ -4,8 +4,17 @@
 // call costs one comparison.
 #pragma once
 
+#include <string_view>
+
 namespace kayak {
 
 void CrashPoint(const char* step);
+
+// Testing aid: with KAYAK_CRASH_ON_PAYLOAD=<text>, a message whose payload
+// holds <text> kills the process (SIGKILL) as it enters a transform: the
+// poison message of the crash guard's tests (engine/crash_guard.h). The
+// variable is read once; without it a call costs one comparison.
+const char* CrashOnPayloadText();
+void CrashOnPayload(std::string_view payload, const char* text);
 
 }  // namespace kayak

@@ -577,4 +577,9 @@ std::vector<RegionStatus> Checkpointer::Regions() const {
   return out;
 }
 
+uint64_t Checkpointer::LastCommitted(size_t region) const {
+  std::lock_guard lock(mu_);
+  return regions_[region].status.last_committed_id;
+}
+
 }  // namespace kayak

@@ -133,6 +133,8 @@ class Checkpointer {
   void OutputCommitted(size_t region, uint64_t id);
 
   std::vector<RegionStatus> Regions() const;
+  // The newest checkpoint `region` committed (0: none yet).
+  uint64_t LastCommitted(size_t region) const;
   // Starts a checkpoint in every region now and waits until each has
   // committed or failed; true when all committed.
   bool CheckpointNow(int64_t wait_ms);

@@ -5,6 +5,7 @@
 #include <set>
 #include <type_traits>
 
+#include "common/io.h"
 #include "common/log.h"
 
 namespace kayak {
@@ -207,6 +208,7 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
 
   std::map<std::string, PipelineRunner*> by_id;
   std::map<std::string, size_t> downstream_lanes;
+  bool crash_dir_made = false;
   for (const auto& p : spec.pipelines) {
     auto runner = std::make_unique<PipelineRunner>(p, options.clock);
     ComponentContext ctx;
@@ -259,6 +261,15 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
       runner->AddOutput(std::move(runner_out), std::move(card));
     }
     runner->SetPerMessage(TransformsShareState(p));
+    if (options.checkpointing && !options.state_dir.empty() && !p.transforms.empty()) {
+      if (!crash_dir_made) {
+        if (Status st = CreateDirsDurably(options.state_dir + "/crash"); !st.ok()) {
+          KLOG_WARN("no crash marks: {}", st.message());
+        }
+        crash_dir_made = true;
+      }
+      runner->SetCrashGuard(options.state_dir + "/crash/" + p.id);
+    }
     by_id[p.id] = runner.get();
     engine->pipelines_.push_back(std::move(runner));
   }

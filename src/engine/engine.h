@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,6 +24,7 @@
 #include "state/bucket.h"
 #include "engine/channel.h"
 #include "engine/checkpointer.h"
+#include "engine/crash_guard.h"
 #include "kayak/ingest.h"
 #include "kayak/component.h"
 
@@ -114,6 +116,10 @@ class PipelineRunner {
   // chain share a bucket and one writes it, so that a message sees exactly
   // the state the messages before it left, whatever the batch size.
   void SetPerMessage(bool on) { per_message_ = on; }
+  // Under checkpointing: marks what enters the transforms in the file at
+  // `path`, so that a message the process dies on three times in a row is
+  // set aside (engine/crash_guard.h). Opened on the pipeline thread.
+  void SetCrashGuard(std::string path) { crash_path_ = std::move(path); }
   void AddOutput(std::unique_ptr<OutputRunner> out, std::unique_ptr<ComponentStats> card);
   // Batches this pipeline emits go also to `lane` of `inbox`.
   void AddDownstream(Inbox* inbox, size_t lane) { downstream_.push_back({inbox, lane}); }
@@ -160,6 +166,14 @@ class PipelineRunner {
   // Runs transforms [first, end) over `batch` in place; false if one failed
   // (the batch is dropped, the card says why).
   bool RunTransforms(Batch* batch, size_t first);
+  // The chain one message at a time from `first` into `out`, each marked
+  // while careful.
+  void RunOneByOne(Batch* batch, size_t first, Batch* out);
+  // How many messages a restart now would bring again, with the `n` about
+  // to enter (the careful span of the next start, should this one die).
+  uint64_t Replay(size_t n) const { return processed_ - replay_base_ + n; }
+  void OpenCrashGuard();
+  void SetAsideMessage(const Message& m, size_t first);
   void Emit(Batch batch);
   void TickTransforms(int64_t now_ms);
   bool ReadSource(Batch* batch);
@@ -212,6 +226,14 @@ class PipelineRunner {
   bool past_savepoint_ = false;  // pipeline thread only: no timer releases after it
   int64_t backoff_ms_ = 0;        // pipeline thread only
   int64_t last_tick_ms_ = 0;      // pipeline thread only
+  std::string crash_path_;
+  CrashGuard guard_;              // pipeline thread only
+  uint32_t death_stage_ = 0;      // the transform the last process died in
+  // Messages that entered the transforms since the start, and how many had
+  // at the newest barrier known committed: a restart replays from there.
+  uint64_t processed_ = 0;        // pipeline thread only
+  uint64_t replay_base_ = 0;      // pipeline thread only
+  std::deque<std::pair<uint64_t, uint64_t>> barrier_counts_;  // (barrier, processed_ at it)
   std::thread thread_;
 };
 

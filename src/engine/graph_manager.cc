@@ -316,6 +316,9 @@ Status GraphManager::Rebuild(const std::string& text, bool start, bool persist,
 
 void GraphManager::StartParts() {
   for (auto& part : parts_) {
+    // Thousands of regions take a while to start: a stop meanwhile leaves
+    // the rest unstarted (nothing of theirs ran, nothing to save).
+    if (cancel_start_) return;
     if (part.started) continue;
     part.engine->Start();
     part.started = true;
@@ -461,6 +464,7 @@ Status GraphManager::Init(const std::string& file_text, const std::string& file_
   KAYAK_RETURN_IF_ERROR(OpenStore());
   KAYAK_RETURN_IF_ERROR(Rebuild(c.text, /*start=*/false));
   Publish();
+  built_ = true;
   if (stored) KLOG_INFO("graph: versions loaded from {}/graph/GRAPH", opt_.engine.state_dir);
   return Persist();
 }
@@ -654,6 +658,7 @@ GraphManager::Answer GraphManager::Delete(const std::string& id) {
   std::error_code ec;
   std::filesystem::remove_all(opt_.engine.state_dir + "/http/" + id, ec);
   if (ec) KLOG_ERROR("pipeline {} deleted, but not its logged posts: {}", id, ec.message());
+  std::filesystem::remove(opt_.engine.state_dir + "/crash/" + id, ec);
   return a;
 }
 

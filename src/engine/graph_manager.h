@@ -16,15 +16,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include <map>
-#include <memory>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
-#include <thread>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "state/store.h"
@@ -70,6 +71,9 @@ class GraphManager {
   Status Init(const std::string& file_text, const std::string& file_name, ErrorList* errors);
   // Starts the engine and returns once its inputs are open (at most 5 s).
   void Start();
+  // A stop came: Start (or a change) starts no more of the graph's regions
+  // and returns. Any thread.
+  void CancelStart() { cancel_start_ = true; }
   // Graceful stop with a savepoint (Engine::Stop). Later API calls get 503.
   // False when a region did not reach its savepoint within the stop timeout
   // (the log says which, and from which checkpoint the next start replays).
@@ -79,6 +83,9 @@ class GraphManager {
   // The running graph as readers see it (null before Init). Any thread; the
   // caller keeps its engines alive for as long as it holds the pointer.
   std::shared_ptr<const RunningGraph> view() const;
+  // Whether Init has built the graph (a reader that finds view() null after
+  // that meets a change being applied). Any thread.
+  bool built() const { return built_.load(); }
   // The version number of a pipeline's running config (0 if unknown).
   int CurrentVersion(const std::string& id) const;
 
@@ -178,6 +185,8 @@ class GraphManager {
   Entries buckets_, pipelines_;
   std::vector<std::string> order_;  // pipeline ids and "bucket:" names, first seen first
   bool started_ = false;
+  std::atomic<bool> built_{false};
+  std::atomic<bool> cancel_start_{false};
   bool stopped_ = false;
 
   // What the API reads while a change runs: the running graph and a copy of

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <exception>
 
+#include "common/crash_point.h"
 #include "common/log.h"
 #include "engine/engine.h"
 
@@ -339,6 +340,17 @@ void PipelineRunner::Committed(const std::vector<checkpoint::UnitState>& units) 
 
 void PipelineRunner::DoBarrier(uint64_t id) {
   done_barrier_ = id;
+  if (guard_.on()) {
+    // How many messages had entered at each barrier not known committed
+    // yet: a restart replays from the newest committed one.
+    barrier_counts_.emplace_back(id, processed_);
+    if (barrier_counts_.size() > 64) barrier_counts_.pop_front();
+    const uint64_t committed = checkpointer_->LastCommitted(region_);
+    while (!barrier_counts_.empty() && barrier_counts_.front().first <= committed) {
+      if (barrier_counts_.front().first == committed) replay_base_ = barrier_counts_.front().second;
+      barrier_counts_.pop_front();
+    }
+  }
   // Past a savepoint's barrier nothing is released by a timer: what the
   // transforms hold is in the savepoint, and released after the restart.
   if (checkpointer_->IsSavepoint(region_, id)) past_savepoint_ = true;
@@ -468,7 +480,53 @@ bool PipelineRunner::ReadUpstream(Batch* batch, bool* all_ended) {
   return true;
 }
 
+void PipelineRunner::OpenCrashGuard() {
+  if (crash_path_.empty() || transforms_.empty()) return;
+  CrashGuard::LastRun last;
+  if (Status st = guard_.Open(crash_path_, &last); !st.ok()) {
+    KLOG_WARN("pipeline {}: no crash marks (a message the process dies on will not be set "
+              "aside): {}",
+              id_, st.message());
+    return;
+  }
+  death_stage_ = std::min<uint32_t>(last.stage, static_cast<uint32_t>(transforms_.size() - 1));
+  if (last.damaged) {
+    KLOG_WARN("pipeline {}: its crash marks ({}) did not check; started afresh", id_, crash_path_);
+  }
+  if (!last.died) return;
+  const ComponentStats* card = transform_cards_[death_stage_];
+  if (last.alone) {
+    KLOG_WARN("pipeline {}: the process died with one message ({:016x}) in transform {} ({}), "
+              "{} time{} in a row; {}",
+              id_, last.hash, card->name(), card->type(), last.deaths,
+              last.deaths == 1 ? "" : "s",
+              last.deaths >= CrashGuard::kDeathsToSetAside
+                  ? "it is set aside when the replay brings it"
+                  : "the replay goes one message at a time again");
+  } else {
+    KLOG_WARN("pipeline {}: the process died with a batch of {} messages in transform {} ({}); "
+              "the next {} messages go through one at a time, so that one that stops it again "
+              "is found",
+              id_, last.batch, card->name(), card->type(), last.careful_for);
+  }
+}
+
+void PipelineRunner::SetAsideMessage(const Message& m, size_t first) {
+  ComponentStats* card = transform_cards_[std::max<size_t>(death_stage_, first)];
+  card->AddSetAside();
+  const std::string where = input_ ? input_->Position() : std::string("its upstream pipelines");
+  card->RecordError("set aside a message (" + std::to_string(m.payload().size()) +
+                    " bytes) the process died on " +
+                    std::to_string(CrashGuard::kDeathsToSetAside + 1) + " times in a row");
+  KLOG_ERROR("pipeline {}: set aside a message of {} bytes (hash {:016x}) that the process died "
+             "on {} times in a row in transform {} ({}); read from {}, at {}",
+             id_, m.payload().size(), CrashGuard::Hash(m.payload()),
+             CrashGuard::kDeathsToSetAside + 1, card->name(), card->type(),
+             input_ ? input_card_->type() : "upstream", where);
+}
+
 void PipelineRunner::Run() {
+  OpenCrashGuard();
   for (auto* c : transform_cards_) c->SetState(ComponentState::kRunning);
   if (input_) {
     Status st = input_->Open();
@@ -550,25 +608,57 @@ void PipelineRunner::TickTransforms(int64_t now_ms) {
 }
 
 void PipelineRunner::RunChain(Batch batch, size_t first) {
-  if (!per_message_ || batch.size() <= 1) {
-    if (RunTransforms(&batch, first)) Emit(std::move(batch));
+  if (first >= transforms_.size()) return Emit(std::move(batch));
+  const size_t n = batch.size();
+  if (guard_.careful()) {
+    Batch out;
+    RunOneByOne(&batch, first, &out);
+    return Emit(std::move(out));
+  }
+  guard_.EnterBatch(static_cast<uint32_t>(n), static_cast<uint32_t>(first), Replay(n));
+  if (!per_message_ || n <= 1) {
+    const bool ok = RunTransforms(&batch, first);
+    guard_.Left();
+    processed_ += n;
+    if (ok) Emit(std::move(batch));
     return;
   }
   Batch out;
-  out.messages.reserve(batch.size());
+  RunOneByOne(&batch, first, &out);
+  guard_.Left();
+  Emit(std::move(out));
+}
+
+void PipelineRunner::RunOneByOne(Batch* batch, size_t first, Batch* out) {
+  const bool careful = guard_.careful();
+  out->messages.reserve(batch->size());
   Batch one;
-  for (auto& m : batch.messages) {
+  for (auto& m : batch->messages) {
+    if (careful) {
+      const uint64_t hash = CrashGuard::Hash(m.payload());
+      if (guard_.SetAside(hash)) {
+        SetAsideMessage(m, first);
+        continue;
+      }
+      guard_.EnterOne(hash, static_cast<uint32_t>(first), Replay(1));
+    }
     one.messages.clear();
     one.messages.push_back(std::move(m));
-    if (!RunTransforms(&one, first)) continue;
-    for (auto& r : one.messages) out.messages.push_back(std::move(r));
+    const bool ok = RunTransforms(&one, first);
+    if (careful) guard_.Left();
+    ++processed_;
+    if (!ok) continue;
+    for (auto& r : one.messages) out->messages.push_back(std::move(r));
   }
-  Emit(std::move(out));
 }
 
 bool PipelineRunner::RunTransforms(Batch* batch, size_t first) {
   for (size_t i = first; i < transforms_.size(); ++i) {
     ComponentStats* card = transform_cards_[i];
+    if (i > first) guard_.AtStage(static_cast<uint32_t>(i));
+    if (const char* text = CrashOnPayloadText(); text != nullptr) {
+      for (const auto& m : batch->messages) CrashOnPayload(m.payload(), text);
+    }
     card->AddIn(batch->size());
     Status st;
     // A transform that throws on a message (a library's exception, an

@@ -5,6 +5,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -14,6 +16,7 @@
 #include "common/bearer.h"
 #include "common/clock.h"
 #include "common/json_util.h"
+#include "common/log.h"
 #include "common/metrics.h"
 #include "server/ui_assets.h"
 
@@ -56,6 +59,18 @@ bool QueryParam(const std::string& query, const std::string& key, std::string* v
 }
 
 namespace {
+
+// The graph the request being answered on this thread holds: the listener's
+// thread and the reader thread each answer one request at a time.
+thread_local const RunningGraph* t_graph = nullptr;
+
+// Holds `view` as this thread's graph while it lives.
+struct HeldGraph {
+  explicit HeldGraph(const RunningGraph* view) { t_graph = view; }
+  ~HeldGraph() { t_graph = nullptr; }
+  HeldGraph(const HeldGraph&) = delete;
+  HeldGraph& operator=(const HeldGraph&) = delete;
+};
 
 void SendJson(Response* res, unsigned status, const Json& body) {
   res->result(status);
@@ -151,6 +166,7 @@ Json PipelineJson(const PipelineRunner& p, bool with_config, int version) {
       if (c->lag() >= 0) card["lag"] = Json{{"value", c->lag()}, {"unit", c->lag_unit()}};
     }
     if (c->kind() == "output") card["retries"] = c->retries();
+    if (c->kind() == "transform") card["set_aside"] = c->set_aside();
     cards.push_back(std::move(card));
   }
   j["components"] = std::move(cards);
@@ -174,6 +190,45 @@ Json PipelineJson(const PipelineRunner& p, bool with_config, int version) {
 
 }  // namespace
 
+Api::Api(GraphManager* graph, std::string token)
+    : graph_(graph), token_(std::move(token)), reader_([this] { ReadLoop(); }) {}
+
+Api::~Api() {
+  {
+    std::lock_guard lock(reads_mu_);
+    reads_closed_ = true;
+  }
+  reads_cv_.notify_all();
+  reader_.join();
+}
+
+const RunningGraph* Api::graph() { return t_graph; }
+
+bool Api::SubmitRead(std::function<void()> read) {
+  {
+    std::lock_guard lock(reads_mu_);
+    if (reads_closed_ || reads_.size() >= kMaxQueuedReads) return false;
+    reads_.push_back(std::move(read));
+  }
+  reads_cv_.notify_one();
+  return true;
+}
+
+void Api::ReadLoop() {
+  pthread_setname_np(pthread_self(), "kayak-api-read");
+  for (;;) {
+    std::function<void()> read;
+    {
+      std::unique_lock lock(reads_mu_);
+      reads_cv_.wait(lock, [&] { return reads_closed_ || !reads_.empty(); });
+      if (reads_closed_ && reads_.empty()) return;
+      read = std::move(reads_.front());
+      reads_.pop_front();
+    }
+    read();
+  }
+}
+
 void Api::Handle(const Request& req, Response* res) {
   const std::string target(req.target());
   const size_t q = target.find('?');
@@ -188,6 +243,7 @@ void Api::Handle(const Request& req, Response* res) {
     std::shared_ptr<const RunningGraph>* held;
     ~Release() { held->reset(); }
   } release{&current_};
+  const HeldGraph held(current_.get());
   if (path == "/health") {
     if (!get) return MethodNotAllowed(res, "GET");
     return Health(res);
@@ -273,12 +329,21 @@ void Api::Send(const GraphManager::Answer& a, Response* res) {
 }
 
 bool Api::Authorized(const Request& req, const std::string& path, Response* res) {
+  const auto auth = req[bhttp::field::authorization];
+  return Authorized(path, std::string_view(auth.data(), auth.size()), res);
+}
+
+bool Api::RefusedOnHeader(std::string_view target, std::string_view authorization,
+                          Response* res) {
+  return !Authorized(target.substr(0, target.find('?')), authorization, res);
+}
+
+bool Api::Authorized(std::string_view path, std::string_view authorization, Response* res) {
   // The admin API's routes demand the bearer token when one is set; the
   // health and readiness checks, the metrics and the dashboard's page (whose
   // calls to the API carry the token) do not.
   if (token_.empty() || (path != "/api" && path.rfind("/api/", 0) != 0)) return true;
-  const auto auth = req[bhttp::field::authorization];
-  switch (CheckBearer(std::string_view(auth.data(), auth.size()), token_)) {
+  switch (CheckBearer(authorization, token_)) {
     case BearerCheck::kOk:
       return true;
     case BearerCheck::kMissing:
@@ -298,6 +363,39 @@ bool Api::HandleAsync(const Request& req, IngestDone done) {
   const auto method = req.method();
   static const std::string kPipelines = "/api/v1/pipelines/";
   static const std::string kBuckets = "/api/v1/buckets/";
+  if (method == bhttp::verb::get &&
+      (path == "/api/v1/overview" || path == "/api/v1/pipelines" || path == kPipelines ||
+       path == "/metrics")) {
+    Response refused;
+    if (!Authorized(req, path, &refused)) return false;  // Handle answers 401 or 403
+    std::shared_ptr<const RunningGraph> view = graph_->view();
+    if (view == nullptr) return false;  // Handle answers 503
+    auto read = [this, view, path, done] {
+      const HeldGraph held(view.get());
+      Response res;
+      try {
+        if (path == "/api/v1/overview") {
+          Overview(&res);
+        } else if (path == "/metrics") {
+          Metrics(&res);
+        } else {
+          ListPipelines(&res);
+        }
+      } catch (const std::exception& e) {
+        KLOG_ERROR("http: reading {} failed: {}", path, e.what());
+        res = {};
+        JsonError(&res, 500, "internal error");
+      }
+      const auto type = res[bhttp::field::content_type];
+      done(IngestReply{res.result_int(), std::move(res.body()), 0,
+                       std::string(type.data(), type.size())});
+    };
+    if (!SubmitRead(std::move(read))) {
+      done(IngestReply{503, DumpJson(Json{{"error", "too many large reads are waiting; try again"}}),
+                       1});
+    }
+    return true;
+  }
   std::function<GraphManager::Answer()> change;
   if (path.rfind(kPipelines, 0) == 0 && path.size() > kPipelines.size()) {
     const std::string rest = path.substr(kPipelines.size());
@@ -346,13 +444,22 @@ void Api::NotFound(Response* res, const std::string& what) {
   JsonError(res, 404, what);
 }
 
-void Api::Health(Response* res) { SendJson(res, 200, Json{{"status", "ok"}}); }
+void Api::Health(Response* res) {
+  // Until the graph is built the process serves only its probes: a liveness
+  // check that waits for 200 waits for the start.
+  if (!graph_->built()) {
+    res->set(bhttp::field::retry_after, "1");
+    return SendJson(res, 503, Json{{"status", "starting"}});
+  }
+  SendJson(res, 200, Json{{"status", "ok"}});
+}
 
 Json Api::NotReadyReasons() {
   Json reasons = Json::array();
   const RunningGraph* g = graph();
   if (g == nullptr) {
-    reasons.push_back(Json{{"reason", "the graph is not running"}});
+    reasons.push_back(Json{{"reason", graph_->built() ? "the graph is not running"
+                                                      : "the graph is starting"}});
     return reasons;
   }
   if (g->changing()) reasons.push_back(Json{{"reason", "a change to the graph is being applied"}});
@@ -640,6 +747,10 @@ void Api::Metrics(Response* res) {
   cards("kayak_output_retries_total", "counter",
         "Writes and commits an output tried again after a failure.", "output",
         [](const ComponentStats& c) { return static_cast<double>(c.retries()); });
+  cards("kayak_messages_set_aside_total", "counter",
+        "Messages a transform set aside: the process died with each inside it three times "
+        "in a row.",
+        "transform", [](const ComponentStats& c) { return static_cast<double>(c.set_aside()); });
   for (const char* unit : {"bytes", "messages"}) {
     const std::string name = std::string("kayak_input_lag_") + unit;
     family(name.c_str(), "gauge",

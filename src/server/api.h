@@ -1,7 +1,13 @@
 // The admin API v1 (SPEC section 6) over an Engine.
 #pragma once
 
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
 #include <string>
+#include <string_view>
+#include <thread>
 
 #include "engine/running_graph.h"
 #include "engine/graph_manager.h"
@@ -14,15 +20,26 @@ class Api {
   // `graph` must outlive the Api. Handle and HandleAsync are called on the
   // HTTP thread only. With a
   // `token`, every route under /api demands "Authorization: Bearer <token>".
-  explicit Api(GraphManager* graph, std::string token = "")
-      : graph_(graph), token_(std::move(token)) {}
+  explicit Api(GraphManager* graph, std::string token = "");
+  ~Api();
+  Api(const Api&) = delete;
+  Api& operator=(const Api&) = delete;
   void Handle(const Request& req, Response* res);
   // The routes that change the graph (PUT, DELETE, revert, restart, a bucket
   // declaration) and POST /api/v1/checkpoints: run on the graph's change
   // thread, never the listener's, and answered through `done`. False for
   // every other request (and for one the token check refuses), which
-  // Handle then answers.
+  // Handle then answers. The reads that grow with the graph (GET of the
+  // overview, the pipeline list and /metrics) are taken too: built on the
+  // reader thread, never the listener's, so that one over thousands of
+  // pipelines holds up no probe or post. At most kMaxQueuedReads wait; more
+  // get 503 with Retry-After.
+  static constexpr size_t kMaxQueuedReads = 8;
   bool HandleAsync(const Request& req, IngestDone done);
+  // The listener's check on a request's header: true (with `res` set to 401
+  // or 403) when the route needs the token and the header does not carry it,
+  // so that the body of such a request is never read.
+  bool RefusedOnHeader(std::string_view target, std::string_view authorization, Response* res);
 
  private:
   void Health(Response* res);
@@ -44,9 +61,10 @@ class Api {
   void Overview(Response* res);
   void Checkpoints(Response* res);  // GET; a POST goes to TakeCheckpoint
 
-  // The running graph, held for the request being answered (a change on
-  // the change thread may replace it meanwhile); null before the start.
-  const RunningGraph* graph() { return current_.get(); }
+  // The running graph, held for the request being answered on this thread
+  // (a change on the change thread may replace it meanwhile); null before
+  // the start.
+  const RunningGraph* graph();
   // 404 saying `what`; 503 with Retry-After while a change is being applied
   // (the pipeline or bucket may be one being rebuilt).
   void NotFound(Response* res, const std::string& what);
@@ -54,13 +72,23 @@ class Api {
   // False (with `res` set to 401 or 403) when the route needs the token and
   // the request does not carry it.
   bool Authorized(const Request& req, const std::string& path, Response* res);
+  bool Authorized(std::string_view path, std::string_view authorization, Response* res);
   // POST /api/v1/checkpoints on the change thread.
   GraphManager::Answer TakeCheckpoint();
+  // Runs `read` on the reader thread; false when kMaxQueuedReads wait.
+  bool SubmitRead(std::function<void()> read);
+  void ReadLoop();
 
   std::shared_ptr<const RunningGraph> current_;  // HTTP thread only
 
   GraphManager* graph_;
   const std::string token_;
+
+  std::mutex reads_mu_;
+  std::condition_variable reads_cv_;
+  std::deque<std::function<void()>> reads_;  // guarded by reads_mu_
+  bool reads_closed_ = false;                // guarded by reads_mu_
+  std::thread reader_;                        // last: started once the rest is set
 };
 
 // Decodes %XX and '+' in a query component.

@@ -133,7 +133,12 @@ struct ReadState {
   bool over_budget = false;   // a body would have passed max_body_bytes_in_flight
   bool header_done = false;
   bool body_deadline_set = false;  // the deadline moved to the read timeout's, once
+  bool refused_on_header = false;  // answered on the header alone; the body is not read
 };
+
+// Asked when a request's header is in, before its body is read: true when it
+// is refused on the header alone (the answer is then ready).
+using HeaderRefusal = bool (*)(void* owner);
 
 constexpr size_t kKeptBodyCapacity = 64 * 1024;  // a connection keeps this much between requests
 
@@ -142,8 +147,14 @@ constexpr size_t kKeptBodyCapacity = 64 * 1024;  // a connection keeps this much
 // it arrives, against the bodies every connection holds.
 class RequestReader final : public bhttp::basic_parser<true> {
  public:
-  RequestReader(RequestParts* parts, Shared* shared, uint64_t budget, ReadState* state)
-      : parts_(parts), shared_(shared), budget_(budget), state_(state) {
+  RequestReader(RequestParts* parts, Shared* shared, uint64_t budget, ReadState* state,
+                HeaderRefusal refuse, void* owner)
+      : parts_(parts),
+        shared_(shared),
+        budget_(budget),
+        state_(state),
+        refuse_(refuse),
+        owner_(owner) {
     parts_->Clear();
   }
 
@@ -174,7 +185,13 @@ class RequestReader final : public bhttp::basic_parser<true> {
       parts_->has_origin = true;
     }
   }
-  void on_header_impl(beast::error_code&) override { state_->header_done = true; }
+  void on_header_impl(beast::error_code& ec) override {
+    state_->header_done = true;
+    if (refuse_(owner_)) {
+      state_->refused_on_header = true;
+      ec = bhttp::error::bad_value;  // stops the parser before the body
+    }
+  }
   void on_body_init_impl(const boost::optional<std::uint64_t>& length,
                          beast::error_code&) override {
     // What is declared is not yet here: room for a small body only.
@@ -207,9 +224,12 @@ class RequestReader final : public bhttp::basic_parser<true> {
   Shared* shared_;
   uint64_t budget_;
   ReadState* state_;
+  HeaderRefusal refuse_;
+  void* owner_;
 };
 
 constexpr size_t kReadSize = 16 * 1024;
+constexpr int kLingerMs = 2000;  // how long an unread body is drained after an early answer
 
 class Session;
 
@@ -241,15 +261,16 @@ class AnswerQueue {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(Socket socket, const ServerLimits& limits, const Handler& handler,
-          const AsyncHandler& async, IngestRouter* ingest, AnswerQueue* answers,
-          RingReader* ring, std::atomic<size_t>* live, Shared* shared, std::string client,
-          bool probe_only)
+          const AsyncHandler& async, const HeaderCheck& header_check, IngestRouter* ingest,
+          AnswerQueue* answers, RingReader* ring, std::atomic<size_t>* live, Shared* shared,
+          std::string client, bool probe_only)
       : socket_(std::move(socket)),
         timer_(socket_.get_executor()),
         buffer_(limits.max_header_bytes + 4 * kReadSize),
         limits_(limits),
         handler_(handler),
         async_(async),
+        header_check_(header_check),
         ingest_(ingest),
         answers_(answers),
         ring_(ring),
@@ -312,7 +333,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void Read() {
     ReleaseBody();
     read_ = ReadState{};
-    reader_.emplace(&parts_, shared_, limits_.max_body_bytes_in_flight, &read_);
+    reader_.emplace(&parts_, shared_, limits_.max_body_bytes_in_flight, &read_,
+                    &Session::RefusedOnHeader, this);
     reader_->eager(true);
     reader_->body_limit(limits_.max_body_bytes);
     reader_->header_limit(limits_.max_header_bytes);
@@ -398,6 +420,10 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void OnRequest(beast::error_code ec) {
     first_request_ = false;
+    if (read_.refused_on_header) {
+      keep_alive_ = false;  // its body is not read
+      return Send();
+    }
     if (ec) NewResponse(11);
     if (read_.over_budget) {
       shared_->full.Note("answered 503");
@@ -415,16 +441,6 @@ class Session : public std::enable_shared_from_this<Session> {
     } else if (ec) {
       JsonError(&res_, 400, "bad request: " + ec.message());
       keep_alive_ = false;
-    } else if (const std::string why = RefusedOrigin(); !why.empty()) {
-      NewResponse(parts_.version);
-      JsonError(&res_, 403, why);
-      keep_alive_ = false;
-    } else if (probe_only_ && !IsProbe()) {
-      // A place kept for probes: the listener is full for anything else.
-      NewResponse(parts_.version);
-      JsonError(&res_, 503, "the listener is full (limits.max_connections); try again");
-      res_.set(bhttp::field::retry_after, "1");
-      keep_alive_ = false;
     } else {
       keep_alive_ = reader_->keep_alive() && !probe_only_;
       if (Ingest()) return;  // answered when the input has logged the post
@@ -441,6 +457,51 @@ class Session : public std::enable_shared_from_this<Session> {
       }
     }
     Send();
+  }
+
+  static bool RefusedOnHeader(void* owner) { return static_cast<Session*>(owner)->Refuse(); }
+
+  // What can be answered on the header alone is, before the body is read
+  // (a client without the token cannot make the server hold its body): a
+  // foreign Host or Origin, a probe's place asked for something else, a
+  // missing or wrong token, a method an http input does not take.
+  bool Refuse() {
+    endpoint_.reset();
+    if (const std::string why = RefusedOrigin(); !why.empty()) {
+      NewResponse(parts_.version);
+      JsonError(&res_, 403, why);
+      return true;
+    }
+    if (probe_only_ && !IsProbe()) {
+      // A place kept for probes: the listener is full for anything else.
+      NewResponse(parts_.version);
+      JsonError(&res_, 503, "the listener is full (limits.max_connections); try again");
+      res_.set(bhttp::field::retry_after, "1");
+      return true;
+    }
+    const std::string_view target(parts_.target);
+    if (ingest_ != nullptr) endpoint_ = ingest_->Find(target.substr(0, target.find('?')));
+    if (endpoint_) {
+      if (parts_.method != bhttp::verb::post) {
+        NewResponse(parts_.version);
+        JsonError(&res_, 405, "an http input takes POST");
+        res_.set(bhttp::field::allow, "POST");
+        endpoint_.reset();
+        return true;
+      }
+      IngestReply refusal;
+      if (endpoint_->Admit(parts_.authorization, &refusal)) return false;
+      endpoint_.reset();
+      NewResponse(parts_.version);
+      res_.result(refusal.status);
+      res_.set(bhttp::field::content_type, "application/json");
+      if (refusal.status == 401) res_.set(bhttp::field::www_authenticate, "Bearer realm=\"kayak\"");
+      res_.body() = std::move(refusal.body);
+      return true;
+    }
+    if (!header_check_) return false;
+    NewResponse(parts_.version);
+    return header_check_(target, parts_.authorization, &res_);
   }
 
   // Whether `authority` (a Host header's, or an Origin's after its scheme)
@@ -480,17 +541,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // A request for an http input's path: handed to the input, which answers
   // through a callback from whichever thread logged it.
   bool Ingest() {
-    if (ingest_ == nullptr) return false;
-    const std::string_view target(parts_.target);
-    auto endpoint = ingest_->Find(target.substr(0, target.find('?')));
-    if (!endpoint) return false;
-    if (parts_.method != bhttp::verb::post) {
-      NewResponse(parts_.version);
-      JsonError(&res_, 405, "an http input takes POST");
-      res_.set(bhttp::field::allow, "POST");
-      Send();
-      return true;
-    }
+    if (!endpoint_) return false;  // looked up on the header
+    const std::shared_ptr<IngestEndpoint> endpoint = std::move(endpoint_);
     deadline_ = Clock::time_point::max();
     posting_thread_.store(std::this_thread::get_id());
     endpoint->Post(parts_.body, parts_.authorization, Replier());
@@ -541,8 +593,10 @@ class Session : public std::enable_shared_from_this<Session> {
     raw_.push_back(' ');
     const auto reason = bhttp::obsolete_reason(static_cast<bhttp::status>(reply.status));
     raw_.append(reason.data(), reason.size());
-    raw_.append("\r\nServer: kayak\r\nContent-Type: application/json\r\n"
-                "X-Content-Type-Options: nosniff\r\n");
+    raw_.append("\r\nServer: kayak\r\nContent-Type: ");
+    raw_.append(reply.content_type.empty() ? "application/json" : reply.content_type);
+    raw_.append("\r\nX-Content-Type-Options: nosniff\r\n"
+                "Content-Security-Policy: default-src 'none'; frame-ancestors 'none'\r\n");
     if (reply.retry_after_secs > 0) {
       raw_.append("Retry-After: " + std::to_string(reply.retry_after_secs) + "\r\n");
     }
@@ -593,11 +647,32 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void AfterWrite(beast::error_code ec) {
+    if (!ec && !keep_alive_ && !reader_->is_done() && read_.header_done) return Linger();
     if (ec || !keep_alive_) {
       Close();
       return;
     }
     Read();
+  }
+
+  // Answered before the body was read whole (refused on the header, too
+  // large): the client may still be sending it, and closing with its bytes
+  // unread would reset the connection and could lose the answer. So the
+  // sending side is shut, and what still comes is read and thrown away for a
+  // moment (held nowhere) before the close.
+  void Linger() {
+    beast::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_send, ignored);
+    SetDeadline(std::min(kLingerMs, limits_.read_timeout_ms));
+    Discard();
+  }
+  void Discard() {
+    buffer_.clear();
+    socket_.async_read_some(buffer_.prepare(kReadSize),
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              if (ec || self->closed_) return self->Close();
+                              self->Discard();
+                            });
   }
 
   void Close() {
@@ -623,7 +698,9 @@ class Session : public std::enable_shared_from_this<Session> {
   const ServerLimits& limits_;
   const Handler& handler_;
   const AsyncHandler& async_;
+  const HeaderCheck& header_check_;
   IngestRouter* ingest_;
+  std::shared_ptr<IngestEndpoint> endpoint_;  // the http input this request is for, if any
   AnswerQueue* answers_;
   RingReader* ring_;  // null: read through Asio
   std::atomic<std::thread::id> posting_thread_{};  // set while Post runs
@@ -742,8 +819,8 @@ struct Server::Impl {
       return;
     }
     live.fetch_add(1);
-    std::make_shared<Session>(std::move(socket), limits, handler, async, ingest, &answers, &ring,
-                              &live, &shared, client, probe_only)
+    std::make_shared<Session>(std::move(socket), limits, handler, async, header_check, ingest,
+                              &answers, &ring, &live, &shared, client, probe_only)
         ->Start();
   }
 
@@ -751,6 +828,7 @@ struct Server::Impl {
   ServerLimits limits;
   Handler handler;
   AsyncHandler async;
+  HeaderCheck header_check;
   IngestRouter* ingest = nullptr;
   std::atomic<size_t> live{0};
   Shared shared;
@@ -782,6 +860,8 @@ Server::~Server() { Stop(); }
 void Server::SetIngest(IngestRouter* router) { impl_->ingest = router; }
 
 void Server::SetAsyncHandler(AsyncHandler handler) { impl_->async = std::move(handler); }
+
+void Server::SetHeaderCheck(HeaderCheck check) { impl_->header_check = std::move(check); }
 
 Status Server::Start() {
   beast::error_code ec;

@@ -32,6 +32,10 @@ using Handler = std::function<void(const Request&, Response*)>;
 // will call `done` exactly once, from any thread (the answer is written by
 // the I/O thread); false to leave the request to the Handler. Must not block.
 using AsyncHandler = std::function<bool(const Request&, IngestDone done)>;
+// Asked on a request's header alone, before its body is read: true, with
+// `res` filled in, refuses it (a missing token); its body is then never read.
+using HeaderCheck = std::function<bool(std::string_view target, std::string_view authorization,
+                                       Response* res)>;
 
 struct ServerLimits {
   uint64_t max_body_bytes = 10 * 1024 * 1024;  // larger bodies get 413
@@ -70,6 +74,8 @@ class Server {
   void SetIngest(IngestRouter* router);
   // Requests the async handler takes are answered when it says. Before Start.
   void SetAsyncHandler(AsyncHandler handler);
+  // Requests the check refuses are answered on their header. Before Start.
+  void SetHeaderCheck(HeaderCheck check);
   // Binds and starts the I/O thread. An error if the address cannot be bound.
   Status Start();
   void Stop();

@@ -6,7 +6,10 @@ was accepted once (a logged post) restart the server and check it stays up.
 """
 import json
 import os
+import re
 import socket
+import threading
+import time
 
 from harness import KayakTest, http, post_until_taken, run, wait_for
 
@@ -257,7 +260,10 @@ class ListenerExhaustionTest(KayakTest):
         self.assertLess(rss_bytes(s.proc.pid) - before, 64 << 20)
         for c in socks:
             c.close()
-        # Sent for real: past the 8 MiB held at once, 503 with Retry-After.
+        # Once the server has let those go (a request outside the probes' places answers)...
+        wait_for(lambda: http("GET", s.url + "/api/v1/pipelines")[0] == 200,
+                 what="the listener to let the closed connections go")
+        # ...sent for real: past the 8 MiB held at once, 503 with Retry-After.
         socks, answers = [], []
         for _ in range(6):
             c = socket.create_connection(self.addr(s), timeout=10)
@@ -485,3 +491,170 @@ class LongStartTest(KayakTest):
                  timeout=60, what="the state directory locked (the config read)")
         self.assertEqual(s.stop(timeout=15), 0, s.stderr())
         self.assertIn("while starting", s.stderr())
+
+
+def raw_request(s, head, timeout=5):
+    """Sends `head` (the request line and headers, no body) and returns what comes back
+    within `timeout` seconds, without sending the body the headers declare."""
+    host, port = s.url.replace("http://", "").split(":")
+    with socket.create_connection((host, int(port)), timeout=timeout) as c:
+        c.sendall(head)
+        got = b""
+        try:
+            while b"\r\n\r\n" not in got:
+                chunk = c.recv(4096)
+                if not chunk:
+                    break
+                got += chunk
+        except socket.timeout:
+            pass
+        return got
+
+
+class HeaderFirstTest(KayakTest):
+    """What the header alone decides is answered before the body is read."""
+
+    def test_refusals_on_the_header_come_before_the_body(self):
+        token = self.path("token")
+        with open(token, "w") as f:
+            f.write("s3cret\n")
+        os.chmod(token, 0o600)
+        cfg = PIPELINE.replace("{http: {path: /ingest/web}}",
+                               "{http: {path: /ingest/web, token: in-token}}")
+        s = self.start(cfg, server_config=f"listen: 127.0.0.1:0\nauth: {{token_file: {token}}}\n")
+        big = b"Content-Length: 9000000\r\n\r\n"
+        for head, want in [
+            (b"PUT /api/v1/pipelines/x HTTP/1.1\r\nHost: 127.0.0.1\r\n" + big, b" 401 "),
+            (b"PUT /api/v1/pipelines/x HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+             b"Authorization: Bearer wrong\r\n" + big, b" 403 "),
+            (b"POST /ingest/web HTTP/1.1\r\nHost: 127.0.0.1\r\n" + big, b" 401 "),
+            (b"POST /ingest/web HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+             b"Authorization: Bearer s3cret\r\n" + big, b" 403 "),
+            (b"PUT /ingest/web HTTP/1.1\r\nHost: 127.0.0.1\r\n" + big, b" 405 "),
+            (b"POST /api/v1/checkpoints HTTP/1.1\r\nHost: evil.example\r\n" + big, b" 403 "),
+        ]:
+            got = raw_request(s, head)
+            self.assertIn(want, got.split(b"\r\n")[0], (head, got))
+            self.assertIn(b"Connection: close", got, got)
+        # A small body sent with a refused header still gets its answer (not a reset).
+        status, _, text = http("PUT", s.url + "/api/v1/pipelines/x", b"input: {dummy: {}}\n" * 2000)
+        self.assertEqual(status, 401, text)
+        # The right tokens still get in.
+        status, _, text = http("POST", s.url + "/ingest/web", b'{"k":"a","v":1}',
+                               headers={"Authorization": "Bearer in-token"})
+        self.assertIn(status, (202, 503), text)
+        self.assertTrue(alive(s))
+
+
+class StartAndOverviewTest(KayakTest):
+    PIPELINES = 3000
+
+    def config(self):
+        return "pipelines:\n" + "".join(
+            f"  p{i}:\n    input: {{dummy: {{count: 1}}}}\n    outputs: [{{file: {{path: out/p{i}}}}}]\n"
+            for i in range(self.PIPELINES))
+
+    def test_a_stop_while_regions_start_leaves_the_rest_unstarted(self):
+        state = self.path("state")
+        s = self.start(self.config(), state_dir=state)  # returns once the graph is built
+        wait_for(lambda: "engine started" in s.stderr(), what="the first region started")
+        self.assertEqual(s.stop(timeout=60), 0, s.stderr()[-3000:])
+        started = s.stderr().count("engine started")
+        self.assertLess(started, self.PIPELINES, "every region started before the stop was seen")
+        self.assertIn("stopped cleanly", s.stderr())
+
+    def test_probes_answer_while_large_reads_are_built(self):
+        s = self.start(self.config())
+        wait_for(lambda: s.get("/api/v1/overview")[0] == 200, what="the overview")
+        host, port = s.url.replace("http://", "").split(":")
+        done, lock = [], threading.Lock()
+
+        def answer(c, name):
+            got = b""
+            while b"\r\n\r\n" not in got:
+                got += c.recv(65536)
+            head, body = got.split(b"\r\n\r\n", 1)
+            length = int(re.search(rb"Content-Length: (\d+)", head).group(1))
+            while len(body) < length:
+                chunk = c.recv(1 << 20)
+                self.assertTrue(chunk, name)
+                body += chunk
+            with lock:
+                done.append((time.monotonic(), name, head.split(b"\r\n")[0]))
+            c.close()
+
+        # Four large reads in, then a probe: the probe is not held behind them.
+        readers = []
+        for i, path in enumerate(["/api/v1/overview"] * 3 + ["/metrics"]):
+            c = socket.create_connection((host, int(port)), timeout=60)
+            c.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+            readers.append(threading.Thread(target=answer, args=(c, f"{path}#{i}")))
+        probe = socket.create_connection((host, int(port)), timeout=60)
+        probe.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        for t in readers:
+            t.start()
+        answer(probe, "/health")
+        for t in readers:
+            t.join(timeout=120)
+        self.assertEqual(len(done), 5, done)
+        self.assertTrue(all(b" 200 " in line for _, _, line in done), done)
+        last_read = max(t for t, name, _ in done if name != "/health")
+        health = [t for t, name, _ in done if name == "/health"][0]
+        self.assertLess(health, last_read, sorted(done))
+
+
+class PoisonMessageTest(KayakTest):
+    """A message the process dies on is set aside after three deaths in a row."""
+
+    CONFIG = """
+buckets:
+  kept: {}
+pipelines:
+  p:
+    input: {file: {path: in.ndjson, batch_size: 4}}
+    transforms:
+      - bucket: {name: kept, key: k, op: set, field: v}
+    outputs: [{file: {path: out}}]
+"""
+
+    def out_keys(self):
+        keys = []
+        d = self.path("out")
+        for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+            with open(os.path.join(d, name)) as f:
+                keys += [json.loads(line)["k"] for line in f if line.endswith("\n")]
+        return keys
+
+    def test_the_poison_is_set_aside_and_the_rest_goes_on(self):
+        wanted = [f"k{i}" for i in range(12) if i != 6]
+        with open(self.path("in.ndjson"), "w") as f:
+            for i in range(12):
+                f.write(json.dumps({"k": "POISON" if i == 6 else f"k{i}", "v": i}) + "\n")
+        state = self.path("state")
+        env = {"KAYAK_CRASH_ON_PAYLOAD": "POISON"}
+        deaths = 0
+        s = None
+        for _ in range(6):
+            s = self.start(self.CONFIG, state_dir=state, wait=False, env=env)
+            wait_for(lambda: s.proc.poll() is not None or set(wanted) <= set(self.out_keys()),
+                     timeout=60, what="a death or every other message written")
+            if s.proc.poll() is None:
+                break
+            deaths += 1
+        self.assertEqual(deaths, 3, s.stderr())
+        self.assertIsNone(s.proc.poll())
+        self.assertIn("set aside a message", s.stderr())
+        self.assertNotIn("POISON", self.out_keys())
+        s.url = wait_for(s._find_url, what="the API address")
+        card = s.card("p", "transforms[0]")
+        self.assertEqual(card["set_aside"], 1, card)
+        self.assertIn("set aside", card["last_error"])
+        # The state saw every other message once: the bucket holds each key with its value.
+        for i in range(12):
+            status, body = s.get(f"/api/v1/buckets/kept?key={'POISON' if i == 6 else f'k{i}'}")
+            self.assertEqual(status, 404 if i == 6 else 200, body)
+        self.assertEqual(s.stop(), 0, s.stderr())
+        # A restart does not die on it again: it is behind the committed position.
+        s = self.start(self.CONFIG, state_dir=state, env=env)
+        self.assertTrue(alive(s))
+        self.assertEqual(s.stop(), 0)
