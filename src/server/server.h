@@ -8,10 +8,14 @@
 // GCC 12 with -fsanitize=address reports a false -Wmaybe-uninitialized inside
 // Beast's parser (an optional<uint64_t> read only once set), through inlining
 // into the listener.
+#if defined(__clang__)
+#include <boost/beast/http.hpp>
+#else
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <boost/beast/http.hpp>
 #pragma GCC diagnostic pop
+#endif
 
 #include <atomic>
 #include <functional>
