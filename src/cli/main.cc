@@ -353,6 +353,7 @@ int Serve(const Args& args) {
     stop_cv.wait(lock, [&] { return stop_signal != 0; });
   }
   const bool clean = graph.Stop();
+  api.StopReads();
   listener.Stop();
   if (!clean) {
     KLOG_ERROR("stopped without a savepoint in every region (see above); exit 1");

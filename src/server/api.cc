@@ -193,13 +193,15 @@ Json PipelineJson(const PipelineRunner& p, bool with_config, int version) {
 Api::Api(GraphManager* graph, std::string token)
     : graph_(graph), token_(std::move(token)), reader_([this] { ReadLoop(); }) {}
 
-Api::~Api() {
+Api::~Api() { StopReads(); }
+
+void Api::StopReads() {
   {
     std::lock_guard lock(reads_mu_);
     reads_closed_ = true;
   }
   reads_cv_.notify_all();
-  reader_.join();
+  if (reader_.joinable()) reader_.join();
 }
 
 const RunningGraph* Api::graph() { return t_graph; }

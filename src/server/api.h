@@ -22,6 +22,9 @@ class Api {
   // `token`, every route under /api demands "Authorization: Bearer <token>".
   explicit Api(GraphManager* graph, std::string token = "");
   ~Api();
+  // Answers the reads waiting and takes no more (they get 503): called
+  // before the listener stops, whose queue their answers go through.
+  void StopReads();
   Api(const Api&) = delete;
   Api& operator=(const Api&) = delete;
   void Handle(const Request& req, Response* res);

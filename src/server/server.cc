@@ -496,6 +496,9 @@ class Session : public std::enable_shared_from_this<Session> {
       res_.result(refusal.status);
       res_.set(bhttp::field::content_type, "application/json");
       if (refusal.status == 401) res_.set(bhttp::field::www_authenticate, "Bearer realm=\"kayak\"");
+      if (refusal.retry_after_secs > 0) {
+        res_.set(bhttp::field::retry_after, std::to_string(refusal.retry_after_secs));
+      }
       res_.body() = std::move(refusal.body);
       return true;
     }
