@@ -3,6 +3,10 @@ run by the CTest fixture): streams read through a consumer group and
 acknowledged only after the checkpoint, pending entries read first after a
 kill -9, pub/sub channels and patterns, XADD and PUBLISH with keys made from
 fields, the server going away, and options that do not fit."""
+import json
+import os
+import socket
+import subprocess
 import unittest
 
 from brokers import SERVER, BrokerTest, sums
@@ -114,6 +118,48 @@ class RedisTest(BrokerTest):
             "{dummy: {count: 5}}", f"[{{redis: {{url: '{redis_url()}', stream: {self.key}}}}}]"))
         wait_for(lambda: s.card("p", "outputs[0]")["errors"] == 5, what="five refused")
         self.assertIn("WRONGTYPE", s.card("p", "outputs[0]")["last_error"])
+        self.assertEqual(s.card("p", "outputs[0]")["state"], "running")
+
+    def private_redis(self):
+        """A redis-server of this test's own (its settings are changed), on a free port."""
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        d = self.path("redis")
+        os.makedirs(d)
+        proc = subprocess.Popen(["redis-server", "--bind", "127.0.0.1", "--port", str(port),
+                                 "--save", "", "--appendonly", "no", "--dir", d],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(lambda: (proc.kill(), proc.wait()))
+        url = f"redis://127.0.0.1:{port}"
+
+        def up():
+            try:
+                return redis_cli("PING", url=url) == "PONG"
+            except RuntimeError:
+                return False
+        wait_for(up, what="the private redis-server")
+        return url
+
+    def test_a_refusal_for_the_servers_state_is_retried_not_dropped(self):
+        url = self.private_redis()
+        redis_cli("CONFIG", "SET", "maxmemory", "1", url=url)  # every write: OOM
+        s = self.start(self.graph("{dummy: {count: 200}}",
+                                  f"[{{redis: {{url: '{url}', stream: out}}}}]"),
+                       server_config=SERVER, state_dir=self.path("state"))
+        wait_for(lambda: s.card("p", "outputs[0]")["state"] == "retrying", what="retrying on OOM")
+        card = s.card("p", "outputs[0]")
+        self.assertIn("OOM", card["last_error"])
+        self.assertNotIn("dropped", card["last_error"])
+        self.assertEqual(redis_cli("XLEN", "out", url=url), "0")
+        redis_cli("CONFIG", "SET", "maxmemory", "0", url=url)
+        wait_for(lambda: int(redis_cli("XLEN", "out", url=url)) >= 200, timeout=30,
+                 what="every message once the server takes writes")
+        seqs = set()
+        for line in redis_cli("XRANGE", "out", "-", "+", url=url).splitlines():
+            if line.startswith("{"):
+                seqs.add(json.loads(line)["seq"])
+        self.assertEqual(seqs, set(range(1, 201)))
         self.assertEqual(s.card("p", "outputs[0]")["state"], "running")
 
     def test_server_down_and_back(self):

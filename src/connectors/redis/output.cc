@@ -10,6 +10,22 @@ namespace kayak {
 
 namespace {
 
+// Whether an error reply is about the server's state (it says "not now")
+// rather than about the message: out of memory, a replica or a loading or
+// busy server, a cluster that is not there yet, credentials or permissions
+// (a rotated password). Such a batch is retried, holding the pipeline; only
+// an error about the message itself (WRONGTYPE, a bad argument) drops it.
+bool PassingRefusal(std::string_view error) {
+  static constexpr std::string_view kPassing[] = {
+      "OOM",        "READONLY", "LOADING",  "MASTERDOWN", "BUSY",   "TRYAGAIN", "CLUSTERDOWN",
+      "NOREPLICAS", "MISCONF",  "NOAUTH",   "WRONGPASS",  "NOPERM", "MOVED",    "ASK"};
+  const std::string_view code = error.substr(0, error.find(' '));
+  for (std::string_view p : kPassing) {
+    if (code == p) return true;
+  }
+  return error.rfind("ERR max number of clients", 0) == 0;
+}
+
 class RedisOutput final : public Output {
  public:
   RedisOutput(redis::Address address, FieldTemplate key, bool stream, int64_t maxlen,
@@ -44,11 +60,21 @@ class RedisOutput final : public Output {
       }
       ++sent;
     }
+    std::string passing;
     for (size_t i = 0; i < sent; ++i) {
       redis::Reply r;
       KAYAK_RETURN_IF_ERROR(client_.ReadReply(&r));
-      if (r->type == REDIS_REPLY_ERROR) dropped.Add("refused: " + std::string(r->str, r->len));
+      if (r->type != REDIS_REPLY_ERROR) continue;
+      const std::string_view error(r->str, r->len);
+      if (PassingRefusal(error)) {
+        if (passing.empty()) passing = std::string(error);
+      } else {
+        dropped.Add("refused: " + std::string(error));
+      }
     }
+    // The whole batch again (the entries that went in go in twice: at
+    // least once), not a drop: the server will take them later.
+    if (!passing.empty()) return Status::Unavailable("redis refused for now: " + passing);
     dropped.Report(stats_, "redis output", batch.size());
     return Status::Ok();
   }
@@ -76,8 +102,11 @@ ComponentDef RedisOutputDef() {
   d.checkpoint = "nothing kept: every command's reply is in before the next batch, so a "
                  "barrier passes only after the server has everything before it";
   d.bad_input = "a message whose key cannot be made (a missing field, not JSON) or that the "
-                "server refuses (a key of another type) is dropped and counted on the card, "
-                "never retried; an unreachable server is retried holding the pipeline";
+                "server refuses for itself (WRONGTYPE, a bad argument) is dropped and counted "
+                "on the card, never retried; a refusal for the server's state (OOM, READONLY, "
+                "LOADING, MASTERDOWN, BUSY, TRYAGAIN, CLUSTERDOWN, NOREPLICAS, MISCONF, NOAUTH, "
+                "WRONGPASS, NOPERM, MOVED, ASK, too many clients) and an unreachable server are "
+                "retried holding the pipeline, the whole batch again (at least once)";
   d.props = {
       PropDef{"url", PropType::kString, true, "",
               "redis://[:password@]host:port[/db]; a password as ${ENV}"}
