@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
@@ -31,11 +32,12 @@ struct CrashGuard::Page {
   uint32_t stage;        // the transform working on what is in
   uint32_t batch;        // kBatchIn: how many messages
   uint64_t hash;         // kOneIn: the message's hash
-  uint64_t replay;       // messages a restart would bring again up to it
+  uint64_t before;       // messages a restart would bring again before it
   uint64_t suspect;      // the message that died alone last
   uint32_t deaths;       // deaths in a row with `suspect` alone
   uint32_t reserved;
   uint64_t careful_left;  // this start's careful span still to go
+  uint64_t skip_left;     // ...and the messages to pass as usual before it
   uint32_t crc;           // CRC-32C of the bytes before it
 };
 
@@ -98,16 +100,23 @@ Status CrashGuard::Open(const std::string& path, LastRun* last) {
     }
     last->stage = was.stage;
     if (last->died) {
-      careful_left_ = was.replay;
+      // One batch's worth either side of where it died: a replay cut into
+      // other batches, or a committed position newer than the one counted.
+      const uint64_t n = std::max<uint64_t>(was.batch, 1);
+      skip_left_ = was.before > n ? was.before - n : 0;
+      careful_left_ = was.before - skip_left_ + 2 * n;
     } else {
       careful_left_ = was.careful_left;  // a clean stop inside the span: the rest of it
+      skip_left_ = was.skip_left;
     }
   } else {
     last->damaged = !blank;
   }
   last->deaths = deaths;
+  last->skip = skip_left_;
   last->careful_for = careful_left_;
   if (careful_left_ == 0) {
+    skip_left_ = 0;
     suspect = 0;
     deaths = 0;
   }
@@ -118,8 +127,16 @@ Status CrashGuard::Open(const std::string& path, LastRun* last) {
   page_->suspect = suspect;
   page_->deaths = deaths;
   page_->careful_left = careful_left_;
+  page_->skip_left = skip_left_;
   Seal();
   return Status::Ok();
+}
+
+void CrashGuard::Skipped(uint64_t n) {
+  if (page_ == nullptr || skip_left_ == 0) return;
+  skip_left_ = n >= skip_left_ ? 0 : skip_left_ - n;
+  page_->skip_left = skip_left_;
+  Seal();
 }
 
 bool CrashGuard::SetAside(uint64_t hash) {
@@ -133,23 +150,23 @@ bool CrashGuard::SetAside(uint64_t hash) {
   return true;
 }
 
-void CrashGuard::EnterBatch(uint32_t n, uint32_t stage, uint64_t replay) {
+void CrashGuard::EnterBatch(uint32_t n, uint32_t stage, uint64_t before) {
   if (page_ == nullptr) return;
   page_->state = kBatchIn;
   page_->stage = stage;
   page_->batch = n;
-  page_->replay = replay;
+  page_->before = before;
   Seal();
 }
 
-void CrashGuard::EnterOne(uint64_t hash, uint32_t stage, uint64_t replay) {
+void CrashGuard::EnterOne(uint64_t hash, uint32_t stage, uint64_t before) {
   if (page_ == nullptr) return;
   one_in_ = true;
   page_->state = kOneIn;
   page_->stage = stage;
   page_->batch = 1;
   page_->hash = hash;
-  page_->replay = replay;
+  page_->before = before;
   Seal();
 }
 

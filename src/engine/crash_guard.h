@@ -6,8 +6,10 @@
 // enters its transforms: a batch (its size), or while it is careful one
 // message (its hash). The mark costs two stores and a checksum; the page
 // outlives the process, so the next start reads what was in the transforms
-// when it died. A death with a batch in them makes the next start careful:
-// the messages a replay brings again go through one at a time. A death with
+// when it died. A death with a batch in them makes the next start careful
+// where the batch was: the replay (in the order it brings messages again)
+// passes the messages before it as usual, then takes the batch's messages,
+// with one batch's worth either side, one at a time. A death with
 // one message in them names that message; when the same message was alone
 // in the transforms at kDeathsToSetAside deaths in a row (three deaths in
 // all, counting the batch one), the next start sets it aside instead of
@@ -41,7 +43,8 @@ class CrashGuard {
     uint32_t batch = 0;         // the batch's size
     uint64_t hash = 0;          // the message's hash (alone)
     uint32_t deaths = 0;        // deaths in a row with that message alone
-    uint64_t careful_for = 0;   // messages this start goes through one at a time
+    uint64_t skip = 0;          // messages this start passes as usual first
+    uint64_t careful_for = 0;   // messages it then goes through one at a time
     bool damaged = false;       // the page did not check (read as a clean stop)
   };
   // Opens (or creates) the mark file at `path` and reads it. An error leaves
@@ -49,19 +52,23 @@ class CrashGuard {
   Status Open(const std::string& path, LastRun* last);
   bool on() const { return page_ != nullptr; }
 
-  // Whether messages go through one at a time (after a death).
-  bool careful() const { return careful_left_ > 0; }
+  // Whether messages go through one at a time (after a death, once the
+  // messages before the careful ones have passed).
+  bool careful() const { return careful_left_ > 0 && skip_left_ == 0; }
+  // Messages still to pass as usual before the careful ones.
+  uint64_t to_skip() const { return skip_left_; }
+  void Skipped(uint64_t n);
   // True when `hash` is the message that died alone kDeathsToSetAside times:
   // it is not to be processed. Forgets it (a message with the same bytes
   // later is processed).
   bool SetAside(uint64_t hash);
 
-  // A batch of `n` enters the transforms at transform `stage`; `replay` is
-  // how many messages a restart now would bring again before and with it
-  // (the careful span of the next start, should this one die).
-  void EnterBatch(uint32_t n, uint32_t stage, uint64_t replay);
+  // A batch of `n` enters the transforms at transform `stage`; `before` is
+  // how many messages a restart now would bring again before it (where the
+  // next start is careful, should this one die).
+  void EnterBatch(uint32_t n, uint32_t stage, uint64_t before);
   // One message (careful) enters the transforms.
-  void EnterOne(uint64_t hash, uint32_t stage, uint64_t replay);
+  void EnterOne(uint64_t hash, uint32_t stage, uint64_t before);
   // The transform now working on what entered.
   void AtStage(uint32_t stage);
   // What entered has left the transforms (whatever they made of it). After
@@ -76,6 +83,7 @@ class CrashGuard {
 
   Page* page_ = nullptr;
   uint64_t careful_left_ = 0;
+  uint64_t skip_left_ = 0;
   bool one_in_ = false;  // the message inside is a careful one
 };
 

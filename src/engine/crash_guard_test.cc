@@ -33,13 +33,13 @@ class CrashGuardTest : public ::testing::Test {
     EXPECT_TRUE(guard_->Open(path_, &last).ok());
     return last;
   }
-  // Dies with a batch of `n` inside, `replay` messages behind the commit.
-  void DieInBatch(uint32_t n, uint64_t replay) {
-    guard_->EnterBatch(n, 1, replay);
+  // Dies with a batch of `n` inside, `before` messages after the commit.
+  void DieInBatch(uint32_t n, uint64_t before) {
+    guard_->EnterBatch(n, 1, before);
     guard_.reset();
   }
-  void DieOn(const std::string& payload, uint64_t replay) {
-    guard_->EnterOne(CrashGuard::Hash(payload), 0, replay);
+  void DieOn(const std::string& payload, uint64_t before) {
+    guard_->EnterOne(CrashGuard::Hash(payload), 0, before);
     guard_.reset();
   }
   // Passes `payload` through, one at a time; false when it was set aside.
@@ -72,16 +72,22 @@ TEST_F(CrashGuardTest, AFirstStartAndCleanBatchesLeaveNothingSuspected) {
   EXPECT_FALSE(guard_->careful());
 }
 
-TEST_F(CrashGuardTest, ADeathInABatchMakesTheReplayCarefulForItsSpan) {
+TEST_F(CrashGuardTest, ADeathInABatchMakesTheReplayCarefulWhereTheBatchWas) {
   Start();
-  DieInBatch(50, 120);
+  DieInBatch(50, 120);  // messages 120-169 after the commit were inside
   CrashGuard::LastRun last = Start();
   EXPECT_TRUE(last.died);
   EXPECT_FALSE(last.alone);
   EXPECT_EQ(last.batch, 50u);
   EXPECT_EQ(last.stage, 1u);
-  EXPECT_EQ(last.careful_for, 120u);
-  for (int i = 0; i < 120; ++i) {
+  // 0-69 pass as usual; 70-219 (a batch's worth either side) one at a time.
+  EXPECT_EQ(last.skip, 70u);
+  EXPECT_EQ(last.careful_for, 150u);
+  EXPECT_FALSE(guard_->careful());
+  guard_->Skipped(60);
+  EXPECT_EQ(guard_->to_skip(), 10u);
+  guard_->Skipped(10);
+  for (int i = 0; i < 150; ++i) {
     ASSERT_TRUE(guard_->careful()) << i;
     EXPECT_TRUE(Pass("m" + std::to_string(i)));
   }
@@ -93,13 +99,13 @@ TEST_F(CrashGuardTest, TheSameMessageDyingAloneTwiceAfterABatchIsSetAsideOnce) {
   DieInBatch(10, 10);  // death 1: somewhere in a batch
   Start();
   EXPECT_TRUE(Pass("a"));
-  DieOn("poison", 10);  // death 2: alone
+  DieOn("poison", 1);  // death 2: alone, after one message
   CrashGuard::LastRun last = Start();
   EXPECT_TRUE(last.alone);
   EXPECT_EQ(last.deaths, 1u);
   EXPECT_TRUE(Pass("a"));
   EXPECT_TRUE(guard_->careful());
-  DieOn("poison", 10);  // death 3
+  DieOn("poison", 1);  // death 3
   last = Start();
   EXPECT_EQ(last.deaths, 2u);
   EXPECT_TRUE(Pass("a"));
@@ -113,9 +119,9 @@ TEST_F(CrashGuardTest, DeathsOnDifferentMessagesAreNotInARow) {
   Start();
   DieInBatch(10, 10);
   Start();
-  DieOn("x", 10);
+  DieOn("x", 0);
   Start();
-  DieOn("y", 10);
+  DieOn("y", 0);
   CrashGuard::LastRun last = Start();
   EXPECT_EQ(last.deaths, 1u);  // y once
   EXPECT_TRUE(Pass("x"));
@@ -131,7 +137,7 @@ TEST_F(CrashGuardTest, ACleanStopInsideTheSpanKeepsTheRestOfIt) {
   guard_.reset();  // stopped with nothing inside
   CrashGuard::LastRun last = Start();
   EXPECT_FALSE(last.died);
-  EXPECT_EQ(last.careful_for, 3u);
+  EXPECT_EQ(last.careful_for, 23u);  // 5 before and two batches' worth, less the two passed
   EXPECT_TRUE(guard_->careful());
 }
 

@@ -169,9 +169,11 @@ class PipelineRunner {
   // The chain one message at a time from `first` into `out`, each marked
   // while careful.
   void RunOneByOne(Batch* batch, size_t first, Batch* out);
-  // How many messages a restart now would bring again, with the `n` about
-  // to enter (the careful span of the next start, should this one die).
-  uint64_t Replay(size_t n) const { return processed_ - replay_base_ + n; }
+  // How many messages from the input a restart now would bring again before
+  // the ones about to enter (where the next start is careful, should this
+  // one die).
+  uint64_t Replay() const { return processed_ - replay_base_; }
+  void RunBatch(Batch batch, size_t first);
   void OpenCrashGuard();
   void SetAsideMessage(const Message& m, size_t first);
   void Emit(Batch batch);
@@ -229,7 +231,9 @@ class PipelineRunner {
   std::string crash_path_;
   CrashGuard guard_;              // pipeline thread only
   uint32_t death_stage_ = 0;      // the transform the last process died in
-  // Messages that entered the transforms since the start, and how many had
+  // Messages from the input that entered the transforms since the start
+  // (what a timer releases from a transform is not counted or marked: it
+  // does not come again in the same order), and how many had
   // at the newest barrier known committed: a restart replays from there.
   uint64_t processed_ = 0;        // pipeline thread only
   uint64_t replay_base_ = 0;      // pipeline thread only

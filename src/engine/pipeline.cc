@@ -609,23 +609,45 @@ void PipelineRunner::TickTransforms(int64_t now_ms) {
 
 void PipelineRunner::RunChain(Batch batch, size_t first) {
   if (first >= transforms_.size()) return Emit(std::move(batch));
-  const size_t n = batch.size();
+  if (first > 0 || !guard_.on()) return RunBatch(std::move(batch), first);
+  // After a death: the messages before where it died pass as usual...
+  if (const uint64_t skip = guard_.to_skip(); skip > 0) {
+    if (skip >= batch.size()) {
+      guard_.Skipped(batch.size());
+      return RunBatch(std::move(batch), 0);
+    }
+    Batch head;
+    head.messages.reserve(skip);
+    for (size_t i = 0; i < skip; ++i) head.messages.push_back(std::move(batch.messages[i]));
+    batch.messages.erase(batch.messages.begin(), batch.messages.begin() + skip);
+    guard_.Skipped(skip);
+    RunBatch(std::move(head), 0);
+  }
+  // ...then the ones around it, one at a time.
   if (guard_.careful()) {
     Batch out;
-    RunOneByOne(&batch, first, &out);
+    RunOneByOne(&batch, 0, &out);
     return Emit(std::move(out));
   }
-  guard_.EnterBatch(static_cast<uint32_t>(n), static_cast<uint32_t>(first), Replay(n));
+  RunBatch(std::move(batch), 0);
+}
+
+void PipelineRunner::RunBatch(Batch batch, size_t first) {
+  const size_t n = batch.size();
+  const bool marked = first == 0;
+  if (marked) guard_.EnterBatch(static_cast<uint32_t>(n), 0, Replay());
   if (!per_message_ || n <= 1) {
     const bool ok = RunTransforms(&batch, first);
-    guard_.Left();
-    processed_ += n;
+    if (marked) {
+      guard_.Left();
+      processed_ += n;
+    }
     if (ok) Emit(std::move(batch));
     return;
   }
   Batch out;
   RunOneByOne(&batch, first, &out);
-  guard_.Left();
+  if (marked) guard_.Left();
   Emit(std::move(out));
 }
 
@@ -640,13 +662,13 @@ void PipelineRunner::RunOneByOne(Batch* batch, size_t first, Batch* out) {
         SetAsideMessage(m, first);
         continue;
       }
-      guard_.EnterOne(hash, static_cast<uint32_t>(first), Replay(1));
+      guard_.EnterOne(hash, static_cast<uint32_t>(first), Replay());
     }
     one.messages.clear();
     one.messages.push_back(std::move(m));
     const bool ok = RunTransforms(&one, first);
     if (careful) guard_.Left();
-    ++processed_;
+    if (first == 0) ++processed_;
     if (!ok) continue;
     for (auto& r : one.messages) out->messages.push_back(std::move(r));
   }
