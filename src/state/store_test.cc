@@ -739,10 +739,14 @@ TEST(BucketSealTest, WritersRacingSealsAndCollectionsLoseNothing) {
   b.TrackChanges();
   TestChain snap;
   std::atomic<bool> done{false};
+  std::atomic<int> sealed{0};
   std::thread writer([&] {
     std::mt19937 rng(5);
     int64_t now = 1000;
     for (int i = 0; i < 60'000; ++i) {
+      // Halfway, the writer waits for seals: some happen while it writes,
+      // however the threads are scheduled.
+      while (i == 30'000 && sealed.load() < 3) std::this_thread::yield();
       now += static_cast<int64_t>(rng() % 3);
       const int64_t v = static_cast<int64_t>(rng() % 1000);
       (void)b.Update("k" + std::to_string(rng() % 2000), now, [&](Json& x, bool) {
@@ -757,6 +761,7 @@ TEST(BucketSealTest, WritersRacingSealsAndCollectionsLoseNothing) {
   for (int round = 0; !done || round < 2; ++round) {
     b.Seal();
     ++seals;
+    sealed.store(seals);
     if (round % 3 == 2) continue;  // sealed again before it is collected
     std::vector<Bucket::Change> changes;
     b.CollectSealed(&changes);
