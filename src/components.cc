@@ -1,5 +1,7 @@
 #include "components.h"
 
+#include "sdk/component_list.h"
+
 #include <memory>
 #include <vector>
 
@@ -30,31 +32,16 @@ KAYAK_COMPONENTS(KAYAK_DECLARE)
 
 namespace {
 
-class Builtins final : public ComponentRegistry {
- public:
-  Builtins() {
+ComponentList MakeBuiltins() {
+  ComponentList list;
 #define KAYAK_LIST(def) def,
-    for (auto make : {KAYAK_COMPONENTS(KAYAK_LIST)}) {
+  for (auto make : {KAYAK_COMPONENTS(KAYAK_LIST)}) {
 #undef KAYAK_LIST
-      defs_.push_back(std::make_unique<ComponentDef>(make()));
-      if (defs_.back()->kind == "output") defs_.back()->props.push_back(RetryPropDef());
-    }
+    ComponentDef* d = list.Add(make());
+    if (d->kind == "output") d->props.push_back(RetryPropDef());
   }
-  const ComponentDef* Find(const std::string& kind, const std::string& type) const override {
-    for (const auto& d : defs_) {
-      if (d->kind == kind && d->type == type) return d.get();
-    }
-    return nullptr;
-  }
-  std::vector<const ComponentDef*> All() const override {
-    std::vector<const ComponentDef*> out;
-    for (const auto& d : defs_) out.push_back(d.get());
-    return out;
-  }
-
- private:
-  std::vector<std::unique_ptr<ComponentDef>> defs_;
-};
+  return list;
+}
 
 }  // namespace
 
@@ -138,7 +125,7 @@ std::string ComponentReferenceMarkdown() {
 }
 
 const ComponentRegistry& BuiltinComponents() {
-  static const Builtins registry;
+  static const ComponentList registry = MakeBuiltins();
   return registry;
 }
 

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/graph_manager.h"
+#include "sdk/component_list.h"
 #include "server/api.h"
 
 namespace kayak {
@@ -41,42 +42,27 @@ class DiscardOutput final : public Output {
   Status Write(const Batch&) override { return Status::Ok(); }
 };
 
-class FuzzComponents final : public ComponentRegistry {
- public:
-  FuzzComponents() {
-    for (auto make : {DummyInputDef, FilterDef, MapDef, RemoveDef, RenameDef, BucketTransformDef,
-                      LookupDef}) {
-      defs_.push_back(std::make_unique<ComponentDef>(make()));
-    }
-    auto pipeline = std::make_unique<ComponentDef>();
-    pipeline->kind = "input";
-    pipeline->type = "pipeline";
-    pipeline->shape = Shape::kStringOrList;
-    pipeline->reads_pipelines = true;
-    defs_.push_back(std::move(pipeline));
-    auto discard = std::make_unique<ComponentDef>();
-    discard->kind = "output";
-    discard->type = "discard";
-    discard->make_output = [](const Options&, const ComponentContext&) -> std::unique_ptr<Output> {
-      return std::make_unique<DiscardOutput>();
-    };
-    defs_.push_back(std::move(discard));
+ComponentList FuzzComponents() {
+  ComponentList list;
+  for (auto make : {DummyInputDef, FilterDef, MapDef, RemoveDef, RenameDef, BucketTransformDef,
+                    LookupDef}) {
+    list.Add(make());
   }
-  const ComponentDef* Find(const std::string& kind, const std::string& type) const override {
-    for (const auto& d : defs_) {
-      if (d->kind == kind && d->type == type) return d.get();
-    }
-    return nullptr;
-  }
-  std::vector<const ComponentDef*> All() const override {
-    std::vector<const ComponentDef*> out;
-    for (const auto& d : defs_) out.push_back(d.get());
-    return out;
-  }
-
- private:
-  std::vector<std::unique_ptr<ComponentDef>> defs_;
-};
+  ComponentDef pipeline;
+  pipeline.kind = "input";
+  pipeline.type = "pipeline";
+  pipeline.shape = Shape::kStringOrList;
+  pipeline.reads_pipelines = true;
+  list.Add(std::move(pipeline));
+  ComponentDef discard;
+  discard.kind = "output";
+  discard.type = "discard";
+  discard.make_output = [](const Options&, const ComponentContext&) -> std::unique_ptr<Output> {
+    return std::make_unique<DiscardOutput>();
+  };
+  list.Add(std::move(discard));
+  return list;
+}
 
 constexpr const char* kGraph = R"(
 buckets:
@@ -95,7 +81,7 @@ pipelines:
 )";
 
 struct World {
-  FuzzComponents registry;
+  ComponentList registry = FuzzComponents();
   std::unique_ptr<GraphManager> graph;
   std::unique_ptr<http::Api> api;
 
