@@ -53,11 +53,12 @@ class IngestAnswerScope {
 class IngestEndpoint {
  public:
   virtual ~IngestEndpoint() = default;
-  // `authorization` is the Authorization header ("" if none). Must not block:
-  // the listener's thread calls it.
+  // A request Admit let in. `authorization` is the Authorization header (""
+  // if none). Must not block: the listener's thread calls it.
   virtual void Post(std::string_view body, std::string_view authorization, IngestDone done) = 0;
-  // Asked on the request's header, before its body is read: false, with
-  // `refusal` filled in, turns the post away unread (a missing token).
+  // Asked on the request's header, before its body is read (and before
+  // Post): false, with `refusal` filled in, turns the post away unread (a
+  // missing token).
   virtual bool Admit(std::string_view authorization, IngestReply* refusal) {
     (void)authorization;
     (void)refusal;

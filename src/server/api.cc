@@ -64,12 +64,19 @@ namespace {
 // thread and the reader thread each answer one request at a time.
 thread_local const RunningGraph* t_graph = nullptr;
 
-// Holds `view` as this thread's graph while it lives.
-struct HeldGraph {
-  explicit HeldGraph(const RunningGraph* view) { t_graph = view; }
+// Holds `view` (a change on the change thread may replace the graph
+// meanwhile) as this thread's graph while it lives.
+class HeldGraph {
+ public:
+  explicit HeldGraph(std::shared_ptr<const RunningGraph> view) : view_(std::move(view)) {
+    t_graph = view_.get();
+  }
   ~HeldGraph() { t_graph = nullptr; }
   HeldGraph(const HeldGraph&) = delete;
   HeldGraph& operator=(const HeldGraph&) = delete;
+
+ private:
+  std::shared_ptr<const RunningGraph> view_;
 };
 
 void SendJson(Response* res, unsigned status, const Json& body) {
@@ -239,13 +246,7 @@ void Api::Handle(const Request& req, Response* res) {
   const bool get = req.method() == bhttp::verb::get || req.method() == bhttp::verb::head;
 
   if (!Authorized(req, path, res)) return;
-  // Held for this request: a change on the change thread may replace it.
-  current_ = graph_->view();
-  struct Release {
-    std::shared_ptr<const RunningGraph>* held;
-    ~Release() { held->reset(); }
-  } release{&current_};
-  const HeldGraph held(current_.get());
+  const HeldGraph held(graph_->view());
   if (path == "/health") {
     if (!get) return MethodNotAllowed(res, "GET");
     return Health(res);
@@ -373,7 +374,7 @@ bool Api::HandleAsync(const Request& req, IngestDone done) {
     std::shared_ptr<const RunningGraph> view = graph_->view();
     if (view == nullptr) return false;  // Handle answers 503
     auto read = [this, view, path, done] {
-      const HeldGraph held(view.get());
+      const HeldGraph held(view);
       Response res;
       try {
         if (path == "/api/v1/overview") {

@@ -82,8 +82,6 @@ class Api {
   bool SubmitRead(std::function<void()> read);
   void ReadLoop();
 
-  std::shared_ptr<const RunningGraph> current_;  // HTTP thread only
-
   GraphManager* graph_;
   const std::string token_;
 

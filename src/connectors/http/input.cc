@@ -60,10 +60,8 @@ class HttpEndpoint final : public IngestEndpoint {
     return false;
   }
 
-  void Post(std::string_view body, std::string_view authorization, IngestDone done) override {
-    // The listener asks Admit on the header; asked again here for a caller
-    // that posts without one.
-    if (IngestReply refusal; !Admit(authorization, &refusal)) return done(std::move(refusal));
+  // Admitted already (Admit, on the header).
+  void Post(std::string_view body, std::string_view, IngestDone done) override {
     std::string payload;
     size_t n = 0;
     std::string error;
