@@ -324,7 +324,15 @@ struct PropDef {
   bool non_empty = false;            // for kString and kStringList
   std::string unit;                  // shown in docs: ms, bytes, ...
   // Never logged, never shown by the API (its value is replaced by "***").
+  // A secret option is tuning (a credential: rotating it keeps the state) or
+  // an address (the value may carry credentials); the unit tests refuse any
+  // other.
   bool secret = false;
+  // A connection address (a URL, a libpq connection string, host:port list):
+  // only the part that names the data, a URL's path or a `dbname`, is
+  // identity; host, port, user, password and connection parameters are
+  // tuning (common/redact.h AddressIdentity).
+  bool address = false;
   PropRef ref = PropRef::kNone;
   // For kBucketWrite: the component only reads the bucket when option
   // `.first` has the value `.second` (a bucket transform with op: lookup).
@@ -337,6 +345,7 @@ struct PropDef {
   PropDef& NonEmpty() { non_empty = true; return *this; }
   PropDef& Unit(std::string u) { unit = std::move(u); return *this; }
   PropDef& Secret() { secret = true; return *this; }
+  PropDef& Address() { address = true; return *this; }
   PropDef& Refers(PropRef r) { ref = r; return *this; }
   PropDef& ReadsOnlyWhen(std::string option, std::string value) {
     reads_only_when = {std::move(option), std::move(value)};

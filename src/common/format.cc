@@ -49,6 +49,8 @@ const char* KindTag(FileKind k) {
       return "MNFT";
     case FileKind::kGraph:
       return "GRPH";
+    case FileKind::kKey:
+      return "FKEY";
   }
   return "????";
 }

@@ -35,7 +35,7 @@ constexpr uint32_t kFormatVersion = 1;
 constexpr uint32_t kManifestWithDeltasVersion = 2;
 constexpr size_t kHeaderBytes = 32;
 
-enum class FileKind { kChunk, kManifest, kGraph };
+enum class FileKind { kChunk, kManifest, kGraph, kKey };
 
 // CRC-32C (Castagnoli), as used by iSCSI, ext4 and LevelDB.
 uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0);

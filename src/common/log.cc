@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <memory>
 
+#include "common/redact.h"
+
 namespace kayak {
 
 namespace {
@@ -17,8 +19,10 @@ class EscapedMessage final : public spdlog::custom_flag_formatter {
  public:
   void format(const spdlog::details::log_msg& msg, const std::tm&,
               spdlog::memory_buf_t& dest) override {
-    const char* p = msg.payload.data();
-    const char* end = p + msg.payload.size();
+    // No secret reaches the log: a library's error can quote one.
+    const std::string text = Redact(std::string_view(msg.payload.data(), msg.payload.size()));
+    const char* p = text.data();
+    const char* end = p + text.size();
     auto control = [](char c) {
       const auto u = static_cast<unsigned char>(c);
       return (u < 0x20 && c != '\t') || u == 0x7f;

@@ -15,12 +15,17 @@ std::vector<PropDef> SqlSourceProps(const std::string& db) {
        "incremental: an ordered column of the query (a timestamp, number or text)"},
       {"tiebreak", PropType::kString, false, "",
        "incremental: a unique column; the cursor is (watermark, tiebreak)"},
-      {"start_from", PropType::kString, false, "",
-       "incremental: the first watermark read when nothing is checkpointed, in " + db +
-           "'s own literal for the column's type, without quotes ('2026-01-01 00:00:00', 100)"},
+      PropDef{"start_from", PropType::kString, false, "",
+              "incremental: the first watermark read when nothing is checkpointed, in " + db +
+                  "'s own literal for the column's type, without quotes ('2026-01-01 00:00:00', "
+                  "100)",
+              PropRole::kTuning},
       PropDef{"lag_secs", PropType::kNumber, false, "0",
               "incremental: read only rows whose watermark is older than the server's now() "
-              "minus this, so rows that commit late are not skipped"}.AtLeast(0).Unit("s"),
+              "minus this, so rows that commit late are not skipped",
+              PropRole::kTuning}
+          .AtLeast(0)
+          .Unit("s"),
       PropDef{"poll_secs", PropType::kNumber, false, "1",
               "how long to wait for new rows once caught up", PropRole::kTuning}
           .Range(0.001, 86400).Unit("s"),

@@ -9,6 +9,7 @@
 #include "config/server_config.h"
 #include "config/yaml_load.h"
 #include "common/host_port.h"
+#include "common/redact.h"
 #include "common/utf8.h"
 #include "engine/engine.h"
 
@@ -293,6 +294,49 @@ TEST(Config, ServerConfig) {
       "idle_timeout_secs: 0, max_connections: many}\n",
       "s.yaml", &l, &e4));
   EXPECT_EQ(e4.size(), 4u) << e4.ToString();
+}
+
+}  // namespace
+}  // namespace kayak
+
+namespace kayak {
+namespace {
+
+std::string InputFingerprint(const std::string& input) {
+  GraphSpec spec;
+  ErrorList errors;
+  EXPECT_TRUE(LoadGraphText("pipelines:\n  p:\n    input: " + input +
+                                "\n    outputs: [{stdout: {}}]\n",
+                            "p.yaml", BuiltinComponents(), &spec, &errors))
+      << errors.ToString();
+  return spec.pipelines.empty() ? "" : spec.pipelines[0].input.fingerprint;
+}
+
+// An option is identity only when restoring the old state under its new value
+// would be wrong: credentials, the way to the same system, timeouts and sizes
+// are tuning (docs/connectors.md).
+TEST(Config, ACredentialOrTheWayToTheSameSystemIsNotIdentity) {
+  const std::string q = "query: 'SELECT 1 AS a', watermark: a";
+  const std::string pg = InputFingerprint("{postgres: {url: 'postgresql://kit:one@127.0.0.1:5432/kit', " + q + "}}");
+  EXPECT_EQ(pg, InputFingerprint("{postgres: {url: 'postgresql://kat:two@db:6432/kit?sslmode=require', " + q +
+                                 ", start_from: '5', lag_secs: 2}}"));
+  EXPECT_NE(pg, InputFingerprint("{postgres: {url: 'postgresql://kit:one@127.0.0.1:5432/other', " + q + "}}"));
+  EXPECT_NE(pg, InputFingerprint("{postgres: {url: 'postgresql://kit:one@127.0.0.1:5432/kit', query: "
+                                 "'SELECT 2 AS a', watermark: a}}"));
+  EXPECT_EQ(pg.find("one"), std::string::npos) << pg;
+  const std::string ch = "{clickhouse: {url: 'http://127.0.0.1:8123', " + q;
+  EXPECT_EQ(InputFingerprint(ch + ", user: a, password: x}}"),
+            InputFingerprint(ch + ", user: b, password: y}}"));
+  EXPECT_EQ(InputFingerprint("{kafka: {brokers: 'a:9092', topics: t, group: g}}"),
+            InputFingerprint("{kafka: {brokers: 'b:9092', topics: t, group: g, properties: "
+                             "{sasl.password: z}}}"));
+  EXPECT_NE(InputFingerprint("{kafka: {brokers: 'a:9092', topics: t, group: g}}"),
+            InputFingerprint("{kafka: {brokers: 'a:9092', topics: t, group: h}}"));
+}
+
+TEST(Config, TheValueOfASecretOptionIsRedactedOnceLoaded) {
+  InputFingerprint("{nats: {url: 'nats://kit:canary-nats-pw@127.0.0.1:4222', subject: s}}");
+  EXPECT_EQ(Redact("auth canary-nats-pw failed"), "auth *** failed");
 }
 
 }  // namespace

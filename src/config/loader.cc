@@ -1,5 +1,7 @@
 #include "config/loader.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -7,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/redact.h"
 #include "config/yaml_load.h"
 
 namespace kayak {
@@ -46,6 +49,28 @@ bool Interpolate(const std::string& in, std::string* out, std::string* missing) 
     *out += in[i++];
   }
   return true;
+}
+
+// A secret option's value into the redactor: a string, or a map's values
+// whose keys name a credential (headers, librdkafka properties).
+void RegisterSecrets(const YAML::Node& v) {
+  if (v.IsScalar()) {
+    RegisterSecret(v.Scalar());
+    return;
+  }
+  if (!v.IsMap()) return;
+  for (const auto& kv : v) {
+    if (!kv.first.IsScalar() || !kv.second.IsScalar()) continue;
+    std::string key = kv.first.Scalar();
+    std::transform(key.begin(), key.end(), key.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    for (const char* word : {"pass", "secret", "token", "key", "auth", "credential", "cookie"}) {
+      if (key.find(word) != std::string::npos) {
+        RegisterSecret(kv.second.Scalar());
+        break;
+      }
+    }
+  }
 }
 
 // A stable text form of a node for fingerprints: keys in document order,
@@ -210,13 +235,18 @@ class GraphLoader {
       c->fingerprint += "{";
       for (const auto& o : kv.second) {
         const std::string name = o.first.IsScalar() ? o.first.Scalar() : "";
-        bool tuning = false;
+        const PropDef* prop = nullptr;
         for (const auto& p : c->def->props) {
-          tuning = tuning || (p.name == name && p.role == PropRole::kTuning);
+          if (p.name == name) prop = &p;
         }
-        if (tuning) continue;
+        if (prop != nullptr && prop->secret) RegisterSecrets(o.second);
+        if (prop != nullptr && prop->role == PropRole::kTuning) continue;
         c->fingerprint += "\"" + o.first.Scalar() + "\":";
-        Canonical(o.second, &c->fingerprint);
+        if (prop != nullptr && prop->address && o.second.IsScalar()) {
+          c->fingerprint += "\"" + AddressIdentity(o.second.Scalar()) + "\"";
+        } else {
+          Canonical(o.second, &c->fingerprint);
+        }
         c->fingerprint += ",";
       }
       c->fingerprint += "}";

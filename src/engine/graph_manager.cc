@@ -177,6 +177,21 @@ bool GraphManager::Validate(const Composed& c, GraphSpec* spec, Json* errors) co
   return false;
 }
 
+namespace {
+
+// Every fingerprint of `spec` as the store keeps it: keyed hashes, so no
+// option value reaches a manifest.
+void SealFingerprints(const checkpoint::Store& store, GraphSpec* spec) {
+  for (auto& b : spec->buckets) b.fingerprint = store.Seal(b.fingerprint);
+  for (auto& p : spec->pipelines) {
+    p.input.fingerprint = store.Seal(p.input.fingerprint);
+    for (auto& t : p.transforms) t.fingerprint = store.Seal(t.fingerprint);
+    for (auto& o : p.outputs) o.fingerprint = store.Seal(o.fingerprint);
+  }
+}
+
+}  // namespace
+
 Status GraphManager::OpenStore() {
   if (!opt_.engine.checkpointing || store_) return Status::Ok();
   auto store = std::make_unique<checkpoint::Store>(opt_.engine.state_dir);
@@ -222,6 +237,7 @@ Status GraphManager::Rebuild(const std::string& text, bool start, bool persist,
   if (!LoadGraphText(text, "graph", *opt_.registry, &spec, &el)) {
     return Status::Invalid(el.ToString());
   }
+  if (store_) SealFingerprints(*store_, &spec);
   std::vector<RegionSpec> regions = SplitIntoRegions(spec);
   // A region whose pipelines and buckets are all unchanged keeps running;
   // every other one stops at a savepoint and is built again from it.

@@ -3,6 +3,7 @@
 #include "kayak/component.h"
 
 #include "common/clock.h"
+#include "common/redact.h"
 
 namespace kayak {
 
@@ -67,8 +68,9 @@ void ComponentStats::SetState(ComponentState s) {
 void ComponentStats::RecordError(const std::string& message, uint64_t count) {
   errors_.fetch_add(count, std::memory_order_relaxed);
   const int64_t now = SystemClock::Get()->NowMs();
+  std::string text = Redact(message);  // shown by /ready, the overview and cards
   std::lock_guard lock(mu_);
-  last_error_ = message;
+  last_error_ = std::move(text);
   last_error_ms_ = now;
 }
 

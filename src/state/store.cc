@@ -15,6 +15,9 @@
 #include <cstring>
 
 #include <nlohmann/json.hpp>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
 
 #include "common/format.h"
 #include "common/crash_point.h"
@@ -26,7 +29,9 @@ namespace kayak::checkpoint {
 
 namespace {
 
-constexpr size_t kManifestsKept = 2;  // the newest and the one to fall back to
+constexpr size_t kManifestsKept = 2;
+constexpr size_t kKeyBytes = 32;
+constexpr const char* kSealedPrefix = "k1:";  // the newest and the one to fall back to
 
 // The directory's entries; an error when it cannot be listed (callers that
 // only tidy up ignore it).
@@ -117,6 +122,10 @@ Result<Store::Manifest> Store::ReadManifest(const std::string& file) {
                   l["crc"].get<uint32_t>()};
     };
     Record rec{r["fingerprint"].get<std::string>(), to_link(r), {}};
+    // Written before fingerprints were sealed: the canonical text itself,
+    // sealed here so that a component whose canonical text is unchanged keeps
+    // its state (the next commit writes it sealed).
+    if (rec.fingerprint.rfind(kSealedPrefix, 0) != 0) rec.fingerprint = Seal(rec.fingerprint);
     if (r.contains("deltas")) {
       // Only a version-2 manifest may name deltas; a version-1 reader would
       // have restored the base alone.
@@ -217,10 +226,52 @@ Status Store::Unreadable(const std::string& region, uint64_t id, const Status& w
       " to start that region empty (its inputs then begin from their configured start)");
 }
 
+Status Store::LoadKey() {
+  const std::string path = dir_ + "/KEY";
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    auto bytes = ReadWholeFile(path);
+    if (!bytes.ok()) return bytes.status();
+    auto payload = Unframe(FileKind::kKey, *bytes);
+    if (!payload.ok() || payload->size() != kKeyBytes) {
+      return Status::Corruption(path + ": not a fingerprint key (" +
+                                (payload.ok() ? "wrong length" : payload.status().message()) +
+                                "); without it no checkpoint's fingerprints can be checked");
+    }
+    key_.assign(payload->data(), payload->size());
+    return Status::Ok();
+  }
+  if (errno != ENOENT) return Status::FromErrno("stat " + path, errno);
+  std::string key(kKeyBytes, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(key.data()), static_cast<int>(key.size())) !=
+      1) {
+    return Status::Internal("no random bytes for " + path);
+  }
+  KAYAK_RETURN_IF_ERROR(WriteFileSynced(path + ".tmp", Frame(FileKind::kKey, key)));
+  KAYAK_RETURN_IF_ERROR(RenameSynced(path + ".tmp", path, dir_));
+  key_ = std::move(key);
+  return Status::Ok();
+}
+
+std::string Store::Seal(std::string_view canonical) const {
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key_.data(), static_cast<int>(key_.size()),
+       reinterpret_cast<const unsigned char*>(canonical.data()), canonical.size(), mac, &len);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = kSealedPrefix;
+  for (unsigned int i = 0; i < len; ++i) {
+    out.push_back(kHex[mac[i] >> 4]);
+    out.push_back(kHex[mac[i] & 15]);
+  }
+  return out;
+}
+
 Status Store::Recover(std::map<std::string, RestoredUnit>* out, uint64_t* max_id,
                       const std::set<std::string>& discard) {
   std::lock_guard lock(mu_);
   *max_id = 0;
+  KAYAK_RETURN_IF_ERROR(LoadKey());
   std::vector<std::string> names;
   KAYAK_RETURN_IF_ERROR(ListDir(dir_, &names));
   std::map<std::string, std::vector<std::pair<uint64_t, std::string>>> by_region;

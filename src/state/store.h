@@ -1,6 +1,7 @@
 // The checkpoint store: chunk files and manifests in the state directory.
 //
 //   DIR/LOCK                                  the server's lock (cli/state_dir)
+//   DIR/KEY                                   the key fingerprints are sealed with
 //   DIR/chunk-<id>-<unit>.kyc                 one unit's state at checkpoint <id>,
 //                                             or what changed in it (a delta)
 //   DIR/MANIFEST-<region>-<id>.kym            a region's committed checkpoint <id>
@@ -156,9 +157,17 @@ class Store {
   // None, or one that cannot be read, is an error naming the chunk.
   Status ReadChain(const std::string& unit, const std::string& fingerprint, RestoredUnit* out);
 
+  // A component's fingerprint as the manifests keep it (after Recover):
+  // "k1:" and the HMAC-SHA256 of `canonical` under the directory's key, so a
+  // manifest holds no option value (docs/state_format.md). The engine seals
+  // every fingerprint it hands to the store.
+  std::string Seal(std::string_view canonical) const;
+
   const std::string& dir() const { return dir_; }
 
  private:
+  // Reads DIR/KEY, or writes a new random one when there is none.
+  Status LoadKey();
   struct Link {
     std::string chunk;
     uint64_t bytes = 0;
@@ -188,6 +197,7 @@ class Store {
   void CollectGarbage();
 
   const std::string dir_;
+  std::string key_;  // set by Recover, then read only
   std::atomic<uint64_t> next_id_{1};
   std::mutex mu_;  // guards what follows, and orders commits
   // Kept manifests per region, newest last (at most two).

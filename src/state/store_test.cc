@@ -22,6 +22,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Fingerprints in these tests are written as the engine hands them over,
+// already sealed ("k1:..."); the sealing itself is tested on its own.
 class StoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -51,7 +53,9 @@ class StoreTest : public ::testing::Test {
   }
   std::vector<std::string> Files() {
     std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(dir_)) out.push_back(e.path().filename());
+    for (const auto& e : fs::directory_iterator(dir_)) {
+      if (e.path().filename() != "KEY") out.push_back(e.path().filename());  // the store's own
+    }
     std::sort(out.begin(), out.end());
     return out;
   }
@@ -88,7 +92,7 @@ class StoreTest : public ::testing::Test {
     ASSERT_TRUE(s.Recover(&none, &id).ok());
     CommitStats st;
     for (size_t i = 0; i < values.size(); ++i) {
-      ASSERT_TRUE(s.Commit("r", i + 1, 1, {{"u", "f", values[i]}}, &st).ok());
+      ASSERT_TRUE(s.Commit("r", i + 1, 1, {{"u", "k1:f", values[i]}}, &st).ok());
     }
   }
   fs::path dir_;
@@ -147,15 +151,15 @@ TEST_F(StoreTest, CommitThenRecover) {
     ASSERT_TRUE(s.Recover(&none, &id).ok());
     EXPECT_TRUE(none.empty());
     CommitStats stats;
-    ASSERT_TRUE(s.Commit("r", 1, 1000, {{"p.a.input", "fp1", std::string("pos1")},
-                                        {"p.a.t0", "fpt", std::string("window")}},
+    ASSERT_TRUE(s.Commit("r", 1, 1000, {{"p.a.input", "k1:fp1", std::string("pos1")},
+                                        {"p.a.t0", "k1:fpt", std::string("window")}},
                          &stats)
                     .ok());
     EXPECT_EQ(stats.chunks_written, 2u);
     // Unchanged units are not written again; the new manifest reuses them.
     CommitStats again;
-    ASSERT_TRUE(s.Commit("r", 2, 2000, {{"p.a.input", "fp1", std::string("pos2")},
-                                        {"p.a.t0", "fpt", std::nullopt}},
+    ASSERT_TRUE(s.Commit("r", 2, 2000, {{"p.a.input", "k1:fp1", std::string("pos2")},
+                                        {"p.a.t0", "k1:fpt", std::nullopt}},
                          &again)
                     .ok());
     EXPECT_EQ(again.chunks_written, 1u);
@@ -166,7 +170,7 @@ TEST_F(StoreTest, CommitThenRecover) {
   EXPECT_EQ(max_id, 2u);
   EXPECT_EQ(units["p.a.input"].data, "pos2");
   EXPECT_EQ(units["p.a.t0"].data, "window");
-  EXPECT_EQ(units["p.a.t0"].fingerprint, "fpt");
+  EXPECT_EQ(units["p.a.t0"].fingerprint, "k1:fpt");
 }
 
 // Regions rebuilt while others keep committing: ids grow across the store,
@@ -175,7 +179,7 @@ TEST_F(StoreTest, ReadLatestSkipsRunningRegionsAndIdsGrowAcrossRegions) {
   {
     Store s(dir_);
     CommitStats stats;
-    ASSERT_TRUE(s.Commit("a", 7, 1000, {{"p.a.input", "f", std::string("a7")}}, &stats).ok());
+    ASSERT_TRUE(s.Commit("a", 7, 1000, {{"p.a.input", "k1:f", std::string("a7")}}, &stats).ok());
   }
   Store s(dir_);
   std::map<std::string, RestoredUnit> first;
@@ -184,15 +188,15 @@ TEST_F(StoreTest, ReadLatestSkipsRunningRegionsAndIdsGrowAcrossRegions) {
   EXPECT_EQ(s.NextId(), 8u);
   EXPECT_EQ(s.NextId(), 9u);
   CommitStats stats;
-  ASSERT_TRUE(s.Commit("a", 9, 1000, {{"p.a.input", "f", std::string("a9")}}, &stats).ok());
-  ASSERT_TRUE(s.Commit("b", 10, 1000, {{"p.b.input", "f", std::string("b10")}}, &stats).ok());
+  ASSERT_TRUE(s.Commit("a", 9, 1000, {{"p.a.input", "k1:f", std::string("a9")}}, &stats).ok());
+  ASSERT_TRUE(s.Commit("b", 10, 1000, {{"p.b.input", "k1:f", std::string("b10")}}, &stats).ok());
   std::map<std::string, RestoredUnit> latest;
   ASSERT_TRUE(s.ReadLatest({"b"}, &latest).ok());
   ASSERT_EQ(latest.size(), 1u);
   EXPECT_EQ(latest["p.a.input"].data, "a9");
   EXPECT_EQ(latest["p.a.input"].checkpoint_id, 9u);
   // a unit that moved to another region: the newest checkpoint holding it wins
-  ASSERT_TRUE(s.Commit("c", 11, 1000, {{"p.a.input", "f", std::string("a11")}}, &stats).ok());
+  ASSERT_TRUE(s.Commit("c", 11, 1000, {{"p.a.input", "k1:f", std::string("a11")}}, &stats).ok());
   latest.clear();
   ASSERT_TRUE(s.ReadLatest({}, &latest).ok());
   EXPECT_EQ(latest["p.a.input"].data, "a11");
@@ -268,9 +272,9 @@ TEST_F(StoreTest, ASharedChunkThatCannotBeReadStopsTheStart) {
     uint64_t id;
     ASSERT_TRUE(s.Recover(&none, &id).ok());
     CommitStats st;
-    ASSERT_TRUE(s.Commit("r", 1, 1, {{"u", "f", std::string("same")}, {"v", "f", std::string("a")}},
+    ASSERT_TRUE(s.Commit("r", 1, 1, {{"u", "k1:f", std::string("same")}, {"v", "k1:f", std::string("a")}},
                          &st).ok());
-    ASSERT_TRUE(s.Commit("r", 2, 1, {{"u", "f", std::nullopt}, {"v", "f", std::string("b")}},
+    ASSERT_TRUE(s.Commit("r", 2, 1, {{"u", "k1:f", std::nullopt}, {"v", "k1:f", std::string("b")}},
                          &st).ok());
   }
   FlipByte(ChunkName(1, "u"), 1);
@@ -346,7 +350,7 @@ TEST_F(StoreTest, RecoverKeepsThePreviousCheckpointForAFallBack) {
     EXPECT_EQ(Files(), (std::vector<std::string>{ManifestName("r", 2), ChunkName(2, "u")}));
     // An unchanged unit in the next commit refers to the fallen-back-to chunk.
     CommitStats st;
-    ASSERT_TRUE(s.Commit("r", 4, 1, {{"u", "f", std::nullopt}}, &st).ok());
+    ASSERT_TRUE(s.Commit("r", 4, 1, {{"u", "k1:f", std::nullopt}}, &st).ok());
     EXPECT_EQ(st.bytes_reused, 2u);
   }
   EXPECT_EQ(Recover()["u"].data, "v2");
@@ -370,14 +374,14 @@ TEST_F(StoreTest, DeltaChainsAreRecoveredInOrderAndCollected) {
   {
     auto s = Open();
     CommitStats st;
-    ASSERT_TRUE(s->Commit("r", 1, 1, {{"u", "f", "base"}}, &st).ok());
-    ASSERT_TRUE(s->Commit("r", 2, 1, {Delta("u", "f", "d2")}, &st).ok());
+    ASSERT_TRUE(s->Commit("r", 1, 1, {{"u", "k1:f", "base"}}, &st).ok());
+    ASSERT_TRUE(s->Commit("r", 2, 1, {Delta("u", "k1:f", "d2")}, &st).ok());
     EXPECT_EQ(st.bytes_reused, 4u);  // the base
     st = {};
-    ASSERT_TRUE(s->Commit("r", 3, 1, {Delta("u", "f", "d3"), {"v", "f", "other"}}, &st).ok());
+    ASSERT_TRUE(s->Commit("r", 3, 1, {Delta("u", "k1:f", "d3"), {"v", "k1:f", "other"}}, &st).ok());
     EXPECT_EQ(st.bytes_reused, 6u);  // the base and d2
     st = {};
-    ASSERT_TRUE(s->Commit("r", 4, 1, {{"u", "f", std::nullopt}, {"v", "f", std::nullopt}}, &st)
+    ASSERT_TRUE(s->Commit("r", 4, 1, {{"u", "k1:f", std::nullopt}, {"v", "k1:f", std::nullopt}}, &st)
                     .ok());
     EXPECT_EQ(st.bytes_reused, 8u + 5u);
   }
@@ -405,8 +409,8 @@ TEST_F(StoreTest, DeltaChainsAreRecoveredInOrderAndCollected) {
   {
     auto s = Open();
     CommitStats st;
-    ASSERT_TRUE(s->Commit("r", 5, 1, {{"u", "f", "full"}, {"v", "f", std::nullopt}}, &st).ok());
-    ASSERT_TRUE(s->Commit("r", 6, 1, {{"u", "f", std::nullopt}, {"v", "f", std::nullopt}}, &st)
+    ASSERT_TRUE(s->Commit("r", 5, 1, {{"u", "k1:f", "full"}, {"v", "k1:f", std::nullopt}}, &st).ok());
+    ASSERT_TRUE(s->Commit("r", 6, 1, {{"u", "k1:f", std::nullopt}, {"v", "k1:f", std::nullopt}}, &st)
                     .ok());
   }
   out = Recover();
@@ -416,13 +420,62 @@ TEST_F(StoreTest, DeltaChainsAreRecoveredInOrderAndCollected) {
   EXPECT_FALSE(fs::exists(dir_ / "chunk-00000000000000000001-u.kyc"));
 }
 
+// A manifest keeps no option value: fingerprints are keyed hashes under the
+// directory's own key, which every later start reads back; a manifest written
+// before (the canonical text itself) is sealed as it is read, so a component
+// whose text is unchanged keeps its state.
+TEST_F(StoreTest, FingerprintsAreSealedWithTheDirectorysKey) {
+  const std::string plain = "s3:{\"bucket\":\"b\",}";
+  std::string sealed;
+  {
+    auto s = Open();
+    sealed = s->Seal(plain);
+    EXPECT_EQ(sealed.rfind("k1:", 0), 0u);
+    EXPECT_EQ(sealed.size(), 3u + 64u);
+    EXPECT_NE(sealed, s->Seal(plain + " "));
+    CommitStats st;
+    ASSERT_TRUE(s->Commit("r", 1, 1, {{"u", plain, std::string("legacy")}}, &st).ok());
+  }
+  std::map<std::string, RestoredUnit> out;
+  ASSERT_TRUE(RecoverStatus(&out).ok());
+  EXPECT_EQ(out["u"].fingerprint, sealed);  // the same key: the same seal
+  EXPECT_EQ(out["u"].data, "legacy");
+  {
+    auto s = Open();
+    CommitStats st;
+    ASSERT_TRUE(s->Commit("r", 2, 1, {{"u", s->Seal(plain), std::string("new")}}, &st).ok());
+  }
+  std::ifstream f(dir_ / ManifestName("r", 2), std::ios::binary);
+  const std::string manifest((std::istreambuf_iterator<char>(f)), {});
+  EXPECT_EQ(manifest.find("bucket"), std::string::npos);
+  EXPECT_NE(manifest.find(sealed), std::string::npos);
+  // Another directory, another key.
+  const fs::path other = dir_.string() + "-other";
+  fs::create_directories(other);
+  Store s2(other.string());
+  std::map<std::string, RestoredUnit> none;
+  uint64_t id = 0;
+  ASSERT_TRUE(s2.Recover(&none, &id).ok());
+  EXPECT_NE(s2.Seal(plain), sealed);
+  fs::remove_all(other);
+}
+
+// A key that cannot be read stops the start (every fingerprint hangs on it).
+TEST_F(StoreTest, AKeyThatCannotBeReadStopsTheStart) {
+  Open();
+  FlipByte("KEY", 3);
+  const Status st = RecoverStatus();
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("KEY"), std::string::npos) << st.message();
+}
+
 // A delta needs a committed chain of the same fingerprint.
 TEST_F(StoreTest, ADeltaWithoutItsChainIsRefused) {
   auto s = Open();
   CommitStats st;
-  EXPECT_FALSE(s->Commit("r", 1, 1, {Delta("u", "f", "d")}, &st).ok());
-  ASSERT_TRUE(s->Commit("r", 2, 1, {{"u", "f", "base"}}, &st).ok());
-  EXPECT_FALSE(s->Commit("r", 3, 1, {Delta("u", "g", "d")}, &st).ok());  // its config changed
+  EXPECT_FALSE(s->Commit("r", 1, 1, {Delta("u", "k1:f", "d")}, &st).ok());
+  ASSERT_TRUE(s->Commit("r", 2, 1, {{"u", "k1:f", "base"}}, &st).ok());
+  EXPECT_FALSE(s->Commit("r", 3, 1, {Delta("u", "k1:g", "d")}, &st).ok());  // its config changed
 }
 
 // A torn or missing piece of a chain (the base or a delta) stops the start,
@@ -433,8 +486,8 @@ TEST_F(StoreTest, ATornDeltaOrAMissingBaseStopsTheStart) {
     fs::create_directories(dir_);
     auto s = Open();
     CommitStats st;
-    ASSERT_TRUE(s->Commit("r", 1, 1, {{"u", "f", "base"}}, &st).ok());
-    ASSERT_TRUE(s->Commit("r", 2, 1, {Delta("u", "f", "delta two")}, &st).ok());
+    ASSERT_TRUE(s->Commit("r", 1, 1, {{"u", "k1:f", "base"}}, &st).ok());
+    ASSERT_TRUE(s->Commit("r", 2, 1, {Delta("u", "k1:f", "delta two")}, &st).ok());
   };
   make();
   FlipByte("chunk-00000000000000000002-u.kyc", 1);

@@ -43,5 +43,22 @@ TEST(Docs, EveryComponentSaysWhatItDoesAndKeeps) {
   }
 }
 
+// Credentials rotate (an STS token expires, a password is changed after a
+// leak): a restart with a new one must keep the state. So a secret option is
+// tuning, or an address whose credentials the fingerprint leaves out.
+TEST(Identity, ASecretOptionIsTuningOrAnAddress) {
+  for (const auto* d : BuiltinComponents().All()) {
+    for (const auto& p : d->props) {
+      if (!p.secret) continue;
+      EXPECT_TRUE(p.role == PropRole::kTuning || p.address)
+          << d->kind << " " << d->type << "." << p.name
+          << " is a secret identity option: a rotated credential would start it empty";
+      if (p.address) {
+        EXPECT_EQ(p.type, PropType::kString) << d->type << "." << p.name;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kayak

@@ -379,9 +379,12 @@ class ChInput final : public Input {
 std::vector<PropDef> ChConnectionProps() {
   return {
       PropDef{"url", PropType::kString, true, "",
-              "the HTTP interface, http://host:port"}.NonEmpty(),
-      {"user", PropType::kString, false, "default", "the user (HTTP basic authentication)"},
-      PropDef{"password", PropType::kString, false, "", "its password; as ${ENV}"}.Secret(),
+              "the HTTP interface, http://host:port"}.NonEmpty().Address(),
+      PropDef{"user", PropType::kString, false, "default",
+              "the user (HTTP basic authentication)", PropRole::kTuning},
+      PropDef{"password", PropType::kString, false, "", "its password; as ${ENV}",
+              PropRole::kTuning}
+          .Secret(),
       {"database", PropType::kString, false, "default", "the database of unqualified names"},
       PropDef{"timeout_ms", PropType::kInt, false, "30000", "deadline of one request",
               PropRole::kTuning}.Range(100, 3600000).Unit("ms"),

@@ -105,9 +105,11 @@ ComponentDef HttpOutputDef() {
                 "other 4xx is a permanent failure shown on the card (without a state directory "
                 "the batch is dropped and counted)";
   d.props = {
-      {"url", PropType::kString, true, "", "http://host[:port]/path"},
+      PropDef{"url", PropType::kString, true, "", "http://host[:port]/path"}.Address(),
       PropDef{"method", PropType::kString, false, "POST", "POST or PUT"}.OneOf({"POST", "PUT"}),
-      PropDef{"headers", PropType::kStringMap, false, "", "extra request headers"}.Secret(),
+      PropDef{"headers", PropType::kStringMap, false, "", "extra request headers",
+              PropRole::kTuning}
+          .Secret(),
       PropDef{"format", PropType::kString, false, "array", "array (one JSON array) or ndjson"}.OneOf({"array", "ndjson"}),
       PropDef{"timeout_ms", PropType::kInt, false, "10000", "connect, send and answer within this",
        PropRole::kTuning}.Range(1, 600000).Unit("ms"),

@@ -90,9 +90,10 @@ ComponentDef HttpPollInputDef() {
   d.bad_input = "a connection error, a timeout, a non-2xx status, an answer that is not JSON or "
                 "lacks the `split` array is an error on the card and retried with backoff";
   d.props = {
-      {"url", PropType::kString, true, "", "http://host[:port]/path?query"},
+      PropDef{"url", PropType::kString, true, "", "http://host[:port]/path?query"}.Address(),
       PropDef{"method", PropType::kString, false, "GET", "GET or POST"}.OneOf({"GET", "POST"}),
-      PropDef{"headers", PropType::kStringMap, false, "", "request headers"}.Secret(),
+      PropDef{"headers", PropType::kStringMap, false, "", "request headers", PropRole::kTuning}
+          .Secret(),
       {"body", PropType::kString, false, "", "the request body (for POST)"},
       {"split", PropType::kString, false, "",
        "a field path (such as data.items) to an array: one message per element"},

@@ -1038,7 +1038,8 @@ ComponentDef KafkaInputDef() {
   d.bad_input = "an unreachable broker or unknown topic is an error on the card while librdkafka "
                 "retries; a bad property name is a config error";
   d.props = {
-      {"brokers", PropType::kStringList, true, "", "bootstrap brokers, a list or host:port,..."},
+      PropDef{"brokers", PropType::kStringList, true, "",
+              "bootstrap brokers, a list or host:port,...", PropRole::kTuning},
       PropDef{"topics", PropType::kStringList, true, "", "topics to subscribe to"}.NonEmpty(),
       PropDef{"group", PropType::kString, true, "", "the consumer group id"}.NonEmpty(),
       PropDef{"start", PropType::kString, false, "earliest",
@@ -1049,7 +1050,8 @@ ComponentDef KafkaInputDef() {
       {"meta_field", PropType::kString, false, "",
        "a field to put the message's Kafka metadata under (object payloads)"},
       PropDef{"properties", PropType::kStringMap, false, "",
-       "librdkafka consumer properties, by their librdkafka names"}.Secret(),
+       "librdkafka consumer properties, by their librdkafka names", PropRole::kTuning}
+          .Secret(),
   };
   d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
     const std::string start = o.String("start");
@@ -1079,7 +1081,7 @@ ComponentDef KafkaOutputDef() {
                 "the card and logged, never retried (the rest of its batch is produced once); "
                 "a bad property name is a config error";
   d.props = {
-      {"brokers", PropType::kStringList, true, "", "bootstrap brokers"},
+      PropDef{"brokers", PropType::kStringList, true, "", "bootstrap brokers", PropRole::kTuning},
       {"topic", PropType::kString, false, "", "the topic to produce to"},
       {"topic_expr", PropType::kExpr, false, "",
        "instead of `topic`: an expression giving each message's topic"},
@@ -1098,7 +1100,8 @@ ComponentDef KafkaOutputDef() {
        "with exactly_once: where each commit leaves a marker, partition 0 (default "
        "<transactional_id>.markers); create it with one partition"},
       PropDef{"properties", PropType::kStringMap, false, "",
-       "librdkafka producer properties, by their librdkafka names"}.Secret(),
+       "librdkafka producer properties, by their librdkafka names", PropRole::kTuning}
+          .Secret(),
   };
   d.make_output = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Output> {
     const std::string comp = o.String("compression");

@@ -30,12 +30,14 @@ bool ParseUrl(std::string_view url, Address* out, std::string* error) {
 
 std::vector<PropDef> ConnectionProps() {
   return {
-      PropDef{"url", PropType::kString, true, "", "mqtt://host:port"}.NonEmpty(),
+      PropDef{"url", PropType::kString, true, "", "mqtt://host:port"}.NonEmpty().Address(),
       {"client_id", PropType::kString, false, "",
        "the MQTT client id (default kayak-<pipeline> for an input, kayak-<pipeline>-out<N> "
        "for output N); unique per broker: another client with it takes the session over"},
-      {"username", PropType::kString, false, "", "the MQTT user name"},
-      PropDef{"password", PropType::kString, false, "", "the MQTT password, as ${ENV}"}.Secret(),
+      PropDef{"username", PropType::kString, false, "", "the MQTT user name", PropRole::kTuning},
+      PropDef{"password", PropType::kString, false, "", "the MQTT password, as ${ENV}",
+              PropRole::kTuning}
+          .Secret(),
       PropDef{"keepalive_secs", PropType::kInt, false, "60",
               "the keepalive interval; the broker drops a client silent for 1.5 times it",
               PropRole::kTuning}

@@ -428,7 +428,8 @@ ComponentDef NatsInputDef() {
       PropDef{"url", PropType::kString, true, "",
               "nats://host:port (several comma-separated); credentials as ${ENV}"}
           .NonEmpty()
-          .Secret(),
+          .Secret()
+          .Address(),
       PropDef{"subject", PropType::kString, true, "", "the subject (wildcards * and >)"}
           .NonEmpty(),
       {"queue", PropType::kString, false, "", "core: a queue group to share the subject in"},

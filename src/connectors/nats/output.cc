@@ -178,7 +178,8 @@ ComponentDef NatsOutputDef() {
       PropDef{"url", PropType::kString, true, "",
               "nats://host:port (several comma-separated); credentials as ${ENV}"}
           .NonEmpty()
-          .Secret(),
+          .Secret()
+          .Address(),
       PropDef{"subject", PropType::kString, true, "",
               "the subject; `{{field}}` is replaced by that field of the message"}
           .NonEmpty(),

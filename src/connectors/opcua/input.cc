@@ -124,7 +124,8 @@ ComponentDef OpcuaInputDef() {
   d.props = {
       PropDef{"endpoint", PropType::kString, true, "",
               "the server's endpoint URL with its path, opc.tcp://host:port/path"}
-          .NonEmpty(),
+          .NonEmpty()
+          .Address(),
       PropDef{"nodes", PropType::kStringList, true, "",
               "NodeIds of the variables whose value changes are read (ns=1;s=Name, ns=2;i=1001, "
               "g= Guid, b= base64)"}
@@ -142,8 +143,11 @@ ComponentDef OpcuaInputDef() {
               "is dropped",
               PropRole::kTuning}
           .Range(1, 100000),
-      PropDef{"username", PropType::kString, false, "", "log in with this user name"},
-      PropDef{"password", PropType::kString, false, "", "its password; as ${ENV}"}.Secret(),
+      PropDef{"username", PropType::kString, false, "", "log in with this user name",
+              PropRole::kTuning},
+      PropDef{"password", PropType::kString, false, "", "its password; as ${ENV}",
+              PropRole::kTuning}
+          .Secret(),
       PropDef{"timeout_ms", PropType::kInt, false, "5000",
               "how long connecting and each request may take", PropRole::kTuning}
           .Range(100, 600000)

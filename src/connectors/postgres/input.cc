@@ -289,7 +289,7 @@ ComponentDef PostgresInputDef() {
   d.props = {
       PropDef{"url", PropType::kString, true, "",
               "libpq connection string or URI (postgresql://user@host:port/db); a password "
-              "as ${ENV}"}.NonEmpty().Secret(),
+              "as ${ENV}"}.NonEmpty().Secret().Address(),
   };
   for (auto& p : SqlSourceProps("PostgreSQL")) d.props.push_back(std::move(p));
   d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {

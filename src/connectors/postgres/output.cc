@@ -271,7 +271,7 @@ ComponentDef PostgresOutputDef() {
                 "fit is an error naming the option";
   d.props = {
       PropDef{"url", PropType::kString, true, "",
-              "libpq connection string or URI; a password as ${ENV}"}.NonEmpty().Secret(),
+              "libpq connection string or URI; a password as ${ENV}"}.NonEmpty().Secret().Address(),
       PropDef{"table", PropType::kString, true, "", "the table (schema.table)"}.NonEmpty(),
       {"columns", PropType::kStringList, false, "",
        "the columns written (default: every column of the table a message names)"},

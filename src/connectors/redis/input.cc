@@ -356,7 +356,8 @@ ComponentDef RedisInputDef() {
       PropDef{"url", PropType::kString, true, "",
               "redis://[:password@]host:port[/db]; a password as ${ENV}"}
           .NonEmpty()
-          .Secret(),
+          .Secret()
+          .Address(),
       {"channel", PropType::kString, false, "", "a pub/sub channel or pattern"},
       {"stream", PropType::kString, false, "", "a stream key, read through a consumer group"},
       {"group", PropType::kString, false, "", "with `stream`: the consumer group (default kayak)"},

@@ -111,7 +111,8 @@ ComponentDef RedisOutputDef() {
       PropDef{"url", PropType::kString, true, "",
               "redis://[:password@]host:port[/db]; a password as ${ENV}"}
           .NonEmpty()
-          .Secret(),
+          .Secret()
+          .Address(),
       {"stream", PropType::kString, false, "", "a stream key to XADD to; `{{field}}` allowed"},
       {"channel", PropType::kString, false, "", "a channel to PUBLISH to; `{{field}}` allowed"},
       PropDef{"maxlen", PropType::kInt, false, "0",

@@ -414,21 +414,28 @@ ComponentDef S3OutputDef() {
                 "(no such bucket, bad credentials) is an error on the card with S3's code and "
                 "message, retried the same way under checkpointing";
   d.props = {
-      {"endpoint", PropType::kString, false, "",
-       "http(s)://host:port of an S3-compatible store (default: AWS for `region`)"},
-      {"region", PropType::kString, false, "us-east-1", "the region signed for"},
+      PropDef{"endpoint", PropType::kString, false, "",
+              "http(s)://host:port of an S3-compatible store (default: AWS for `region`)",
+              PropRole::kTuning},
+      PropDef{"region", PropType::kString, false, "us-east-1", "the region signed for",
+              PropRole::kTuning},
       PropDef{"bucket", PropType::kString, true, "", "the bucket"}.NonEmpty(),
       PropDef{"key", PropType::kString, false, "kayak/{{date}}/{{hour}}/part-{{seq}}.ndjson",
               "the object key: {{date}}, {{hour}} and {{seq}} are replaced"}
           .NonEmpty(),
-      {"path_style", PropType::kBool, false, "false",
-       "address the bucket in the path (host/bucket/key) instead of the host name"},
-      PropDef{"access_key_id", PropType::kString, true, "", "the access key id, as ${ENV}"}.NonEmpty(),
+      PropDef{"path_style", PropType::kBool, false, "false",
+              "address the bucket in the path (host/bucket/key) instead of the host name",
+              PropRole::kTuning},
+      PropDef{"access_key_id", PropType::kString, true, "", "the access key id, as ${ENV}",
+              PropRole::kTuning}
+          .NonEmpty(),
       PropDef{"secret_access_key", PropType::kString, true, "",
-              "the secret access key, as ${ENV}"}
+              "the secret access key, as ${ENV}", PropRole::kTuning}
           .NonEmpty()
           .Secret(),
-      PropDef{"session_token", PropType::kString, false, "", "a session token, as ${ENV}"}.Secret(),
+      PropDef{"session_token", PropType::kString, false, "", "a session token, as ${ENV}",
+              PropRole::kTuning}
+          .Secret(),
       PropDef{"part_bytes", PropType::kInt, false, "5242880",
               "a part is cut at the first row boundary at or past this; S3 refuses parts under "
               "5 MiB but the last (smaller values are for tests and other stores)",
