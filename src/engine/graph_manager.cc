@@ -353,13 +353,13 @@ void GraphManager::StartParts() {
 
 Status GraphManager::Persist() const {
   if (!opt_.engine.checkpointing) return Status::Ok();
-  auto entries = [](const Entries& es) {
+  auto entries = [this](const Entries& es) {
     Json j = Json::object();
     for (const auto& [name, e] : es) {
       Json vs = Json::array();
       for (const auto& v : e.versions) {
         vs.push_back(Json{{"version", v.number}, {"created_ms", v.created_ms},
-                          {"change", v.change}, {"body", v.body}});
+                          {"change", v.change}, {"body", AtRest(v.body)}});
       }
       j[name] = Json{{"from_api", e.from_api}, {"versions", std::move(vs)}};
     }
@@ -392,7 +392,8 @@ Status GraphManager::LoadStored(bool* found) {
                               std::to_string(kGraphFormat) + fix);
   }
   try {
-    auto load = [](const Json& src, Entries* out) {
+    Status opened;
+    auto load = [&](const Json& src, Entries* out) {
       for (const auto& [name, e] : src.items()) {
         Entry& entry = (*out)[name];
         entry.from_api = e.at("from_api").get<bool>();
@@ -401,11 +402,17 @@ Status GraphManager::LoadStored(bool* found) {
                                            v.at("created_ms").get<int64_t>(),
                                            v.at("change").get<std::string>(),
                                            v.at("body").get<std::string>()});
+          if (Status st = FromRest(&entry.versions.back().body); !st.ok() && opened.ok()) {
+            opened = Status::Corruption(name + " version " +
+                                        std::to_string(entry.versions.back().number) + ": " +
+                                        st.message());
+          }
         }
       }
     };
     load(j.at("buckets"), &buckets_);
     load(j.at("pipelines"), &pipelines_);
+    if (!opened.ok()) return Status::Corruption(path + ": " + opened.message() + fix);
     order_ = j.at("order").get<std::vector<std::string>>();
   } catch (const std::exception& e) {
     return Status::Corruption(path + ": " + e.what() + fix);
@@ -468,6 +475,8 @@ Status GraphManager::Init(const std::string& file_text, const std::string& file_
     if (!loaded || !errors->empty()) return Status::Invalid("the config file has errors");
   }
   bool stored = false;
+  // The store first: its key opens what the graph file keeps sealed.
+  KAYAK_RETURN_IF_ERROR(OpenStore());
   if (opt_.engine.checkpointing) KAYAK_RETURN_IF_ERROR(LoadStored(&stored));
   Seed(file_text);
   const Composed c = Compose(buckets_, pipelines_, "", "");
@@ -477,7 +486,6 @@ Status GraphManager::Init(const std::string& file_text, const std::string& file_
     return Status::Invalid("the stored graph (" + opt_.engine.state_dir +
                            "/graph/GRAPH) with the config file is not valid: " + DumpJson(errs));
   }
-  KAYAK_RETURN_IF_ERROR(OpenStore());
   KAYAK_RETURN_IF_ERROR(Rebuild(c.text, /*start=*/false));
   Publish();
   built_ = true;
@@ -710,28 +718,35 @@ GraphManager::Answer GraphManager::Restart(const std::string& id) {
   return {Outcome::kOk, std::move(body)};
 }
 
-// A pipeline body as the API may show it: the values of secret options
-// (PropDef::secret) replaced by "***", unless they are ${ENV} references.
-std::string GraphManager::WithoutSecrets(const std::string& body) const {
-  YAML::Node root;
-  try {
-    root = YAML::Load(body);
-  } catch (const YAML::Exception&) {
-    return body;
-  }
-  if (!root.IsMap()) return body;
-  bool masked = false;
+namespace {
+
+// A secret option's value that names where the secret is, not the secret:
+// one ${NAME} (or ${file:...}) reference and nothing around it.
+bool IsReference(const YAML::Node& v) {
+  if (!v.IsScalar()) return false;
+  const std::string& s = v.Scalar();
+  return s.size() > 3 && s.rfind("${", 0) == 0 && s.find('}') == s.size() - 1;
+}
+
+// Calls `f` with every secret option of the body's components whose value is
+// not a reference (a literal secret, or a map of them): the options map and
+// the option's name.
+template <typename F>
+void ForEachLiteralSecret(const ComponentRegistry& registry, YAML::Node root, F&& f) {
   auto component = [&](const char* kind, YAML::Node c) {
     if (!c.IsMap() || c.size() != 1) return;
     auto kv = *c.begin();
-    const ComponentDef* def = opt_.registry->Find(kind, kv.first.Scalar());
+    const ComponentDef* def = registry.Find(kind, kv.first.Scalar());
     if (def == nullptr || !kv.second.IsMap()) return;
     for (const auto& p : def->props) {
       YAML::Node v = kv.second[p.name];
-      if (!p.secret || !v.IsDefined() || v.IsNull()) continue;
-      if (v.IsScalar() && v.Scalar().rfind("${", 0) == 0) continue;
-      kv.second[p.name] = "***";
-      masked = true;
+      if (!p.secret || !v.IsDefined() || v.IsNull() || IsReference(v)) continue;
+      if (v.IsMap()) {
+        bool all = true;
+        for (const auto& e : v) all = all && IsReference(e.second);
+        if (all) continue;
+      }
+      f(kv.second, p.name);
     }
   };
   component("input", root["input"]);
@@ -740,7 +755,55 @@ std::string GraphManager::WithoutSecrets(const std::string& body) const {
     if (!l.IsSequence()) continue;
     for (auto c : l) component(list == std::string("outputs") ? "output" : "transform", c);
   }
+}
+
+YAML::Node LoadBody(const std::string& body) {
+  try {
+    YAML::Node root = YAML::Load(body);
+    return root.IsMap() ? root : YAML::Node();
+  } catch (const YAML::Exception&) {
+    return YAML::Node();
+  }
+}
+
+constexpr std::string_view kSealedBody = "${sealed:";
+
+}  // namespace
+
+// A pipeline body as the API may show it: the values of secret options
+// (PropDef::secret) replaced by "***", unless they are ${ENV} references.
+std::string GraphManager::WithoutSecrets(const std::string& body) const {
+  YAML::Node root = LoadBody(body);
+  if (!root.IsDefined() || root.IsNull()) return body;
+  bool masked = false;
+  ForEachLiteralSecret(*opt_.registry, root, [&](YAML::Node options, const std::string& name) {
+    options[name] = "***";
+    masked = true;
+  });
   return masked ? Emit(root) : body;
+}
+
+// A body as the graph file keeps it: one that holds a literal secret sealed
+// whole (Store::SealText), so the file never holds the secret.
+std::string GraphManager::AtRest(const std::string& body) const {
+  if (store_ == nullptr) return body;
+  YAML::Node root = LoadBody(body);
+  if (!root.IsDefined() || root.IsNull()) return body;
+  bool literal = false;
+  ForEachLiteralSecret(*opt_.registry, root,
+                       [&](YAML::Node, const std::string&) { literal = true; });
+  if (!literal) return body;
+  return std::string(kSealedBody) + store_->SealText(body) + "}";
+}
+
+Status GraphManager::FromRest(std::string* body) const {
+  if (body->rfind(kSealedBody, 0) != 0 || body->back() != '}') return Status::Ok();
+  if (store_ == nullptr) return Status::Corruption("a sealed body without the store's key");
+  auto opened = store_->OpenText(
+      std::string_view(*body).substr(kSealedBody.size(), body->size() - kSealedBody.size() - 1));
+  if (!opened.ok()) return opened.status();
+  *body = std::move(opened).value();
+  return Status::Ok();
 }
 
 GraphManager::Answer GraphManager::Versions(const std::string& id) const {

@@ -159,6 +159,9 @@ class GraphManager {
                const std::string& name, Outcome ok_status);
   int64_t NowMs() const;
   std::string WithoutSecrets(const std::string& body) const;
+  // A version's body as the graph file keeps it, and back.
+  std::string AtRest(const std::string& body) const;
+  Status FromRest(std::string* body) const;
 
   void ChangeLoop();
   // After the entries changed: what readers on other threads see.

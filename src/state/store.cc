@@ -267,6 +267,92 @@ std::string Store::Seal(std::string_view canonical) const {
   return out;
 }
 
+namespace {
+
+constexpr size_t kNonceBytes = 12;
+constexpr size_t kTagBytes = 16;
+
+std::string ToHex(std::string_view bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 15]);
+  }
+  return out;
+}
+
+bool FromHex(std::string_view hex, std::string* out) {
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  if (hex.size() % 2 != 0) return false;
+  out->clear();
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    const int hi = digit(hex[i]), lo = digit(hex[i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out->push_back(static_cast<char>(hi * 16 + lo));
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string Store::SealText(std::string_view text) const {
+  // The cipher's key: not the fingerprint key itself, one derived from it.
+  const std::string key = Seal("kayak graph secrets 1").substr(3);
+  std::string raw_key;
+  FromHex(key, &raw_key);
+  std::string nonce(kNonceBytes, '\0');
+  RAND_bytes(reinterpret_cast<unsigned char*>(nonce.data()), static_cast<int>(nonce.size()));
+  std::string out = nonce;
+  out.resize(kNonceBytes + text.size() + kTagBytes);
+  auto* dst = reinterpret_cast<unsigned char*>(out.data()) + kNonceBytes;
+  EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+  int len = 0, total = 0;
+  EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), nullptr,
+                     reinterpret_cast<const unsigned char*>(raw_key.data()),
+                     reinterpret_cast<const unsigned char*>(nonce.data()));
+  EVP_EncryptUpdate(ctx, dst, &len, reinterpret_cast<const unsigned char*>(text.data()),
+                    static_cast<int>(text.size()));
+  total = len;
+  EVP_EncryptFinal_ex(ctx, dst + total, &len);
+  total += len;
+  EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, static_cast<int>(kTagBytes), dst + total);
+  EVP_CIPHER_CTX_free(ctx);
+  return ToHex(out);
+}
+
+Result<std::string> Store::OpenText(std::string_view sealed) const {
+  std::string raw, raw_key;
+  if (!FromHex(sealed, &raw) || raw.size() < kNonceBytes + kTagBytes) {
+    return Status::Corruption("a sealed text that is not one");
+  }
+  FromHex(Seal("kayak graph secrets 1").substr(3), &raw_key);
+  const size_t n = raw.size() - kNonceBytes - kTagBytes;
+  std::string out(n, '\0');
+  auto* src = reinterpret_cast<unsigned char*>(raw.data());
+  EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+  int len = 0;
+  EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), nullptr,
+                     reinterpret_cast<const unsigned char*>(raw_key.data()), src);
+  EVP_DecryptUpdate(ctx, reinterpret_cast<unsigned char*>(out.data()), &len, src + kNonceBytes,
+                    static_cast<int>(n));
+  EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, static_cast<int>(kTagBytes),
+                      src + kNonceBytes + n);
+  unsigned char end[16];
+  const bool ok = EVP_DecryptFinal_ex(ctx, end, &len) == 1;
+  EVP_CIPHER_CTX_free(ctx);
+  if (!ok) {
+    return Status::Corruption("a sealed text that does not open with " + dir_ +
+                              "/KEY (another directory's, or changed)");
+  }
+  return out;
+}
+
 Status Store::Recover(std::map<std::string, RestoredUnit>* out, uint64_t* max_id,
                       const std::set<std::string>& discard) {
   std::lock_guard lock(mu_);

@@ -163,6 +163,13 @@ class Store {
   // every fingerprint it hands to the store.
   std::string Seal(std::string_view canonical) const;
 
+  // A text that holds a literal secret (a pipeline body with a password in
+  // it) as the graph file keeps it (after Recover): AES-256-GCM under a key
+  // derived from DIR/KEY, as hex. Open gives the text back, or an error if
+  // it was not sealed with this directory's key or was changed.
+  std::string SealText(std::string_view text) const;
+  Result<std::string> OpenText(std::string_view sealed) const;
+
   const std::string& dir() const { return dir_; }
 
  private:

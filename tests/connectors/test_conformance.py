@@ -14,6 +14,12 @@ Cases, by what the connector declares:
                the server comes back, nothing acknowledged is lost
   bad_options  a wrong option value: `kayak check` names file:line:column
   bad_data     a record that is not JSON: counted on the card, the rest delivered
+  rotate_credentials
+               (connectors with secret options) kill -9, every secret changed to a second
+               valid credential, restart: state and outputs as without the change
+  secrets_never_leak
+               (connectors with secret options) canary secrets, a run with errors: the
+               canary is nowhere in the state directory, the log, /ready, the API
 """
 import gzip
 import json
@@ -34,6 +40,8 @@ from harness import (KAYAK, KayakTest, committed, http, post_until_taken,  # noq
 import servers  # noqa: E402 (tests/e2e: the real servers the fixtures started)
 
 SERVER = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 1, timeout_secs: 20}\n"
+# A secret no server knows: after a run with it, it must be found nowhere.
+CANARY = f"kitcanary{os.getpid()}z{random.randrange(1 << 30):x}"
 KEYS = 4
 
 
@@ -77,6 +85,15 @@ class Connector:
 
     def transforms(self):  # transforms that make the input's messages the kit's {k, seq}
         return []
+
+    # Connectors with secret options set `credentials` and implement
+    # use_credential: 0 and 1 are two valid credentials the test server knows
+    # (rotate_credentials), CANARY a secret in every secret option
+    # (secrets_never_leak); input_yaml and output_yaml use the one set last.
+    credentials = False
+
+    def use_credential(self, which):
+        raise NotImplementedError
 
     def close(self):
         pass
@@ -162,12 +179,20 @@ class HttpConnector(Endpoint, Connector):
     has_output = True
     has_server = True  # the output's endpoint
 
+    credentials = True
+    token = ""
+
+    def use_credential(self, which):
+        self.token = CANARY if which == CANARY else f"kit-token-{which}"
+
     def input_yaml(self):
-        return "{http: {path: /ingest/kit}}"
+        token = f", token: {self.token}" if self.token else ""
+        return f"{{http: {{path: /ingest/kit{token}}}}}"
 
     def write(self, s, msgs):
         body = "\n".join(json.dumps(m) for m in msgs).encode()
-        post_until_taken(s, "/ingest/kit", body)
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
+        post_until_taken(s, "/ingest/kit", body, headers)
 
     def write_bad(self, s):
         status, _, _ = http("POST", s.url + "/ingest/kit", b"not json")
@@ -196,7 +221,8 @@ class HttpConnector(Endpoint, Connector):
         if not hasattr(self, "got"):
             self.got, self.lock = [], threading.Lock()
             self.port = self.start_endpoint()
-        return f"{{http: {{url: 'http://127.0.0.1:{self.port}/in', timeout_ms: 500}}}}"
+        headers = f", headers: {{Authorization: 'Bearer {self.token}'}}" if self.token else ""
+        return f"{{http: {{url: 'http://127.0.0.1:{self.port}/in', timeout_ms: 500{headers}}}}}"
 
     def read_sink(self):
         with self.lock:
@@ -343,6 +369,22 @@ class PostgresConnector(Connector):
         port = int(servers.pg_url().rsplit(":", 1)[1].split("/")[0])
         self.proxy = servers.Proxy("127.0.0.1", port)
         self.url = servers.pg_url().replace(f":{port}/", f":{self.proxy.port}/")
+        self.roles = []
+
+    credentials = True
+
+    def use_credential(self, which):
+        # Two roles with the same rights (the server trusts loopback, so the
+        # password is not checked; the role is).
+        role = f"{self.schema}_{'c' if which == CANARY else which}"
+        if role not in self.roles:
+            servers.psql(f"CREATE ROLE {role} LOGIN PASSWORD 'x';"
+                         f"GRANT ALL ON SCHEMA {self.schema} TO {role};"
+                         f"GRANT ALL ON ALL TABLES IN SCHEMA {self.schema} TO {role}")
+            self.roles.append(role)
+        password = CANARY if which == CANARY else f"pw{which}"
+        db = servers.pg_url().rsplit("/", 1)[1]
+        self.url = f"postgresql://{role}:{password}@127.0.0.1:{self.proxy.port}/{db}"
 
     def input_yaml(self):
         return (f"{{postgres: {{url: '{self.url}', query: 'SELECT seq, k FROM {self.schema}.src',"
@@ -368,7 +410,8 @@ class PostgresConnector(Connector):
 
     def close(self):
         self.proxy.close()
-        servers.psql(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
+        servers.psql(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE;" +
+                     "".join(f"DROP ROLE IF EXISTS {r};" for r in self.roles))
 
 
 class ClickhouseConnector(Connector):
@@ -455,6 +498,14 @@ class NatsConnector(Subscribed, Connector):
         servers.brokertool("nats-stream", servers.nats_url(), self.out_stream,
                            f"{self.tag}.out.>")
 
+    credentials = True
+
+    def use_credential(self, which):
+        # The test server has no accounts: it takes any user and password, and
+        # kayak must neither log them nor start empty when they change.
+        password = CANARY if which == CANARY else f"pw{which}"
+        self.url = f"nats://kit{which if which != CANARY else 'c'}:{password}@127.0.0.1:{self.proxy.port}"
+
     def input_yaml(self):
         return (f"{{nats: {{url: '{self.url}', subject: '{self.tag}.in', batch_size: 16, "
                 f"non_json: error}}}}")
@@ -534,6 +585,20 @@ class RedisConnector(Connector):
         self.key = f"kit{os.getpid()}r{RedisConnector.made}"
         self.proxy = servers.Proxy("127.0.0.1", servers.port_of(servers.redis_url()))
         self.url = f"redis://127.0.0.1:{self.proxy.port}"
+        self.users = []
+
+    credentials = True
+
+    def use_credential(self, which):
+        # Two ACL users with every right; the canary is a password the server
+        # refuses (WRONGPASS: a run with errors).
+        user = f"{self.key}u{'c' if which == CANARY else which}"
+        if user not in self.users:
+            servers.redis_commands([["ACL", "SETUSER", user, "on", f">pw{which}", "~*", "&*",
+                                     "+@all"]])
+            self.users.append(user)
+        password = CANARY if which == CANARY else f"pw{which}"
+        self.url = f"redis://{user}:{password}@127.0.0.1:{self.proxy.port}"
 
     def input_yaml(self):
         return (f"{{redis: {{url: '{self.url}', stream: {self.key}.in, batch_size: 16, "
@@ -561,7 +626,8 @@ class RedisConnector(Connector):
 
     def close(self):
         self.proxy.close()
-        servers.redis_commands([["DEL", f"{self.key}.in", f"{self.key}.out"]])
+        servers.redis_commands([["DEL", f"{self.key}.in", f"{self.key}.out"]] +
+                               [["ACL", "DELUSER", u] for u in self.users])
 
 
 class RedisPubSubConnector(Subscribed, RedisConnector):
@@ -607,10 +673,18 @@ class MqttConnector(Subscribed, Connector):
         self.proxy = servers.Proxy("127.0.0.1", servers.port_of(servers.mqtt_url()))
         self.url = f"mqtt://127.0.0.1:{self.proxy.port}"
         self.reader = None
+        self.auth = ""
+
+    credentials = True
+
+    def use_credential(self, which):
+        # The test broker lets any client in (allow_anonymous), named or not.
+        password = CANARY if which == CANARY else f"pw{which}"
+        self.auth = f", username: kit{which if which != CANARY else 'c'}, password: {password}"
 
     def input_yaml(self):
         return (f"{{mqtt: {{url: '{self.url}', topics: ['{self.tag}/in'], client_id: "
-                f"{self.tag}-in, batch_size: 16, non_json: error}}}}")
+                f"{self.tag}-in, batch_size: 16, non_json: error{self.auth}}}}}")
 
     def subscribed(self, s):
         return s.card("p", "input")["position"].startswith("subscribed")
@@ -634,11 +708,15 @@ class MqttConnector(Subscribed, Connector):
         return f"{{mqtt: {{url: '{self.url}', topics: [a], qos: 5}}}}", "qos: 5"
 
     def output_yaml(self):
+        if self.reader is not None:  # one reader, however often the yaml is asked for
+            return (f"{{mqtt: {{url: '{self.url}', topic: '{self.tag}/out/{{{{k}}}}', qos: 1"
+                    f"{self.auth}}}}}")
         self.sink = os.path.join(self.t.dir, "mqtt-sink")
         self.reader = servers.brokertool_reader("mqtt-sub", servers.mqtt_url(),
                                                 f"{self.tag}/out/#", 1_000_000, 1, self.sink,
                                                 600, "flush")
-        return f"{{mqtt: {{url: '{self.url}', topic: '{self.tag}/out/{{{{k}}}}', qos: 1}}}}"
+        return (f"{{mqtt: {{url: '{self.url}', topic: '{self.tag}/out/{{{{k}}}}', qos: 1"
+                f"{self.auth}}}}}")
 
     def read_sink(self):
         with open(self.sink) as f:
@@ -738,11 +816,24 @@ class S3Connector(Connector):
         S3Connector.made += 1
         self.prefix = f"kit{os.getpid()}s{S3Connector.made}"
 
+    credentials = True
+    secret = None  # the server's own secret key
+    token = ""
+
+    def use_credential(self, which):
+        # s3rver knows one key pair and ignores session tokens: the rotation is
+        # of the token (an STS token expires), the canary a secret key it refuses.
+        if which == CANARY:
+            self.secret, self.token = CANARY, CANARY
+        else:
+            self.secret, self.token = None, f"kit-session-{which}"
+
     def yaml(self, part_bytes=500):
         e = servers.s3_env()
+        token = f", session_token: {self.token}" if self.token else ""
         return (f"{{s3: {{endpoint: '{e['S3_ENDPOINT']}', bucket: {e['S3_BUCKET']}, "
                 f"path_style: true, access_key_id: {e['S3_ACCESS_KEY_ID']}, secret_access_key: "
-                f"{e['S3_SECRET_ACCESS_KEY']}, key: '{self.prefix}/{{{{seq}}}}', "
+                f"{self.secret or e['S3_SECRET_ACCESS_KEY']}{token}, key: '{self.prefix}/{{{{seq}}}}', "
                 f"part_bytes: {part_bytes}, max_object_bytes: 2000, max_object_secs: 1, "
                 f"compression: {self.compression}}}}}")
 
@@ -1114,6 +1205,120 @@ class ConformanceTest(KayakTest):
                 self.assertIsNone(s.proc.poll(), "the server stopped")
                 s.stop()
                 report(cls.name, "bad_data", "counted or refused, the rest delivered")
+
+    # ---- credentials ----
+    def bucket_counts(self, s, keys):
+        def value(k):
+            status, body = s.get(f"/api/v1/buckets/n?key={k}")
+            return json.loads(body)["value"] if status == 200 else 0
+        return {k: value(k) for k in keys}
+
+    def test_rotate_credentials(self):
+        for cls in [c for c in INPUTS if c.credentials]:
+            with self.subTest(connector=cls.name):
+                self.dir_for(cls.name + "-rotate")
+                c = self.connector(cls)
+                c.use_credential(0)
+                state = self.path("state")
+                cfg = lambda: self.graph(c.input_yaml(), with_bucket=True,  # noqa: E731
+                                         shape=c.transforms())
+                s = self.start(cfg(), server_config=SERVER, state_dir=state)
+                want = self.expected(c)
+                half = len(want) // 2
+                out = lambda: {m["seq"] for m in map(json.loads, self.read_output("out"))}  # noqa: E731
+                for i in range(0, half, 25):
+                    c.write(s, want[i:min(i + 25, half)])
+                wait_for(lambda: len(out()) >= half, timeout=60, what=f"{cls.name}: the first half")
+                c0 = committed(s)
+                wait_for(lambda: committed(s) >= c0 + 2, timeout=30,
+                         what=f"{cls.name}: a checkpoint holding the first half")
+                s.kill()
+                c.use_credential(1)  # every secret option now the second credential
+                s = self.start(cfg(), server_config=SERVER, state_dir=state)
+                for i in range(half, len(want), 25):
+                    c.write(s, want[i:i + 25])
+                keys = sorted({m["k"] for m in want})
+                if c.delivery != "none":
+                    wait_for(lambda: len(out()) >= len(want), timeout=60,
+                             what=f"{cls.name}: every message after the rotation")
+                    want_counts = {}
+                    for m in want:
+                        want_counts[m["k"]] = want_counts.get(m["k"], 0) + 1
+                    wait_for(lambda: sum(self.bucket_counts(s, keys).values()) >= len(want),
+                             timeout=30, what=f"{cls.name}: the bucket to hold every message")
+                    self.assertEqual(self.bucket_counts(s, keys), want_counts)
+                else:
+                    c0 = committed(s)
+                    wait_for(lambda: committed(s) >= c0 + 2, timeout=30,
+                             what=f"{cls.name}: checkpoints after the last write")
+                    total = sum(self.bucket_counts(s, keys).values())
+                    self.assertGreaterEqual(total, half, "the state before the rotation is gone")
+                    self.assertEqual(total, len(out()), "the bucket and the output disagree")
+                self.assertNotIn("starts empty", s.stderr())
+                s.stop()
+                report(cls.name, "rotate_credentials", f"kill -9, credentials rotated: "
+                                                       f"{len(want)} messages, state kept")
+        for cls in [c for c in OUTPUTS if c.credentials]:
+            with self.subTest(connector=cls.name + " output"):
+                self.dir_for(cls.name + "-rotate-out")
+                c = self.connector(cls)
+                c.use_credential(0)
+                d = DummyConnector(self, count=self.N)
+                state = self.path("state")
+                slow = d.input_yaml().replace("rate_per_sec: 400", "rate_per_sec: 100")
+                s = self.start(self.graph(slow, c.output_yaml()), server_config=SERVER,
+                               state_dir=state)
+                wait_for(lambda: s.card("p", "outputs[0]")["messages_out"] >= self.N // 4,
+                         timeout=60, what=f"{cls.name}: a quarter out")
+                c0 = committed(s)
+                wait_for(lambda: committed(s) >= c0 + 1, timeout=30, what="a checkpoint")
+                s.kill()
+                c.use_credential(1)
+                s = self.start(self.graph(slow, c.output_yaml()), server_config=SERVER,
+                               state_dir=state)
+                wait_for(lambda: s.card("p", "input")["state"] == "finished", timeout=60,
+                         what=f"{cls.name}: the input to end")
+                self.assertEqual(s.stop(), 0)
+                want = {m["seq"] for m in self.expected(d)}
+                wait_for(lambda: want <= {m["seq"] for m in c.read_sink()}, timeout=30,
+                         what=f"{cls.name} output: every message at least once")
+                self.assertNotIn("starts empty", s.stderr())
+                report(cls.name, "rotate_credentials (output)",
+                       f"kill -9, credentials rotated: all {self.N} messages in the sink")
+
+    def test_secrets_never_leak(self):
+        for cls in [c for c in dict.fromkeys(INPUTS + OUTPUTS) if c.credentials]:
+            with self.subTest(connector=cls.name):
+                self.dir_for(cls.name + "-leak")
+                c = self.connector(cls)
+                c.use_credential(CANARY)
+                d = DummyConnector(self, count=self.N)
+                cfg = self.graph(c.input_yaml() if c.has_input else d.input_yaml(),
+                                 c.output_yaml() if c.has_output else None)
+                state = self.path("state")
+                s = self.start(cfg, server_config=SERVER, state_dir=state)
+                proxy = getattr(c, "proxy", None)
+                if proxy is not None:  # errors: the connection cut
+                    time.sleep(0.3)
+                    proxy.cut()
+                deadline = time.monotonic() + 8
+                while time.monotonic() < deadline and committed(s) < 3:
+                    time.sleep(0.1)
+                seen = {"log": ""}
+                for path in ["/ready", "/health", "/api/v1/overview", "/api/v1/pipelines",
+                             "/api/v1/pipelines/p", "/api/v1/checkpoints", "/metrics"]:
+                    seen[path] = s.get(path)[1]
+                s.kill()
+                seen["log"] = s.stderr()
+                for root, _, files in os.walk(state):
+                    for f in files:
+                        with open(os.path.join(root, f), "rb") as fh:
+                            seen[os.path.join(root, f)] = fh.read().decode("latin-1")
+                for where, text in seen.items():
+                    self.assertNotIn(CANARY, text, f"{cls.name}: the canary secret in {where}")
+                report(cls.name, "secrets_never_leak",
+                       f"canary in every secret option: not in {len(seen) - 8} state files, "
+                       "the log, /ready, the API or /metrics")
 
     def dir_for(self, name):
         """A fresh directory for one connector's run inside this test."""

@@ -46,10 +46,10 @@ def http(method, url, body=None, headers=None):
         return e.code, dict(e.headers), e.read().decode()
 
 
-def post_until_taken(s, path, body):
+def post_until_taken(s, path, body, headers=None):
     """Posts `body` to `path` until 202: an http input answers 503 while it starts."""
     def once():
-        status, _, text = http("POST", s.url + path, body)
+        status, _, text = http("POST", s.url + path, body, headers)
         assert status in (202, 503), f"{status}: {text}"
         return status == 202
     wait_for(once, what=f"a 202 from {path}")
