@@ -141,8 +141,11 @@ class Input {
     return Status::Ok();
   }
   // A checkpoint holding `position` (from SavePosition) is committed. Called
-  // on the checkpoint thread; inputs that keep data until it is covered (the
-  // http input's log) release it here.
+  // on the acknowledgement thread, off the checkpoint coordinator; a call
+  // covers every position before it, and one not yet made is skipped when
+  // a newer checkpoint commits first. Inputs that keep data until it is
+  // covered (the http log) release it here; acknowledgements to a server
+  // (XACK, offsets) go out here, bounded by the connector's request timeout.
   virtual void Committed(std::string_view position) { (void)position; }
 };
 

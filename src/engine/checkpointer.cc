@@ -90,7 +90,7 @@ Status Checkpointer::CommitInitial(std::map<size_t, std::vector<checkpoint::Unit
         rs.chains[b] = chain;
         rs.pending[b].clear();
       }
-      for (auto* p : rs.region.pipelines) p->Committed(list);
+      TellInputs(rs, list);
     } else {
       // A bucket written whole keeps its entries pending; one that referred
       // to its restored chain is still that chain in the store.
@@ -120,6 +120,7 @@ void Checkpointer::Start() {
     const int64_t now = MonotonicMs();
     for (auto& rs : regions_) rs.next_due_mono_ms = now + interval_ms_;
   }
+  acker_.Start();
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -137,8 +138,21 @@ void Checkpointer::Stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
-  std::lock_guard lock(mu_);
-  NotifyInputs();  // for a savepoint whose outputs committed just now
+  {
+    std::lock_guard lock(mu_);
+    NotifyInputs();  // for a savepoint whose outputs committed just now
+  }
+  // What a savepoint covers is acknowledged before the inputs go.
+  acker_.Stop();
+}
+
+void Checkpointer::TellInputs(const RegionState& rs,
+                              const std::vector<checkpoint::UnitState>& units) {
+  for (auto* p : rs.region.pipelines) {
+    std::string position;
+    if (!p->CommittedPosition(units, &position)) continue;
+    acker_.Post(p, [p, position = std::move(position)] { p->InputCommitted(position); });
+  }
 }
 
 void Checkpointer::Decide(RegionState& rs, uint64_t id, bool committed) {
@@ -190,7 +204,7 @@ void Checkpointer::NotifyInputs() {
   for (auto& rs : regions_) {
     Awaiting& a = rs.awaiting;
     if (a.id == 0 || a.remaining > 0) continue;
-    for (auto* p : rs.region.pipelines) p->Committed(a.units);
+    TellInputs(rs, a.units);
     a = Awaiting{};
   }
 }
@@ -373,7 +387,7 @@ void Checkpointer::CommitReady() {
                                   : RegionState::Chain{bytes, 0};
       }
       if (rs.region.two_phase.empty()) {
-        for (auto* p : rs.region.pipelines) p->Committed(units);
+        TellInputs(rs, units);
       } else {
         // Inputs release what this checkpoint covers (offsets, the http
         // log) only once the two-phase outputs made it visible: until then

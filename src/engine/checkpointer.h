@@ -17,6 +17,7 @@
 
 #include "common/clock.h"
 #include "common/metrics.h"
+#include "engine/acknowledger.h"
 #include "state/store.h"
 #include "state/bucket.h"
 
@@ -226,6 +227,9 @@ class Checkpointer {
   void AbandonOverdue(int64_t now_mono);            // mu_ held
   void Decide(RegionState& rs, uint64_t id, bool committed);  // mu_ held
   void NotifyInputs();                              // mu_ held
+  // Queues the region's inputs' acknowledgements of `units`: they go out on
+  // acker_'s thread, off mu_.
+  void TellInputs(const RegionState& rs, const std::vector<checkpoint::UnitState>& units);
   // Into the region's history (mu_ held); `stats` is null for an abandoned one.
   void Record(RegionState& rs, uint64_t id, std::string reason, int64_t duration_ms,
               const checkpoint::CommitStats* stats);
@@ -242,6 +246,7 @@ class Checkpointer {
   std::map<std::pair<Bucket*, uint64_t>, Meeting> meetings_;  // guarded by mu_
   bool stopping_ = false;                     // guarded by mu_
   std::thread thread_;
+  Acknowledger acker_;  // the inputs' acknowledgements, off mu_
 };
 
 }  // namespace kayak

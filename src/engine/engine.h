@@ -144,9 +144,13 @@ class PipelineRunner {
   // now. Called on the pipeline thread at a barrier, or before Start.
   // `id` is the barrier (0: the checkpoint at start).
   std::vector<checkpoint::UnitState> CollectUnits(uint64_t id);
-  // A checkpoint of its region holding `units` committed: tells the input.
-  // Called on the checkpoint thread.
-  void Committed(const std::vector<checkpoint::UnitState>& units);
+  // The input's position in `units` (a checkpoint of its region that
+  // committed), if they hold one.
+  bool CommittedPosition(const std::vector<checkpoint::UnitState>& units,
+                         std::string* position) const;
+  // Tells the input a checkpoint holding `position` committed. Called on
+  // the acknowledgement thread (engine/acknowledger.h).
+  void InputCommitted(std::string_view position);
   size_t region() const { return region_; }
   const std::vector<Bucket*>& written_buckets() const { return written_buckets_; }
 

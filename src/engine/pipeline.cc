@@ -327,16 +327,20 @@ std::vector<checkpoint::UnitState> PipelineRunner::CollectUnits(uint64_t id) {
   return units;
 }
 
-void PipelineRunner::Committed(const std::vector<checkpoint::UnitState>& units) {
-  if (!input_) return;
+bool PipelineRunner::CommittedPosition(const std::vector<checkpoint::UnitState>& units,
+                                       std::string* position) const {
+  if (!input_) return false;
   const std::string unit = "p." + id_ + ".input";
   for (const auto& u : units) {
     if (u.unit == unit && u.data) {
-      input_->Committed(*u.data);
-      return;
+      *position = *u.data;
+      return true;
     }
   }
+  return false;
 }
+
+void PipelineRunner::InputCommitted(std::string_view position) { input_->Committed(position); }
 
 void PipelineRunner::DoBarrier(uint64_t id) {
   done_barrier_ = id;

@@ -74,11 +74,15 @@ class Proxy:
     """Forwards 127.0.0.1:<port> to a server. cut() closes every connection and
     stops listening (the server is gone); restore() listens again on the same
     port. hold_replies() drops what the server sends until the next cut (what
-    is in flight when a link dies: requests arrive, their replies are lost)."""
+    is in flight when a link dies: requests arrive, their replies are lost).
+    While hold_new is set, the connections made then carry nothing either
+    way, for as long as they last (a server hung for one client, such as a
+    connector's second connection)."""
 
     def __init__(self, host, port):
         self.target = (host, port)
         self.held = False
+        self.hold_new = False
         self.lock = threading.Lock()
         self.conns = []
         self.listener = None
@@ -106,19 +110,21 @@ class Proxy:
                 continue
             with self.lock:
                 self.conns += [c, s]
+            hung = self.hold_new
             for a, b, replies in ((c, s, False), (s, c, True)):
-                threading.Thread(target=self._pipe, args=(a, b, replies), daemon=True).start()
+                threading.Thread(target=self._pipe, args=(a, b, replies, hung),
+                                 daemon=True).start()
 
     def hold_replies(self):
         self.held = True
 
-    def _pipe(self, a, b, replies):
+    def _pipe(self, a, b, replies, hung=False):
         try:
             while True:
                 data = a.recv(65536)
                 if not data:
                     break
-                if not (replies and self.held):
+                if not ((replies and self.held) or hung):
                     b.sendall(data)
         except OSError:
             pass
