@@ -7,16 +7,17 @@ import json
 import os
 import socket
 import subprocess
+import time
 import unittest
 
 from brokers import SERVER, BrokerTest, sums
-from harness import committed, wait_for
+from harness import committed, http, wait_for
 from servers import Proxy, brokertool, port_of, redis_cli, redis_url
 
 
-def pending(stream, group):
+def pending(stream, group, url=None):
     """How many entries of the group are delivered and not acknowledged."""
-    return int(redis_cli("XPENDING", stream, group).splitlines()[0])
+    return int(redis_cli("XPENDING", stream, group, url=url).splitlines()[0])
 
 
 class RedisTest(BrokerTest):
@@ -66,6 +67,33 @@ class RedisTest(BrokerTest):
         wait_for(lambda: {k: self.bucket(s, "sums", k) for k in sums(6000)} == sums(6000),
                  timeout=30, what="every entry counted once")
         wait_for(lambda: pending(self.key, "g") == 0, timeout=30, what="every entry acknowledged")
+
+    def test_a_renamed_consumer_takes_over_the_pending_entries_of_its_old_name(self):
+        state = self.path("state")
+        transforms = ("    transforms:\n      - bucket: {name: sums, key: device, op: add, "
+                      "field: value}\n")
+
+        def cfg(consumer):
+            return self.graph(
+                f"{{redis: {{url: '{redis_url()}', stream: {self.key}, group: g, "
+                f"consumer: {consumer}, batch_size: 50}}}}",
+                transforms=transforms, buckets="buckets:\n  sums: {}\n")
+        slow = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 3600, timeout_secs: 20}\n"
+        brokertool("redis-pub", redis_url(), self.key, 100)
+        s = self.start(cfg("c1"), server_config=slow, state_dir=state)
+        wait_for(lambda: len(self.out()) == 100, what="100 messages")
+        http("POST", s.url + "/api/v1/checkpoints")
+        wait_for(lambda: pending(self.key, "g") == 0, what="the checkpoint acknowledged")
+        brokertool("redis-pub", redis_url(), self.key, 50, 100)
+        wait_for(lambda: len(self.out()) == 150, what="150 messages")
+        self.assertEqual(pending(self.key, "g"), 50)
+        s.kill()
+        s = self.start(cfg("c2"), server_config=SERVER, state_dir=state)
+        wait_for(lambda: {k: self.bucket(s, "sums", k) for k in sums(150)} == sums(150),
+                 timeout=30, what="every entry counted once under the new name")
+        wait_for(lambda: pending(self.key, "g") == 0, timeout=30, what="every entry acknowledged")
+        consumers = redis_cli("XINFO", "CONSUMERS", self.key, "g")
+        self.assertNotIn("c1", consumers.split())
 
     def test_graceful_stop_acknowledges_what_its_savepoint_covers(self):
         slow = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 3600, timeout_secs: 20}\n"
@@ -140,6 +168,33 @@ class RedisTest(BrokerTest):
                 return False
         wait_for(up, what="the private redis-server")
         return url
+
+    def test_a_server_hung_for_acknowledgements_does_not_hold_a_checkpoint_request(self):
+        # Acknowledgements go out off the coordinator's lock, on their own
+        # connection: one the server does not answer holds back its XACKs,
+        # not the API; they go with a later checkpoint's once it answers.
+        proxy = Proxy("127.0.0.1", port_of(redis_url()))
+        self.addCleanup(proxy.close)
+        url = f"redis://127.0.0.1:{proxy.port}"
+        slow = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 3600, timeout_secs: 20}\n"
+        s = self.start(self.graph(f"{{redis: {{url: '{url}', stream: {self.key}, group: g}}}}"),
+                       server_config=slow, state_dir=self.path("state"))
+        brokertool("redis-pub", redis_url(), self.key, 300)
+        wait_for(lambda: len(self.out()) == 300, what="300 messages")
+        proxy.hold_new = True  # the acknowledgements' connection, made at the first commit
+        for _ in range(3):
+            started = time.monotonic()
+            status, _, body = http("POST", s.url + "/api/v1/checkpoints")
+            took = time.monotonic() - started
+            self.assertEqual(status, 200, body)
+            # An acknowledgement waits up to 5 s for an answer; the request
+            # did not wait for one.
+            self.assertLess(took, 2.5, "the checkpoint request waited on the hung connection")
+        self.assertEqual(pending(self.key, "g"), 300)
+        proxy.hold_new = False
+        wait_for(lambda: http("POST", s.url + "/api/v1/checkpoints")[0] == 200 and
+                 pending(self.key, "g") == 0, timeout=30,
+                 what="the entries acknowledged once the server answers")
 
     def test_a_refusal_for_the_servers_state_is_retried_not_dropped(self):
         url = self.private_redis()

@@ -7,7 +7,9 @@
 // the consumer reads its own pending entries first (what it was given and
 // never acknowledged, in id order), then new ones; a pending entry at or
 // below the restored position is acknowledged and skipped, since the state
-// already counts it.
+// already counts it. The consumer's name is tuning: the position records it,
+// and a consumer renamed since takes over (XCLAIM) the pending entries of its
+// previous name before reading its own, so none is left unclaimed.
 #include <deque>
 #include <mutex>
 
@@ -74,13 +76,18 @@ class RedisInput final : public Input {
     if (!stream()) return "";
     std::lock_guard lock(mu_);
     if (handed_ == redis::EntryId{0, 0}) return "";
-    return DumpJson(nlohmann::json{{"id", redis::IdText(handed_)}});
+    return DumpJson(nlohmann::json{{"id", redis::IdText(handed_)}, {"consumer", so_.consumer}});
   }
 
   Status RestorePosition(std::string_view position) override {
     if (position.empty() || !stream()) return Status::Ok();
     if (!ParsePosition(position, &restored_)) {
       return Status::Corruption("redis input: unreadable checkpointed position");
+    }
+    auto j = nlohmann::json::parse(position, nullptr, false);
+    if (j.contains("consumer") && j["consumer"].is_string() &&
+        j["consumer"].get<std::string>() != so_.consumer) {
+      previous_consumer_ = j["consumer"].get<std::string>();
     }
     handed_ = restored_;
     return Status::Ok();
@@ -99,15 +106,25 @@ class RedisInput final : public Input {
       }
     }
     std::lock_guard lock(acker_mu_);
-    Status st = Ack(&acker_, due);
-    if (!st.ok() && ctx_.stats != nullptr) {
-      // Not lost: they stay pending, and the next start reads them first
-      // (and skips what the state counts).
-      ctx_.stats->RecordError(st.message() + " (the entries stay pending)");
+    Status st = Ack(&acker_, &due);
+    if (!st.ok()) {
+      // Not lost: they stay pending on the server, and go with the next
+      // checkpoint's acknowledgement (a restart reads them first and skips
+      // what the state counts).
+      if (ctx_.stats != nullptr) ctx_.stats->RecordError(st.message() + " (the entries stay pending)");
+      std::lock_guard relock(mu_);
+      for (auto it = due.rbegin(); it != due.rend(); ++it) {
+        unacked_ += it->ids.size();
+        acks_.push_front(std::move(*it));
+      }
     }
   }
 
  private:
+  // An acknowledgement that waits longer on the server than this fails and
+  // goes again with the next checkpoint's.
+  static constexpr int kAckTimeoutMs = 5000;
+
   struct AckBatch {
     redis::EntryId last{0, 0};     // every entry of the batch is at or below it
     std::vector<std::string> ids;  // to XACK
@@ -163,6 +180,7 @@ class RedisInput final : public Input {
     if (!client_.connected()) {
       KAYAK_RETURN_IF_ERROR(client_.Ensure());
       KAYAK_RETURN_IF_ERROR(CreateGroup());
+      if (!previous_consumer_.empty()) KAYAK_RETURN_IF_ERROR(TakeOver());
       reading_pending_ = true;  // after every (re)connection: ours first
       pending_from_ = "0";
     }
@@ -250,6 +268,54 @@ class RedisInput final : public Input {
     return Status::Ok();
   }
 
+  // The pending entries of the name this consumer had at the checkpoint
+  // become its own (XCLAIM with no idle minimum: that reader was this one),
+  // then the old name leaves the group. The restored position covers them
+  // as it covered them under the old name.
+  Status TakeOver() {
+    size_t moved = 0;
+    std::string first;
+    for (;;) {
+      redis::Reply r;
+      KAYAK_RETURN_IF_ERROR(client_.Command({"XPENDING", so_.stream, so_.group, "-", "+",
+                                             batch_size_, previous_consumer_},
+                                            &r));
+      if (r->type == REDIS_REPLY_ERROR) {
+        return Status::Unavailable("redis input: XPENDING of " + previous_consumer_ + ": " +
+                                   std::string(r->str, r->len));
+      }
+      if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) break;
+      std::vector<std::string> ids;
+      for (size_t i = 0; i < r->elements; ++i) {
+        const redisReply* e = r->element[i];
+        if (e->type == REDIS_REPLY_ARRAY && e->elements >= 1) ids.emplace_back(Str(e->element[0]));
+      }
+      if (ids.empty() || ids.front() == first) break;  // nothing moved last round
+      first = ids.front();
+      std::vector<std::string_view> args = {"XCLAIM", so_.stream, so_.group, so_.consumer, "0"};
+      for (const auto& id : ids) args.push_back(id);
+      args.push_back("JUSTID");
+      redis::Reply c;
+      KAYAK_RETURN_IF_ERROR(client_.Command(args, &c));
+      if (c->type == REDIS_REPLY_ERROR) {
+        return Status::Unavailable("redis input: XCLAIM from " + previous_consumer_ + ": " +
+                                   std::string(c->str, c->len));
+      }
+      // An id deleted from the stream may stay in the old reader's list;
+      // the loop ends when a round moves nothing new.
+      if (c->type != REDIS_REPLY_ARRAY || c->elements == 0) break;
+      moved += c->elements;
+    }
+    redis::Reply d;
+    KAYAK_RETURN_IF_ERROR(client_.Command(
+        {"XGROUP", "DELCONSUMER", so_.stream, so_.group, previous_consumer_}, &d));
+    KLOG_INFO("redis input: consumer {} took over {} pending entries of {}, its name at the "
+              "checkpoint",
+              so_.consumer, moved, previous_consumer_);
+    previous_consumer_.clear();
+    return Status::Ok();
+  }
+
   // An entry with payload_field is that payload; one without it becomes an
   // object of its fields, each value as JSON where it parses, else a string.
   void EmitEntry(const redisReply* fields, int64_t ts_ms, Batch* out) {
@@ -293,19 +359,32 @@ class RedisInput final : public Input {
       due.swap(acks_);
       unacked_ = 0;
     }
-    return Ack(client, due);
+    Status st = Ack(client, &due);
+    if (!st.ok()) {
+      std::lock_guard lock(mu_);
+      for (auto it = due.rbegin(); it != due.rend(); ++it) {
+        unacked_ += it->ids.size();
+        acks_.push_front(std::move(*it));
+      }
+    }
+    return st;
   }
 
-  Status Ack(redis::Client* client, const std::deque<AckBatch>& due) {
-    for (const auto& b : due) {
-      if (b.ids.empty()) continue;
-      std::vector<std::string_view> args = {"XACK", so_.stream, so_.group};
-      for (const auto& id : b.ids) args.push_back(id);
-      redis::Reply r;
-      KAYAK_RETURN_IF_ERROR(client->Command(args, &r));
-      if (r->type == REDIS_REPLY_ERROR) {
-        return Status::Unavailable("redis input: XACK: " + std::string(r->str, r->len));
+  // Acknowledges the batches of `due` in order, removing each once done;
+  // those left failed or were not tried.
+  Status Ack(redis::Client* client, std::deque<AckBatch>* due) {
+    while (!due->empty()) {
+      const AckBatch& b = due->front();
+      if (!b.ids.empty()) {
+        std::vector<std::string_view> args = {"XACK", so_.stream, so_.group};
+        for (const auto& id : b.ids) args.push_back(id);
+        redis::Reply r;
+        KAYAK_RETURN_IF_ERROR(client->Command(args, &r, kAckTimeoutMs));
+        if (r->type == REDIS_REPLY_ERROR) {
+          return Status::Unavailable("redis input: XACK: " + std::string(r->str, r->len));
+        }
       }
+      due->pop_front();
     }
     return Status::Ok();
   }
@@ -325,6 +404,7 @@ class RedisInput final : public Input {
   bool reading_pending_ = true;
   std::string pending_from_ = "0";
   redis::EntryId restored_{0, 0};
+  std::string previous_consumer_;  // the name at the checkpoint, when it differs
   mutable std::mutex mu_;
   redis::EntryId handed_{0, 0};  // guarded: the last entry handed over
   uint64_t unacked_ = 0;         // guarded
@@ -361,8 +441,10 @@ ComponentDef RedisInputDef() {
       {"channel", PropType::kString, false, "", "a pub/sub channel or pattern"},
       {"stream", PropType::kString, false, "", "a stream key, read through a consumer group"},
       {"group", PropType::kString, false, "", "with `stream`: the consumer group (default kayak)"},
-      {"consumer", PropType::kString, false, "",
-       "with `stream`: this reader's name in the group (default kayak-<pipeline>)"},
+      PropDef{"consumer", PropType::kString, false, "",
+              "with `stream`: this reader's name in the group (default kayak-<pipeline>); "
+              "renamed, it takes over the pending entries of its name at the checkpoint",
+              PropRole::kTuning},
       {"start", PropType::kString, false, "0",
        "with `stream`: where a new group starts: 0 (everything), $ (new entries) or an id"},
       {"payload_field", PropType::kString, false, "payload",
