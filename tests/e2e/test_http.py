@@ -12,7 +12,7 @@ import threading
 import time
 import urllib.parse
 
-from harness import KayakTest, http as request, wait_for
+from harness import KayakTest, committed, http as request, wait_for
 
 SHIM = os.environ.get("KAYAK_FAULTSHIM", "")
 
@@ -283,6 +283,39 @@ class HttpLogTest(KayakTest):
             m = json.loads(line)
             by_conn.setdefault(m["c"], []).append(m["n"])
         self.assertEqual(by_conn, {c: list(range(per)) for c in range(conns)})
+
+    def test_a_new_path_after_a_kill_keeps_the_position_in_the_log(self):
+        # The log belongs to the pipeline, the path is how posts reach it: a
+        # move after a kill -9 replays only what the checkpoint does not count.
+        state = self.path("state")
+
+        def cfg(path):
+            return f"""
+buckets:
+  c: {{}}
+pipelines:
+  web:
+    input: {{http: {{path: {path}}}}}
+    transforms:
+      - bucket: {{name: c, key: k, op: count}}
+    outputs: [{{file: {{path: {self.path('out')}}}}}]
+"""
+        s = self.start(cfg("/ingest/orders"), server_config=self.server, state_dir=state)
+        for i in range(100):
+            self.assertEqual(post(self.url(s), json.dumps({"k": "a", "i": i}))[0], 202)
+        wait_for(lambda: committed(s) >= 1 and
+                 s.get_json("/api/v1/buckets/c?key=a")["value"] == 100, what="100 counted")
+        n = committed(s)
+        wait_for(lambda: committed(s) > n, what="a checkpoint after the count")
+        s.kill()
+        s = self.start(cfg("/ingest/moved"), server_config=self.server, state_dir=state)
+        url = ready(s).url
+        self.assertEqual(post(url + "/ingest/moved", json.dumps({"k": "a", "i": 100}))[0], 202)
+        wait_for(lambda: s.get_json("/api/v1/buckets/c?key=a")["value"] >= 101,
+                 what="the new post counted")
+        wait_for(lambda: committed(s) >= 2, what="checkpoints after the move")
+        self.assertEqual(s.get_json("/api/v1/buckets/c?key=a")["value"], 101)
+        self.assertEqual(post(url + "/ingest/orders", "{}")[0], 404)
 
     def test_a_torn_last_record_is_dropped(self):
         state = self.path("state")

@@ -286,7 +286,8 @@ ComponentDef HttpInputDef() {
   d.props = {
       PropDef{"path", PropType::kString, true, "",
        "where to POST, such as /ingest/orders; not under /api or /ui and not / or /index.html, /health, /ready or "
-       "/metrics"}.Refers(PropRef::kServedPath),
+       "/metrics. The write-ahead log belongs to the pipeline, so a new path keeps the "
+       "position in it", PropRole::kTuning}.Refers(PropRef::kServedPath),
       PropDef{"token", PropType::kString, false, "",
        "a bearer token posts must carry (use ${ENV} to keep it out of the file)",
        PropRole::kTuning}.Secret(),
