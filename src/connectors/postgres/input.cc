@@ -86,6 +86,7 @@ class PgInput final : public Input {
   bool described_ = false;
   std::vector<unsigned> types_;  // of the query's columns
   std::vector<std::string> names_;  // as JSON keys, quoted
+  std::vector<std::string> fields_;  // as the server names them
   int wm_col_ = -1, tb_col_ = -1;
   bool has_cursor_ = false;
   std::string cursor_wm_, cursor_tb_;
@@ -104,16 +105,46 @@ class PgInput final : public Input {
     if (!st.ok()) {
       return st.retryable() ? st : Status::Invalid("query: " + st.message());
     }
-    const int n = PQnfields(r.get());
+    KAYAK_RETURN_IF_ERROR(Learn(r.get()));
+    described_ = true;
+    return Status::Ok();
+  }
+
+  // Every result is read by its own columns: a table altered while the
+  // input runs (SELECT * with a column added or dropped) changes them, and
+  // the rows are then read, and the cursor taken, by the new ones.
+  Status Shape(const PGresult* r) {
+    const int n = PQnfields(r);
+    bool same = static_cast<size_t>(n) == types_.size();
+    for (int i = 0; same && i < n; ++i) {
+      same = PQftype(r, i) == types_[i] && fields_[i] == PQfname(r, i);
+    }
+    if (same) return Status::Ok();
+    std::vector<std::string> before = fields_;
+    KAYAK_RETURN_IF_ERROR(Learn(r));
+    std::string was, now;
+    for (const auto& f : before) was += (was.empty() ? "" : ", ") + f;
+    for (const auto& f : fields_) now += (now.empty() ? "" : ", ") + f;
+    KLOG_INFO("postgres input: the query's columns changed from ({}) to ({})", was, now);
+    return Status::Ok();
+  }
+
+  // The columns of a result: their names (as JSON keys) and types, and
+  // where the watermark and tiebreak are.
+  Status Learn(const PGresult* r) {
+    const int n = PQnfields(r);
     types_.clear();
     names_.clear();
+    fields_.clear();
+    wm_col_ = tb_col_ = -1;
     std::string cols;
     for (int i = 0; i < n; ++i) {
-      const std::string name = PQfname(r.get(), i);
-      types_.push_back(PQftype(r.get(), i));
+      const std::string name = PQfname(r, i);
+      types_.push_back(PQftype(r, i));
       std::string key;
       jtext::AppendString(&key, name);
       names_.push_back(key);
+      fields_.push_back(name);
       if (name == o_.watermark) wm_col_ = i;
       if (name == o_.tiebreak) tb_col_ = i;
       cols += (i ? ", " : "") + name;
@@ -133,7 +164,6 @@ class PgInput final : public Input {
                                "' is not a timestamp or date column, so it has no age");
       }
     }
-    described_ = true;
     return Status::Ok();
   }
 
@@ -200,6 +230,7 @@ class PgInput final : public Input {
                             " ORDER BY " + order + " LIMIT " + std::to_string(o_.batch_size);
     pg::Result r;
     KAYAK_RETURN_IF_ERROR(conn_.Exec(sql, params, &r));
+    KAYAK_RETURN_IF_ERROR(Shape(r.get()));
     int rows = PQntuples(r.get());
     const bool full = rows >= o_.batch_size;
     if (!tb && full) {
@@ -229,6 +260,7 @@ class PgInput final : public Input {
                             Col(o_.watermark) + " = $1";
     pg::Result r;
     KAYAK_RETURN_IF_ERROR(conn_.Exec(sql, {value.c_str()}, &r));
+    KAYAK_RETURN_IF_ERROR(Shape(r.get()));
     Emit(r.get(), PQntuples(r.get()), out);
     cursor_wm_ = value;
     has_cursor_ = true;
@@ -251,6 +283,7 @@ class PgInput final : public Input {
     pg::Result r;
     KAYAK_RETURN_IF_ERROR(conn_.Exec(
         "FETCH " + std::to_string(o_.batch_size) + " FROM kayak_snapshot", {}, &r));
+    KAYAK_RETURN_IF_ERROR(Shape(r.get()));
     const int rows = PQntuples(r.get());
     Emit(r.get(), rows, out);
     if (rows < o_.batch_size) {
@@ -285,7 +318,10 @@ ComponentDef PostgresInputDef() {
   d.bad_input = "an unreachable server or a lost connection is retried with backoff (the card "
                 "shows retrying); a query that does not run, or a watermark, tiebreak or "
                 "lag_secs that does not fit the query's columns, stops the input naming the "
-                "option; rows whose watermark or tiebreak is NULL are not read";
+                "option; every result is read by its own columns, so a table altered while "
+                "the input runs (a column added or dropped under SELECT *) gives rows of the "
+                "new columns, with a log line; rows whose watermark or tiebreak is NULL are not "
+                "read";
   d.props = {
       PropDef{"url", PropType::kString, true, "",
               "libpq connection string or URI (postgresql://user@host:port/db); a password "
