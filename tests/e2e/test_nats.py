@@ -2,6 +2,7 @@
 (started once per run by the CTest fixture): core subjects, a JetStream
 durable acknowledged only after the checkpoint, kill -9 and restart, the
 server going away, subjects made from fields, and options that do not fit."""
+import json
 import unittest
 
 from brokers import SERVER, BrokerTest, sums
@@ -147,6 +148,34 @@ class NatsTest(BrokerTest):
         proxy.restore()
         c1 = committed(s)
         wait_for(lambda: committed(s) > c1, timeout=60, what="checkpoints again once it is back")
+
+    def test_core_publishes_a_broken_connection_lost_are_published_again(self):
+        # The connection is cut while publishes are in its socket: the next
+        # checkpoint's flush, on the reconnected one, must not pass over them.
+        proxy = Proxy("127.0.0.1", port_of(nats_url()))
+        self.addCleanup(proxy.close)
+        url = f"nats://127.0.0.1:{proxy.port}"
+        n = 60000
+        reader = brokertool_reader("nats-sub", nats_url(), f"{self.tag}.r", 10 * n,
+                                   self.path("got"))
+        self.addCleanup(reader.kill)
+        s = self.start(self.graph(f"{{dummy: {{count: {n}, rate_per_sec: 15000}}}}",
+                                  f"[{{nats: {{url: '{url}', subject: '{self.tag}.r'}}}}]"),
+                       server_config=SERVER, state_dir=self.path("state"))
+        for i in range(1, 6):
+            wait_for(lambda: s.card("p", "outputs[0]")["messages_out"] >= i * n // 7,
+                     timeout=30, what=f"publishes before cut {i}")
+            proxy.cut()
+            proxy.restore()
+        wait_for(lambda: s.card("p", "input")["state"] == "finished", timeout=60,
+                 what="every message generated")
+        c = committed(s)
+        wait_for(lambda: committed(s) >= c + 2, timeout=60, what="checkpoints after the end")
+        reader.wait(timeout=60)  # it ends 10 s after the last message (short of its count: 2)
+        with open(self.path("got")) as f:
+            seqs = {json.loads(l)["seq"] for l in f.read().splitlines() if l}
+        missing = set(range(1, n + 1)) - seqs
+        self.assertEqual(len(missing), 0, f"{len(missing)} of {n} never reached the server")
 
     def test_server_down_and_back(self):
         proxy = Proxy("127.0.0.1", port_of(nats_url()))

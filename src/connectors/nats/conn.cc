@@ -31,6 +31,9 @@ std::string Connection::Error(const std::string& doing, natsStatus s) const {
 
 Status Connection::Ensure() {
   if (nc_ != nullptr) return Status::Ok();
+  if (stats_ == nullptr && natsStatistics_Create(&stats_) != NATS_OK) {
+    return Status::Unavailable(what_ + ": out of memory for the connection's statistics");
+  }
   natsOptions* opts = nullptr;
   natsStatus s = natsOptions_Create(&opts);
   if (s == NATS_OK) s = natsOptions_SetURL(opts, url_.c_str());
@@ -54,6 +57,7 @@ Status Connection::Ensure() {
     return Status::Unavailable(Error("cannot connect to " + url_, s));
   }
   down_.store(false);
+  ++made_;
   jsOptions jo;
   jsOptions_Init(&jo);
   jo.Wait = 5000;
@@ -84,6 +88,15 @@ natsStatus Connection::Flush(int64_t timeout_ms) {
   if (nc_ == nullptr) return NATS_OK;
   if (down_.load()) return NATS_CONNECTION_DISCONNECTED;
   return natsConnection_FlushTimeout(nc_, timeout_ms);
+}
+
+uint64_t Connection::connections() const {
+  if (nc_ == nullptr) return made_;
+  // Neither fails with both made (Ensure).
+  uint64_t reconnects = 0;
+  natsConnection_GetStats(nc_, stats_);
+  natsStatistics_GetCounts(stats_, nullptr, nullptr, nullptr, nullptr, &reconnects);
+  return (made_ << 32) + reconnects;
 }
 
 void Connection::Close() {

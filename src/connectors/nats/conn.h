@@ -17,7 +17,10 @@ class Connection {
  public:
   // `what` names the component in errors ("nats input").
   Connection(std::string url, std::string what) : url_(std::move(url)), what_(std::move(what)) {}
-  ~Connection() { Close(); }
+  ~Connection() {
+    Close();
+    natsStatistics_Destroy(stats_);
+  }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
@@ -36,6 +39,11 @@ class Connection {
   // How many times the connection was lost: what was sent before a loss may
   // have had its reply lost with it.
   uint64_t losses() const { return losses_.load(); }
+  // How many connections were made, counted when each is made: unlike
+  // losses(), which the library reports on its own thread, this has grown
+  // before anything is answered on the new connection. A flush answered
+  // with it unchanged went over the connection the publishes before it did.
+  uint64_t connections() const;
   // Flushes within `timeout_ms`; at once NATS_CONNECTION_DISCONNECTED while
   // the library is reconnecting (a flush then would wait its whole timeout).
   natsStatus Flush(int64_t timeout_ms);
@@ -57,6 +65,8 @@ class Connection {
   jsCtx* js_ = nullptr;
   std::atomic<bool> down_{false};
   std::atomic<uint64_t> losses_{0};
+  uint64_t made_ = 0;  // connections made by Ensure (each a new cnats connection)
+  natsStatistics* stats_ = nullptr;  // made by Ensure, reused by connections()
   int64_t async_max_pending_ = 0;
   jsPubAckErrHandler async_error_ = nullptr;
   void* async_closure_ = nullptr;

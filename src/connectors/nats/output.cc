@@ -1,6 +1,11 @@
 // The nats output: core NATS publishes, flushed at every checkpoint barrier
 // (a failed flush fails the checkpoint), or JetStream publishes whose acks
 // are all in before a batch counts as written. docs/components.md, "nats".
+//
+// Core publishes are kept until a flush confirms them on a connection that
+// did not break meanwhile: one that breaks loses what was in its socket,
+// and the reconnected one cannot say what, so they are all published again
+// before the flush that lets the barrier pass (at least once).
 #include <mutex>
 
 #include "common/broker.h"
@@ -35,6 +40,7 @@ class NatsOutput final : public Output {
     Dropped dropped;
     failures_.store(0);
     const uint64_t losses = conn_.losses();
+    const size_t kept = journal_.size(), kept_bytes = kept_bytes_.size(), headed = headed_.size();
     for (const auto& m : batch.messages) {
       const std::string* subject = &subject_.text();
       if (!subject_.fixed()) {
@@ -44,15 +50,21 @@ class NatsOutput final : public Output {
         }
         subject = &rendered_;
       }
+      if (!jetstream_) Keep(*subject, m);
       const natsStatus s = Publish(*subject, m);
       if (s != NATS_OK && failed++ == 0) error = conn_.Error("publishing to " + *subject, s);
     }
     dropped.Report(stats_, "nats output", batch.size());
     if (failed > 0) {
+      // The batch is written again, and kept again then.
+      journal_.resize(kept);
+      kept_bytes_.resize(kept_bytes);
+      headed_.erase(headed_.begin() + static_cast<std::ptrdiff_t>(headed), headed_.end());
       return Status::Unavailable(error + " (" + std::to_string(failed) + " of " +
                                  std::to_string(batch.size()) + " messages)");
     }
     if (jetstream_) return AwaitAcks(losses);
+    if (kept_bytes_.size() >= kMaxKeptBytes) return Confirm("flush of the kept publishes");
     return Status::Ok();
   }
 
@@ -61,18 +73,87 @@ class NatsOutput final : public Output {
   Status Checkpoint(uint64_t id, std::string* state) override {
     (void)id;
     (void)state;
-    const natsStatus s = conn_.Flush(10000);
-    if (s != NATS_OK) return Status::Unavailable(conn_.Error("flush at the checkpoint", s));
-    return Status::Ok();
+    return Confirm("flush at the checkpoint");
   }
 
-  Status Close() override {
-    const natsStatus s = conn_.Flush(10000);
-    if (s != NATS_OK) return Status::Unavailable(conn_.Error("flush at close", s));
-    return Status::Ok();
-  }
+  Status Close() override { return Confirm("flush at close"); }
 
  private:
+  // Core publishes kept past this many bytes are confirmed (flushed) before
+  // the batch counts as written: the bound of what a reconnection repeats.
+  static constexpr size_t kMaxKeptBytes = 8 << 20;
+
+  struct Kept {
+    size_t subject = 0, subject_len = 0, payload = 0, payload_len = 0;
+    size_t headed = SIZE_MAX;  // index in headed_: a message with headers
+  };
+
+  void Keep(const std::string& subject, const Message& m) {
+    if (journal_.empty()) kept_since_ = conn_.connections();
+    Kept k;
+    k.subject = kept_bytes_.size();
+    k.subject_len = subject.size();
+    kept_bytes_ += subject;
+    if (m.headers().empty()) {
+      k.payload = kept_bytes_.size();
+      k.payload_len = m.payload().size();
+      kept_bytes_ += m.payload();
+    } else {
+      k.headed = headed_.size();
+      headed_.push_back(m);
+    }
+    journal_.push_back(k);
+  }
+
+  // Flushes; when another connection was made since the first kept
+  // publish, everything kept is published again first. Confirmed: the server
+  // answered a flush after every kept publish on a connection that did
+  // not break in between.
+  Status Confirm(const char* doing) {
+    if (jetstream_) {
+      const natsStatus s = conn_.Flush(10000);
+      return s == NATS_OK ? Status::Ok() : Status::Unavailable(conn_.Error(doing, s));
+    }
+    for (int round = 0; round < 3; ++round) {
+      const uint64_t connections = conn_.connections();
+      if (connections != kept_since_ && !journal_.empty()) {
+        KAYAK_RETURN_IF_ERROR(conn_.Up());
+        if (Status st = PublishKept(); !st.ok()) return st;
+      }
+      const natsStatus s = conn_.Flush(10000);
+      if (s != NATS_OK) return Status::Unavailable(conn_.Error(doing, s));
+      if (conn_.connections() == connections) {
+        journal_.clear();
+        kept_bytes_.clear();
+        headed_.clear();
+        return Status::Ok();
+      }
+    }
+    return Status::Unavailable(conn_.what() + ": " + doing +
+                               ": the connection broke during every flush");
+  }
+
+  Status PublishKept() {
+    std::string subject;
+    for (const Kept& k : journal_) {
+      subject.assign(kept_bytes_, k.subject, k.subject_len);
+      natsStatus s;
+      if (k.headed != SIZE_MAX) {
+        s = Publish(subject, headed_[k.headed]);
+      } else {
+        s = natsConnection_Publish(conn_.get(), subject.c_str(), kept_bytes_.data() + k.payload,
+                                   static_cast<int>(k.payload_len));
+      }
+      if (s != NATS_OK) {
+        return Status::Unavailable(conn_.Error("publishing again after a reconnection", s));
+      }
+    }
+    KLOG_WARN("{}: published {} messages again: the connection broke before a flush confirmed "
+              "them",
+              conn_.what(), journal_.size());
+    return Status::Ok();
+  }
+
   natsStatus Publish(const std::string& subject, const Message& m) {
     const int len = static_cast<int>(m.payload().size());
     if (m.headers().empty()) {
@@ -151,6 +232,12 @@ class NatsOutput final : public Output {
   const bool jetstream_;
   ComponentStats* const stats_;
   std::string rendered_;  // reused
+  // Core publishes since the last confirmed flush (Confirm): their subjects
+  // and payloads in one buffer, reused; messages with headers whole.
+  std::vector<Kept> journal_;
+  std::string kept_bytes_;
+  std::vector<Message> headed_;
+  uint64_t kept_since_ = 0;  // conn_.connections() at the first kept publish
   std::atomic<uint64_t> failures_{0};  // JetStream publishes refused (cnats' thread)
   std::mutex mu_;
   std::string last_failure_;  // guarded by mu_
@@ -168,7 +255,9 @@ ComponentDef NatsOutputDef() {
       "flushed at every checkpoint barrier. `jetstream: true`: every publish of a batch is "
       "acknowledged by the stream before the batch counts as written.";
   d.checkpoint = "nothing kept: the barrier passes once the server has everything published "
-                 "before it (a flush; JetStream: its acks); a failed flush fails the checkpoint";
+                 "before it (a flush; JetStream: its acks); a failed flush fails the checkpoint. "
+                 "Core publishes since the last flush are kept (up to 8 MiB, then flushed) and "
+                 "published again when the connection broke before a flush confirmed them";
   d.bad_input = "a message whose subject cannot be made (a missing field, not JSON) is dropped "
                 "and counted on the card, never retried; an unreachable server, a refused or "
                 "unacknowledged JetStream publish fails the batch, retried holding the pipeline "
