@@ -95,6 +95,27 @@ class RedisTest(BrokerTest):
         consumers = redis_cli("XINFO", "CONSUMERS", self.key, "g")
         self.assertNotIn("c1", consumers.split())
 
+    def test_pending_entries_trimmed_while_down_are_counted_not_skipped_silently(self):
+        state = self.path("state")
+        cfg = self.graph(f"{{redis: {{url: '{redis_url()}', stream: {self.key}, group: g, "
+                         f"consumer: c, batch_size: 50}}}}")
+        slow = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 3600, timeout_secs: 20}\n"
+        brokertool("redis-pub", redis_url(), self.key, 100)
+        s = self.start(cfg, server_config=slow, state_dir=state)
+        wait_for(lambda: len(self.out()) == 100, what="100 messages")
+        http("POST", s.url + "/api/v1/checkpoints")
+        wait_for(lambda: pending(self.key, "g") == 0, what="the checkpoint acknowledged")
+        brokertool("redis-pub", redis_url(), self.key, 50, 100)
+        wait_for(lambda: len(self.out()) == 150, what="150 messages")
+        s.kill()  # 50 pending, past the checkpoint
+        redis_cli("XTRIM", self.key, "MAXLEN", "20")  # 30 of them gone
+        s = self.start(cfg, server_config=SERVER, state_dir=state)
+        wait_for(lambda: pending(self.key, "g") == 0, timeout=30, what="every entry acknowledged")
+        card = s.card("p", "input")
+        self.assertEqual(card["errors"], 30)
+        self.assertIn("30 pending entries of consumer c", card["last_error"])
+        self.assertIn("deleted from stream", s.stderr())
+
     def test_graceful_stop_acknowledges_what_its_savepoint_covers(self):
         slow = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 3600, timeout_secs: 20}\n"
         s = self.start(self.graph(f"{{redis: {{url: '{redis_url()}', stream: {self.key}}}}}"),

@@ -215,6 +215,8 @@ class RedisInput final : public Input {
       return Status::Ok();
     }
     AckBatch batch;
+    size_t deleted = 0;
+    std::string first_deleted;
     redis::EntryId handed;
     {
       std::lock_guard lock(mu_);
@@ -231,7 +233,12 @@ class RedisInput final : public Input {
       // acknowledgement): acknowledged with this batch, not handed over.
       if (id <= handed) continue;
       const redisReply* fields = e->element[1];
-      if (fields == nullptr || fields->type != REDIS_REPLY_ARRAY) continue;  // deleted entry
+      if (fields == nullptr || fields->type != REDIS_REPLY_ARRAY) {
+        // Pending here, gone from the stream (XDEL, or trimmed by MAXLEN or
+        // MINID): read before the crash, never counted, and now lost.
+        if (deleted++ == 0) first_deleted.assign(id_text);
+        continue;
+      }
       meta_.clear();
       if (!payload_.meta_field.empty()) {
         meta_ = "{\"stream\":";
@@ -243,12 +250,24 @@ class RedisInput final : public Input {
       EmitEntry(fields, static_cast<int64_t>(id.first), out);
       batch.last = id;
     }
+    if (deleted > 0) ReportDeleted(deleted, first_deleted);
     std::lock_guard lock(mu_);
     if (batch.last == redis::EntryId{0, 0}) batch.last = handed_;
     handed_ = std::max(handed_, batch.last);
     unacked_ += batch.ids.size();
     acks_.push_back(std::move(batch));
     return Status::Ok();
+  }
+
+  // Pending entries deleted from the stream before they were read again:
+  // counted as errors on the card, logged once per run.
+  void ReportDeleted(size_t n, const std::string& first) {
+    const std::string why = "redis input: " + std::to_string(n) + " pending entries of consumer " +
+                            so_.consumer + " (from " + first + ") were deleted from stream " +
+                            so_.stream + " (XDEL or trimmed) before they were read again: lost";
+    if (ctx_.stats != nullptr) ctx_.stats->RecordError(why, n);
+    if (!deleted_logged_) KLOG_WARN("{}", why);
+    deleted_logged_ = true;
   }
 
   Status CreateGroup() {
@@ -402,6 +421,7 @@ class RedisInput final : public Input {
   ComponentContext ctx_;
   std::string meta_, object_;  // reused
   bool reading_pending_ = true;
+  bool deleted_logged_ = false;  // ReportDeleted logged once
   std::string pending_from_ = "0";
   redis::EntryId restored_{0, 0};
   std::string previous_consumer_;  // the name at the checkpoint, when it differs
