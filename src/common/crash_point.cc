@@ -24,6 +24,15 @@ void CrashPoint(const char* step) {
   }
 }
 
+bool Mutation(const char* rule) {
+  static const char* want = std::getenv("KAYAK_MUTATION");
+  if (want == nullptr) return false;
+  if (std::strcmp(want, rule) != 0) return false;
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true)) std::fprintf(stderr, "kayak: KAYAK_MUTATION=%s: breaking it\n", rule);
+  return true;
+}
+
 const char* CrashOnPayloadText() {
   static const char* text = std::getenv("KAYAK_CRASH_ON_PAYLOAD");
   return text;

@@ -17,4 +17,12 @@ void CrashPoint(const char* step);
 const char* CrashOnPayloadText();
 void CrashOnPayload(std::string_view payload, const char* text);
 
+// Testing aid: true when KAYAK_MUTATION names `rule`, a promise the process
+// then breaks on purpose, so that the suite can show the conformance kit
+// fails without it (tests/connectors/mutation_check.py). Rules:
+//   ack_on_read  inputs are told their position is committed as soon as
+//                they read, before any checkpoint holds it
+// The variable is read once; without it a call costs one comparison.
+bool Mutation(const char* rule);
+
 }  // namespace kayak

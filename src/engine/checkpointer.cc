@@ -155,6 +155,10 @@ void Checkpointer::TellInputs(const RegionState& rs,
   }
 }
 
+void Checkpointer::AcknowledgeUncommitted(PipelineRunner* p, std::string position) {
+  acker_.Post(p, [p, position = std::move(position)] { p->InputCommitted(position); });
+}
+
 void Checkpointer::Decide(RegionState& rs, uint64_t id, bool committed) {
   for (auto* o : rs.region.two_phase) o->Decide(id, committed);
 }

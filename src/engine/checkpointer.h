@@ -132,6 +132,10 @@ class Checkpointer {
   void BarrierPause(size_t region, uint64_t id, int64_t us);
   // A two-phase output of `region` committed checkpoint `id`.
   void OutputCommitted(size_t region, uint64_t id);
+  // Tells `p`'s input, on the acknowledgement thread, that `position` is
+  // committed when no checkpoint holds it: only KAYAK_MUTATION=ack_on_read
+  // (common/crash_point.h) does that.
+  void AcknowledgeUncommitted(PipelineRunner* p, std::string position);
 
   std::vector<RegionStatus> Regions() const;
   // The newest checkpoint `region` committed (0: none yet).

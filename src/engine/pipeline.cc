@@ -457,6 +457,9 @@ bool PipelineRunner::ReadSource(Batch* batch) {
   if (!batch->empty()) {
     input_card_->AddIn(batch->size());
     input_card_->AddOut(batch->size());
+    if (checkpointer_ != nullptr && Mutation("ack_on_read")) {
+      checkpointer_->AcknowledgeUncommitted(this, input_->SavePosition());
+    }
   }
   return !batch->empty();
 }

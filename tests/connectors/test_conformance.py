@@ -869,6 +869,11 @@ INPUTS = [FileConnector, DummyConnector, HttpConnector, TcpConnector, HttpPollCo
           OpcuaConnector]
 OUTPUTS = [FileConnector, HttpConnector, KafkaConnector, PostgresConnector, ClickhouseConnector,
            NatsConnector, RedisConnector, MqttConnector, S3Connector, S3GzipConnector]
+# KAYAK_KIT_ONLY=<name>[,<name>...]: those connectors only (mutation_check.py).
+if os.environ.get("KAYAK_KIT_ONLY"):
+    _only = set(os.environ["KAYAK_KIT_ONLY"].split(","))
+    INPUTS = [c for c in INPUTS if c.name in _only]
+    OUTPUTS = [c for c in OUTPUTS if c.name in _only]
 
 
 class ConformanceTest(KayakTest):
