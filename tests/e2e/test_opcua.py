@@ -67,7 +67,7 @@ class DropOnePublish(Proxy):
                 yield buf[:size]
                 buf = buf[size:]
 
-    def _pipe(self, a, b, replies):
+    def _pipe(self, a, b, replies, hung=False):
         seen = 0
         try:
             for chunk in self._chunks(a):
@@ -79,7 +79,8 @@ class DropOnePublish(Proxy):
                         continue
                 if not replies and payload.startswith(self.REPUBLISH_REQUEST):
                     self.republished += 1
-                b.sendall(chunk)
+                if not hung:
+                    b.sendall(chunk)
         except OSError:
             pass
         self.hang_up(a, b)
