@@ -315,7 +315,8 @@ ComponentDef PostgresInputDef() {
   d.checkpoint = "incremental: the cursor (the last row's watermark and tiebreak), so a restart "
                  "resumes after it rather than from `start_from`; snapshot: nothing (a restart "
                  "reads the whole result again)";
-  d.bad_input = "an unreachable server or a lost connection is retried with backoff (the card "
+  d.bad_input = "an unreachable server, a lost connection, a login refused or rights taken "
+                "away for a while (SQLSTATE class 28, 42501) are retried with backoff (the card "
                 "shows retrying); a query that does not run, or a watermark, tiebreak or "
                 "lag_secs that does not fit the query's columns, stops the input naming the "
                 "option; every result is read by its own columns, so a table altered while "

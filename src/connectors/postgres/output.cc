@@ -267,7 +267,8 @@ ComponentDef PostgresOutputDef() {
   d.bad_input = "a message that is not a JSON object, or a row the server refuses for its "
                 "content (a type error, a constraint), is counted as an error on the card and "
                 "left out, the rest of its batch written in one transaction; an unreachable "
-                "server is retried holding the pipeline; a table, column or key that does not "
+                "server, a login refused or rights taken away (class 28, 42501) are retried "
+                "holding the pipeline; a table, column or key that does not "
                 "fit is an error naming the option";
   d.props = {
       PropDef{"url", PropType::kString, true, "",

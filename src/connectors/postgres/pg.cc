@@ -14,13 +14,17 @@ constexpr unsigned kBool = 16, kBytea = 17, kInt8 = 20, kInt2 = 21, kInt4 = 23, 
                    kJson = 114, kFloat4 = 700, kFloat8 = 701, kDate = 1082, kTimestamp = 1114,
                    kTimestampTz = 1184, kNumeric = 1700, kJsonb = 3802;
 
-// SQLSTATE classes that say the server, not the statement, failed: connection
-// exceptions, serialization failures and deadlocks, insufficient resources,
-// operator intervention (shutdown), system errors.
+// SQLSTATEs that say the server, not the statement, failed: connection
+// exceptions, a login refused (class 28: a role made NOLOGIN or a password
+// changed for a while), rights taken away (42501), serialization failures
+// and deadlocks, insufficient resources, operator intervention (shutdown),
+// system errors. Each passes when the server's state changes back, so the
+// statement is tried again.
 bool IsServerTrouble(std::string_view sqlstate) {
   if (sqlstate.size() != 5) return true;  // no answer at all
+  if (sqlstate == "42501") return true;
   const std::string_view c = sqlstate.substr(0, 2);
-  return c == "08" || c == "40" || c == "53" || c == "57" || c == "58";
+  return c == "08" || c == "28" || c == "40" || c == "53" || c == "57" || c == "58";
 }
 
 int HexDigit(char c) {
