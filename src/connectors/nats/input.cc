@@ -10,7 +10,9 @@
 // ack floor), so what the dead process held unacknowledged comes again at
 // once and in order, instead of after ack_wait; a message at or below the
 // restored position is acknowledged and skipped, since the state already
-// counts it.
+// counts it. The same after a reconnection: what the broken connection was
+// sent (a fetch whose answer was lost) comes again at once, not after
+// ack_wait.
 #include <deque>
 #include <mutex>
 
@@ -63,6 +65,17 @@ class NatsInput final : public Input {
   Status Read(Batch* out, int64_t wait_ms, bool* finished) override {
     (void)finished;
     KAYAK_RETURN_IF_ERROR(conn_.Ensure());
+    if (sub_ != nullptr && jetstream() && ctx_.checkpointing &&
+        conn_.connections() != subscribed_on_) {
+      // The connection broke and was made again: what the server sent on the
+      // broken one counts as delivered there and would come again only after
+      // ack_wait. The durable is made afresh after what was handed over, so
+      // it comes now.
+      natsSubscription_Destroy(sub_);  // never Unsubscribe: it deletes a durable
+      sub_ = nullptr;
+      KLOG_INFO("nats input: connected again; durable {} made afresh after what was handed over",
+                js_.durable);
+    }
     if (sub_ == nullptr) KAYAK_RETURN_IF_ERROR(Subscribe());
     if (!jetstream()) return ReadCore(out, wait_ms);
     if (!ctx_.checkpointing) AckAll();  // the batch before went through the chain
@@ -135,6 +148,7 @@ class NatsInput final : public Input {
                 queue_.empty() ? "" : " in queue group " + queue_);
       return Status::Ok();
     }
+    subscribed_on_ = conn_.connections();
     KAYAK_RETURN_IF_ERROR(PrepareDurable());
     jsSubOptions so;
     jsSubOptions_Init(&so);
@@ -150,9 +164,10 @@ class NatsInput final : public Input {
     return Status::Ok();
   }
 
-  // Makes the durable exist: under checkpointing, created afresh at the
-  // restored position (or the old one's ack floor); otherwise created once
-  // and then bound as it is.
+  // Makes the durable exist: under checkpointing, created afresh after
+  // what was handed over (at a start, the restored position; with nothing
+  // restored, the old one's ack floor); otherwise created once and then
+  // bound as it is.
   Status PrepareDurable() {
     jsErrCode jerr = static_cast<jsErrCode>(0);
     jsStreamInfo* si = nullptr;
@@ -187,8 +202,13 @@ class NatsInput final : public Input {
             "(it recreates its durable at the checkpointed position, which would drop messages "
             "of an interest stream)");
       }
-      if (restored_ > 0) {
-        start = restored_ + 1;
+      uint64_t handed;
+      {
+        std::lock_guard lock(mu_);
+        handed = handed_;  // the restored position, or more once messages were taken
+      }
+      if (handed > 0) {
+        start = handed + 1;
       } else if (exists) {
         start = floor + 1;
       }
@@ -386,6 +406,7 @@ class NatsInput final : public Input {
   }
 
   nats::Connection conn_;
+  uint64_t subscribed_on_ = 0;  // conn_.connections() when the durable was bound
   const std::string subject_;
   const std::string queue_;
   const JetStreamOptions js_;
