@@ -20,6 +20,17 @@ Cases, by what the connector declares:
   secrets_never_leak
                (connectors with secret options) canary secrets, a run with errors: the
                canary is nowhere in the state directory, the log, /ready, the API
+The faults (test_kit_faults.py, a CTest of its own):
+  cut_mid_batch
+               (connectors behind the fault proxy) three times, the server's answers
+               are lost while a batch is in flight and then the connection is cut:
+               an output has every message at least once; a rewindable or replayable
+               input's bucket is exact and its output complete; any other input's
+               bucket agrees with its output and what is written after the cuts arrives
+  transient_refusal
+               (connectors with a refusal switch) the server refuses for a while (its
+               rights taken from the connector's user and given back): `retrying` on
+               the card, nothing dropped, every message delivered after, the bucket exact
 """
 import gzip
 import json
@@ -67,6 +78,7 @@ class Connector:
     has_input = True
     has_output = False
     has_server = False
+    proxied = False  # its connections go through a servers.Proxy, `self.proxy`
 
     def __init__(self, t):
         self.t = t
@@ -93,6 +105,14 @@ class Connector:
     credentials = False
 
     def use_credential(self, which):
+        raise NotImplementedError
+
+    # Connectors whose test server can refuse for a passing reason set
+    # `refusals` and implement refuse(on): the server refuses the user of
+    # credential 0 while on, and serves it again when off.
+    refusals = False
+
+    def refuse(self, on):
         raise NotImplementedError
 
     def close(self):
@@ -357,6 +377,7 @@ class PostgresConnector(Connector):
     name = "postgres"
     has_output = True
     has_server = True
+    proxied = True
     made = 0
 
     def __init__(self, t):
@@ -385,6 +406,14 @@ class PostgresConnector(Connector):
         password = CANARY if which == CANARY else f"pw{which}"
         db = servers.pg_url().rsplit("/", 1)[1]
         self.url = f"postgresql://{role}:{password}@127.0.0.1:{self.proxy.port}/{db}"
+
+    refusals = True
+
+    def refuse(self, on):
+        # the role's rights on the tables taken away (permission denied, 42501)
+        rights = (f"REVOKE ALL ON ALL TABLES IN SCHEMA {self.schema} FROM" if on else
+                  f"GRANT ALL ON ALL TABLES IN SCHEMA {self.schema} TO")
+        servers.psql(f"{rights} {self.roles[0]}")
 
     def input_yaml(self):
         return (f"{{postgres: {{url: '{self.url}', query: 'SELECT seq, k FROM {self.schema}.src',"
@@ -421,6 +450,7 @@ class ClickhouseConnector(Connector):
     name = "clickhouse"
     has_output = True
     has_server = True
+    proxied = True
     made = 0
 
     def __init__(self, t):
@@ -485,6 +515,7 @@ class NatsConnector(Subscribed, Connector):
     delivery = "none"
     has_output = True
     has_server = True
+    proxied = True
     made = 0
 
     def __init__(self, t):
@@ -577,6 +608,7 @@ class RedisConnector(Connector):
     name = "redis"
     has_output = True
     has_server = True
+    proxied = True
     made = 0
 
     def __init__(self, t):
@@ -599,6 +631,12 @@ class RedisConnector(Connector):
             self.users.append(user)
         password = CANARY if which == CANARY else f"pw{which}"
         self.url = f"redis://{user}:{password}@127.0.0.1:{self.proxy.port}"
+
+    refusals = True
+
+    def refuse(self, on):
+        # every command refused to the user (NOPERM) while on
+        servers.redis_commands([["ACL", "SETUSER", self.users[0], "-@all" if on else "+@all"]])
 
     def input_yaml(self):
         return (f"{{redis: {{url: '{self.url}', stream: {self.key}.in, batch_size: 16, "
@@ -635,6 +673,7 @@ class RedisPubSubConnector(Subscribed, RedisConnector):
     name = "redis_pubsub"
     delivery = "none"
     has_output = False
+    refusals = False  # a subscribed connection sends no command to refuse
 
     def input_yaml(self):
         return (f"{{redis: {{url: '{self.url}', channel: {self.key}.ch, batch_size: 16, "
@@ -664,6 +703,7 @@ class MqttConnector(Subscribed, Connector):
     delivery = "none"
     has_output = True
     has_server = True
+    proxied = True
     made = 0
 
     def __init__(self, t):
@@ -745,6 +785,7 @@ class OpcuaConnector(Subscribed, Connector):
     name = "opcua"
     delivery = "none"
     has_server = True
+    proxied = True
     SHAPE = ("{lua: {script: 'function process(m) if m.value == 0 then return nil end "
              "return {k = string.sub(m.node, 12), seq = m.value - 1} end'}}")
 
@@ -876,7 +917,9 @@ if os.environ.get("KAYAK_KIT_ONLY"):
     OUTPUTS = [c for c in OUTPUTS if c.name in _only]
 
 
-class ConformanceTest(KayakTest):
+class KitCase(KayakTest):
+    """What every kit case needs: a connector made and closed, its graph, the
+    messages it should carry, a directory per connector."""
     N = 200
 
     def connector(self, cls):
@@ -910,6 +953,27 @@ class ConformanceTest(KayakTest):
             self.assertEqual(seqs, sorted(seqs), f"key {k} out of order")
         self.assertEqual(sorted(m["seq"] for m in got), sorted(m["seq"] for m in want))
 
+    def bucket_counts(self, s, keys):
+        def value(k):
+            status, body = s.get(f"/api/v1/buckets/n?key={k}")
+            return json.loads(body)["value"] if status == 200 else 0
+        return {k: value(k) for k in keys}
+
+    def dir_for(self, name):
+        """A fresh directory for one connector's run inside this test."""
+        self.dir = os.path.join(self.root, name)
+        os.makedirs(self.dir, exist_ok=True)
+
+    def setUp(self):
+        super().setUp()
+        self.root = self.dir
+
+    def tearDown(self):
+        self.dir = self.root  # removed whole, with every connector's directory
+        super().tearDown()
+
+
+class ConformanceTest(KitCase):
     # ---- delivery ----
     def test_delivery_inputs(self):
         for cls in INPUTS:
@@ -1211,13 +1275,6 @@ class ConformanceTest(KayakTest):
                 s.stop()
                 report(cls.name, "bad_data", "counted or refused, the rest delivered")
 
-    # ---- credentials ----
-    def bucket_counts(self, s, keys):
-        def value(k):
-            status, body = s.get(f"/api/v1/buckets/n?key={k}")
-            return json.loads(body)["value"] if status == 200 else 0
-        return {k: value(k) for k in keys}
-
     def test_rotate_credentials(self):
         for cls in [c for c in INPUTS if c.credentials]:
             with self.subTest(connector=cls.name):
@@ -1324,19 +1381,6 @@ class ConformanceTest(KayakTest):
                 report(cls.name, "secrets_never_leak",
                        f"canary in every secret option: not in {len(seen) - 8} state files, "
                        "the log, /ready, the API or /metrics")
-
-    def dir_for(self, name):
-        """A fresh directory for one connector's run inside this test."""
-        self.dir = os.path.join(self.root, name)
-        os.makedirs(self.dir, exist_ok=True)
-
-    def setUp(self):
-        super().setUp()
-        self.root = self.dir
-
-    def tearDown(self):
-        self.dir = self.root  # removed whole, with every connector's directory
-        super().tearDown()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,155 @@
+"""The conformance kit's fault cases (docs/connectors.md), against every
+connector that provides what a case needs (test_conformance.py describes the
+connectors and the cases):
+
+  cut_mid_batch      connectors behind the fault proxy (`proxied`)
+  transient_refusal  connectors with a refusal switch (`refusals`, refuse(on))
+"""
+import json
+import random
+import time
+import unittest
+
+import test_conformance as kit
+from test_conformance import INPUTS, OUTPUTS, SERVER, DummyConnector, message, report
+from harness import committed, wait_for  # noqa: E402 (tests/e2e, on the path test_conformance set)
+
+
+class FaultKitTest(kit.KitCase):
+    # ---- the connection cut while a batch is in flight ----
+    @staticmethod
+    def cut_mid_batch(proxy):
+        """The server's answers lost for a moment (requests arrive, their replies
+        do not), then every connection cut; the proxy listens again at once."""
+        proxy.hold_replies()
+        time.sleep(random.uniform(0.05, 0.3))  # the fault lands anywhere in a batch
+        proxy.cut()
+        proxy.restore()
+
+    def test_cut_mid_batch(self):
+        for cls in [c for c in INPUTS if c.proxied]:
+            with self.subTest(connector=cls.name):
+                self.dir_for(cls.name + "-cut")
+                c = self.connector(cls)
+                proxy = c.proxy
+                cfg = self.graph(c.input_yaml(), with_bucket=True, shape=c.transforms())
+                s = self.start(cfg, server_config=SERVER, state_dir=self.path("state"))
+                want = self.expected(c)
+                chunks = [want[i:i + 25] for i in range(0, len(want), 25)]
+                cuts = set(random.sample(range(len(chunks) - 1), 3))
+                for i, chunk in enumerate(chunks):
+                    c.write(s, chunk)
+                    if i in cuts:
+                        self.cut_mid_batch(proxy)
+                lines = lambda: [json.loads(l) for l in self.read_output("out")]  # noqa: E731
+                keys = sorted({m["k"] for m in want})
+                if c.delivery != "none":
+                    wait_for(lambda: len({m["seq"] for m in lines()}) >= len(want), timeout=60,
+                             what=f"{cls.name}: every message after the cuts")
+                    want_counts = {}
+                    for m in want:
+                        want_counts[m["k"]] = want_counts.get(m["k"], 0) + 1
+                    wait_for(lambda: sum(self.bucket_counts(s, keys).values()) >= len(want),
+                             timeout=30, what=f"{cls.name}: the bucket to hold every message")
+                    self.assertEqual(self.bucket_counts(s, keys), want_counts)
+                    what = f"3 cuts mid-batch, {len(want)} messages, bucket exact"
+                else:
+                    # what was sent while the link was down is gone; once it is back,
+                    # what is written arrives, and the bucket agrees with the output
+                    wait_for(lambda: s.card("p", "input")["state"] == "running", timeout=40,
+                             what=f"{cls.name}: running again")
+                    c._ready_for = None
+                    after = [message(i) for i in range(len(want), len(want) + 20)]
+                    c.write(s, after)
+                    wait_for(lambda: {m["seq"] for m in after} <= {m["seq"] for m in lines()},
+                             timeout=30, what=f"{cls.name}: what was written after the cuts")
+                    c0 = committed(s)
+                    wait_for(lambda: committed(s) >= c0 + 2, timeout=30,
+                             what=f"{cls.name}: checkpoints after the last write")
+                    self.assertEqual(sum(self.bucket_counts(s, keys).values()), len(lines()),
+                                     "the bucket and the output disagree")
+                    lost = len(want) - len({m["seq"] for m in lines()} - {m["seq"] for m in after})
+                    what = (f"3 cuts mid-batch, {lost} of {len(want)} lost to the cuts, "
+                            "bucket = output, what came after delivered")
+                self.assertIsNone(s.proc.poll(), "the server stopped")
+                s.stop()
+                report(cls.name, "cut_mid_batch", what)
+        for cls in [c for c in OUTPUTS if c.proxied]:
+            with self.subTest(connector=cls.name + " output"):
+                self.dir_for(cls.name + "-cut-out")
+                c = self.connector(cls)
+                proxy = c.proxy
+                d = DummyConnector(self, count=self.N)
+                slow = d.input_yaml().replace("rate_per_sec: 400", "rate_per_sec: 100")
+                s = self.start(self.graph(slow, c.output_yaml()), server_config=SERVER,
+                               state_dir=self.path("state"))
+                for _ in range(3):
+                    time.sleep(random.uniform(0.2, 0.5))
+                    self.cut_mid_batch(proxy)
+                wait_for(lambda: s.card("p", "input")["state"] == "finished", timeout=60,
+                         what=f"{cls.name}: the input to end")
+                self.assertEqual(s.stop(), 0)
+                want = {m["seq"] for m in self.expected(d)}
+                wait_for(lambda: want <= {m["seq"] for m in c.read_sink()}, timeout=30,
+                         what=f"{cls.name} output: every message at least once")
+                report(cls.name, "cut_mid_batch (output)",
+                       f"3 cuts mid-batch: all {self.N} messages in the sink")
+
+    # ---- a server that refuses for a while ----
+    def test_transient_refusal(self):
+        for cls in [c for c in INPUTS if c.refusals and c.delivery != "none"]:
+            with self.subTest(connector=cls.name):
+                self.dir_for(cls.name + "-refuse")
+                c = self.connector(cls)
+                c.use_credential(0)
+                cfg = self.graph(c.input_yaml(), with_bucket=True, shape=c.transforms())
+                s = self.start(cfg, server_config=SERVER, state_dir=self.path("state"))
+                want = self.expected(c)
+                half = len(want) // 2
+                seqs = lambda: {m["seq"] for m in map(json.loads, self.read_output("out"))}  # noqa: E731
+                c.write(s, want[:half])
+                wait_for(lambda: len(seqs()) >= half, timeout=30, what=f"{cls.name}: before")
+                c.refuse(True)
+                c.write(s, want[half:])
+                wait_for(lambda: s.card("p", "input")["state"] == "retrying", timeout=30,
+                         what=f"{cls.name}: retrying shown")
+                c.refuse(False)
+                wait_for(lambda: len(seqs()) >= len(want), timeout=60,
+                         what=f"{cls.name}: every message after the refusal")
+                keys = sorted({m["k"] for m in want})
+                want_counts = {}
+                for m in want:
+                    want_counts[m["k"]] = want_counts.get(m["k"], 0) + 1
+                wait_for(lambda: sum(self.bucket_counts(s, keys).values()) >= len(want),
+                         timeout=30, what=f"{cls.name}: the bucket to hold every message")
+                self.assertEqual(self.bucket_counts(s, keys), want_counts)
+                s.stop()
+                report(cls.name, "transient_refusal", f"retrying shown, {len(want)} of "
+                                                      f"{len(want)} delivered, bucket exact")
+        for cls in [c for c in OUTPUTS if c.refusals]:
+            with self.subTest(connector=cls.name + " output"):
+                self.dir_for(cls.name + "-refuse-out")
+                c = self.connector(cls)
+                c.use_credential(0)
+                d = DummyConnector(self, count=self.N)
+                slow = d.input_yaml().replace("rate_per_sec: 400", "rate_per_sec: 100")
+                s = self.start(self.graph(slow, c.output_yaml()), server_config=SERVER,
+                               state_dir=self.path("state"))
+                wait_for(lambda: s.card("p", "outputs[0]")["messages_out"] >= self.N // 4,
+                         timeout=60, what=f"{cls.name}: a quarter out")
+                c.refuse(True)
+                wait_for(lambda: s.card("p", "outputs[0]")["state"] == "retrying", timeout=30,
+                         what=f"{cls.name} output: retrying shown")
+                c.refuse(False)
+                wait_for(lambda: s.card("p", "input")["state"] == "finished", timeout=60,
+                         what=f"{cls.name}: the input to end")
+                self.assertEqual(s.stop(), 0)
+                want = {m["seq"] for m in self.expected(d)}
+                wait_for(lambda: want <= {m["seq"] for m in c.read_sink()}, timeout=30,
+                         what=f"{cls.name} output: every message after the refusal")
+                report(cls.name, "transient_refusal (output)",
+                       f"retrying shown, all {self.N} messages in the sink")
+
+
+if __name__ == "__main__":
+    unittest.main()
