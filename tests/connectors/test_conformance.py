@@ -953,6 +953,22 @@ class KitCase(KayakTest):
             self.assertEqual(seqs, sorted(seqs), f"key {k} out of order")
         self.assertEqual(sorted(m["seq"] for m in got), sorted(m["seq"] for m in want))
 
+    def start_fed_output(self, c):
+        """The output `c` fed by a slow `dummy` of N messages, under checkpoints."""
+        d = DummyConnector(self, count=self.N)
+        slow = d.input_yaml().replace("rate_per_sec: 400", "rate_per_sec: 100")
+        return self.start(self.graph(slow, c.output_yaml()), server_config=SERVER,
+                          state_dir=self.path("state")), d
+
+    def finish_fed_output(self, s, c, d, what):
+        """The dummy's end, a graceful stop, and every message in the sink."""
+        wait_for(lambda: s.card("p", "input")["state"] == "finished", timeout=60,
+                 what=f"{c.name}: the input to end")
+        self.assertEqual(s.stop(), 0)
+        want = {m["seq"] for m in self.expected(d)}
+        wait_for(lambda: want <= {m["seq"] for m in c.read_sink()}, timeout=30,
+                 what=f"{c.name} output: every message {what}")
+
     def bucket_counts(self, s, keys):
         def value(k):
             status, body = s.get(f"/api/v1/buckets/n?key={k}")

@@ -11,7 +11,7 @@ import time
 import unittest
 
 import test_conformance as kit
-from test_conformance import INPUTS, OUTPUTS, SERVER, DummyConnector, message, report
+from test_conformance import INPUTS, OUTPUTS, SERVER, message, report
 from harness import committed, wait_for  # noqa: E402 (tests/e2e, on the path test_conformance set)
 
 
@@ -79,19 +79,11 @@ class FaultKitTest(kit.KitCase):
                 self.dir_for(cls.name + "-cut-out")
                 c = self.connector(cls)
                 proxy = c.proxy
-                d = DummyConnector(self, count=self.N)
-                slow = d.input_yaml().replace("rate_per_sec: 400", "rate_per_sec: 100")
-                s = self.start(self.graph(slow, c.output_yaml()), server_config=SERVER,
-                               state_dir=self.path("state"))
+                s, d = self.start_fed_output(c)
                 for _ in range(3):
                     time.sleep(random.uniform(0.2, 0.5))
                     self.cut_mid_batch(proxy)
-                wait_for(lambda: s.card("p", "input")["state"] == "finished", timeout=60,
-                         what=f"{cls.name}: the input to end")
-                self.assertEqual(s.stop(), 0)
-                want = {m["seq"] for m in self.expected(d)}
-                wait_for(lambda: want <= {m["seq"] for m in c.read_sink()}, timeout=30,
-                         what=f"{cls.name} output: every message at least once")
+                self.finish_fed_output(s, c, d, "at least once")
                 report(cls.name, "cut_mid_batch (output)",
                        f"3 cuts mid-batch: all {self.N} messages in the sink")
 
@@ -131,22 +123,14 @@ class FaultKitTest(kit.KitCase):
                 self.dir_for(cls.name + "-refuse-out")
                 c = self.connector(cls)
                 c.use_credential(0)
-                d = DummyConnector(self, count=self.N)
-                slow = d.input_yaml().replace("rate_per_sec: 400", "rate_per_sec: 100")
-                s = self.start(self.graph(slow, c.output_yaml()), server_config=SERVER,
-                               state_dir=self.path("state"))
+                s, d = self.start_fed_output(c)
                 wait_for(lambda: s.card("p", "outputs[0]")["messages_out"] >= self.N // 4,
                          timeout=60, what=f"{cls.name}: a quarter out")
                 c.refuse(True)
                 wait_for(lambda: s.card("p", "outputs[0]")["state"] == "retrying", timeout=30,
                          what=f"{cls.name} output: retrying shown")
                 c.refuse(False)
-                wait_for(lambda: s.card("p", "input")["state"] == "finished", timeout=60,
-                         what=f"{cls.name}: the input to end")
-                self.assertEqual(s.stop(), 0)
-                want = {m["seq"] for m in self.expected(d)}
-                wait_for(lambda: want <= {m["seq"] for m in c.read_sink()}, timeout=30,
-                         what=f"{cls.name} output: every message after the refusal")
+                self.finish_fed_output(s, c, d, "after the refusal")
                 report(cls.name, "transient_refusal (output)",
                        f"retrying shown, all {self.N} messages in the sink")
 
