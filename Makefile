@@ -19,7 +19,7 @@ test-tsan:
 # Hundreds of kill points against the batch oracle; prints one summary line.
 soak: build
 	KAYAK_BIN=$(CURDIR)/build/kayak KAYAK_FAULTSHIM=$(CURDIR)/build/tests/faultshim.so \
-	  KAYAK_MOCKBROKER=$(CURDIR)/build/tests/mockbroker \
+	  KAYAK_KAFKATOOL=$(CURDIR)/build/tests/kafkatool \
 	  python3 tests/crash/crash_suite.py --kills 460 --messages 60000 --crash-states 12 \
 	  --kafka-kills 40 --http-kills 20 -v
 

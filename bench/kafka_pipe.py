@@ -3,27 +3,34 @@
 
     python3 bench/kafka_pipe.py [--messages N] [--runs R]
 
-Starts the test broker (build/tests/mockbroker, librdkafka's mock cluster in
-its own process) on 127.0.0.1, produces N messages to `in` (4 partitions),
-then in each run measures:
+Starts a real Apache Kafka broker on 127.0.0.1 (tests/servers/kafka_cluster.py,
+KRaft, one broker, its jars installed by scripts/install-deps.sh), produces N
+messages to `in` (4 partitions) with build/tests/kafkatool's client, then in
+each run measures:
+
+  broker producer    kafka-producer-perf-test's ProducerPerformance (the
+                     broker's own Java client, same jars): N records of 40
+                     bytes, acks=all, idempotent, as fast as it can
+  broker consumer    kafka-consumer-perf-test's ConsumerPerformance reading
+                     `in` (its fetch rate, without the group join)
 
   kcat pipe          kcat -C -t in -e | kcat -P -t <fresh topic>, the same with
                      the producer idempotent, as kayak's is by default, and
                      that with each message's key kept (-K), as kayak does
   kayak k->k         kafka input -> filter + map -> kafka output, no state dir
   kayak k->k state   the same with --state-dir (checkpoint every 10 s)
-  kayak k->k state exactly_once   the same with `exactly_once: true` on the output (the
-                     mock broker shows a transaction's messages before its commit, so
-                     this times the transactional produce path; the commit is once per
-                     checkpoint)
+  kayak k->k state exactly_once   the same with `exactly_once: true` on the output
+                     and a checkpoint every second: a transaction per checkpoint,
+                     its messages shown to readers at its commit
   kayak k->file      kafka input -> file output, with --state-dir
 
-Neither start-up counts (kayak's group join, about 3 s on the mock; kcat's
-metadata requests). kayak's time runs from its first consumed message (its
-card) to the last message written: into kafka, when the broker holds every
-message (`mockbroker wait` polls the topic's watermarks every 2 ms); into a
-file, when the output card counts every message. kcat's runs from the first
-message the broker holds in the new topic to the last.
+Every run is timed from the start of its processes (kayak, or kcat's two) to
+the moment the last message is there: into kafka, when a read_committed
+reader of the output topic sees every message (`kafkatool wait` polls the
+topic's watermarks every 2 ms); into a file, when the output card counts every
+message. Start-up counts for both: on the real broker a group join takes
+milliseconds (no initial rebalance delay). The broker's own clients report
+their rates themselves.
 Prints one line per run and a table of medians with the ratio to kcat.
 """
 import argparse
@@ -40,7 +47,9 @@ import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KAYAK = os.environ.get("KAYAK_BIN", os.path.join(ROOT, "build", "kayak"))
-MOCK = os.environ.get("KAYAK_MOCKBROKER", os.path.join(ROOT, "build", "tests", "mockbroker"))
+TOOL = os.environ.get("KAYAK_KAFKATOOL", os.path.join(ROOT, "build", "tests", "kafkatool"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "servers"))
+from kafka_cluster import JAVA, LIBS, Cluster  # noqa: E402
 
 
 def wait(cond, timeout, what):
@@ -76,11 +85,21 @@ def run_kayak(work, bootstrap, n, output, state, eos=False, label=""):
                 f"group: {group}, batch_size: 5000}}}}\n    transforms: {transforms}\n"
                 f"    outputs: [{out}]\n")
     with open(f"{d}/s.yaml", "w") as f:
-        f.write("listen: 127.0.0.1:0\nlog_level: info\n")
+        # exactly_once shows messages at each commit: a checkpoint a second
+        f.write("listen: 127.0.0.1:0\nlog_level: info\n" +
+                ("checkpoint: {interval_secs: 1}\n" if eos else ""))
     args = [KAYAK, "--config", f"{d}/p.yaml", "--server-config", f"{d}/s.yaml"]
     if state:
         args += ["--state-dir", f"{d}/state"]
     err = open(f"{d}/stderr", "w+")
+    # Into kafka, a message counts once the broker shows it to a read_committed
+    # reader (for exactly_once, at the checkpoint's commit); into a file, once
+    # the output card counts it.
+    done = None
+    if output == "kafka":
+        done = subprocess.Popen([TOOL, "wait", bootstrap, f"out-{group}", str(n), "600"],
+                                stdout=subprocess.PIPE, text=True)
+    t0 = time.monotonic()
     p = subprocess.Popen(args, stderr=err, stdout=subprocess.DEVNULL)
     try:
         def url():
@@ -90,15 +109,6 @@ def run_kayak(work, bootstrap, n, output, state, eos=False, label=""):
                     return line.split("listening on ")[1].strip()
             return None
         u = wait(url, 30, "kayak to listen")
-        # Into kafka, a message counts once the broker holds it (the output
-        # produces without waiting for each batch's acknowledgement); into a
-        # file, once written.
-        done = None
-        if output == "kafka":
-            done = subprocess.Popen([MOCK, "wait", bootstrap, f"out-{group}", str(n), "600"],
-                                    stdout=subprocess.PIPE, text=True)
-        wait(lambda: card(u, "p", "input")["messages_in"] > 0, 60, "the first message")
-        t0 = time.monotonic()
         if done is not None:
             return n / (watched(done, f"out-{group}", n)[1] - t0)
         wait(lambda: card(u, "p", "outputs[0]")["messages_out"] >= n, 600, "every message out")
@@ -125,7 +135,7 @@ def peak_rss_mb(pid):
 
 
 def watched(proc, topic, n):
-    """(first, done): when `mockbroker wait` saw the first message in `topic`
+    """(first, done): when `kafkatool wait` saw the first message in `topic`
     and the n-th, on the clock of time.monotonic()."""
     out, _ = proc.communicate(timeout=610)
     if proc.returncode != 0:
@@ -136,24 +146,49 @@ def watched(proc, topic, n):
 
 def run_kcat(bootstrap, n, idempotent=False, keys=False):
     topic = "kcat-" + uuid.uuid4().hex[:8]
-    done = subprocess.Popen([MOCK, "wait", bootstrap, topic, str(n), "600"],
+    done = subprocess.Popen([TOOL, "wait", bootstrap, topic, str(n), "600"],
                             stdout=subprocess.PIPE, text=True)
     key = ["-K", "\t"] if keys else []
+    t0 = time.monotonic()
     c = subprocess.Popen(["kcat", "-C", "-b", bootstrap, "-t", "in", "-e", "-q", "-o", "beginning"]
                          + key, stdout=subprocess.PIPE)
     extra = ["-X", "enable.idempotence=true"] if idempotent else []
     pr = subprocess.Popen(["kcat", "-P", "-b", bootstrap, "-t", topic] + extra + key,
                           stdin=c.stdout, stderr=subprocess.PIPE)
     c.stdout.close()
-    # Timed like kayak: from the first message in the new topic to the last.
-    # kcat's own run also holds its start-up (up to a second on the mock, in
-    # some runs and not others) and its end-of-partition fetches.
-    first, end = watched(done, topic, n)
+    # Timed like kayak: from the start of the processes to the last message
+    # in the new topic.
+    _, end = watched(done, topic, n)
     _, err = pr.communicate(timeout=60)
     c.wait(timeout=60)
     if pr.returncode != 0:
         raise SystemExit(f"kcat pipe failed: {err.decode()}")
-    return n / (end - first)
+    return n / (end - t0)
+
+
+def run_perf(bootstrap, n, which):
+    """The broker's own Java clients, their reported msg/s."""
+    cp = os.path.join(LIBS, "*")
+    if which == "producer":
+        topic = "perf-" + uuid.uuid4().hex[:8]
+        subprocess.run([TOOL, "create", bootstrap, f"{topic}:4"], check=True)
+        out = subprocess.run(
+            [JAVA, "-Xmx512m", "-cp", cp, "org.apache.kafka.tools.ProducerPerformance",
+             "--topic", topic, "--num-records", str(n), "--record-size", "40",
+             "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}",
+             "acks=all", "enable.idempotence=true", "linger.ms=5"],
+            capture_output=True, text=True, timeout=600, check=True).stdout
+        # "N records sent, R records/sec (...)", the last line
+        line = [l for l in out.splitlines() if "records sent" in l][-1]
+        return float(line.split(",")[1].split()[0])
+    out = subprocess.run(
+        [JAVA, "-Xmx512m", "-cp", cp, "org.apache.kafka.tools.ConsumerPerformance",
+         "--bootstrap-server", bootstrap, "--topic", "in", "--messages", str(n),
+         "--group", "perf-" + uuid.uuid4().hex[:8]],
+        capture_output=True, text=True, timeout=600, check=True).stdout
+    header, row = [l for l in out.splitlines() if l.strip()][-2:]
+    fields = dict(zip((h.strip() for h in header.split(",")), (v.strip() for v in row.split(","))))
+    return float(fields["fetch.nMsg.sec"])
 
 
 def main():
@@ -164,20 +199,23 @@ def main():
     if not shutil.which("kcat"):
         raise SystemExit("needs kcat: apt-get install kcat")
     work = tempfile.mkdtemp(prefix="kayak-bench-kafka-")
-    broker = subprocess.Popen([MOCK, "serve", "-b", "1", "-t", "in:4", "-f", f"{work}/bootstrap"],
-                              stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    broker = Cluster(os.path.join(work, "kafka"), 1)
     try:
-        wait(lambda: os.path.exists(f"{work}/bootstrap"), 30, "the broker")
-        bootstrap = open(f"{work}/bootstrap").read().strip()
-        subprocess.run([MOCK, "produce", bootstrap, "in", str(a.messages)], check=True)
-        size = a.messages * 40  # mockbroker's messages are about 40 bytes
-        results = {k: [] for k in ("kcat pipe", "kcat pipe, idempotent producer",
+        broker.start()
+        bootstrap = broker.bootstrap
+        subprocess.run([TOOL, "create", bootstrap, "in:4"], check=True)
+        subprocess.run([TOOL, "produce", bootstrap, "in", str(a.messages)], check=True)
+        size = a.messages * 40  # kafkatool's messages are about 40 bytes
+        results = {k: [] for k in ("broker producer", "broker consumer",
+                                    "kcat pipe", "kcat pipe, idempotent producer",
                                     "kcat pipe, idempotent, keys kept", "kayak k->k",
                                     "kayak k->k state", "kayak k->k state exactly_once",
                                     "kayak k->file state")}
         for r in range(a.runs):
             for name in results:
-                if name.startswith("kcat"):
+                if name.startswith("broker"):
+                    v = run_perf(bootstrap, a.messages, name.split()[1])
+                elif name.startswith("kcat"):
                     v = run_kcat(bootstrap, a.messages, "idempotent" in name, "keys" in name)
                 else:
                     v = run_kayak(work, bootstrap, a.messages,
@@ -195,8 +233,7 @@ def main():
             print(f"| {name} | {m:,.0f} ({min(vs):,.0f}-{max(vs):,.0f}) | "
                   f"{m * size / a.messages / 1e6:.1f} | {m / base:.2f} | {peak} |")
     finally:
-        broker.stdin.close()
-        broker.wait(timeout=30)
+        broker.close()
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# install-deps.sh: install what kayak needs to build and test, from Debian's apt only.
+# install-deps.sh: install what kayak needs to build and test: Debian's packages,
+# and the test servers from npm (node-opcua), PyPI (moto) and Maven Central (Kafka).
 # Idempotent and fast when everything is present (no apt-get update then).
 # Run as root (or with sudo) on Debian 12.
 set -euo pipefail
@@ -31,10 +32,12 @@ PACKAGES=(
   libbenchmark-dev       # Google Benchmark: the micro benchmarks in bench/micro
   clang libfuzzer-14-dev libclang-rt-14-dev # the fuzz targets (libFuzzer and its ASan/UBSan runtimes for clang)
   python3 curl procps    # end-to-end tests drive the real binary
+  python3-venv           # the venv of the Python test servers (moto)
   iproute2               # `ss`: a test waits until the listener's sockets to slow readers are full
   zstd                   # the s3 tests read zstd objects back with its command line
   prometheus             # promtool: a test lints /metrics of a live server with it
   chromium               # the dashboard's browser tests (driven by playwright-core from npm)
+  openjdk-17-jre-headless maven  # the real Kafka broker of the tests (jars from Maven Central)
 )
 
 # `install-deps.sh --bench` adds what bench/ compares kayak with.
@@ -49,7 +52,7 @@ if [ "${1:-}" = "--bench" ]; then
   )
 fi
 
-# Node.js and npm run the npm test servers (s3rver); the machine's own when it
+# Node.js and npm run the npm test servers (node-opcua) and the browser tests; the machine's own when it
 # has them, else Debian's.
 command -v npm >/dev/null 2>&1 || PACKAGES+=(nodejs npm)
 
@@ -76,4 +79,26 @@ if ! cmp -s "$npm_dir/package-lock.json" "$npm_dir/node_modules/.kayak-lock.json
   echo "install-deps: npm ci in tests/servers/npm"
   (cd "$npm_dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
   cp "$npm_dir/package-lock.json" "$npm_dir/node_modules/.kayak-lock.json"
+fi
+
+# The Kafka broker's jars, pinned by tests/servers/kafka/pom.xml, copied from
+# Maven Central (through ~/.m2, which keeps them between runs) only when that
+# pom changed since the last copy.
+kafka_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/servers/kafka"
+if ! cmp -s "$kafka_dir/pom.xml" "$kafka_dir/libs/.kayak-pom.xml" 2>/dev/null; then
+  echo "install-deps: Kafka's jars from Maven Central into tests/servers/kafka/libs"
+  rm -rf "$kafka_dir/libs"
+  mvn -q -B -Dstyle.color=never -f "$kafka_dir/pom.xml" dependency:copy-dependencies -DoutputDirectory="$kafka_dir/libs" >/dev/null
+  cp "$kafka_dir/pom.xml" "$kafka_dir/libs/.kayak-pom.xml"
+fi
+
+# moto's S3 server, in a venv of its own, pinned by tests/servers/python/requirements.txt;
+# pip only when that file changed since the last install.
+py_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/servers/python"
+if ! cmp -s "$py_dir/requirements.txt" "$py_dir/venv/.kayak-requirements.txt" 2>/dev/null; then
+  echo "install-deps: moto from PyPI into tests/servers/python/venv"
+  rm -rf "$py_dir/venv"
+  python3 -m venv "$py_dir/venv"
+  "$py_dir/venv/bin/pip" install -q --disable-pip-version-check -r "$py_dir/requirements.txt"
+  cp "$py_dir/requirements.txt" "$py_dir/venv/.kayak-requirements.txt"
 fi

@@ -325,24 +325,30 @@ class HttpPollConnector(Endpoint, Connector):
 
 
 class KafkaConnector(Connector):
-    """Against the Kafka-protocol broker the kafka e2e tests use; its producer
-    writes {"seq", "k": "k<seq % 7>", "v"} keyed by k, so a key stays on one
-    partition and its order is the order to check."""
+    """Against the suite's real Kafka broker, on topics of its own
+    (tests/e2e/kafka_broker.py); with `private`, on a broker of its own that
+    the case can kill and start again. Its producer writes {"seq", "k":
+    "k<seq % 7>", "v"} keyed by k, so a key stays on one partition and its
+    order is the order to check."""
     name = "kafka"
     has_server = True
 
-    def __init__(self, t):
+    def __init__(self, t, private=False):
         super().__init__(t)
-        from test_kafka import Broker  # noqa: E402 (tests/e2e)
-        self.broker = Broker(t.path())
+        from kafka_broker import Broker, own_cluster  # noqa: E402 (tests/e2e)
+        self.cluster = own_cluster(t.path(), 1) if private else None
+        self.broker = Broker(("in:4", "out:2"), cluster=self.cluster)
+        self.group = f"kit-{self.broker.prefix}"
         self.produced = False
 
     def expected(self, n):
         return [{"seq": i, "k": f"k{i % 7}", "v": (i * 31) % 97} for i in range(n)]
 
-    def input_yaml(self):
-        return (f'{{kafka: {{brokers: "{self.broker.bootstrap}", topics: [in], group: kit, '
-                f'batch_size: 20}}}}')
+    def input_yaml(self, extra=""):
+        return (f'{{kafka: {{brokers: "{self.broker.bootstrap}", topics: ["{self.broker.t("in")}"], '
+                f'group: {self.group}, batch_size: 20{extra}, properties: '
+                # a killed member holds its partitions until its session times out
+                f'{{session.timeout.ms: "6000", heartbeat.interval.ms: "500"}}}}}}')
 
     def write(self, s, msgs):
         if not self.produced:  # the whole stream at once; the kills land while it is read
@@ -350,16 +356,17 @@ class KafkaConnector(Connector):
             self.produced = True
 
     def bad_input_option(self):
-        return (f'{{kafka: {{brokers: "{self.broker.bootstrap}", topics: [in], group: kit, '
-                f'start: middle}}}}', "middle")
+        return self.input_yaml(", start: middle"), "middle"
 
     # the output side: produce into topic `out`, read back with the broker's consumer
     def output_yaml(self):
-        return f'{{kafka: {{brokers: "{self.broker.bootstrap}", topic: out, key: k}}}}'
+        return (f'{{kafka: {{brokers: "{self.broker.bootstrap}", topic: "{self.broker.t("out")}", '
+                f'key: k}}}}')
 
     def read_sink(self, n=1):
-        r = subprocess.run([os.environ["KAYAK_MOCKBROKER"], "consume", self.broker.bootstrap,
-                            "out", str(n), "10"], capture_output=True, text=True, timeout=60)
+        r = subprocess.run([os.environ["KAYAK_KAFKATOOL"], "consume", self.broker.bootstrap,
+                            self.broker.t("out"), str(n), "10"], capture_output=True, text=True,
+                           timeout=60)
         return [json.loads(l) for l in r.stdout.splitlines() if l]
 
     def bad_output_option(self):
@@ -367,7 +374,8 @@ class KafkaConnector(Connector):
                 f'compression: brotli}}}}', "brotli")
 
     def close(self):
-        self.broker.close()
+        if self.cluster is not None:
+            self.cluster.close()
 
 
 class PostgresConnector(Connector):
@@ -844,8 +852,8 @@ class OpcuaConnector(Subscribed, Connector):
 
 
 class S3Connector(Connector):
-    """The s3 output against s3rver: small parts and objects, closed after a
-    second, read back through s3rver's list and GET."""
+    """The s3 output against moto's S3 server: small parts and objects, closed
+    after a second, read back through its list and GET."""
     name = "s3"
     has_input = False
     has_output = True
@@ -862,12 +870,12 @@ class S3Connector(Connector):
     token = ""
 
     def use_credential(self, which):
-        # s3rver knows one key pair and ignores session tokens: the rotation is
-        # of the token (an STS token expires), the canary a secret key it refuses.
+        # moto takes any key pair: the rotation is of the secret key and the
+        # session token (an STS token expires), as after an outage.
         if which == CANARY:
             self.secret, self.token = CANARY, CANARY
         else:
-            self.secret, self.token = None, f"kit-session-{which}"
+            self.secret, self.token = f"kit-secret-{which}", f"kit-session-{which}"
 
     def yaml(self, part_bytes=500):
         e = servers.s3_env()
@@ -1111,16 +1119,17 @@ class ConformanceTest(KitCase):
         report("http", "down_and_up (output)", f"retrying shown, {self.N} of {self.N} delivered")
         # the kafka broker, with a state directory: the input shows it, then reads on
         self.dir_for("kafka-down")
-        c = self.connector(KafkaConnector)
+        c = KafkaConnector(self, private=True)
+        self.addCleanup(c.close)
         c.n = self.N
         s = self.start(self.graph(c.input_yaml()), server_config=SERVER,
                        state_dir=self.path("state"))
         c.write(s, [])
         wait_for(lambda: len(self.read_output("out")) >= self.N, timeout=30, what="before")
-        c.broker.command("down 1")
+        c.broker.down()
         wait_for(lambda: s.card("p", "input")["state"] == "retrying", timeout=60,
                  what="retrying shown")
-        c.broker.command("up 1")
+        c.broker.up()
         c.broker.produce("in", self.N)  # the same records again: seq 0..N-1 twice
         wait_for(lambda: len(self.read_output("out")) >= 2 * self.N, timeout=60, what="after")
         s.stop()

@@ -293,18 +293,20 @@ def nats_subscribed(subject):
     return any(subject in (c.get("subscriptions_list") or []) for c in info.get("connections", []))
 
 
-# ---- S3 (s3rver) ----
+# ---- S3 (moto) ----
 
-def s3_env():
-    return env("s3")
+def s3_env(server="s3"):
+    """`s3`: moto with S3's rules but a part minimum of one byte; `s3strict`:
+    every rule, parts of at least 5 MiB but the last (tests/servers/servers.sh)."""
+    return env(server)
 
 
-def s3_objects(prefix):
-    """{key: bytes} of every object under `prefix` in bucket kayak (s3rver
+def s3_objects(prefix, server="s3"):
+    """{key: bytes} of every object under `prefix` in bucket kayak (moto
     answers a list and a GET without a signature)."""
     import re
     from urllib.parse import quote
-    base = s3_env()["S3_ENDPOINT"] + "/kayak"
+    base = s3_env(server)["S3_ENDPOINT"] + "/kayak"
     with urllib.request.urlopen(f"{base}?list-type=2&max-keys=1000&prefix={quote(prefix)}",
                                 timeout=30) as r:
         keys = re.findall(r"<Key>([^<]*)</Key>", r.read().decode())
@@ -313,3 +315,14 @@ def s3_objects(prefix):
         with urllib.request.urlopen(f"{base}/{quote(k)}", timeout=30) as r:
             out[k] = r.read()
     return out
+
+
+def s3_uploads(prefix, server="s3"):
+    """The multipart uploads still open under `prefix` (ListMultipartUploads),
+    as a list of keys."""
+    import re
+    from urllib.parse import quote
+    base = s3_env(server)["S3_ENDPOINT"] + "/kayak"
+    with urllib.request.urlopen(f"{base}?uploads&prefix={quote(prefix)}", timeout=30) as r:
+        body = r.read().decode()
+    return re.findall(r"<Upload>.*?<Key>([^<]*)</Key>", body, re.S)

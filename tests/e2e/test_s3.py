@@ -1,7 +1,9 @@
-"""The s3 output against s3rver (started once per run by the CTest fixture):
-objects cut at row boundaries and byte-identical to the input, kill -9 at
-random instants and at the crash points between an upload and the
-checkpoint that names it, a bad bucket, and options that do not fit."""
+"""The s3 output against moto's S3 server (started once per run by the CTest
+fixtures `s3` and `s3strict`): objects cut at row boundaries and
+byte-identical to the input, kill -9 at random instants and at the crash
+points between an upload and the checkpoint that names it, no multipart
+upload left open, compressed objects under S3's 5 MiB part minimum, a bad
+bucket, and options that do not fit."""
 import gzip
 import json
 import os
@@ -11,7 +13,7 @@ import time
 import unittest
 
 from harness import KAYAK, KayakTest, committed, wait_for
-from servers import s3_env, s3_objects
+from servers import s3_env, s3_objects, s3_uploads
 
 def decompress(body, compression):
     """An object's rows: gzip members or zstd frames read through."""
@@ -26,13 +28,15 @@ def decompress(body, compression):
 SERVER = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 1, timeout_secs: 20}\n"
 
 
-class S3Test(KayakTest):
+class S3Base(KayakTest):
     def setUp(self):
         super().setUp()
         self.prefix = f"t{os.getpid()}-{self.id().split('.')[-1][5:30]}"
 
+    server = "s3"
+
     def s3(self, extra="", bucket="kayak", compression="none"):
-        e = s3_env()
+        e = s3_env(self.server)
         return (f"{{s3: {{endpoint: '{e['S3_ENDPOINT']}', bucket: {bucket}, path_style: true, "
                 f"access_key_id: {e['S3_ACCESS_KEY_ID']}, secret_access_key: "
                 f"{e['S3_SECRET_ACCESS_KEY']}, key: '{self.prefix}/{{{{seq}}}}.ndjson', "
@@ -47,9 +51,12 @@ class S3Test(KayakTest):
             return f.read()
 
     def objects(self, compression="none"):
-        objs = s3_objects(self.prefix + "/")
+        objs = s3_objects(self.prefix + "/", self.server)
         return b"".join(decompress(objs[k], compression) for k in sorted(objs)), sorted(objs)
 
+
+
+class S3Test(S3Base):
     def test_objects_cut_at_row_boundaries_hold_every_row_once(self):
         data = self.input_file(3000)
         s = self.start(f"pipelines:\n  p:\n    input: {{file: {{path: {self.path('in.ndjson')}}}}}\n"
@@ -96,11 +103,13 @@ class S3Test(KayakTest):
 
     def kill_run(self, comp, kills):
         data = self.input_file(6000)
+        # compressed, a part is cut at 3000 compressed bytes: several an object
+        opts = f"part_bytes: {8000 if comp == 'none' else 3000}, max_object_bytes: 60000"
         cfg = (f"pipelines:\n  p:\n    input: {{file: {{path: {self.path('in.ndjson')}, "
                f"batch_size: 50}}}}\n"
                "    transforms: [{lua: {script: 'function process(m) for i=1,400000 do end "
                "return m end'}}]\n"
-               f"    outputs: [{self.s3('part_bytes: 8000, max_object_bytes: 60000', compression=comp)}]\n")
+               f"    outputs: [{self.s3(opts, compression=comp)}]\n")
         state = self.path("state")
         rng = random.Random()
         killed, logs = 0, ""
@@ -134,6 +143,8 @@ class S3Test(KayakTest):
         got, keys = self.objects(comp)
         self.assertEqual(len(got), len(data), f"{len(keys)} objects")
         self.assertEqual(got, data)
+        # Every upload a killed run left open was completed or aborted.
+        self.assertEqual(s3_uploads(self.prefix + "/"), [], "multipart uploads left open")
         if comp != "none":  # and the same bytes as an uninterrupted run
             old, self.prefix = self.prefix, self.prefix + "-clean"
             s = self.start(cfg.replace(old + "/", self.prefix + "/"), server_config=SERVER,
@@ -167,6 +178,45 @@ class S3Test(KayakTest):
                                    text=True, timeout=30)
                 self.assertNotEqual(r.returncode, 0)
                 self.assertIn(want, r.stdout + r.stderr)
+
+
+class S3RulesTest(S3Base):
+    """Against moto with every rule of S3's multipart uploads (`s3strict`):
+    a part under 5 MiB but the last makes CompleteMultipartUpload fail with
+    EntityTooSmall."""
+    server = "s3strict"
+
+    def big_input(self, mib):
+        """Rows of about 100 bytes, `mib` MiB in all, compressible about 4 to 1."""
+        rng = random.Random(7)
+        path = self.path("in.ndjson")
+        with open(path, "w") as f:
+            i = 0
+            while f.tell() < mib << 20:
+                f.write(json.dumps({"seq": i, "device": f"d{rng.randrange(500)}",
+                                    "value": rng.random(), "tag": rng.choice("abcdefgh") * 20},
+                                   separators=(",", ":")) + "\n")
+                i += 1
+        with open(path, "rb") as f:
+            return f.read(), i
+
+    def test_compressed_objects_complete_with_parts_of_at_least_5_mib(self):
+        data, rows = self.big_input(24)
+        for comp in ["gzip", "zstd"]:
+            with self.subTest(compression=comp):
+                self.prefix += comp[0]
+                s = self.start(f"pipelines:\n  p:\n    input: {{file: {{path: "
+                               f"{self.path('in.ndjson')}}}}}\n    outputs: ["
+                               f"{self.s3(compression=comp)}]\n",
+                               server_config=SERVER, state_dir=self.path(f"state-{comp}"))
+                wait_for(lambda: s.card("p", "outputs[0]")["messages_out"] == rows, timeout=120,
+                         what="every row out")
+                self.assertEqual(s.stop(), 0)  # completes the object
+                self.assertNotIn("EntityTooSmall", s.stderr())
+                got, keys = self.objects(comp)
+                self.assertEqual(len(keys), 1, keys)
+                self.assertEqual(got, data)
+                self.assertEqual(s3_uploads(self.prefix + "/", self.server), [])
 
 
 if __name__ == "__main__":

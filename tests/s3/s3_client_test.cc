@@ -1,4 +1,4 @@
-// The s3 client against a real S3 endpoint (s3rver, started by the CTest
+// The s3 client against a real S3 endpoint (moto's S3 server, started by the CTest
 // fixture `s3`): a multipart upload round trip, parts uploaded again under the
 // same numbers (the last one counts, as the output's restore relies on), HEAD,
 // and the errors a bad bucket and a server that is gone give.

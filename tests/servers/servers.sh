@@ -2,11 +2,11 @@
 # servers.sh: the real database servers the tests need, started once per test
 # run on loopback ports and stopped by PID (CTest fixtures, tests/CMakeLists.txt).
 #
-#   servers.sh start|stop postgres|clickhouse|nats|redis|mosquitto|s3|opcua DIR
+#   servers.sh start|stop postgres|clickhouse|nats|redis|mosquitto|s3|s3strict|opcua|kafka DIR
 #
 # `start` picks free loopback ports and writes the address to DIR/env
 # (PG_URL=..., CLICKHOUSE_URL=..., NATS_URL=..., REDIS_URL=..., MQTT_URL=...,
-# OPCUA_URL=...), which
+# OPCUA_URL=..., KAFKA_BROKERS=...), which
 # tests/e2e/servers.py reads. Every server binds
 # 127.0.0.1 only; its data lives under DIR and is removed by `stop`.
 set -euo pipefail
@@ -142,21 +142,29 @@ CONF
   echo "MQTT_URL=mqtt://127.0.0.1:$port" >"$dir/env"
 }
 
-# s3rver (npm, pinned in tests/servers/npm; scripts/install-deps.sh installs it):
-# path-style buckets, bucket `kayak` made at start, credentials S3RVER/S3RVER. It
-# does not check SigV4 signatures (the signer is tested against AWS's vectors).
+# moto's S3 server (PyPI, pinned in tests/servers/python/requirements.txt;
+# scripts/install-deps.sh makes its venv): path-style buckets, bucket `kayak`
+# made at start; it takes any credentials and checks no signature (the signer
+# is tested against AWS's vectors). `s3strict` keeps every rule of S3's
+# multipart uploads, the 5 MiB minimum of a part but the last among them; `s3`
+# lowers that minimum to one byte, so that tests can cut objects of kilobytes
+# into parts, and keeps the rest (AbortMultipartUpload, ListMultipartUploads,
+# conditional writes).
 start_s3() {
+  local min_part=$1
   if [ -f "$dir/pid" ]; then stop_pid TERM; fi
-  rm -rf "$dir"; mkdir -p "$dir/data"
+  rm -rf "$dir"; mkdir -p "$dir"
   local port here; port=$(free_port); here=$(cd "$(dirname "$0")" && pwd)
-  [ -f "$here/npm/node_modules/s3rver/bin/s3rver.js" ] ||
-    fail "s3rver is not installed: run scripts/install-deps.sh"
-  node "$here/npm/node_modules/s3rver/bin/s3rver.js" -d "$dir/data" -a 127.0.0.1 -p "$port" \
-    --no-vhost-buckets --configure-bucket kayak >"$dir/server.log" 2>&1 &
+  [ -x "$here/python/venv/bin/moto_server" ] ||
+    fail "moto is not installed: run scripts/install-deps.sh"
+  S3_UPLOAD_PART_MIN_SIZE=$min_part "$here/python/venv/bin/moto_server" -H 127.0.0.1 -p "$port" \
+    >"$dir/server.log" 2>&1 &
   echo $! >"$dir/pid"
-  await s3rver curl -s -o /dev/null "http://127.0.0.1:$port/"
+  await moto curl -s -o /dev/null "http://127.0.0.1:$port/"
+  curl -sSf -o /dev/null -X PUT "http://127.0.0.1:$port/kayak" || fail "moto: no bucket kayak"
   { echo "S3_ENDPOINT=http://127.0.0.1:$port"; echo "S3_BUCKET=kayak"
-    echo "S3_ACCESS_KEY_ID=S3RVER"; echo "S3_SECRET_ACCESS_KEY=S3RVER"; } >"$dir/env"
+    echo "S3_ACCESS_KEY_ID=kayak-test"; echo "S3_SECRET_ACCESS_KEY=kayak-test-secret"
+    echo "S3_MIN_PART_BYTES=$min_part"; } >"$dir/env"
 }
 
 # node-opcua (npm, pinned in tests/servers/npm), the test server of
@@ -177,6 +185,12 @@ start_opcua() {
   echo "OPCUA_URL=opc.tcp://127.0.0.1:$port/UA/kayak" >"$dir/env"
 }
 
+# Apache Kafka, one broker in KRaft mode (tests/servers/kafka_cluster.py, its jars
+# from Maven Central by scripts/install-deps.sh).
+start_kafka() {
+  python3 "$(cd "$(dirname "$0")" && pwd)/kafka_cluster.py" start "$dir"
+}
+
 stop_pid() {  # SIGNAL: the server's own clean stop; then wait for the PID to go
   [ -f "$dir/pid" ] || return 0
   local pid; pid=$(cat "$dir/pid")
@@ -194,8 +208,11 @@ case "$what:$name" in
   start:nats) start_nats ;;
   start:redis) start_redis ;;
   start:mosquitto) start_mosquitto ;;
-  start:s3) start_s3 ;;
+  start:s3) start_s3 1 ;;
+  start:s3strict) start_s3 5242880 ;;
   start:opcua) start_opcua ;;
-  stop:nats|stop:redis|stop:mosquitto|stop:s3|stop:opcua) stop_pid TERM ;;
-  *) fail "usage: servers.sh start|stop postgres|clickhouse|nats|redis|mosquitto|s3|opcua DIR" ;;
+  start:kafka) start_kafka ;;
+  stop:kafka) python3 "$(cd "$(dirname "$0")" && pwd)/kafka_cluster.py" stop "$dir" ;;
+  stop:nats|stop:redis|stop:mosquitto|stop:s3|stop:s3strict|stop:opcua) stop_pid TERM ;;
+  *) fail "usage: servers.sh start|stop postgres|clickhouse|nats|redis|mosquitto|s3|s3strict|opcua|kafka DIR" ;;
 esac

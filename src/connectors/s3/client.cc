@@ -179,6 +179,34 @@ Status Client::Complete(const std::string& key, const std::string& upload_id,
   return Status::Ok();
 }
 
+Status Client::ListUploads(const std::string& key, std::vector<std::string>* upload_ids) {
+  upload_ids->clear();
+  Pairs query = {{"prefix", key}, {"uploads", ""}};
+  for (int page = 0; page < 100; ++page) {
+    Response r;
+    KAYAK_RETURN_IF_ERROR(Send("GET", "", query, "", &r));
+    std::string_view rest = r.body;
+    for (size_t at; (at = rest.find("<Upload>")) != std::string_view::npos;) {
+      const size_t end = rest.find("</Upload>", at);
+      if (end == std::string_view::npos) break;
+      const std::string_view one = rest.substr(at, end - at);
+      if (XmlText(one, "Key") == key) upload_ids->push_back(XmlText(one, "UploadId"));
+      rest.remove_prefix(end);
+    }
+    if (XmlText(r.body, "IsTruncated") != "true") return Status::Ok();
+    query = {{"key-marker", XmlText(r.body, "NextKeyMarker")}, {"prefix", key},
+             {"upload-id-marker", XmlText(r.body, "NextUploadIdMarker")}, {"uploads", ""}};
+  }
+  return Status::Ok();
+}
+
+Status Client::Abort(const std::string& key, const std::string& upload_id) {
+  Response r;
+  Status st = Send("DELETE", key, {{"uploadId", upload_id}}, "", &r);
+  if (st.code() == Code::kNotFound) return Status::Ok();
+  return st;
+}
+
 Status Client::Exists(const std::string& key, bool* exists, uint64_t* size) {
   Response r;
   Status st = Send("HEAD", key, {}, "", &r);

@@ -47,6 +47,11 @@ class Client {
   // sink's error stops the transfer and is returned.
   Status GetEach(const std::string& key, const std::function<Status(std::string_view)>& sink);
   Status Put(const std::string& key, std::string_view bytes);
+  // The ids of the multipart uploads open for exactly `key`
+  // (ListMultipartUploads with `key` as the prefix).
+  Status ListUploads(const std::string& key, std::vector<std::string>* upload_ids);
+  // AbortMultipartUpload; an upload that is gone already is not an error.
+  Status Abort(const std::string& key, const std::string& upload_id);
 
   // The URL of `key` (for messages and tests).
   std::string Url(const std::string& key, const Pairs& query) const;

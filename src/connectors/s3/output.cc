@@ -4,7 +4,8 @@
 // not yet uploaded kept in the checkpoint. docs/components.md, "s3";
 // docs/durability.md, "s3".
 //
-// Parts are cut at row boundaries once `part_bytes` is reached, so part and
+// Parts are cut at row boundaries once `part_bytes` is reached (with
+// compression, once the compressed part holds that much), so part and
 // object boundaries depend only on the rows: a replay after a restore cuts
 // the same parts, uploads them again under the same numbers (S3 keeps the
 // last), and completes byte-identical objects. An object completed after the
@@ -12,6 +13,7 @@
 // replayed rows it already holds (its size) are passed over, not uploaded
 // under another key.
 #include <deque>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -231,11 +233,47 @@ class S3Output final : public Output {
       }
       return;
     }
+    const uint64_t before = open_.size();
     open_.append(payload);
     open_.push_back('\n');
     ob.bytes += row;
-    if (open_.size() >= o_.part_bytes) Cut(ob);
+    if (NextTry(before) <= open_.size()) TryCut(ob);
     if (ob.bytes >= o_.max_object_bytes) CloseOpen();
+  }
+
+  // The size of open rows at which a part is next tried, the first of
+  // part_bytes, 2 * part_bytes, 4 * part_bytes, ... past `size`. Without
+  // compression the first try cuts. With it, a try cuts only if the
+  // compressed part holds part_bytes (S3 refuses a smaller part but an
+  // object's last); else the rows grow to the next size. A function of the
+  // open rows alone, so a replay after a restore tries and cuts at the same
+  // rows; the compression done in tries is at most twice the part's rows.
+  uint64_t NextTry(uint64_t size) const {
+    uint64_t at = o_.part_bytes;
+    while (at <= size && at <= (std::numeric_limits<uint64_t>::max() >> 1)) at <<= 1;
+    return at;
+  }
+
+  void TryCut(Object& ob) {
+    if (compressor_ == nullptr) {
+      Cut(ob);
+      return;
+    }
+    Piece p{ob.seq, ob.next_part, {}};
+    Compress(&p.bytes);
+    if (p.bytes.size() < o_.part_bytes) return;  // too small a part yet
+    ob.next_part++;
+    queue_.push_back(std::move(p));
+    open_.clear();
+  }
+
+  void Compress(std::string* out) {
+    if (Status st = compressor_->Compress(open_, out); !st.ok()) {
+      // Only a library fault or no memory: the rows were taken and cannot
+      // be kept, so the process stops and the restore replays them.
+      KLOG_ERROR("{}; stopping", st.message());
+      std::abort();
+    }
   }
 
   // A part is cut from the open rows and, with `compression`, compressed
@@ -246,12 +284,7 @@ class S3Output final : public Output {
       queue_.push_back({ob.seq, ob.next_part++, std::move(open_)});
     } else {
       Piece p{ob.seq, ob.next_part++, {}};
-      if (Status st = compressor_->Compress(open_, &p.bytes); !st.ok()) {
-        // Only a library fault or no memory: the rows were taken and cannot
-        // be kept, so the process stops and the restore replays them.
-        KLOG_ERROR("{}; stopping", st.message());
-        std::abort();
-      }
+      Compress(&p.bytes);
       queue_.push_back(std::move(p));
     }
     open_.clear();
@@ -312,9 +345,31 @@ class S3Output final : public Output {
       KAYAK_RETURN_IF_ERROR(Check(client_.Complete(ob.key, ob.upload_id, ob.parts)));
       kayak::CrashPoint("s3_after_complete");
       KLOG_INFO("s3 output: completed {} ({} bytes, {} parts)", ob.key, ob.bytes, ob.parts.size());
+      AbortLeftOver(ob.key);
       objs_.pop_front();
     }
     return Status::Ok();
+  }
+
+  // A run that died after it started an upload of `key` and before a
+  // checkpoint named it left that upload open (its parts are stored, and
+  // billed, until it is aborted); the replay wrote the same object under a
+  // new upload. Once the object is complete, every upload still open for its
+  // key is one of those. A store that cannot list them is told once in the
+  // log; the object is complete either way.
+  void AbortLeftOver(const std::string& key) {
+    std::vector<std::string> ids;
+    Status st = client_.ListUploads(key, &ids);
+    for (const auto& id : ids) {
+      if (!st.ok()) break;
+      st = client_.Abort(key, id);
+      if (st.ok()) KLOG_INFO("s3 output: aborted upload {} of {}, left by an earlier run", id, key);
+    }
+    if (!st.ok() && !told_abort_) {
+      told_abort_ = true;
+      KLOG_WARN("s3 output: cannot abort the uploads an earlier run left open for {}: {}", key,
+                st.message());
+    }
   }
 
   // An upload that failed outside the runner's retry (the batch was taken):
@@ -357,6 +412,7 @@ class S3Output final : public Output {
         KAYAK_RETURN_IF_ERROR(counter->Finish(&size));
       }
       KLOG_INFO("s3 output: {} was completed after the checkpoint; not written again", it->key);
+      AbortLeftOver(it->key);
       if (!it->closed) {
         skip_seq_ = it->seq;
         skip_bytes_ = size;
@@ -385,6 +441,7 @@ class S3Output final : public Output {
   ComponentStats* const stats_;
   bool opened_ = false;
   bool restored_ = false;
+  bool told_abort_ = false;  // that the store would not list or abort left-over uploads
   uint64_t next_seq_ = 1;
   std::deque<Object> objs_;  // oldest first; the back one is open unless closed
   std::deque<Piece> queue_;  // parts cut and not yet uploaded, in order
@@ -402,7 +459,8 @@ ComponentDef S3OutputDef() {
   d.help =
       "Writes each message and a newline into objects of `bucket` with multipart uploads "
       "(libcurl, AWS Signature Version 4). Rows are cut into parts at row boundaries once a "
-      "part has `part_bytes`; an object is completed at the first row boundary at or past "
+      "part has `part_bytes`; with `compression`, once the compressed part has `part_bytes` "
+      "(tried when the part's rows reach `part_bytes`, then twice that, four times, ...); an object is completed at the first row boundary at or past "
       "`max_object_bytes`, after `max_object_secs`, or at a stop. Keys come from `key`: "
       "{{date}} (YYYY-MM-DD) and {{hour}} (HH) of the wall clock when the object opens, in UTC, "
       "and {{seq}}, the object's number from 1, ten digits.";
@@ -437,8 +495,9 @@ ComponentDef S3OutputDef() {
               PropRole::kTuning}
           .Secret(),
       PropDef{"part_bytes", PropType::kInt, false, "5242880",
-              "a part is cut at the first row boundary at or past this; S3 refuses parts under "
-              "5 MiB but the last (smaller values are for tests and other stores)",
+              "a part is cut at the first row boundary at or past this, compressed bytes with "
+              "`compression`; S3 refuses parts under 5 MiB but the last (smaller values are for "
+              "tests and other stores)",
               PropRole::kIdentity}
           .Range(1, 5368709120.0)
           .Unit("bytes"),
