@@ -27,7 +27,7 @@ PACKAGES=(
   libssl-dev             # SHA-256 and HMAC for the s3 output's SigV4 signer
   libcurl4-openssl-dev   # the s3 output's HTTP(S) client
   zlib1g-dev libzstd-dev # the s3 output's gzip and zstd compression
-  nats-server redis-server redis-tools mosquitto mosquitto-clients  # their real servers, for tests
+  redis-server redis-tools mosquitto mosquitto-clients  # their real servers, for tests (nats-server: below)
   libgtest-dev libgmock-dev
   libbenchmark-dev       # Google Benchmark: the micro benchmarks in bench/micro
   clang libfuzzer-14-dev libclang-rt-14-dev # the fuzz targets (libFuzzer and its ASan/UBSan runtimes for clang)
@@ -101,4 +101,16 @@ if ! cmp -s "$py_dir/requirements.txt" "$py_dir/venv/.kayak-requirements.txt" 2>
   python3 -m venv "$py_dir/venv"
   "$py_dir/venv/bin/pip" install -q --disable-pip-version-check -r "$py_dir/requirements.txt"
   cp "$py_dir/requirements.txt" "$py_dir/venv/.kayak-requirements.txt"
+fi
+
+# nats-server from the Go module proxy, at the version below (Debian's 2.9 lacks
+# JetStream's `sync_interval`), built once into tests/servers/go/bin.
+NATS_SERVER_VERSION=v2.12.2
+go_bin="$(cd "$(dirname "$0")/.." && pwd)/tests/servers/go/bin"
+if [ "$(cat "$go_bin/.kayak-nats-server" 2>/dev/null)" != "$NATS_SERVER_VERSION" ]; then
+  echo "install-deps: nats-server $NATS_SERVER_VERSION from the Go module proxy into tests/servers/go/bin"
+  command -v go >/dev/null 2>&1 || { echo "install-deps: Go is needed to build nats-server" >&2; exit 1; }
+  mkdir -p "$go_bin"
+  GOBIN="$go_bin" GOFLAGS=-mod=mod go install "github.com/nats-io/nats-server/v2@$NATS_SERVER_VERSION"
+  echo "$NATS_SERVER_VERSION" >"$go_bin/.kayak-nats-server"
 fi

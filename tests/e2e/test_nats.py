@@ -1,4 +1,4 @@
-"""The nats input and output against a real nats-server 2.9 with JetStream
+"""The nats input and output against a real nats-server 2.12 with JetStream
 (started once per run by the CTest fixture): core subjects, a JetStream
 durable acknowledged only after the checkpoint, kill -9 and restart, the
 server going away, subjects made from fields, and options that do not fit."""

@@ -100,11 +100,23 @@ await() {
   fail "$what did not answer in 30 s"
 }
 
+# nats-server from the Go module proxy (scripts/install-deps.sh builds it into
+# tests/servers/go/bin): Debian's 2.9 has no `sync_interval`. JetStream
+# fsyncs each acknowledged write (`sync_interval: always`), so what a
+# stream acknowledged survives the machine's power loss, as a JetStream
+# input's replay counts on (docs/durability.md).
 start_nats() {
   if [ -f "$dir/pid" ]; then stop_pid TERM; fi
   rm -rf "$dir"; mkdir -p "$dir/js"
-  local port mon; port=$(free_port); mon=$(free_port)
-  nats-server -a 127.0.0.1 -p "$port" -m "$mon" -js -sd "$dir/js" >"$dir/server.log" 2>&1 &
+  local port mon here; port=$(free_port); mon=$(free_port); here=$(cd "$(dirname "$0")" && pwd)
+  [ -x "$here/go/bin/nats-server" ] || fail "nats-server is not built: run scripts/install-deps.sh"
+  cat >"$dir/nats.conf" <<CONF
+host: 127.0.0.1
+port: $port
+http: 127.0.0.1:$mon
+jetstream { store_dir: "$dir/js", sync_interval: always }
+CONF
+  "$here/go/bin/nats-server" -c "$dir/nats.conf" >"$dir/server.log" 2>&1 &
   echo $! >"$dir/pid"
   await nats curl -sf "http://127.0.0.1:$mon/healthz?js-enabled-only=true"
   { echo "NATS_URL=nats://127.0.0.1:$port"; echo "NATS_MONITOR_URL=http://127.0.0.1:$mon"; } >"$dir/env"
