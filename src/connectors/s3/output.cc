@@ -154,7 +154,8 @@ class S3Output final : public Output {
     }
     for (const auto& p : queue_) pieces.push_back({p.seq, p.number, p.bytes.size()});
     *state = DumpJson(nlohmann::json{{"version", 1}, {"next_seq", next_seq_}, {"objects", objs},
-                            {"pieces", pieces}, {"open_bytes", open_.size()}});
+                            {"pieces", pieces}, {"open_bytes", open_.size()},
+                            {"next_try", next_try_}});
     state->push_back('\n');
     for (const auto& p : queue_) state->append(p.bytes);
     state->append(open_);
@@ -171,6 +172,7 @@ class S3Output final : public Output {
     try {
       std::string_view rest = state.substr(nl + 1);
       next_seq_ = j["next_seq"].get<uint64_t>();
+      next_try_ = j.value("next_try", uint64_t{0});
       for (const auto& o : j["objects"]) {
         Object ob;
         ob.seq = o["seq"].get<uint64_t>();
@@ -217,6 +219,7 @@ class S3Output final : public Output {
       ob.opened_ms = clock_->NowMs();
       ob.key = RenderKey(o_.key, ob.seq, ob.opened_ms);
       objs_.push_back(std::move(ob));
+      next_try_ = 0;  // each object's parts follow from its own rows
     }
     Object& ob = objs_.back();
     const uint64_t row = payload.size() + 1;
@@ -233,27 +236,21 @@ class S3Output final : public Output {
       }
       return;
     }
-    const uint64_t before = open_.size();
     open_.append(payload);
     open_.push_back('\n');
     ob.bytes += row;
-    if (NextTry(before) <= open_.size()) TryCut(ob);
+    if (open_.size() >= (next_try_ != 0 ? next_try_ : o_.part_bytes)) TryCut(ob);
     if (ob.bytes >= o_.max_object_bytes) CloseOpen();
   }
 
-  // The size of open rows at which a part is next tried, the first of
-  // part_bytes, 2 * part_bytes, 4 * part_bytes, ... past `size`. Without
-  // compression the first try cuts. With it, a try cuts only if the
-  // compressed part holds part_bytes (S3 refuses a smaller part but an
-  // object's last); else the rows grow to the next size. A function of the
-  // open rows alone, so a replay after a restore tries and cuts at the same
-  // rows; the compression done in tries is at most twice the part's rows.
-  uint64_t NextTry(uint64_t size) const {
-    uint64_t at = o_.part_bytes;
-    while (at <= size && at <= (std::numeric_limits<uint64_t>::max() >> 1)) at <<= 1;
-    return at;
-  }
-
+  // Without compression a part is cut once its rows reach part_bytes. With
+  // it, once the compressed part holds part_bytes (S3 refuses a smaller part
+  // but an object's last): the rows are compressed when they reach
+  // `next_try_`, the size the last try or cut predicts from its compression
+  // ratio, with a margin; a try that falls short sets it again from its own
+  // ratio. It starts at part_bytes with each object and goes into the
+  // checkpoint, so the parts are a function of the object's rows and a
+  // replay after a restore tries and cuts at the same rows.
   void TryCut(Object& ob) {
     if (compressor_ == nullptr) {
       Cut(ob);
@@ -261,7 +258,14 @@ class S3Output final : public Output {
     }
     Piece p{ob.seq, ob.next_part, {}};
     Compress(&p.bytes);
-    if (p.bytes.size() < o_.part_bytes) return;  // too small a part yet
+    const uint64_t raw = open_.size(), packed = std::max<uint64_t>(p.bytes.size(), 1);
+    const double ratio = static_cast<double>(raw) / static_cast<double>(packed);
+    if (packed < o_.part_bytes) {  // too small a part yet
+      next_try_ = std::max<uint64_t>(
+          raw + 1, static_cast<uint64_t>(static_cast<double>(o_.part_bytes) * ratio * 1.05));
+      return;
+    }
+    next_try_ = static_cast<uint64_t>(static_cast<double>(o_.part_bytes) * ratio * 1.02);
     ob.next_part++;
     queue_.push_back(std::move(p));
     open_.clear();
@@ -441,6 +445,7 @@ class S3Output final : public Output {
   ComponentStats* const stats_;
   bool opened_ = false;
   bool restored_ = false;
+  uint64_t next_try_ = 0;  // with compression: the rows' size of the next try (0: part_bytes)
   bool told_abort_ = false;  // that the store would not list or abort left-over uploads
   uint64_t next_seq_ = 1;
   std::deque<Object> objs_;  // oldest first; the back one is open unless closed
@@ -460,7 +465,7 @@ ComponentDef S3OutputDef() {
       "Writes each message and a newline into objects of `bucket` with multipart uploads "
       "(libcurl, AWS Signature Version 4). Rows are cut into parts at row boundaries once a "
       "part has `part_bytes`; with `compression`, once the compressed part has `part_bytes` "
-      "(tried when the part's rows reach `part_bytes`, then twice that, four times, ...); an object is completed at the first row boundary at or past "
+      "(tried at the size of rows the last part's compression ratio predicts); an object is completed at the first row boundary at or past "
       "`max_object_bytes`, after `max_object_secs`, or at a stop. Keys come from `key`: "
       "{{date}} (YYYY-MM-DD) and {{hour}} (HH) of the wall clock when the object opens, in UTC, "
       "and {{seq}}, the object's number from 1, ten digits.";
