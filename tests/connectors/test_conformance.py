@@ -115,6 +115,19 @@ class Connector:
     def refuse(self, on):
         raise NotImplementedError
 
+    # Connectors that open sessions on the server (uploads, transactions,
+    # consumers) set `sessions` to "input" or "output" and implement
+    # open_sessions(): what of them is left open on the server (no_orphans),
+    # after kills and a final stop. session_output_yaml() is the output that
+    # opens them.
+    sessions = ""
+
+    def open_sessions(self):
+        raise NotImplementedError
+
+    def session_output_yaml(self):
+        return self.output_yaml()
+
     def close(self):
         pass
 
@@ -337,7 +350,7 @@ class KafkaConnector(Connector):
         super().__init__(t)
         from kafka_broker import Broker, own_cluster  # noqa: E402 (tests/e2e)
         self.cluster = own_cluster(t.path(), 1) if private else None
-        self.broker = Broker(("in:4", "out:2"), cluster=self.cluster)
+        self.broker = Broker(("in:4", "out:2", "txn.markers:1"), cluster=self.cluster)
         self.group = f"kit-{self.broker.prefix}"
         self.produced = False
 
@@ -363,7 +376,7 @@ class KafkaConnector(Connector):
         return (f'{{kafka: {{brokers: "{self.broker.bootstrap}", topic: "{self.broker.t("out")}", '
                 f'key: k}}}}')
 
-    def read_sink(self, n=1):
+    def read_sink(self, n=-1):  # n = -1: to the end of every partition
         r = subprocess.run([os.environ["KAYAK_KAFKATOOL"], "consume", self.broker.bootstrap,
                             self.broker.t("out"), str(n), "10"], capture_output=True, text=True,
                            timeout=60)
@@ -372,6 +385,16 @@ class KafkaConnector(Connector):
     def bad_output_option(self):
         return (f'{{kafka: {{brokers: "{self.broker.bootstrap}", topic: out, '
                 f'compression: brotli}}}}', "brotli")
+
+    sessions = "output"  # the exactly-once output's transactions
+
+    def session_output_yaml(self):
+        return (f'{{kafka: {{brokers: "{self.broker.bootstrap}", topic: "{self.broker.t("out")}", '
+                f'key: k, exactly_once: true, transactional_id: {self.broker.t("txn")}}}}}')
+
+    def open_sessions(self):
+        return [f"a transaction open on {self.broker.t(t)}/{p}" for t in ("out", "txn.markers")
+                for p in self.broker.open_transactions(t)]
 
     def close(self):
         if self.cluster is not None:
@@ -608,6 +631,12 @@ class NatsJetStreamConnector(NatsConnector):
     def bad_input_option(self):
         return (f"{{nats: {{url: '{self.url}', subject: x, stream: S, max_ack_pending: 0}}}}",
                 "max_ack_pending")
+
+    sessions = "input"  # its durable on the stream: one, however often it restarts
+
+    def open_sessions(self):
+        consumers = servers.nats_consumers(self.stream)
+        return [f"consumers {consumers} on {self.stream}"] if len(consumers) > 1 else []
 
 
 class RedisConnector(Connector):
@@ -902,6 +931,11 @@ class S3Connector(Connector):
     def bad_output_option(self):
         return self.yaml(part_bytes=0), "part_bytes: 0"
 
+    sessions = "output"  # multipart uploads
+
+    def open_sessions(self):
+        return [f"upload of {k} open" for k in servers.s3_uploads(self.prefix + "/")]
+
 
 class S3GzipConnector(S3Connector):
     """The s3 output with `compression: gzip`: every part one gzip member."""
@@ -1023,12 +1057,9 @@ class ConformanceTest(KitCase):
                 d = DummyConnector(self, count=self.N)
                 s = self.start(self.graph(d.input_yaml(), c.output_yaml()), server_config=SERVER)
                 want = self.expected(d)
-                if isinstance(c, KafkaConnector):  # its reader waits for the count itself
-                    got = c.read_sink(len(want))
-                else:
-                    wait_for(lambda: len(c.read_sink()) >= len(want), timeout=30,
-                             what=f"{cls.name} output: {len(want)} messages")
-                    got = c.read_sink()
+                wait_for(lambda: len(c.read_sink()) >= len(want), timeout=30,
+                         what=f"{cls.name} output: {len(want)} messages")
+                got = c.read_sink()
                 self.check_order(got, want)
                 s.stop()
                 report(cls.name, "delivery (output)", f"{len(want)} messages in order per key")

@@ -4,6 +4,8 @@ connectors and the cases):
 
   cut_mid_batch      connectors behind the fault proxy (`proxied`)
   transient_refusal  connectors with a refusal switch (`refusals`, refuse(on))
+  no_orphans         connectors that open sessions on the server (`sessions`,
+                     open_sessions())
 """
 import json
 import random
@@ -133,6 +135,50 @@ class FaultKitTest(kit.KitCase):
                 self.finish_fed_output(s, c, d, "after the refusal")
                 report(cls.name, "transient_refusal (output)",
                        f"retrying shown, all {self.N} messages in the sink")
+
+    # ---- nothing left open on the server ----
+    def test_no_orphans(self):
+        for cls in [c for c in OUTPUTS if c.sessions == "output"]:
+            with self.subTest(connector=cls.name + " output"):
+                self.dir_for(cls.name + "-orphans-out")
+                c = self.connector(cls)
+                d = kit.DummyConnector(self, count=self.N)
+                slow = d.input_yaml().replace("rate_per_sec: 400", "rate_per_sec: 100")
+                cfg = self.graph(slow, c.session_output_yaml())
+                s = self.start(cfg, server_config=SERVER, state_dir=self.path("state"))
+                for _ in range(3):  # killed while it writes, sessions open
+                    wait_for(lambda: s.card("p", "outputs[0]")["messages_out"] > 0, timeout=60,
+                             what=f"{cls.name}: messages out")
+                    time.sleep(random.uniform(0.3, 1.0))
+                    s.kill()
+                    s = self.start(cfg, server_config=SERVER, state_dir=self.path("state"))
+                self.finish_fed_output(s, c, d, "after the kills")
+                wait_for(lambda: c.open_sessions() == [], timeout=30,
+                         what=f"{cls.name} output: nothing left open")
+                report(cls.name, "no_orphans (output)",
+                       f"3 kills and a stop: all {self.N} messages in the sink, nothing left open")
+        for cls in [c for c in INPUTS if c.sessions == "input"]:
+            with self.subTest(connector=cls.name):
+                self.dir_for(cls.name + "-orphans")
+                c = self.connector(cls)
+                cfg = self.graph(c.input_yaml(), with_bucket=True, shape=c.transforms())
+                state = self.path("state")
+                s = self.start(cfg, server_config=SERVER, state_dir=state)
+                want = self.expected(c)
+                chunks = [want[i:i + 25] for i in range(0, len(want), 25)]
+                kills = set(random.sample(range(1, len(chunks)), 3))
+                for i, chunk in enumerate(chunks):
+                    if i in kills:
+                        s.kill()
+                        s = self.start(cfg, server_config=SERVER, state_dir=state)
+                    c.write(s, chunk)
+                seqs = lambda: {m["seq"] for m in map(json.loads, self.read_output("out"))}  # noqa: E731
+                wait_for(lambda: len(seqs()) >= len(want), timeout=60,
+                         what=f"{cls.name}: every message after the kills")
+                s.stop()
+                self.assertEqual(c.open_sessions(), [])
+                report(cls.name, "no_orphans", f"3 kills and a stop: {len(want)} messages, "
+                                               "nothing left open")
 
 
 if __name__ == "__main__":

@@ -55,6 +55,12 @@ class Broker:
         out = tool("committed", self.bootstrap, self.t(topic), group, timeout=60).stdout
         return {int(p): int(o) for p, o in (l.split() for l in out.splitlines())}
 
+    def open_transactions(self, topic):
+        """The partitions of `topic` where a transaction is open (its last
+        stable offset short of the high watermark)."""
+        out = tool("ends", self.bootstrap, self.t(topic), timeout=60).stdout
+        return [int(p) for p, stable, hw in (l.split() for l in out.splitlines()) if stable != hw]
+
     def read(self, topic, n=-1, seconds=60, isolation="read_committed"):
         """What `topic` holds, from the beginning: with n = -1 everything up to
         the end of every partition (for read_committed, its last stable

@@ -228,6 +228,15 @@ def nats_consumer(stream, durable):
     return None
 
 
+def nats_consumers(stream):
+    """The names of the stream's consumers (the monitoring endpoint)."""
+    with urllib.request.urlopen(f"{nats_monitor()}/jsz?consumers=true", timeout=10) as r:
+        info = json.loads(r.read())
+    return [c["name"] for acc in info.get("account_details", [])
+            for st in acc.get("stream_detail", []) if st["name"] == stream
+            for c in st.get("consumer_detail", []) or []]
+
+
 def nats_stream_msgs(stream):
     url = f"{nats_monitor()}/jsz?streams=true"
     with urllib.request.urlopen(url, timeout=10) as r:

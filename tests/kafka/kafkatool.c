@@ -19,6 +19,10 @@
 //       Joins GROUP on TOPIC as a second member for SECONDS, reading what it
 //       is assigned and committing nothing, then leaves the group; prints
 //       "assigned N" each time its assignment changes.
+//   kafkatool ends BOOTSTRAP TOPIC
+//       Prints "partition stable end" per partition of TOPIC: the end a
+//       read_committed reader sees (the last stable offset) and the high
+//       watermark. They differ while a transaction on the partition is open.
 //   kafkatool wait BOOTSTRAP TOPIC N SECONDS
 //       Exits 0 as soon as TOPIC holds at least N messages a read_committed
 //       reader can see (the sum of its partitions' end offsets, for such a
@@ -331,6 +335,33 @@ static int member(const char* bootstrap, const char* topic, const char* group, i
   return 0;
 }
 
+static rd_kafka_t* reader(const char* bootstrap, const char* isolation) {
+  rd_kafka_conf_t* c = rd_kafka_conf_new();
+  conf_set(c, "bootstrap.servers", bootstrap);
+  conf_set(c, "isolation.level", isolation);
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, err, sizeof(err));
+  if (!rk) fail("consumer", err);
+  return rk;
+}
+
+static int ends(const char* bootstrap, const char* topic) {
+  rd_kafka_t* committed_reader = reader(bootstrap, "read_committed");
+  rd_kafka_t* any_reader = reader(bootstrap, "read_uncommitted");
+  const int parts = partition_count(committed_reader, topic);
+  if (parts == 0) fail("no such topic", topic);
+  for (int p = 0; p < parts; p++) {
+    int64_t lo = 0, stable = 0, hw = 0;
+    rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(committed_reader, topic, p, &lo,
+                                                             &stable, 10000);
+    if (!e) e = rd_kafka_query_watermark_offsets(any_reader, topic, p, &lo, &hw, 10000);
+    if (e) fail("watermarks", rd_kafka_err2str(e));
+    printf("%d %lld %lld\n", p, (long long)stable, (long long)hw);
+  }
+  rd_kafka_destroy(committed_reader);
+  rd_kafka_destroy(any_reader);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   if (argc == 5 && !strcmp(argv[1], "produce")) return produce(argv[2], argv[3], atoi(argv[4]));
@@ -339,6 +370,7 @@ int main(int argc, char** argv) {
     return consume(argv[2], argv[3], atoll(argv[4]), atoi(argv[5]),
                    argc == 7 ? argv[6] : "read_committed");
   }
+  if (argc == 4 && !strcmp(argv[1], "ends")) return ends(argv[2], argv[3]);
   if (argc >= 4 && !strcmp(argv[1], "create")) return create(argv[2], argc - 3, argv + 3);
   if (argc == 6 && !strcmp(argv[1], "member")) {
     return member(argv[2], argv[3], argv[4], atoi(argv[5]));
@@ -346,6 +378,6 @@ int main(int argc, char** argv) {
   if (argc == 6 && !strcmp(argv[1], "wait")) {
     return wait_count(argv[2], argv[3], atoll(argv[4]), atoi(argv[5]));
   }
-  fprintf(stderr, "usage: kafkatool produce|committed|create|consume|member|wait ... (see the source)\n");
+  fprintf(stderr, "usage: kafkatool produce|committed|create|ends|consume|member|wait ... (see the source)\n");
   return 2;
 }
