@@ -34,7 +34,7 @@ allowed engine common/ kayak/ expr/ config/ state/ engine/
 allowed transforms common/ kayak/ expr/ state/bucket.h state/arena.h transforms/ components.h
 for dir in connectors/*/; do
   dir=${dir%/}
-  allowed "$dir" common/ kayak/ expr/ components.h "$dir/"
+  allowed "$dir" common/ kayak/ expr/ "$dir/"
 done
 allowed server common/ kayak/ expr/ config/ state/ engine/ server/ components.h
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/http_client.h"
-#include "components.h"
+#include "kayak/component.h"
 #include "kayak/status.h"
 
 namespace kayak::ch {

@@ -15,8 +15,8 @@
 #include "common/log.h"
 #include "common/ndjson.h"
 #include "common/sql_source.h"
-#include "components.h"
 #include "connectors/clickhouse/ch.h"
+#include "kayak/component.h"
 
 namespace kayak {
 

@@ -9,8 +9,8 @@
 #include "common/json_text.h"
 #include "common/log.h"
 #include "common/ndjson.h"
-#include "components.h"
 #include "connectors/clickhouse/ch.h"
+#include "kayak/component.h"
 
 namespace kayak {
 

@@ -4,7 +4,7 @@
 #include <thread>
 
 #include "common/clock.h"
-#include "components.h"
+#include "kayak/component.h"
 
 namespace kayak {
 

@@ -17,8 +17,8 @@
 #include "common/json_util.h"
 #include "common/kept_fields.h"
 #include "common/log.h"
-#include "components.h"
 #include "common/ndjson.h"
+#include "kayak/component.h"
 
 namespace kayak {
 

@@ -14,7 +14,7 @@
 #include "common/clock.h"
 #include "common/io.h"
 #include "common/json_util.h"
-#include "components.h"
+#include "kayak/component.h"
 
 namespace kayak {
 

@@ -12,7 +12,7 @@
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/metrics.h"
-#include "components.h"
+#include "kayak/component.h"
 #include "kayak/ingest.h"
 #include "common/ndjson.h"
 #include "connectors/http/log.h"

@@ -11,8 +11,8 @@
 
 #include "common/format.h"
 #include "common/json_util.h"
-#include "components.h"
 #include "common/http_client.h"
+#include "kayak/component.h"
 
 namespace kayak {
 

@@ -10,8 +10,8 @@
 
 #include "common/clock.h"
 #include "common/json_util.h"
-#include "components.h"
 #include "common/http_client.h"
+#include "kayak/component.h"
 
 namespace kayak {
 

@@ -13,8 +13,8 @@
 #include "common/clock.h"
 #include "common/json_text.h"
 #include "common/log.h"
-#include "components.h"
 #include "connectors/mqtt/client.h"
+#include "kayak/component.h"
 
 namespace kayak {
 

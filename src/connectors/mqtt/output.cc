@@ -8,8 +8,8 @@
 #include "common/broker.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "components.h"
 #include "connectors/mqtt/client.h"
+#include "kayak/component.h"
 
 namespace kayak {
 

@@ -22,8 +22,8 @@
 #include "common/clock.h"
 #include "common/json_text.h"
 #include "common/log.h"
-#include "components.h"
 #include "connectors/nats/conn.h"
+#include "kayak/component.h"
 
 namespace kayak {
 

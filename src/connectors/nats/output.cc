@@ -10,8 +10,8 @@
 
 #include "common/broker.h"
 #include "common/log.h"
-#include "components.h"
 #include "connectors/nats/conn.h"
+#include "kayak/component.h"
 
 namespace kayak {
 

@@ -7,8 +7,8 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "components.h"
 #include "connectors/opcua/client.h"
+#include "kayak/component.h"
 
 namespace kayak {
 

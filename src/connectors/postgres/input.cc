@@ -9,8 +9,8 @@
 #include "common/json_text.h"
 #include "common/log.h"
 #include "common/sql_source.h"
-#include "components.h"
 #include "connectors/postgres/pg.h"
+#include "kayak/component.h"
 
 namespace kayak {
 

@@ -8,8 +8,8 @@
 #include "common/json_text.h"
 #include "common/log.h"
 #include "common/ndjson.h"
-#include "components.h"
 #include "connectors/postgres/pg.h"
+#include "kayak/component.h"
 
 namespace kayak {
 

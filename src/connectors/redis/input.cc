@@ -21,8 +21,8 @@
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/ndjson.h"
-#include "components.h"
 #include "connectors/redis/client.h"
+#include "kayak/component.h"
 
 namespace kayak {
 

@@ -3,8 +3,8 @@
 // once every reply is in. docs/components.md, "redis".
 #include "common/broker.h"
 #include "common/log.h"
-#include "components.h"
 #include "connectors/redis/client.h"
+#include "kayak/component.h"
 
 namespace kayak {
 

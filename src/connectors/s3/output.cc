@@ -21,9 +21,9 @@
 #include "common/crash_point.h"
 #include "common/json_util.h"
 #include "common/log.h"
-#include "components.h"
 #include "connectors/s3/client.h"
 #include "connectors/s3/codec.h"
+#include "kayak/component.h"
 
 namespace kayak {
 

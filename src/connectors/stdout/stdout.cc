@@ -5,7 +5,7 @@
 #include <mutex>
 
 #include "common/io.h"
-#include "components.h"
+#include "kayak/component.h"
 
 namespace kayak {
 

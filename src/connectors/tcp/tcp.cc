@@ -23,7 +23,7 @@
 #include "common/host_port.h"
 #include "common/log.h"
 #include "common/ndjson.h"
-#include "components.h"
+#include "kayak/component.h"
 
 namespace kayak {
 

@@ -1,0 +1,29 @@
+// What the kafka input and output share: librdkafka configuration from the
+// user's `properties`, checked at config time, and librdkafka's error objects.
+#pragma once
+
+#include <librdkafka/rdkafka.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kayak/component.h"
+
+namespace kayak::kafka {
+
+using Properties = std::vector<std::pair<std::string, std::string>>;
+
+// Applies `props` to a new conf; nullptr with `error` naming a bad one.
+rd_kafka_conf_t* MakeConf(const Properties& props, std::string* error);
+
+// Checks the user's properties at config time: a bad name is a config error.
+void CheckProperties(const Options& o, const Properties& props);
+
+// The `brokers` option as librdkafka's bootstrap list.
+std::string Brokers(const Options& o);
+
+// Takes librdkafka's error object: its text, and whether retrying may help.
+std::string TakeError(rd_kafka_error_t* e, bool* retriable = nullptr);
+
+}  // namespace kayak::kafka

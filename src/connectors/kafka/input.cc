@@ -1,0 +1,495 @@
+// The kafka input on librdkafka (SPEC 4, 5.4).
+//
+// Input, with a state directory: the partition offsets are the input's
+// checkpointed position. They are committed to the broker only once a
+// checkpoint holding them is durable (Input::Committed), never by
+// auto-commit. On a restart the input first commits the checkpoint's offsets
+// for its group and only then subscribes, so the group is never ahead of the
+// restored state. On every assignment it seeks each partition it has a
+// position for to that position (its own, consistent with its state), and
+// leaves the others to the group's committed offset: a revoked partition's
+// position is kept in memory and used when the partition comes back. kayak is
+// meant to be the only member of its group for an input.
+
+#include <librdkafka/rdkafka.h>
+
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "common/json_util.h"
+#include "common/log.h"
+#include "connectors/kafka/conf.h"
+#include "kayak/component.h"
+
+namespace kayak {
+
+namespace {
+
+using kafka::Brokers;
+using kafka::CheckProperties;
+using kafka::MakeConf;
+using kafka::Properties;
+
+using Offsets = std::map<std::pair<std::string, int32_t>, int64_t>;  // next offset to read
+
+std::string OffsetsToJson(const Offsets& offsets) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& [tp, off] : offsets) j.push_back({tp.first, tp.second, off});
+  return DumpJson(nlohmann::json{{"offsets", j}});
+}
+
+bool OffsetsFromJson(std::string_view text, Offsets* out) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object() || !j["offsets"].is_array()) return false;
+  for (const auto& e : j["offsets"]) {
+    if (!e.is_array() || e.size() != 3 || !e[0].is_string() || !e[1].is_number_integer() ||
+        !e[2].is_number_integer()) {
+      return false;
+    }
+    (*out)[{e[0].get<std::string>(), e[1].get<int32_t>()}] = e[2].get<int64_t>();
+  }
+  return true;
+}
+
+rd_kafka_topic_partition_list_t* ToList(const Offsets& offsets) {
+  auto* list = rd_kafka_topic_partition_list_new(static_cast<int>(offsets.size()) + 1);
+  for (const auto& [tp, off] : offsets) {
+    rd_kafka_topic_partition_list_add(list, tp.first.c_str(), tp.second)->offset = off;
+  }
+  return list;
+}
+
+std::string JsonEscape(std::string_view s) { return DumpJson(nlohmann::json(std::string(s))); }
+
+class KafkaInput final : public Input {
+ public:
+  KafkaInput(std::string brokers, std::vector<std::string> topics, std::string group,
+             std::string start, int64_t batch_size, int64_t batch_wait_ms, Properties props,
+             std::string meta_field, const ComponentContext& ctx)
+      : brokers_(std::move(brokers)),
+        topics_(std::move(topics)),
+        group_(std::move(group)),
+        start_(std::move(start)),
+        batch_size_(static_cast<size_t>(batch_size)),
+        batch_wait_ms_(batch_wait_ms),
+        props_(std::move(props)),
+        meta_field_(std::move(meta_field)),
+        ctx_(ctx) {}
+
+  ~KafkaInput() override {
+    rd_kafka_t* rk = rk_.exchange(nullptr);
+    if (queue_ != nullptr) rd_kafka_queue_destroy(queue_);
+    if (rk != nullptr) {
+      rd_kafka_consumer_close(rk);
+      rd_kafka_destroy(rk);
+    }
+  }
+
+  Status Open() override {
+    Properties p = {{"bootstrap.servers", brokers_},
+                    {"group.id", group_},
+                    {"auto.offset.reset", start_},
+                    {"enable.partition.eof", "false"},
+                    {"enable.auto.offset.store", "false"},
+                    // librdkafka 2.0 stops fetching a partition once this many
+                    // messages are queued and looks again only after a backoff
+                    // (hundreds of ms), even when the queue was drained long
+                    // before: a fast pipeline stalls (docs/benchmarks.md).
+                    // Memory stays bounded by queued.max.messages.kbytes.
+                    {"queued.min.messages", "1000000"}};
+    for (const auto& kv : props_) p.push_back(kv);
+    // Under checkpointing the checkpoint decides what is committed, whatever
+    // the properties say.
+    p.emplace_back("enable.auto.commit", ctx_.checkpointing ? "false" : "true");
+    std::string error;
+    rd_kafka_conf_t* conf = MakeConf(p, &error);
+    if (conf == nullptr) return Status::Invalid("kafka input: " + error);
+    rd_kafka_conf_set_opaque(conf, this);
+    rd_kafka_conf_set_rebalance_cb(conf, &KafkaInput::OnRebalance);
+    rd_kafka_conf_set_error_cb(conf, &KafkaInput::OnError);
+    char err[512];
+    rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+    if (rk == nullptr) return Status::Invalid(std::string("kafka input: ") + err);
+    rd_kafka_poll_set_consumer(rk);
+    queue_ = rd_kafka_queue_get_consumer(rk);
+    rk_.store(rk);
+    return Status::Ok();
+  }
+
+  Status Read(Batch* out, int64_t wait_ms, bool* finished) override {
+    (void)finished;
+    rd_kafka_t* rk = rk_.load();
+    if (!subscribed_) KAYAK_RETURN_IF_ERROR(Subscribe(rk));
+    if (unreachable_.load()) {
+      // No broker answered: the card says retrying (not running) until one
+      // answers a metadata request or a message comes.
+      const rd_kafka_metadata_t* md = nullptr;
+      if (rd_kafka_metadata(rk, 0, nullptr, &md, 500) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        rd_kafka_metadata_destroy(md);
+        unreachable_.store(false);
+      } else {
+        std::lock_guard lock(unreachable_mu_);
+        return Status::Unavailable("kafka: no broker reachable: " + unreachable_why_);
+      }
+    }
+    if (!ctx_.checkpointing) StoreOffsets(rk);  // the previous batch went through the chain
+    // Up to wait_ms for the first message, then up to batch_wait_ms for a
+    // full batch; messages are taken from the consumer's queue in bulk.
+    const int64_t start = MonotonicMs();
+    if (taken_.size() < batch_size_) taken_.resize(batch_size_);
+    auto take = [&](int64_t timeout_ms) {
+      const size_t want = batch_size_ - out->messages.size();
+      const ssize_t n = rd_kafka_consume_batch_queue(
+          queue_, static_cast<int>(std::max<int64_t>(timeout_ms, 0)), taken_.data(), want);
+      for (ssize_t i = 0; i < n; ++i) Consume(taken_[static_cast<size_t>(i)], out);
+    };
+    take(0);
+    if (out->messages.empty()) {
+      rd_kafka_message_t* m =
+          rd_kafka_consumer_poll(rk, static_cast<int>(std::max<int64_t>(wait_ms, 0)));
+      if (m == nullptr) return Status::Ok();
+      Consume(m, out);
+    }
+    if (!out->messages.empty() && out->messages.size() < batch_size_) {
+      // Once there is data, linger at most batch_wait_ms for a fuller batch.
+      take(std::min<int64_t>(batch_wait_ms_, wait_ms) - (MonotonicMs() - start));
+    }
+    return Status::Ok();
+  }
+
+  // topic/partition@offset per partition, with its lag where the client
+  // knows the partition's high watermark (from its last fetch: no request).
+  std::string Position() const override {
+    std::string s;
+    for (const auto& [tp, off] : positions_) {
+      if (!s.empty()) s += ", ";
+      s += tp.first + "/" + std::to_string(tp.second) + "@" + std::to_string(off);
+      const int64_t lag = PartitionLag(tp, off);
+      if (lag >= 0) s += " (lag " + std::to_string(lag) + ")";
+    }
+    return s.empty() ? "no partition read yet" : s;
+  }
+
+  // Messages behind the high watermarks, summed over the partitions read.
+  Lag Behind() const override {
+    int64_t total = -1;
+    for (const auto& [tp, off] : positions_) {
+      const int64_t lag = PartitionLag(tp, off);
+      if (lag >= 0) total = std::max<int64_t>(total, 0) + lag;
+    }
+    return {total, "messages"};
+  }
+
+  bool Rewindable() const override { return true; }
+  std::string SavePosition() const override { return OffsetsToJson(positions_); }
+  Status RestorePosition(std::string_view position) override {
+    Offsets o;
+    if (!OffsetsFromJson(position, &o)) {
+      return Status::Corruption("kafka input: unreadable checkpointed offsets");
+    }
+    positions_ = o;
+    last_valid_ = false;  // its iterator pointed into the old map
+    restore_commit_ = !o.empty();
+    return Status::Ok();
+  }
+
+  // The checkpoint holding these offsets is durable: now the group may
+  // move to them.
+  void Committed(std::string_view position) override {
+    rd_kafka_t* rk = rk_.load();
+    Offsets o;
+    // Outside the group (joining, or after a revocation) a commit is refused
+    // and can upset the join; the next checkpoint after the assignment commits.
+    if (rk == nullptr || !ctx_.checkpointing || !assigned_.load() ||
+        !OffsetsFromJson(position, &o) || o.empty()) {
+      return;
+    }
+    auto* list = ToList(o);
+    const rd_kafka_resp_err_t e = rd_kafka_commit(rk, list, /*async=*/1);
+    rd_kafka_topic_partition_list_destroy(list);
+    if (e && ctx_.stats) {
+      ctx_.stats->RecordError(std::string("kafka: committing offsets: ") + rd_kafka_err2str(e));
+    }
+  }
+
+ private:
+  int64_t PartitionLag(const std::pair<std::string, int32_t>& tp, int64_t offset) const {
+    rd_kafka_t* rk = rk_.load();
+    int64_t low = -1, high = -1;
+    if (rk == nullptr || offset < 0 ||
+        rd_kafka_get_watermark_offsets(rk, tp.first.c_str(), tp.second, &low, &high) !=
+            RD_KAFKA_RESP_ERR_NO_ERROR ||
+        high < 0) {
+      return -1;
+    }
+    return std::max<int64_t>(0, high - offset);
+  }
+
+  Status Subscribe(rd_kafka_t* rk) {
+    if (restore_commit_) {
+      // The group must not be ahead of the restored state: the checkpoint's
+      // offsets go to the group before anything is consumed. A broker that
+      // still counts a killed predecessor as a member refuses a commit from
+      // outside the group; then it is made right after the first assignment
+      // (the input reads from its own positions either way).
+      auto* list = ToList(positions_);
+      const rd_kafka_resp_err_t e = rd_kafka_commit(rk, list, /*async=*/0);
+      rd_kafka_topic_partition_list_destroy(list);
+      if (e) {
+        KLOG_INFO("kafka input: the restored offsets will be committed once the group assigns "
+                  "partitions ({})", rd_kafka_err2str(e));
+        commit_after_assign_ = true;
+      }
+      restore_commit_ = false;
+    }
+    auto* topics = rd_kafka_topic_partition_list_new(static_cast<int>(topics_.size()));
+    for (const auto& t : topics_) {
+      rd_kafka_topic_partition_list_add(topics, t.c_str(), RD_KAFKA_PARTITION_UA);
+    }
+    const rd_kafka_resp_err_t e = rd_kafka_subscribe(rk, topics);
+    rd_kafka_topic_partition_list_destroy(topics);
+    if (e) return Status::Unavailable(std::string("kafka: subscribe: ") + rd_kafka_err2str(e));
+    subscribed_ = true;
+    return Status::Ok();
+  }
+
+  void StoreOffsets(rd_kafka_t* rk) {
+    if (unstored_.empty()) return;
+    auto* list = ToList(unstored_);
+    rd_kafka_offsets_store(rk, list);
+    rd_kafka_topic_partition_list_destroy(list);
+    unstored_.clear();
+  }
+
+  // A message or an error event from the consumer queue; destroys it.
+  void Consume(rd_kafka_message_t* m, Batch* out) {
+    if (m->err) {
+      if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF && ctx_.stats) {
+        ctx_.stats->RecordError(std::string("kafka: ") + rd_kafka_message_errstr(m));
+      }
+    } else {
+      Take(m, out);
+    }
+    rd_kafka_message_destroy(m);
+  }
+
+  void Take(rd_kafka_message_t* m, Batch* out) {
+    if (unreachable_.load(std::memory_order_relaxed)) unreachable_.store(false);
+    const char* topic_name = rd_kafka_topic_name(m->rkt);
+    if (!last_valid_ || m->partition != last_partition_ || last_topic_ != topic_name) {
+      last_valid_ = true;
+      last_partition_ = m->partition;
+      last_topic_ = topic_name;
+      last_position_ = positions_.try_emplace({last_topic_, m->partition}, 0).first;
+    }
+    const std::string& topic = last_topic_;
+    rd_kafka_timestamp_type_t tstype;
+    int64_t ts = rd_kafka_message_timestamp(m, &tstype);
+    if (ts < 0) ts = ctx_.clock->NowMs();
+    std::string payload(static_cast<const char*>(m->payload), m->len);
+    std::string key = m->key ? std::string(static_cast<const char*>(m->key), m->key_len) : "";
+    std::vector<std::pair<std::string, std::string>> headers;
+    rd_kafka_headers_t* hdrs = nullptr;
+    if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      const char* name;
+      const void* value;
+      size_t size;
+      for (size_t i = 0; rd_kafka_header_get_all(hdrs, i, &name, &value, &size) == 0; ++i) {
+        headers.emplace_back(name, value ? std::string(static_cast<const char*>(value), size) : "");
+      }
+    }
+    if (!meta_field_.empty()) AddMeta(&payload, topic, m, key, ts, headers);
+    Message msg(std::move(payload), ts);
+    msg.set_key(std::move(key));
+    msg.headers() = std::move(headers);
+    out->messages.push_back(std::move(msg));
+    last_position_->second = m->offset + 1;
+    if (!ctx_.checkpointing) unstored_[{topic, m->partition}] = m->offset + 1;
+  }
+
+  // Puts {"topic","partition","offset","key","timestamp","headers"} into an
+  // object payload under meta_field_, without parsing it.
+  void AddMeta(std::string* payload, const std::string& topic, const rd_kafka_message_t* m,
+               const std::string& key, int64_t ts,
+               const std::vector<std::pair<std::string, std::string>>& headers) {
+    size_t brace = payload->find_first_not_of(" \t\r\n");
+    if (brace == std::string::npos || (*payload)[brace] != '{') return;  // not an object
+    std::string meta = JsonEscape(meta_field_) + ":{\"topic\":" + JsonEscape(topic) +
+                       ",\"partition\":" + std::to_string(m->partition) +
+                       ",\"offset\":" + std::to_string(m->offset) + ",\"key\":" + JsonEscape(key) +
+                       ",\"timestamp\":" + std::to_string(ts) + ",\"headers\":{";
+    for (size_t i = 0; i < headers.size(); ++i) {
+      if (i > 0) meta += ",";
+      meta += JsonEscape(headers[i].first) + ":" + JsonEscape(headers[i].second);
+    }
+    meta += "}}";
+    const size_t next = payload->find_first_not_of(" \t\r\n", brace + 1);
+    const bool empty = next != std::string::npos && (*payload)[next] == '}';
+    payload->insert(brace + 1, empty ? meta : meta + ",");
+  }
+
+  static void OnRebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err,
+                          rd_kafka_topic_partition_list_t* parts, void* opaque) {
+    auto* self = static_cast<KafkaInput*>(opaque);
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+      for (int i = 0; i < parts->cnt; ++i) {
+        auto it = self->positions_.find({parts->elems[i].topic, parts->elems[i].partition});
+        if (it != self->positions_.end()) parts->elems[i].offset = it->second;
+      }
+      if (self->ctx_.checkpointing && self->start_ == "latest") self->PinLatest(rk, parts);
+      rd_kafka_assign(rk, parts);
+      KLOG_INFO("kafka input: assigned {} partitions", parts->cnt);
+      self->assigned_.store(true);
+      if (self->commit_after_assign_ && !self->positions_.empty()) {
+        auto* list = ToList(self->positions_);
+        rd_kafka_commit(rk, list, /*async=*/1);
+        rd_kafka_topic_partition_list_destroy(list);
+        self->commit_after_assign_ = false;
+      }
+    } else {
+      self->assigned_.store(false);
+      rd_kafka_assign(rk, nullptr);
+      KLOG_INFO("kafka input: partitions revoked ({})", rd_kafka_err2str(err));
+    }
+  }
+
+  // `start: latest` under checkpointing: a partition assigned with neither a
+  // checkpointed position nor a committed offset starts at the end it has
+  // *now*, and that offset is committed to the group at once, so a restart
+  // before the first checkpoint resumes there instead of at a later end
+  // (which would skip what came in between). The position is in every
+  // checkpoint from then on.
+  void PinLatest(rd_kafka_t* rk, rd_kafka_topic_partition_list_t* parts) {
+    rd_kafka_topic_partition_list_t* open = rd_kafka_topic_partition_list_new(parts->cnt);
+    for (int i = 0; i < parts->cnt; ++i) {
+      if (!positions_.count({parts->elems[i].topic, parts->elems[i].partition})) {
+        rd_kafka_topic_partition_list_add(open, parts->elems[i].topic, parts->elems[i].partition);
+      }
+    }
+    if (open->cnt > 0 && rd_kafka_committed(rk, open, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      rd_kafka_topic_partition_list_t* pin = rd_kafka_topic_partition_list_new(open->cnt);
+      for (int i = 0; i < open->cnt; ++i) {
+        const auto& e = open->elems[i];
+        int64_t at = e.offset;
+        if (at < 0) {
+          int64_t low = 0, high = 0;
+          if (rd_kafka_query_watermark_offsets(rk, e.topic, e.partition, &low, &high, 10000) !=
+              RD_KAFKA_RESP_ERR_NO_ERROR) {
+            continue;  // left to auto.offset.reset, as before
+          }
+          at = high;
+          rd_kafka_topic_partition_list_add(pin, e.topic, e.partition)->offset = at;
+        }
+        positions_[{e.topic, e.partition}] = at;
+        for (int k = 0; k < parts->cnt; ++k) {
+          if (parts->elems[k].partition == e.partition &&
+              std::strcmp(parts->elems[k].topic, e.topic) == 0) {
+            parts->elems[k].offset = at;
+          }
+        }
+      }
+      if (pin->cnt > 0) {
+        const rd_kafka_resp_err_t ce = rd_kafka_commit(rk, pin, /*async=*/0);
+        if (ce) KLOG_WARN("kafka input: committing the start offsets: {}", rd_kafka_err2str(ce));
+      }
+      rd_kafka_topic_partition_list_destroy(pin);
+    } else if (open->cnt > 0) {
+      KLOG_WARN("kafka input: the group's committed offsets could not be read; partitions "
+                "without a checkpointed position start at the latest offset");
+    }
+    rd_kafka_topic_partition_list_destroy(open);
+  }
+
+  static void OnError(rd_kafka_t* rk, int err, const char* reason, void* opaque) {
+    (void)rk;
+    auto* self = static_cast<KafkaInput*>(opaque);
+    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || err == RD_KAFKA_RESP_ERR__RESOLVE) {
+      // Counted when Read reports it (the pipeline retries it).
+      std::lock_guard lock(self->unreachable_mu_);
+      self->unreachable_why_ = reason;
+      self->unreachable_.store(true);
+      return;
+    }
+    if (self->ctx_.stats) {
+      self->ctx_.stats->RecordError(std::string("kafka: ") +
+                                    rd_kafka_err2str(static_cast<rd_kafka_resp_err_t>(err)) +
+                                    ": " + reason);
+    }
+  }
+
+  const std::string brokers_;
+  const std::vector<std::string> topics_;
+  const std::string group_;
+  const std::string start_;
+  const size_t batch_size_;
+  const int64_t batch_wait_ms_;
+  const Properties props_;
+  const std::string meta_field_;
+  ComponentContext ctx_;
+  std::atomic<rd_kafka_t*> rk_{nullptr};
+  bool subscribed_ = false;
+  bool restore_commit_ = false;
+  bool commit_after_assign_ = false;
+  std::atomic<bool> assigned_{false};  // set by the rebalance callback, read by Committed
+  // Set by the error callback when no broker can be reached; Read clears it.
+  std::atomic<bool> unreachable_{false};
+  std::mutex unreachable_mu_;
+  std::string unreachable_why_;  // guarded by unreachable_mu_
+  Offsets positions_;  // pipeline thread (and the rebalance callback, on it)
+  rd_kafka_queue_t* queue_ = nullptr;         // the consumer's queue, read in bulk
+  std::vector<rd_kafka_message_t*> taken_;    // reused for every read
+  // The partition of the last message taken, and its entry in positions_.
+  bool last_valid_ = false;
+  int32_t last_partition_ = -1;
+  std::string last_topic_;
+  Offsets::iterator last_position_;
+  Offsets unstored_;   // without a state dir: handed over, not yet stored for auto-commit
+};
+
+}  // namespace
+
+ComponentDef KafkaInputDef() {
+  ComponentDef d;
+  d.kind = "input";
+  d.type = "kafka";
+  d.help = "Consumes `topics` as consumer group `group` (librdkafka). Each message's value is the "
+           "payload; its key, headers and timestamp go with it, and with `meta_field` set, an "
+           "object payload also gets {topic, partition, offset, key, timestamp, headers} under "
+           "that field for transforms. With a state directory the offsets are checkpointed and "
+           "committed to the broker only once a checkpoint holding them is durable.";
+  d.checkpoint = "the next offset of every partition read; committed to the group after the "
+                 "checkpoint is durable, and first of all on a restart";
+  d.bad_input = "an unreachable broker or unknown topic is an error on the card while librdkafka "
+                "retries; a bad property name is a config error";
+  d.props = {
+      PropDef{"brokers", PropType::kStringList, true, "",
+              "bootstrap brokers, a list or host:port,...", PropRole::kTuning},
+      PropDef{"topics", PropType::kStringList, true, "", "topics to subscribe to"}.NonEmpty(),
+      PropDef{"group", PropType::kString, true, "", "the consumer group id"}.NonEmpty(),
+      PropDef{"start", PropType::kString, false, "earliest",
+       "earliest or latest: where a partition with no committed offset starts"}.OneOf({"earliest", "latest"}),
+      PropDef{"batch_size", PropType::kInt, false, "1000", "most messages per batch", PropRole::kTuning}.Range(1, 100000),
+      PropDef{"batch_wait_ms", PropType::kInt, false, "50", "how long to wait to fill a batch",
+       PropRole::kTuning}.Range(0, 60000).Unit("ms"),
+      {"meta_field", PropType::kString, false, "",
+       "a field to put the message's Kafka metadata under (object payloads)"},
+      PropDef{"properties", PropType::kStringMap, false, "",
+       "librdkafka consumer properties, by their librdkafka names", PropRole::kTuning}
+          .Secret(),
+  };
+  d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
+    const std::string start = o.String("start");
+    CheckProperties(o, o.StringMap("properties"));
+    if (o.failed()) return nullptr;
+    return std::make_unique<KafkaInput>(Brokers(o), o.Strings("topics"), o.String("group"), start,
+                                        o.Int("batch_size"), o.Int("batch_wait_ms"),
+                                        o.StringMap("properties"), o.String("meta_field"), ctx);
+  };
+  return d;
+}
+
+}  // namespace kayak
