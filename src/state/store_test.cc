@@ -859,7 +859,9 @@ TEST(BucketSealTest, CollectingWhileWritersChangeTheSealedEntriesGivesTheSeal) {
     }
   });
   int64_t during = 0;
-  for (int round = 0; round < 12; ++round) {
+  // Twelve rounds, and more until the writer has run during a collection at
+  // least once (a loaded machine may not schedule it in the first ones).
+  for (int round = 0; round < 12 || (during == 0 && round < 400); ++round) {
     // Some writes before each seal, so every seal holds entries.
     for (const int64_t want = writes.load() + 5'000; writes.load() < want;) std::this_thread::yield();
     std::string at_seal;
