@@ -1011,6 +1011,32 @@ class KitCase(KayakTest):
         wait_for(lambda: want <= {m["seq"] for m in c.read_sink()}, timeout=30,
                  what=f"{c.name} output: every message {what}")
 
+    def write_with_kills(self, c, cfg, state, want, jitter=0.0):
+        """Writes `want` into `c`'s source 25 at a time, kill -9 and a restart
+        before three of the chunks (up to `jitter` s after each chunk, so a
+        kill lands anywhere in the flow); returns the running server."""
+        s = self.start(cfg, server_config=SERVER, state_dir=state)
+        chunks = [want[i:i + 25] for i in range(0, len(want), 25)]
+        kills = set(random.sample(range(1, len(chunks)), 3))
+        for i, chunk in enumerate(chunks):
+            if i in kills:
+                s.kill()
+                s = self.start(cfg, server_config=SERVER, state_dir=state)
+            c.write(s, chunk)
+            if jitter:
+                time.sleep(random.uniform(0, jitter))
+        return s
+
+    def assert_bucket_exact(self, s, want, name):
+        """Bucket `n` counts every key of `want` once per message."""
+        keys = sorted({m["k"] for m in want})
+        want_counts = {}
+        for m in want:
+            want_counts[m["k"]] = want_counts.get(m["k"], 0) + 1
+        wait_for(lambda: sum(self.bucket_counts(s, keys).values()) >= len(want), timeout=30,
+                 what=f"{name}: the bucket to hold every message")
+        self.assertEqual(self.bucket_counts(s, keys), want_counts)
+
     def bucket_counts(self, s, keys):
         def value(k):
             status, body = s.get(f"/api/v1/buckets/n?key={k}")
@@ -1072,16 +1098,8 @@ class ConformanceTest(KitCase):
                 c = self.connector(cls)
                 state = self.path("state")
                 cfg = self.graph(c.input_yaml(), with_bucket=True, shape=c.transforms())
-                s = self.start(cfg, server_config=SERVER, state_dir=state)
                 want = self.expected(c)
-                chunks = [want[i:i + 25] for i in range(0, len(want), 25)]
-                kills = sorted(random.sample(range(1, len(chunks)), 3))
-                for i, chunk in enumerate(chunks):
-                    if i in kills:
-                        s.kill()
-                        s = self.start(cfg, server_config=SERVER, state_dir=state)
-                    c.write(s, chunk)
-                    time.sleep(random.uniform(0, 0.05))  # the kill lands anywhere in the flow
+                s = self.write_with_kills(c, cfg, state, want, jitter=0.05)
                 out = lambda: [json.loads(l) for l in self.read_output("out")]  # noqa: E731
                 keys = sorted({m["k"] for m in want})
                 counts = lambda: {  # noqa: E731
@@ -1092,12 +1110,7 @@ class ConformanceTest(KitCase):
                     wait_for(lambda: len({m["seq"] for m in out()}) >= len(want), timeout=60,
                              what=f"{cls.name}: every message after the kills")
                     # state exactly once: each key counted once per message
-                    want_counts = {}
-                    for m in want:
-                        want_counts[m["k"]] = want_counts.get(m["k"], 0) + 1
-                    wait_for(lambda: sum(counts().values()) == len(want), timeout=30,
-                             what=f"{cls.name}: the bucket to hold every message once")
-                    self.assertEqual(counts(), want_counts)
+                    self.assert_bucket_exact(s, want, cls.name)
                     report(cls.name, "kill9", f"3 kills, {len(want)} messages, bucket exact, "
                                               "output complete")
                 else:

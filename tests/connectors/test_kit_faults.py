@@ -48,12 +48,7 @@ class FaultKitTest(kit.KitCase):
                 if c.delivery != "none":
                     wait_for(lambda: len({m["seq"] for m in lines()}) >= len(want), timeout=60,
                              what=f"{cls.name}: every message after the cuts")
-                    want_counts = {}
-                    for m in want:
-                        want_counts[m["k"]] = want_counts.get(m["k"], 0) + 1
-                    wait_for(lambda: sum(self.bucket_counts(s, keys).values()) >= len(want),
-                             timeout=30, what=f"{cls.name}: the bucket to hold every message")
-                    self.assertEqual(self.bucket_counts(s, keys), want_counts)
+                    self.assert_bucket_exact(s, want, cls.name)
                     what = f"3 cuts mid-batch, {len(want)} messages, bucket exact"
                 else:
                     # what was sent while the link was down is gone; once it is back,
@@ -110,13 +105,7 @@ class FaultKitTest(kit.KitCase):
                 c.refuse(False)
                 wait_for(lambda: len(seqs()) >= len(want), timeout=60,
                          what=f"{cls.name}: every message after the refusal")
-                keys = sorted({m["k"] for m in want})
-                want_counts = {}
-                for m in want:
-                    want_counts[m["k"]] = want_counts.get(m["k"], 0) + 1
-                wait_for(lambda: sum(self.bucket_counts(s, keys).values()) >= len(want),
-                         timeout=30, what=f"{cls.name}: the bucket to hold every message")
-                self.assertEqual(self.bucket_counts(s, keys), want_counts)
+                self.assert_bucket_exact(s, want, cls.name)
                 s.stop()
                 report(cls.name, "transient_refusal", f"retrying shown, {len(want)} of "
                                                       f"{len(want)} delivered, bucket exact")
@@ -162,16 +151,8 @@ class FaultKitTest(kit.KitCase):
                 self.dir_for(cls.name + "-orphans")
                 c = self.connector(cls)
                 cfg = self.graph(c.input_yaml(), with_bucket=True, shape=c.transforms())
-                state = self.path("state")
-                s = self.start(cfg, server_config=SERVER, state_dir=state)
                 want = self.expected(c)
-                chunks = [want[i:i + 25] for i in range(0, len(want), 25)]
-                kills = set(random.sample(range(1, len(chunks)), 3))
-                for i, chunk in enumerate(chunks):
-                    if i in kills:
-                        s.kill()
-                        s = self.start(cfg, server_config=SERVER, state_dir=state)
-                    c.write(s, chunk)
+                s = self.write_with_kills(c, cfg, self.path("state"), want)
                 seqs = lambda: {m["seq"] for m in map(json.loads, self.read_output("out"))}  # noqa: E731
                 wait_for(lambda: len(seqs()) >= len(want), timeout=60,
                          what=f"{cls.name}: every message after the kills")

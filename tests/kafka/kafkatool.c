@@ -48,6 +48,14 @@ static void conf_set(rd_kafka_conf_t* c, const char* k, const char* v) {
   if (rd_kafka_conf_set(c, k, v, err, sizeof(err)) != RD_KAFKA_CONF_OK) fail(k, err);
 }
 
+static void subscribe(rd_kafka_t* rk, const char* topic) {
+  rd_kafka_topic_partition_list_t* sub = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(sub, topic, RD_KAFKA_PARTITION_UA);
+  rd_kafka_resp_err_t e = rd_kafka_subscribe(rk, sub);
+  rd_kafka_topic_partition_list_destroy(sub);
+  if (e) fail("subscribe", rd_kafka_err2str(e));
+}
+
 static int delivered, failed;
 
 static void on_delivery(rd_kafka_t* rk, const rd_kafka_message_t* m, void* opaque) {
@@ -201,11 +209,7 @@ static int consume(const char* bootstrap, const char* topic, long long n, int se
   char at_end[1024] = {0};
   int ended = 0;
   if (parts > (int)sizeof(at_end)) fail("too many partitions", topic);
-  rd_kafka_topic_partition_list_t* sub = rd_kafka_topic_partition_list_new(1);
-  rd_kafka_topic_partition_list_add(sub, topic, RD_KAFKA_PARTITION_UA);
-  rd_kafka_resp_err_t e = rd_kafka_subscribe(rk, sub);
-  rd_kafka_topic_partition_list_destroy(sub);
-  if (e) fail("subscribe", rd_kafka_err2str(e));
+  subscribe(rk, topic);
   struct timespec start, now;
   clock_gettime(CLOCK_MONOTONIC, &start);
   long long got = 0;
@@ -307,11 +311,7 @@ static int member(const char* bootstrap, const char* topic, const char* group, i
   rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, err, sizeof(err));
   if (!rk) fail("consumer", err);
   rd_kafka_poll_set_consumer(rk);
-  rd_kafka_topic_partition_list_t* sub = rd_kafka_topic_partition_list_new(1);
-  rd_kafka_topic_partition_list_add(sub, topic, RD_KAFKA_PARTITION_UA);
-  rd_kafka_resp_err_t e = rd_kafka_subscribe(rk, sub);
-  rd_kafka_topic_partition_list_destroy(sub);
-  if (e) fail("subscribe", rd_kafka_err2str(e));
+  subscribe(rk, topic);
   struct timespec start, now;
   clock_gettime(CLOCK_MONOTONIC, &start);
   int last = -1;
