@@ -259,8 +259,11 @@ class OpcuaTest(BrokerTest):
         proxy = DropOnePublish(port_of_opc(opcua_url()))
         self.addCleanup(proxy.close)
         url = f"opc.tcp://127.0.0.1:{proxy.port}/UA/kayak"
+        # Sampled five times per change of the counter (every 100 ms): a busy
+        # machine's late sample still sees each value, so a gap is a loss.
         s = self.start(self.graph(self.opcua_input(PLANT[:1], url=url,
-                                                   extra="publishing_ms: 100, queue_size: 20")))
+                                                   extra="sampling_ms: 20, publishing_ms: 100, "
+                                                         "queue_size: 20")))
         wait_for(lambda: proxy.dropped == 1 and len(self.out()) >= 25, timeout=30,
                  what="an answer dropped, and changes after it")
         self.assertEqual(proxy.republished, 1)
