@@ -104,8 +104,8 @@ if ! cmp -s "$py_dir/requirements.txt" "$py_dir/venv/.kayak-requirements.txt" 2>
 fi
 
 # nats-server from the Go module proxy, at the version below (Debian's 2.9 lacks
-# JetStream's `sync_interval`), built once into tests/servers/go/bin.
-NATS_SERVER_VERSION=v2.12.2
+# JetStream's `sync_interval` and the consumer reset the input uses), built once into tests/servers/go/bin.
+NATS_SERVER_VERSION=v2.14.10
 go_bin="$(cd "$(dirname "$0")/.." && pwd)/tests/servers/go/bin"
 if [ "$(cat "$go_bin/.kayak-nats-server" 2>/dev/null)" != "$NATS_SERVER_VERSION" ]; then
   echo "install-deps: nats-server $NATS_SERVER_VERSION from the Go module proxy into tests/servers/go/bin"

@@ -3,7 +3,7 @@
  * libmosquitto). The readers are also the benchmarks' ceilings: the fastest
  * plain client writing the same file kayak writes.
  *
- *   brokertool nats-stream URL STREAM SUBJECT
+ *   brokertool nats-stream URL STREAM SUBJECT [MAX_MSGS]   (the oldest dropped past it)
  *   brokertool nats-pub URL SUBJECT COUNT [START] [js]
  *   brokertool nats-sub URL SUBJECT COUNT OUT [STREAM DURABLE]
  *   brokertool nats-send URL SUBJECT DATA...   one message each, \xHH escapes decoded
@@ -72,7 +72,7 @@ static natsConnection* nats_connect(const char* url, jsCtx** js) {
   return nc;
 }
 
-static int nats_stream(const char* url, const char* stream, const char* subject) {
+static int nats_stream(const char* url, const char* stream, const char* subject, long max_msgs) {
   jsCtx* js = NULL;
   natsConnection* nc = nats_connect(url, &js);
   jsStreamConfig c;
@@ -82,6 +82,7 @@ static int nats_stream(const char* url, const char* stream, const char* subject)
   c.Subjects = subjects;
   c.SubjectsLen = 1;
   c.Storage = js_FileStorage;
+  if (max_msgs > 0) c.MaxMsgs = max_msgs;
   jsErrCode jerr = 0;
   natsStatus s = js_AddStream(NULL, js, &c, NULL, &jerr);
   if (s != NATS_OK && jerr != JSStreamNameExistErr) die("add stream", natsStatus_GetText(s));
@@ -408,8 +409,8 @@ int main(int argc, char** argv) {
   const char* cmd = argv[1];
   mosquitto_lib_init();
   int rc = 1;
-  if (!strcmp(cmd, "nats-stream") && argc == 5) {
-    rc = nats_stream(argv[2], argv[3], argv[4]);
+  if (!strcmp(cmd, "nats-stream") && (argc == 5 || argc == 6)) {
+    rc = nats_stream(argv[2], argv[3], argv[4], argc == 6 ? atol(argv[5]) : 0);
   } else if (!strcmp(cmd, "nats-pub") && argc >= 5) {
     rc = nats_pub(argv[2], argv[3], atol(argv[4]), argc > 5 ? atol(argv[5]) : 0,
                   argc > 6 && !strcmp(argv[6], "js"));

@@ -1,4 +1,4 @@
-"""The nats input and output against a real nats-server 2.12 with JetStream
+"""The nats input and output against a real nats-server 2.14 with JetStream
 (started once per run by the CTest fixture): core subjects, a JetStream
 durable acknowledged only after the checkpoint, kill -9 and restart, the
 server going away, subjects made from fields, and options that do not fit."""
@@ -12,10 +12,12 @@ from servers import (Proxy, brokertool, brokertool_reader, nats_consumer, nats_s
 
 
 class NatsTest(BrokerTest):
-    def stream(self):
-        """A JetStream stream of this test's own, on subjects <tag>.>"""
+    def stream(self, max_msgs=0):
+        """A JetStream stream of this test's own, on subjects <tag>.> (keeping
+        the newest `max_msgs` only, when given)"""
         name = f"S{self.tag}".replace("_", "").upper()
-        brokertool("nats-stream", nats_url(), name, f"{self.tag}.>")
+        brokertool("nats-stream", nats_url(), name, f"{self.tag}.>",
+                   *([max_msgs] if max_msgs else []))
         return name
 
     def test_core_subject_to_file_with_metadata_and_wrapped_text(self):
@@ -83,6 +85,53 @@ class NatsTest(BrokerTest):
         wait_for(lambda: nats_consumer(stream, "d1")["ack_floor"]["stream_seq"] == 6000,
                  timeout=30, what="everything acknowledged")
         self.assertIn(f"stream {stream} sequence 6000", s.card("p", "input")["position"])
+
+    def test_a_restart_after_kill_9_keeps_the_durable_and_moves_it(self):
+        # the durable is reset to the checkpointed position, not deleted and
+        # made again: the same consumer (its creation time), its ack floor where
+        # the checkpoint left it, what the dead process held comes again at once
+        stream = self.stream()
+        state = self.path("state")
+        cfg = self.graph(
+            f"{{nats: {{url: '{nats_url()}', subject: '{self.tag}.>', stream: {stream}, "
+            f"durable: d4, ack_wait_secs: 3600}}}}",
+            transforms="    transforms:\n      - bucket: {name: sums, key: device, op: add, "
+                       "field: value}\n",
+            buckets="buckets:\n  sums: {}\n")
+        brokertool("nats-pub", nats_url(), f"{self.tag}.x", 1000, 0, "js")
+        s = self.start(cfg, server_config=SERVER, state_dir=state)
+        wait_for(lambda: (nats_consumer(stream, "d4") or {}).get("ack_floor", {})
+                 .get("stream_seq") == 1000, timeout=30, what="the first 1000 acknowledged")
+        created = nats_consumer(stream, "d4")["created"]
+        s.kill()
+        brokertool("nats-pub", nats_url(), f"{self.tag}.x", 1000, 1000, "js")
+        s = self.start(cfg, server_config=SERVER, state_dir=state)
+        # an ack_wait of an hour: what comes again comes because the durable moved
+        wait_for(lambda: set(range(2000)) <= set(self.seqs()), timeout=60, what="all 2000")
+        wait_for(lambda: {k: self.bucket(s, "sums", k) for k in sums(2000)} == sums(2000),
+                 timeout=30, what="every message counted once")
+        info = nats_consumer(stream, "d4")
+        self.assertEqual(info["created"], created, "the durable was deleted and made again")
+        self.assertGreaterEqual(info["ack_floor"]["stream_seq"], 1000)
+        self.assertIn("reset to sequence", s.stderr())
+
+    def test_messages_the_stream_dropped_before_they_were_read_are_counted(self):
+        stream = self.stream(max_msgs=100)
+        state = self.path("state")
+        cfg = self.graph(f"{{nats: {{url: '{nats_url()}', subject: '{self.tag}.>', "
+                         f"stream: {stream}, durable: d5}}}}")
+        brokertool("nats-pub", nats_url(), f"{self.tag}.x", 50, 0, "js")
+        s = self.start(cfg, server_config=SERVER, state_dir=state)
+        wait_for(lambda: len(self.out()) == 50, what="the first 50")
+        self.assertEqual(s.stop(), 0)
+        # while kayak is stopped, 250 more: the stream keeps its newest 100
+        brokertool("nats-pub", nats_url(), f"{self.tag}.x", 250, 50, "js")
+        s = self.start(cfg, server_config=SERVER, state_dir=state)
+        wait_for(lambda: len(self.out()) == 150, what="the 100 the stream kept")
+        self.assertEqual(sorted(self.seqs()), list(range(50)) + list(range(200, 300)))
+        card = s.card("p", "input")
+        self.assertEqual(card["errors"], 150)
+        self.assertIn("dropped sequences 51 to 200", card["last_error"])
 
     def test_jetstream_without_state_dir_acks_once_the_outputs_took_a_batch(self):
         stream = self.stream()

@@ -5,14 +5,19 @@
 //
 // JetStream under checkpointing: the position is the highest stream sequence
 // handed over. Messages are acknowledged (explicit acks, in batches) once a
-// checkpoint covering them commits (Committed). At every start kayak creates
-// the durable afresh at the position it restores (or at the old durable's
-// ack floor), so what the dead process held unacknowledged comes again at
-// once and in order, instead of after ack_wait; a message at or below the
-// restored position is acknowledged and skipped, since the state already
-// counts it. The same after a reconnection: what the broken connection was
-// sent (a fetch whose answer was lost) comes again at once, not after
-// ack_wait.
+// checkpoint covering them commits (Committed). At every start kayak moves
+// the durable to the position it restores (or to the old durable's ack
+// floor) with the server's consumer reset (nats-server 2.14), so what the
+// dead process held unacknowledged comes again at once and in order, instead
+// of after ack_wait, and the durable stays what it is: another client bound
+// to it goes on, its ack floor stays. A server without the reset (or a
+// durable whose settings changed) gets the durable deleted and created again
+// at that position. A message at or below the restored position is
+// acknowledged and skipped, since the state already counts it. The same
+// after a reconnection: what the broken connection was sent (a fetch whose
+// answer was lost) comes again at once, not after ack_wait. Messages the
+// stream dropped (max_age, max_msgs) before they were read are counted on
+// the card, not passed over in silence.
 #include <deque>
 #include <mutex>
 
@@ -164,8 +169,8 @@ class NatsInput final : public Input {
     return Status::Ok();
   }
 
-  // Makes the durable exist: under checkpointing, created afresh after
-  // what was handed over (at a start, the restored position; with nothing
+  // Makes the durable exist: under checkpointing, moved to just after what
+  // was handed over (at a start, the restored position; with nothing
   // restored, the old one's ack floor); otherwise created once and then
   // bound as it is.
   Status PrepareDurable() {
@@ -180,6 +185,7 @@ class NatsInput final : public Input {
       return nats::ToStatus(s, conn_.Error("reading stream " + js_.stream, s));
     }
     const jsRetentionPolicy retention = si->Config->Retention;
+    const uint64_t first_seq = si->State.FirstSeq;
     jsStreamInfo_Destroy(si);
 
     jsConsumerInfo* ci = nullptr;
@@ -187,8 +193,14 @@ class NatsInput final : public Input {
                            &jerr);
     const bool exists = s == NATS_OK;
     uint64_t floor = 0;
+    bool same_settings = false;
     if (exists) {
       floor = ci->AckFloor.Stream;
+      const jsConsumerConfig* c = ci->Config;
+      same_settings = c != nullptr && c->AckPolicy == js_AckExplicit &&
+                      c->AckWait == js_.ack_wait_secs * 1000000000LL &&
+                      c->MaxAckPending == js_.max_ack_pending &&
+                      subject_ == (c->FilterSubject != nullptr ? c->FilterSubject : "");
       jsConsumerInfo_Destroy(ci);
     } else if (jerr != JSConsumerNotFoundErr && s != NATS_NOT_FOUND) {
       return nats::ToStatus(s, conn_.Error("reading durable " + js_.durable, s));
@@ -199,7 +211,7 @@ class NatsInput final : public Input {
         return Status::Invalid(
             "nats input: stream " + js_.stream +
             " has interest retention; a checkpointed input needs limits or work-queue retention "
-            "(it recreates its durable at the checkpointed position, which would drop messages "
+            "(it moves its durable to the checkpointed position, which would drop messages "
             "of an interest stream)");
       }
       uint64_t handed;
@@ -211,6 +223,15 @@ class NatsInput final : public Input {
         start = handed + 1;
       } else if (exists) {
         start = floor + 1;
+      }
+      CountAgedOut(start, first_seq);
+      if (exists && same_settings && reset_works_) {
+        const Status st = ResetDurable(start);
+        if (st.ok()) return Status::Ok();
+        if (st.retryable()) return st;
+        reset_works_ = false;  // an older server: delete and create from now on
+        KLOG_INFO("nats input: {}; durable {} is deleted and created again instead", st.message(),
+                  js_.durable);
       }
       if (exists) {
         s = js_DeleteConsumer(conn_.js(), js_.stream.c_str(), js_.durable.c_str(), nullptr, &jerr);
@@ -244,6 +265,48 @@ class NatsInput final : public Input {
               start > 0 ? "starts at sequence " + std::to_string(start)
                         : "created (" + js_.deliver + ")");
     return Status::Ok();
+  }
+
+  // The durable's next message is stream sequence `start`, its ack floor one
+  // below, everything it had delivered and not acknowledged forgotten
+  // ($JS.API.CONSUMER.RESET, nats-server 2.14). Invalid where the server has
+  // no such request (it answers nothing, or an error).
+  Status ResetDurable(uint64_t start) {
+    const std::string subject = "$JS.API.CONSUMER.RESET." + js_.stream + "." + js_.durable;
+    const std::string body = "{\"seq\":" + std::to_string(start) + "}";
+    natsMsg* reply = nullptr;
+    const natsStatus s = natsConnection_Request(&reply, conn_.get(), subject.c_str(), body.data(),
+                                                static_cast<int>(body.size()), 2000);
+    if (s == NATS_TIMEOUT || s == NATS_NO_RESPONDERS) {
+      return Status::Invalid("the server does not reset a consumer (nats-server 2.14 does)");
+    }
+    if (s != NATS_OK) return nats::ToStatus(s, conn_.Error("resetting durable " + js_.durable, s));
+    const std::string_view data(natsMsg_GetData(reply),
+                                static_cast<size_t>(natsMsg_GetDataLength(reply)));
+    auto j = nlohmann::json::parse(data, nullptr, false);
+    natsMsg_Destroy(reply);
+    if (!j.is_object()) return Status::Invalid("the server's answer to a consumer reset is not JSON");
+    if (j.contains("error")) {
+      return Status::Invalid("the server refused to reset durable " + js_.durable + ": " +
+                             j["error"].value("description", std::string("no description")));
+    }
+    KLOG_INFO("nats input: durable {} on stream {} reset to sequence {}", js_.durable, js_.stream,
+              start);
+    return Status::Ok();
+  }
+
+  // Messages from `start` on that the stream no longer holds (its first is
+  // `first_seq`): dropped by its limits before the input read them. Counted
+  // once per gap (an upper bound where the durable filters subjects).
+  void CountAgedOut(uint64_t start, uint64_t first_seq) {
+    if (start == 0 || first_seq <= start || first_seq <= aged_out_until_) return;
+    const uint64_t from = std::max(start, aged_out_until_);
+    aged_out_until_ = first_seq;
+    const std::string what = "nats input: stream " + js_.stream + " dropped sequences " +
+                             std::to_string(from) + " to " + std::to_string(first_seq - 1) +
+                             " (its max_age or size limits) before they were read";
+    KLOG_WARN("{}", what);
+    if (ctx_.stats != nullptr) ctx_.stats->RecordError(what, first_seq - from);
   }
 
   Status ReadCore(Batch* out, int64_t wait_ms) {
@@ -406,6 +469,8 @@ class NatsInput final : public Input {
   }
 
   nats::Connection conn_;
+  bool reset_works_ = true;         // the server resets a consumer
+  uint64_t aged_out_until_ = 0;     // the stream's first sequence, once a gap was counted
   uint64_t subscribed_on_ = 0;  // conn_.connections() when the durable was bound
   const std::string subject_;
   const std::string queue_;
@@ -438,7 +503,7 @@ ComponentDef NatsInputDef() {
       "rewindable. A payload that is JSON is the message; another is wrapped or refused "
       "(`non_json`).";
   d.checkpoint = "JetStream: the highest stream sequence handed over; at a restart the durable "
-                 "is created again just after it. Core: nothing (messages in flight at a "
+                 "is moved (reset) to just after it, and what the stream dropped before it was read is counted. Core: nothing (messages in flight at a "
                  "crash are lost)";
   d.bad_input = "a payload that is not JSON is wrapped or counted as an error (`non_json`); an "
                 "unreachable server, or a missing stream, is retried with backoff (the card "
