@@ -140,4 +140,29 @@ std::string QuoteIdent(std::string_view name) { return Quote(name, '`'); }
 
 std::string QuoteString(std::string_view s) { return Quote(s, '\''); }
 
+int DateTime64Precision(std::string_view type) {
+  constexpr std::string_view kPrefix = "DateTime64(";
+  if (type.rfind(kPrefix, 0) != 0) return -1;
+  int p = 0;
+  for (size_t i = kPrefix.size(); i < type.size() && type[i] >= '0' && type[i] <= '9'; ++i) {
+    p = p * 10 + (type[i] - '0');
+  }
+  return p;
+}
+
+std::string UtcTextOf(const std::string& quoted, std::string_view type) {
+  if (DateTime64Precision(type) < 0) {
+    return "formatDateTime(" + quoted + ", '%Y-%m-%dT%H:%M:%SZ', 'UTC')";
+  }
+  // formatDateTime has no fractional seconds on every server version;
+  // toString of a DateTime64 has all of them.
+  return "concat(replaceOne(toString(toTimeZone(" + quoted + ", 'UTC')), ' ', 'T'), 'Z')";
+}
+
+std::string DateTimeLiteral(std::string_view text, std::string_view type) {
+  const int p = DateTime64Precision(type);
+  if (p < 0) return "parseDateTimeBestEffort(" + QuoteString(text) + ")";
+  return "parseDateTime64BestEffort(" + QuoteString(text) + ", " + std::to_string(p) + ")";
+}
+
 }  // namespace kayak::ch

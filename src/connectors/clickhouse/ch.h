@@ -67,6 +67,15 @@ std::string QuoteIdent(std::string_view name);
 // `s` as a quoted string literal: 'it\'s'.
 std::string QuoteString(std::string_view s);
 
+// The fractional digits of a DateTime64(P[, tz]) type; -1 for any other.
+int DateTime64Precision(std::string_view type);
+// The column `quoted` of a DateTime or DateTime64 `type` as RFC 3339 text in
+// UTC: "2026-01-02T03:04:05Z", a DateTime64 with its P digits
+// ("...05.123Z"), so that a cursor kept as that text loses nothing.
+std::string UtcTextOf(const std::string& quoted, std::string_view type);
+// That text back as a value of the column's `type`, for a comparison.
+std::string DateTimeLiteral(std::string_view text, std::string_view type);
+
 }  // namespace kayak::ch
 
 namespace kayak {

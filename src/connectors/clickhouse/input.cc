@@ -120,6 +120,7 @@ class ChInput final : public Input {
   std::vector<std::pair<std::string, std::string>> renames_;
   bool wm_numeric_ = false, tb_numeric_ = false;
   bool wm_datetime_ = false, tb_datetime_ = false;
+  std::string wm_type_, tb_type_;  // without Nullable
   std::string cursor_wm_, cursor_tb_;  // JSON texts of the last handed-over row's values
   int64_t next_poll_ms_ = 0;
   bool streaming_ = false;    // an answer is being read
@@ -158,8 +159,7 @@ class ChInput final : public Input {
       if (!select_.empty()) select_ += ", ";
       const std::string q = ch::QuoteIdent(name);
       if (datetime) {
-        const std::string f = "formatDateTime(" + std::string(nullable ? "assumeNotNull(" + q + ")" : q) +
-                              ", '%Y-%m-%dT%H:%M:%SZ', 'UTC')";
+        const std::string f = ch::UtcTextOf(nullable ? "assumeNotNull(" + q + ")" : q, type);
         // Under another name: the cursor's WHERE and ORDER BY use the column
         // itself (and its index); TakeLines gives the field its name back.
         std::string alias = name + "__kayak_utc";
@@ -173,6 +173,7 @@ class ChInput final : public Input {
         has_wm = true;
         wm_numeric_ = numeric;
         wm_datetime_ = datetime;
+        wm_type_ = type;
         if (o_.lag_secs > 0 && !datetime && type != "Date") {
           return Status::Invalid("lag_secs: the watermark '" + o_.watermark +
                                  "' is not a DateTime or Date column, so it has no age");
@@ -182,6 +183,7 @@ class ChInput final : public Input {
         has_tb = true;
         tb_numeric_ = numeric;
         tb_datetime_ = datetime;
+        tb_type_ = type;
       }
       cols += (cols.empty() ? "" : ", ") + name;
     }
@@ -205,12 +207,14 @@ class ChInput final : public Input {
     return Status::Ok();
   }
 
-  // The SQL literal of a cursor value (the JSON text of what was read).
-  static std::string Literal(const std::string& json, bool numeric, bool datetime) {
+  // The SQL literal of a cursor value (the JSON text of what was read) for a
+  // column of `type`.
+  static std::string Literal(const std::string& json, bool numeric, bool datetime,
+                             std::string_view type) {
     if (json.empty() || json[0] != '"') return json;  // a number
     std::string text;
     jtext::DecodeString(json, &text);
-    if (datetime) return "parseDateTimeBestEffort(" + ch::QuoteString(text) + ")";
+    if (datetime) return ch::DateTimeLiteral(text, type);
     return numeric ? text : ch::QuoteString(text);
   }
 
@@ -222,10 +226,10 @@ class ChInput final : public Input {
     std::string where = "isNotNull(" + wm + ")";
     if (tb) where += " AND isNotNull(" + tbq + ")";
     if (!cursor_wm_.empty()) {
-      const std::string w = Literal(cursor_wm_, wm_numeric_, wm_datetime_);
+      const std::string w = Literal(cursor_wm_, wm_numeric_, wm_datetime_, wm_type_);
       if (tb) {
         where += " AND (" + wm + " > " + w + " OR (" + wm + " = " + w + " AND " + tbq + " > " +
-                 Literal(cursor_tb_, tb_numeric_, tb_datetime_) + "))";
+                 Literal(cursor_tb_, tb_numeric_, tb_datetime_, tb_type_) + "))";
       } else {
         where += " AND " + wm + " > " + w;
       }
@@ -412,8 +416,9 @@ ComponentDef ClickhouseInputDef() {
       "batch at a time, then polls for new rows; `snapshot` reads the whole result on every poll. "
       "One query asks for everything after the cursor (or the whole result), and its answer "
       "is read as the pipeline takes the rows. Types: integers (64-bit ones too) and floats as "
-      "numbers (nan and inf as strings), DateTime as RFC 3339 strings in UTC, Date and String "
-      "as strings, arrays and tuples as arrays, NULL as null. Without `tiebreak`, rows that "
+      "numbers (nan and inf as strings), DateTime as RFC 3339 strings in UTC (DateTime64 with "
+      "its fractional digits, so a cursor on it loses none), Date and String as strings, "
+      "arrays and tuples as arrays, NULL as null. Without `tiebreak`, rows that "
       "share a watermark are read in one batch and a row inserted later with a watermark "
       "already read is missed; rows inserted late with an older watermark are read only with "
       "`lag_secs` covering the delay.";
