@@ -326,6 +326,22 @@ def s3_objects(prefix, server="s3"):
     return out
 
 
+def s3_put(key, body, server="s3"):
+    """Puts an object into bucket kayak, signed by boto3 from the venv moto
+    runs in (moto refuses an unsigned PUT)."""
+    e = s3_env(server)
+    py = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "servers", "python",
+                      "venv", "bin", "python")
+    code = ("import sys, boto3\n"
+            "c = boto3.client('s3', endpoint_url=sys.argv[1], aws_access_key_id=sys.argv[2], "
+            "aws_secret_access_key=sys.argv[3], region_name='us-east-1')\n"
+            "c.put_object(Bucket='kayak', Key=sys.argv[4], Body=sys.stdin.buffer.read(), "
+            "ACL='public-read')\n")
+    subprocess.run([py, "-c", code, e["S3_ENDPOINT"], e["S3_ACCESS_KEY_ID"],
+                    e["S3_SECRET_ACCESS_KEY"], key], input=body, check=True, timeout=60,
+                   capture_output=True)
+
+
 def s3_uploads(prefix, server="s3"):
     """The multipart uploads still open under `prefix` (ListMultipartUploads),
     as a list of keys."""

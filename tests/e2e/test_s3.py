@@ -8,12 +8,13 @@ import gzip
 import json
 import os
 import random
+import socket
 import subprocess
 import time
 import unittest
 
 from harness import KAYAK, KayakTest, committed, wait_for
-from servers import s3_env, s3_objects, s3_uploads
+from servers import s3_env, s3_objects, s3_put, s3_uploads
 
 def decompress(body, compression):
     """An object's rows: gzip members or zstd frames read through."""
@@ -28,6 +29,27 @@ def decompress(body, compression):
 SERVER = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 1, timeout_secs: 20}\n"
 
 
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def send_lines(port, seqs):
+    """{"seq": N, "pad": ...} lines to the tcp input, retried while it starts."""
+    data = "".join(json.dumps({"seq": i, "pad": "y" * 30}) + "\n" for i in seqs).encode()
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+                c.sendall(data)
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)  # the server is starting
+
+
 class S3Base(KayakTest):
     def setUp(self):
         super().setUp()
@@ -35,11 +57,11 @@ class S3Base(KayakTest):
 
     server = "s3"
 
-    def s3(self, extra="", bucket="kayak", compression="none"):
+    def s3(self, extra="", bucket="kayak", compression="none", key="{{seq}}.ndjson"):
         e = s3_env(self.server)
         return (f"{{s3: {{endpoint: '{e['S3_ENDPOINT']}', bucket: {bucket}, path_style: true, "
                 f"access_key_id: {e['S3_ACCESS_KEY_ID']}, secret_access_key: "
-                f"{e['S3_SECRET_ACCESS_KEY']}, key: '{self.prefix}/{{{{seq}}}}.ndjson', "
+                f"{e['S3_SECRET_ACCESS_KEY']}, key: '{self.prefix}/{key}', "
                 f"compression: {compression}{', ' + extra if extra else ''}}}}}")
 
     def input_file(self, n):
@@ -155,6 +177,52 @@ class S3Test(S3Base):
             clean = s3_objects(self.prefix + "/")
             self.assertEqual([clean[k] for k in sorted(clean)],
                              [s3_objects(k)[k] for k in keys])
+
+    def test_new_rows_after_an_object_completed_past_the_checkpoint_are_kept(self):
+        # tcp does not replay: after a kill -9 right after an object was
+        # completed (past the checkpoint that shows it open), the rows that
+        # come are new, not the object's rows again, and none is passed over
+        port = free_port()
+        cfg = (f"pipelines:\n  p:\n    input: {{tcp: {{listen: '127.0.0.1:{port}', "
+               f"batch_size: 10}}}}\n"
+               f"    outputs: [{self.s3('part_bytes: 300, max_object_bytes: 3000')}]\n")
+        state = self.path("state")
+        s = self.start(cfg, server_config=SERVER, state_dir=state,
+                       env={"KAYAK_CRASH_POINT": "s3_after_complete:1"})
+        send_lines(port, range(0, 20))
+        wait_for(lambda: s.card("p", "outputs[0]")["messages_out"] >= 20, what="20 rows out")
+        c0 = committed(s)
+        wait_for(lambda: committed(s) >= c0 + 1, what="a checkpoint with the object open")
+        send_lines(port, range(20, 100))
+        wait_for(lambda: s.proc.poll() is not None, timeout=30, what="the crash point")
+        s.kill()
+        s = self.start(cfg, server_config=SERVER, state_dir=state)
+        send_lines(port, range(1000, 1050))
+        wait_for(lambda: s.card("p", "outputs[0]")["messages_out"] >= 50, what="50 new rows out")
+        self.assertEqual(s.stop(), 0)
+        self.assertIn("was completed after the checkpoint", s.stderr())
+        got, _ = self.objects()
+        seqs = [json.loads(l)["seq"] for l in got.decode().splitlines()]
+        self.assertEqual(sorted(q for q in seqs if q >= 1000), list(range(1000, 1050)))
+        self.assertEqual(len(seqs), len(set(seqs)), "a row twice")
+
+    def test_a_run_without_a_state_dir_starts_past_every_earlier_object(self):
+        # an earlier run's objects, in this hour and in another: the new run's
+        # numbers start past the highest of them, so no later hour reuses one
+        now = time.gmtime().tm_hour
+        other = (now + 5) % 24
+        s3_put(f"{self.prefix}/{other:02d}/0000000007.ndjson", b'{"old":7}\n')
+        s3_put(f"{self.prefix}/{now:02d}/0000000002.ndjson", b'{"old":2}\n')
+        s = self.start("pipelines:\n  p:\n    input: {dummy: {count: 50}}\n"
+                       f"    outputs: [{self.s3('max_object_bytes: 300', key='{{hour}}/{{seq}}.ndjson')}]\n")
+        wait_for(lambda: s.card("p", "outputs[0]")["messages_out"] == 50, what="every row out")
+        self.assertEqual(s.stop(), 0)
+        objs = s3_objects(self.prefix + "/")
+        new = sorted(int(k.rsplit("/", 1)[1].split(".")[0]) for k, v in objs.items()
+                     if b"old" not in v)
+        self.assertGreater(len(new), 1)
+        self.assertEqual(new, list(range(8, 8 + len(new))))
+        self.assertEqual(objs[f"{self.prefix}/{other:02d}/0000000007.ndjson"], b'{"old":7}\n')
 
     def test_a_bad_bucket_is_an_error_on_the_card(self):
         self.input_file(10)

@@ -106,6 +106,7 @@ Status Client::Send(const char* method, const std::string& key, const Pairs& que
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 300000L);
+  if (!out->range.empty()) curl_easy_setopt(c, CURLOPT_RANGE, out->range.c_str());
   if (std::string_view(method) == "HEAD") {
     curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
   } else if (std::string_view(method) != "GET") {
@@ -228,6 +229,37 @@ Status Client::GetEach(const std::string& key,
   Response r;
   r.sink = &sink;
   return Send("GET", key, {}, "", &r);
+}
+
+Status Client::GetRange(const std::string& key, uint64_t from, uint64_t len, std::string* body) {
+  body->clear();
+  if (len == 0) return Status::Ok();
+  Response r;
+  r.range = std::to_string(from) + "-" + std::to_string(from + len - 1);
+  KAYAK_RETURN_IF_ERROR(Send("GET", key, {}, "", &r));
+  *body = std::move(r.body);
+  if (body->size() > len) body->resize(len);  // a server that ignored the range
+  return Status::Ok();
+}
+
+Status Client::ListKeys(const std::string& prefix,
+                        const std::function<void(std::string_view)>& each) {
+  Pairs query = {{"list-type", "2"}, {"prefix", prefix}};
+  for (int page = 0; page < 100000; ++page) {  // 100 million keys
+    Response r;
+    KAYAK_RETURN_IF_ERROR(Send("GET", "", query, "", &r));
+    std::string_view rest = r.body;
+    for (size_t at; (at = rest.find("<Contents>")) != std::string_view::npos;) {
+      const size_t end = rest.find("</Contents>", at);
+      if (end == std::string_view::npos) break;
+      each(XmlText(rest.substr(at, end - at), "Key"));
+      rest.remove_prefix(end);
+    }
+    if (XmlText(r.body, "IsTruncated") != "true") return Status::Ok();
+    query = {{"continuation-token", XmlText(r.body, "NextContinuationToken")},
+             {"list-type", "2"}, {"prefix", prefix}};
+  }
+  return Status::Ok();
 }
 
 Status Client::Put(const std::string& key, std::string_view bytes) {

@@ -46,6 +46,10 @@ class Client {
   // The object's body handed to `sink` in chunks as it arrives, not kept; a
   // sink's error stops the transfer and is returned.
   Status GetEach(const std::string& key, const std::function<Status(std::string_view)>& sink);
+  // `len` bytes of the object from byte `from` (a Range GET; fewer at its end).
+  Status GetRange(const std::string& key, uint64_t from, uint64_t len, std::string* body);
+  // Every key under `prefix`, handed to `each` (ListObjectsV2, page by page).
+  Status ListKeys(const std::string& prefix, const std::function<void(std::string_view)>& each);
   Status Put(const std::string& key, std::string_view bytes);
   // The ids of the multipart uploads open for exactly `key`
   // (ListMultipartUploads with `key` as the prefix).
@@ -64,6 +68,7 @@ class Client {
     int64_t length = -1;  // Content-Length, when the answer had one
     // When set, a 2xx answer's body goes here instead of into `body`.
     const std::function<Status(std::string_view)>* sink = nullptr;
+    std::string range;  // "from-to": a Range GET
     Status sink_status;
     CURL* curl = nullptr;
   };

@@ -62,6 +62,7 @@ class GzipCompressor final : public Compressor {
   }
 
  private:
+  std::function<void(std::string_view)> on_raw_;
   z_stream z_{};
   bool ok_ = false;
 };
@@ -95,7 +96,9 @@ class ZstdCompressor final : public Compressor {
 // at every member's end so that concatenated members are read through.
 class GzipCounter final : public RawCounter {
  public:
-  GzipCounter() { ok_ = inflateInit2(&z_, 15 + 32) == Z_OK; }
+  explicit GzipCounter(std::function<void(std::string_view)> on_raw) : on_raw_(std::move(on_raw)) {
+    ok_ = inflateInit2(&z_, 15 + 32) == Z_OK;
+  }
   ~GzipCounter() override {
     if (ok_) inflateEnd(&z_);
   }
@@ -112,7 +115,9 @@ class GzipCounter final : public RawCounter {
       z_.next_out = buf_;
       z_.avail_out = sizeof(buf_);
       const int rc = inflate(&z_, Z_NO_FLUSH);
-      total_ += sizeof(buf_) - z_.avail_out;
+      const size_t made = sizeof(buf_) - z_.avail_out;
+      total_ += made;
+      if (on_raw_ && made > 0) on_raw_({reinterpret_cast<const char*>(buf_), made});
       if (rc == Z_STREAM_END) {
         at_end_ = true;
       } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
@@ -129,6 +134,7 @@ class GzipCounter final : public RawCounter {
   }
 
  private:
+  std::function<void(std::string_view)> on_raw_;
   z_stream z_{};
   bool ok_ = false;
   bool at_end_ = false;
@@ -138,7 +144,8 @@ class GzipCounter final : public RawCounter {
 
 class ZstdCounter final : public RawCounter {
  public:
-  ZstdCounter() : dctx_(ZSTD_createDCtx()) {}
+  explicit ZstdCounter(std::function<void(std::string_view)> on_raw)
+      : on_raw_(std::move(on_raw)), dctx_(ZSTD_createDCtx()) {}
   ~ZstdCounter() override { ZSTD_freeDCtx(dctx_); }
 
   Status Feed(std::string_view chunk) override {
@@ -151,6 +158,7 @@ class ZstdCounter final : public RawCounter {
         return Status::Corruption(std::string("s3: the object is not zstd: ") + ZSTD_getErrorName(rc));
       }
       total_ += out.pos;
+      if (on_raw_ && out.pos > 0) on_raw_({buf_, out.pos});
       left_ = rc;  // 0 at a frame's end
     }
     return Status::Ok();
@@ -165,6 +173,7 @@ class ZstdCounter final : public RawCounter {
       const size_t rc = ZSTD_decompressStream(dctx_, &out, &in);
       if (ZSTD_isError(rc)) return Status::Corruption("s3: the object's zstd is damaged");
       total_ += out.pos;
+      if (on_raw_ && out.pos > 0) on_raw_({buf_, out.pos});
       left_ = rc;
       if (out.pos == 0) break;  // it needs input that will not come
     }
@@ -174,6 +183,7 @@ class ZstdCounter final : public RawCounter {
   }
 
  private:
+  std::function<void(std::string_view)> on_raw_;
   ZSTD_DCtx* dctx_;
   size_t left_ = 0;
   uint64_t total_ = 0;
@@ -194,12 +204,13 @@ std::unique_ptr<Compressor> MakeCompressor(Compression c) {
   return nullptr;
 }
 
-std::unique_ptr<RawCounter> MakeRawCounter(Compression c) {
+std::unique_ptr<RawCounter> MakeRawCounter(Compression c,
+                                           std::function<void(std::string_view)> on_raw) {
   switch (c) {
     case Compression::kGzip:
-      return std::make_unique<GzipCounter>();
+      return std::make_unique<GzipCounter>(std::move(on_raw));
     case Compression::kZstd:
-      return std::make_unique<ZstdCounter>();
+      return std::make_unique<ZstdCounter>(std::move(on_raw));
     case Compression::kNone:
       break;
   }

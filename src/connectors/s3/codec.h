@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -32,7 +33,8 @@ std::unique_ptr<Compressor> MakeCompressor(Compression c);
 
 // Counts the uncompressed bytes of a stream of members/frames fed in chunks
 // of any size, without keeping them (the restore reads a completed object's
-// size this way).
+// size this way); `on_raw`, when given, sees the uncompressed bytes as they
+// come out.
 class RawCounter {
  public:
   virtual ~RawCounter() = default;
@@ -40,6 +42,7 @@ class RawCounter {
   // The total, once the stream ended on a member/frame boundary.
   virtual Status Finish(uint64_t* raw_bytes) = 0;
 };
-std::unique_ptr<RawCounter> MakeRawCounter(Compression c);
+std::unique_ptr<RawCounter> MakeRawCounter(Compression c,
+                                           std::function<void(std::string_view)> on_raw = {});
 
 }  // namespace kayak::s3

@@ -89,6 +89,43 @@ std::string RenderKey(const std::string& tmpl, uint64_t seq, int64_t now_ms) {
   return out;
 }
 
+// The sequence number of `key` when it is a key `tmpl` renders (any date
+// and hour), else 0.
+uint64_t SeqOfKey(std::string_view tmpl, std::string_view key) {
+  uint64_t seq = 0;
+  size_t k = 0;
+  auto digits = [&](size_t n) {
+    if (key.size() - k < n) return false;
+    for (size_t j = 0; j < n; ++j) {
+      if (key[k + j] < '0' || key[k + j] > '9') return false;
+    }
+    return true;
+  };
+  for (size_t i = 0; i < tmpl.size();) {
+    auto at = [&](std::string_view v) { return tmpl.compare(i, v.size(), v) == 0; };
+    if (at("{{date}}")) {  // YYYY-MM-DD
+      if (!digits(4) || key.size() - k < 10 || key[k + 4] != '-' || key[k + 7] != '-') return 0;
+      k += 10;
+      i += 8;
+    } else if (at("{{hour}}")) {
+      if (!digits(2)) return 0;
+      k += 2;
+      i += 8;
+    } else if (at("{{seq}}")) {
+      if (!digits(10)) return 0;
+      uint64_t n = 0;
+      for (; k < key.size() && key[k] >= '0' && key[k] <= '9'; ++k) n = n * 10 + (key[k] - '0');
+      seq = n;
+      i += 7;
+    } else {
+      if (k >= key.size() || key[k] != tmpl[i]) return 0;
+      ++k;
+      ++i;
+    }
+  }
+  return k == key.size() ? seq : 0;
+}
+
 class S3Output final : public Output {
  public:
   S3Output(S3Options o, const ComponentContext& ctx)
@@ -98,20 +135,21 @@ class S3Output final : public Output {
         clock_(ctx.clock),
         stats_(ctx.stats) {}
 
-  // Without a restored state: the first sequence number whose key is free,
-  // so a restart never writes over an object of an earlier run.
+  // Without a restored state: one past the highest sequence number of any
+  // key under the template's fixed prefix (every date and hour), so a restart
+  // never writes over an object of an earlier run, in this hour or a later one.
   Status Open() override {
     if (opened_) return Status::Ok();
     if (restored_) {
       KAYAK_RETURN_IF_ERROR(FindCompletedAfterRestore());
     } else {
-      for (int i = 0; i < 100000; ++i) {
-        bool exists = false;
-        KAYAK_RETURN_IF_ERROR(
-            client_.Exists(RenderKey(o_.key, next_seq_, clock_->NowMs()), &exists));
-        if (!exists) break;
-        ++next_seq_;
-      }
+      uint64_t highest = 0;
+      KAYAK_RETURN_IF_ERROR(client_.ListKeys(
+          o_.key.substr(0, o_.key.find("{{")),
+          [&](std::string_view key) { highest = std::max(highest, SeqOfKey(o_.key, key)); }));
+      next_seq_ = highest + 1;
+      if (highest > 0) KLOG_INFO("s3 output: objects of an earlier run go up to {}; this one "
+                                 "starts at {}", highest, next_seq_);
     }
     opened_ = true;
     return Status::Ok();
@@ -224,7 +262,20 @@ class S3Output final : public Output {
     Object& ob = objs_.back();
     const uint64_t row = payload.size() + 1;
     if (skip_seq_ == ob.seq) {
-      // Completed after the checkpoint: these rows are in it already.
+      // Completed after the checkpoint: these rows are in it already, if
+      // they are the same rows again. An input that does not replay (or a
+      // pipeline that gives other rows) brings new ones: they go to a new
+      // object, the completed one stays as it is.
+      if (!IsReplayed(payload)) {
+        KLOG_WARN("s3 output: {} was completed after the checkpoint, and the rows coming now are "
+                  "not its rows again (the input does not replay them); they go to a new object",
+                  ob.key);
+        objs_.pop_back();
+        skip_seq_ = 0;
+        replay_expect_.clear();
+        Append(payload);
+        return;
+      }
       ob.bytes += row;
       if (ob.bytes >= skip_bytes_) {
         if (ob.bytes != skip_bytes_) {
@@ -396,9 +447,22 @@ class S3Output final : public Output {
     return st;
   }
 
+  // Whether `payload` and its newline are the next bytes of the completed
+  // object past the checkpoint's rows (past the bytes kept: taken as so).
+  bool IsReplayed(std::string_view payload) {
+    if (replay_pos_ >= replay_expect_.size()) return true;
+    const std::string_view want = std::string_view(replay_expect_).substr(replay_pos_);
+    const size_t n = std::min(payload.size(), want.size());
+    if (payload.substr(0, n) != want.substr(0, n)) return false;
+    if (want.size() > payload.size() && want[payload.size()] != '\n') return false;
+    replay_pos_ += payload.size() + 1;
+    return true;
+  }
+
   // After a restore: an object the checkpoint shows unfinished may have been
   // completed before the crash. Closed ones are then done; the open one's
-  // replayed rows are passed over up to its size.
+  // replayed rows are passed over up to its size, the first of them checked
+  // against what the object holds past the checkpoint's rows.
   Status FindCompletedAfterRestore() {
     for (auto it = objs_.begin(); it != objs_.end();) {
       bool exists = false;
@@ -408,12 +472,29 @@ class S3Output final : public Output {
         ++it;
         continue;
       }
+      replay_expect_.clear();
+      replay_pos_ = 0;
       if (!it->closed && o_.compression != s3::Compression::kNone) {
-        // The rows it holds are its uncompressed size: read through once.
-        auto counter = s3::MakeRawCounter(o_.compression);
+        // The rows it holds are its uncompressed size: read through once,
+        // keeping the first bytes past the checkpoint's rows.
+        const uint64_t from = it->bytes;
+        uint64_t raw = 0;
+        auto counter = s3::MakeRawCounter(o_.compression, [&](std::string_view chunk) {
+          const uint64_t end = raw + chunk.size();
+          if (end > from && replay_expect_.size() < kReplayCheckBytes) {
+            const size_t skip = raw < from ? static_cast<size_t>(from - raw) : 0;
+            replay_expect_.append(chunk.substr(skip, std::min<size_t>(
+                chunk.size() - skip, kReplayCheckBytes - replay_expect_.size())));
+          }
+          raw = end;
+        });
         KAYAK_RETURN_IF_ERROR(client_.GetEach(
             it->key, [&counter](std::string_view chunk) { return counter->Feed(chunk); }));
         KAYAK_RETURN_IF_ERROR(counter->Finish(&size));
+      } else if (!it->closed && size > it->bytes) {
+        KAYAK_RETURN_IF_ERROR(client_.GetRange(
+            it->key, it->bytes, std::min<uint64_t>(size - it->bytes, kReplayCheckBytes),
+            &replay_expect_));
       }
       KLOG_INFO("s3 output: {} was completed after the checkpoint; not written again", it->key);
       AbortLeftOver(it->key);
@@ -453,6 +534,11 @@ class S3Output final : public Output {
   std::string open_;         // the open object's rows not yet cut into a part
   uint64_t skip_seq_ = 0;    // an object completed after the restored checkpoint
   uint64_t skip_bytes_ = 0;  // its size
+  // The first bytes it holds past the checkpoint's rows: the rows passed
+  // over are checked against them (replay_pos_: how far).
+  static constexpr size_t kReplayCheckBytes = 64 * 1024;
+  std::string replay_expect_;
+  size_t replay_pos_ = 0;
 };
 
 }  // namespace
@@ -468,11 +554,12 @@ ComponentDef S3OutputDef() {
       "(tried at the size of rows the last part's compression ratio predicts); an object is completed at the first row boundary at or past "
       "`max_object_bytes`, after `max_object_secs`, or at a stop. Keys come from `key`: "
       "{{date}} (YYYY-MM-DD) and {{hour}} (HH) of the wall clock when the object opens, in UTC, "
-      "and {{seq}}, the object's number from 1, ten digits.";
+      "and {{seq}}, the object's number, ten digits: from 1, or, without a checkpoint, past "
+      "the highest of any key the template made under its fixed prefix.";
   d.checkpoint = "the open objects (key, upload id, the parts uploaded and their ETags) and the "
                  "bytes not yet uploaded; a restore goes on with the same upload and part "
                  "numbers, and an object completed after the checkpoint is found with HEAD and "
-                 "not written again";
+                 "not written again (rows that are not its rows again go to a new object)";
   d.bad_input = "a refused connection, a 5xx or SlowDown is retried holding the pipeline; a 4xx "
                 "(no such bucket, bad credentials) is an error on the card with S3's code and "
                 "message, retried the same way under checkpointing";
