@@ -204,6 +204,47 @@ class PostgresTest(KayakTest):
         self.assertEqual(ids, [1, 2, 3] * 3)
         s.stop()
 
+    def test_a_snapshot_pass_cut_in_the_middle_is_read_again_whole(self):
+        # the pass's transaction ends with its connection: the next pass reads
+        # the whole result (as every pass does), the log and the card say so
+        src = self.t("src")
+        psql(f"CREATE TABLE {src} (id int); INSERT INTO {src} SELECT generate_series(1, 2000);")
+        proxy = Proxy("127.0.0.1", pg_port())
+        self.addCleanup(proxy.close)
+        slow = ("    transforms: [{lua: {script: 'function process(m) for i=1,200000 do end "
+                "return m end'}}]\n")
+        s = self.start(self.graph(self.pg_input(
+            f"SELECT * FROM {src}", "mode: snapshot, poll_secs: 3600, batch_size: 10",
+            url=via(proxy)), transforms=slow))
+        wait_for(lambda: len(self.out()) >= 100, timeout=30, what="the pass under way")
+        proxy.cut()
+        wait_for(lambda: "cut and read again" in s.card("p", "input")["position"], timeout=30,
+                 what="the cut pass on the card")
+        proxy.restore()
+        wait_for(lambda: s.card("p", "input")["position"].startswith("snapshot pass 1"),
+                 timeout=120, what="the pass after the cut to end")
+        ids = [m["id"] for m in self.out()]
+        cut_at = len(ids) - 2000
+        self.assertGreater(cut_at, 0)
+        self.assertEqual(ids[cut_at:], list(range(1, 2001)), "the pass after the cut is whole")
+        self.assertRegex(s.stderr(), r"snapshot pass 1 cut after \d+ rows; the next pass reads "
+                                     r"the whole result again")
+        s.stop()
+
+    def test_a_read_past_statement_timeout_is_tried_with_fewer_rows(self):
+        # each row costs 2 ms to make (a function of the query): 1000 rows a
+        # read run past a 1 s timeout for ever; halved twice, they fit
+        psql(f"""CREATE TABLE {self.t('slow')} (id int PRIMARY KEY, v int);
+                 INSERT INTO {self.t('slow')} SELECT g, g FROM generate_series(1, 3000) g;
+                 CREATE FUNCTION {self.schema}.slow(x int) RETURNS int LANGUAGE plpgsql STABLE
+                 AS $$ BEGIN PERFORM pg_sleep(0.002); RETURN x; END $$;""")
+        query = f"SELECT id, {self.schema}.slow(v) AS v FROM {self.t('slow')}"
+        s = self.start(self.graph(self.pg_input(
+            query, "watermark: id, batch_size: 1000, statement_timeout_secs: 1")))
+        wait_for(lambda: len(self.out()) >= 3000, timeout=90, what="every row")
+        self.assertEqual(sorted(r["id"] for r in self.out()), list(range(1, 3001)))
+        self.assertIn("ran past statement_timeout_secs (1 s); reading 500 at a time", s.stderr())
+
     def test_options_that_do_not_fit_the_query(self):
         src = self.t("src")
         psql(f"CREATE TABLE {src} (id int, ts timestamptz, n int)")

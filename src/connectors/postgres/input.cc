@@ -20,8 +20,12 @@ constexpr unsigned kDateOid = 1082, kTimestampOid = 1114, kTimestampTzOid = 1184
 
 class PgInput final : public Input {
  public:
-  PgInput(std::string url, SqlSourceOptions o, const ComponentContext& ctx)
-      : o_(std::move(o)), conn_(std::move(url)), clock_(ctx.clock) {
+  PgInput(std::string url, SqlSourceOptions o, int64_t timeout_secs, const ComponentContext& ctx)
+      : o_(std::move(o)),
+        conn_(std::move(url), timeout_secs),
+        clock_(ctx.clock),
+        timeout_secs_(timeout_secs),
+        read_batch_(o_.batch_size) {
     if (incremental() && o_.tiebreak.empty()) {
       KLOG_WARN("{}", NoTiebreakWarning(ctx.pipeline_id, "postgres"));
     }
@@ -37,8 +41,20 @@ class PgInput final : public Input {
     Status st = conn_.Ensure();
     if (st.ok() && !described_) st = Describe();
     if (st.ok()) st = incremental() ? ReadIncremental(out) : ReadSnapshot(out);
+    if (st.ok() && read_batch_ < o_.batch_size && ++reads_since_timeout_ >= 8) {
+      read_batch_ = std::min(o_.batch_size, read_batch_ * 2);  // back up, step by step
+      reads_since_timeout_ = 0;
+    }
+    if (!st.ok() && conn_.last_sqlstate() == "57014") st = TimedOut(st);
     if (!st.ok() && st.retryable()) {
-      in_snapshot_ = false;  // a broken connection ends its transaction
+      if (in_snapshot_) {
+        // A broken connection ends its transaction: the pass begins again,
+        // and like every pass it reads the whole result.
+        ++cut_passes_;
+        KLOG_WARN("postgres input: snapshot pass {} cut after {} rows; the next pass reads the "
+                  "whole result again", passes_ + 1, pass_rows_);
+      }
+      in_snapshot_ = false;
       conn_.Close();
     }
     return st;
@@ -74,7 +90,10 @@ class PgInput final : public Input {
   }
 
   std::string Position() const override {
-    if (!incremental()) return "snapshot pass " + std::to_string(passes_);
+    if (!incremental()) {
+      return "snapshot pass " + std::to_string(passes_) +
+             (cut_passes_ > 0 ? ", " + std::to_string(cut_passes_) + " cut and read again" : "");
+    }
     if (!has_cursor_) return "no row read yet";
     return o_.watermark + " " + cursor_wm_ + (o_.tiebreak.empty() ? "" : ", " + o_.tiebreak + " " + cursor_tb_);
   }
@@ -90,11 +109,37 @@ class PgInput final : public Input {
   int wm_col_ = -1, tb_col_ = -1;
   bool has_cursor_ = false;
   std::string cursor_wm_, cursor_tb_;
+  const int64_t timeout_secs_;
+  int64_t read_batch_;               // batch_size, or less after a statement timeout
+  int reads_since_timeout_ = 0;
   int64_t next_poll_ms_ = 0;
   bool in_snapshot_ = false;
   uint64_t passes_ = 0;
+  uint64_t pass_rows_ = 0;   // handed over in the pass under way
+  uint64_t cut_passes_ = 0;  // passes a broken connection ended early
 
   bool incremental() const { return o_.incremental(); }
+
+  // A read cancelled by statement_timeout (57014): the same read would take
+  // as long again, for ever. Half as many rows the next time (an ordered,
+  // indexed read takes time by the rows it returns), down to one; at one row
+  // the query itself is too slow, and the error says which option to change.
+  Status TimedOut(const Status& st) {
+    reads_since_timeout_ = 0;
+    if (read_batch_ > 1) {
+      const int64_t was = read_batch_;
+      read_batch_ = std::max<int64_t>(1, read_batch_ / 2);
+      KLOG_WARN("postgres input: a read of {} rows ran past statement_timeout_secs ({} s); "
+                "reading {} at a time", was, timeout_secs_, read_batch_);
+      return Status::Unavailable("postgres input: a read of " + std::to_string(was) +
+                                 " rows ran past statement_timeout_secs (" +
+                                 std::to_string(timeout_secs_) + " s); reading " +
+                                 std::to_string(read_batch_) + " at a time");
+    }
+    return Status::Unavailable("postgres input: a read of one row runs past "
+                               "statement_timeout_secs (" + std::to_string(timeout_secs_) +
+                               " s): raise it, or index the watermark (" + st.message() + ")");
+  }
 
   // The query's columns, once per connection's first use: a query that does
   // not run, or a watermark or tiebreak it lacks, stops the input naming the
@@ -227,12 +272,12 @@ class PgInput final : public Input {
     }
     const std::string order = wm + (tb ? ", " + Col(o_.tiebreak) : "");
     const std::string sql = "SELECT * FROM (" + o_.query + ") AS kayak_q WHERE " + where +
-                            " ORDER BY " + order + " LIMIT " + std::to_string(o_.batch_size);
+                            " ORDER BY " + order + " LIMIT " + std::to_string(read_batch_);
     pg::Result r;
     KAYAK_RETURN_IF_ERROR(conn_.Exec(sql, params, &r));
     KAYAK_RETURN_IF_ERROR(Shape(r.get()));
     int rows = PQntuples(r.get());
-    const bool full = rows >= o_.batch_size;
+    const bool full = rows >= read_batch_;
     if (!tb && full) {
       // Without a tiebreak the cursor cannot stop inside a group of equal
       // watermarks: leave the last group for the next read, or, when the whole
@@ -279,14 +324,16 @@ class PgInput final : public Input {
         return st;
       }
       in_snapshot_ = true;
+      pass_rows_ = 0;
     }
     pg::Result r;
     KAYAK_RETURN_IF_ERROR(conn_.Exec(
-        "FETCH " + std::to_string(o_.batch_size) + " FROM kayak_snapshot", {}, &r));
+        "FETCH " + std::to_string(read_batch_) + " FROM kayak_snapshot", {}, &r));
     KAYAK_RETURN_IF_ERROR(Shape(r.get()));
     const int rows = PQntuples(r.get());
     Emit(r.get(), rows, out);
-    if (rows < o_.batch_size) {
+    pass_rows_ += static_cast<uint64_t>(rows);
+    if (rows < read_batch_) {
       in_snapshot_ = false;
       ++passes_;
       KAYAK_RETURN_IF_ERROR(conn_.Exec("COMMIT"));
@@ -327,12 +374,18 @@ ComponentDef PostgresInputDef() {
       PropDef{"url", PropType::kString, true, "",
               "libpq connection string or URI (postgresql://user@host:port/db); a password "
               "as ${ENV}"}.NonEmpty().Secret().Address(),
+      PropDef{"statement_timeout_secs", PropType::kInt, false, "60",
+              "the server cancels a statement that runs longer; a read cancelled so is "
+              "tried again with half as many rows, down to one",
+              PropRole::kTuning}
+          .Range(1, 86400),
   };
   for (auto& p : SqlSourceProps("PostgreSQL")) d.props.push_back(std::move(p));
   d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
     SqlSourceOptions so = ReadSqlSourceOptions(o);
     if (o.failed()) return nullptr;
-    return std::make_unique<PgInput>(o.String("url"), std::move(so), ctx);
+    return std::make_unique<PgInput>(o.String("url"), std::move(so),
+                                     o.Int("statement_timeout_secs"), ctx);
   };
   return d;
 }

@@ -85,8 +85,10 @@ Status Connection::Ensure() {
     return st;
   }
   // Timestamps in UTC and ISO form, read back exactly; no statement runs for
-  // longer than a minute, so a hung server cannot hold a pipeline forever.
-  return Exec("SET TimeZone = 'UTC'; SET DateStyle = 'ISO, YMD'; SET statement_timeout = '60s'");
+  // longer than the timeout (a minute unless the input says), so a hung
+  // server cannot hold a pipeline forever.
+  return Exec("SET TimeZone = 'UTC'; SET DateStyle = 'ISO, YMD'; SET statement_timeout = '" +
+              std::to_string(statement_timeout_secs_) + "s'");
 }
 
 void Connection::Close() {

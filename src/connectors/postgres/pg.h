@@ -23,7 +23,8 @@ using Result = std::unique_ptr<PGresult, ResultFree>;
 // session is set to UTC and ISO dates, so timestamps read back the same.
 class Connection {
  public:
-  explicit Connection(std::string url) : url_(std::move(url)) {}
+  explicit Connection(std::string url, int64_t statement_timeout_secs = 60)
+      : url_(std::move(url)), statement_timeout_secs_(statement_timeout_secs) {}
   ~Connection() { Close(); }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -50,6 +51,7 @@ class Connection {
   std::string url_;
   PGconn* conn_ = nullptr;
   std::string sqlstate_;
+  int64_t statement_timeout_secs_;
 };
 
 // Whether a SQLSTATE says the row's content was refused (data exception,
