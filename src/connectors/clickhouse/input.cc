@@ -57,6 +57,11 @@ class ChInput final : public Input {
     (void)finished;
     if (pending_.empty() && !streaming_) {
       if (!error_.ok()) {  // the answer that ended in an error: from the cursor again
+        if (!incremental()) {  // a snapshot pass: the next one reads the whole result
+          ++cut_passes_;
+          KLOG_WARN("clickhouse input: snapshot pass {} cut; the next pass reads the whole "
+                    "result again", passes_ + 1);
+        }
         Status st = error_;
         error_ = Status::Ok();
         next_poll_ms_ = 0;
@@ -103,7 +108,10 @@ class ChInput final : public Input {
   }
 
   std::string Position() const override {
-    if (!incremental()) return "snapshot pass " + std::to_string(passes_);
+    if (!incremental()) {
+      return "snapshot pass " + std::to_string(passes_) +
+             (cut_passes_ > 0 ? ", " + std::to_string(cut_passes_) + " cut and read again" : "");
+    }
     if (cursor_wm_.empty()) return "no row read yet";
     return o_.watermark + " " + cursor_wm_ +
            (o_.tiebreak.empty() ? "" : ", " + o_.tiebreak + " " + cursor_tb_);
@@ -128,6 +136,7 @@ class ChInput final : public Input {
   Status error_;              // what ended the answer early, once its rows are handed over
   std::deque<Message> pending_;  // rows read and not handed over yet
   uint64_t passes_ = 0;
+  uint64_t cut_passes_ = 0;  // passes whose answer broke off
 
   bool incremental() const { return o_.incremental(); }
 
