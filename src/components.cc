@@ -93,8 +93,11 @@ std::string ComponentReferenceMarkdown() {
       "An option's role says what a change of it does to the component's checkpointed state: "
       "an *identity* option decides what the component reads or computes, and changing it "
       "makes that state start empty (an input starts from its configured beginning); a "
-      "*tuning* option decides only how fast or in what chunks, and changing it keeps the "
-      "state (`durability.md`, 'Config changes'). The rules (ranges, choices) are checked when "
+      "*tuning* option decides only how fast or in what chunks, or how the system is reached "
+      "(credentials), and changing it keeps the state; an *address* counts for identity by the "
+      "part that names the data only (a URL's scheme and path, a libpq string's dbname), its "
+      "user, password, host and port are tuning (`durability.md`, 'Config changes'; "
+      "`connectors.md`, 'Identity and tuning'). The rules (ranges, choices) are checked when "
       "the config is loaded, from the same table.\n";
   for (const char* kind : {"input", "transform", "output"}) {
     out += std::string("\n## ") + (std::string(kind) == "input" ? "Inputs" :
@@ -115,7 +118,7 @@ std::string ComponentReferenceMarkdown() {
           out += "| `" + p.name + "` | " + PropTypeName(p.type) + " | " +
                  (p.required ? "yes" : "no") + " | " +
                  (p.default_text.empty() ? "" : "`" + p.default_text + "`") + " | " +
-                 (p.role == PropRole::kTuning ? "tuning" : "identity") + " | " + rules + " | " +
+                 (p.role == PropRole::kTuning ? "tuning" : p.address ? "address" : "identity") + " | " + rules + " | " +
                  p.help + (p.secret ? " (secret: the API shows `***`)" : "") + " |\n";
         }
       }

@@ -31,6 +31,13 @@ The faults (test_kit_faults.py, a CTest of its own):
                (connectors with a refusal switch) the server refuses for a while (its
                rights taken from the connector's user and given back): `retrying` on
                the card, nothing dropped, every message delivered after, the bucket exact
+  no_orphans   (connectors with sessions on the server) nothing a killed run opened is
+               left open
+The config case (test_kit_config.py, a CTest of its own):
+  config_change_after_crash
+               kill -9, every tuning option and address changed at once: state exact,
+               outputs complete, nothing started empty; then an identity option
+               changed: the input starts empty
 """
 import gzip
 import json
@@ -128,6 +135,21 @@ class Connector:
     def session_output_yaml(self):
         return self.output_yaml()
 
+    # config_change_after_crash (test_kit_config.py): tuning(side) gives a new
+    # value for every tuning option and address ("input" or "output" side,
+    # docs/components.md names them) that use_credential(1) does not change
+    # already and the kit does not know (`retry`); tuning_exempt[side] names
+    # those it cannot change, with the reason. identity_change() is one
+    # identity option of the input with a new value (None: it has none).
+    # tuning() may move what write() and read_sink() use along with it.
+    tuning_exempt = {}
+
+    def tuning(self, side):
+        return {}
+
+    def identity_change(self):
+        return None
+
     def close(self):
         pass
 
@@ -179,6 +201,16 @@ class FileConnector(Connector):
     def output_yaml(self):
         return f"{{file: {{path: {self.t.path('sink')}}}}}"
 
+    def tuning(self, side):
+        if side == "input":
+            return {"batch_size": 5, "poll_ms": 30}
+        return {"max_part_bytes": 1 << 20, "max_part_secs": 600}
+
+    def identity_change(self):
+        other = self.src + ".2"
+        open(other, "a").close()
+        return {"path": other}
+
     def read_sink(self):
         return [json.loads(l) for l in self.t.read_output("sink")]
 
@@ -202,6 +234,12 @@ class DummyConnector(Connector):
     def write(self, s, msgs):
         pass  # it generates seq 1..count itself
 
+    def tuning(self, side):
+        return {"rate_per_sec": 300, "batch_size": 7}
+
+    def identity_change(self):
+        return {"template": '{"k":"k1","seq":{{seq}}}'}
+
     def bad_input_option(self):
         return "{dummy: {rate_per_sec: -1}}", "-1"
 
@@ -214,18 +252,28 @@ class HttpConnector(Endpoint, Connector):
 
     credentials = True
     token = ""
+    ingest = "/ingest/kit"
 
     def use_credential(self, which):
         self.token = CANARY if which == CANARY else f"kit-token-{which}"
 
     def input_yaml(self):
         token = f", token: {self.token}" if self.token else ""
-        return f"{{http: {{path: /ingest/kit{token}}}}}"
+        return f"{{http: {{path: {self.ingest}{token}}}}}"
+
+    def tuning(self, side):
+        if side == "input":
+            self.ingest = "/ingest/kit2"  # its path is tuning: the log belongs to the pipeline
+            return {"path": self.ingest, "batch_size": 500, "max_backlog_bytes": 32 << 20,
+                    "segment_bytes": 1 << 20}
+        return {"url": f"http://localhost:{self.port}/in",
+                "headers": {"Authorization": f"Bearer {self.token}", "X-Kit": "2"},
+                "timeout_ms": 700}
 
     def write(self, s, msgs):
         body = "\n".join(json.dumps(m) for m in msgs).encode()
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
-        post_until_taken(s, "/ingest/kit", body, headers)
+        post_until_taken(s, self.ingest, body, headers)
 
     def write_bad(self, s):
         status, _, _ = http("POST", s.url + "/ingest/kit", b"not json")
@@ -291,6 +339,10 @@ class TcpConnector(Connector):
     def write(self, s, msgs):
         self.send("".join(json.dumps(m) + "\n" for m in msgs).encode())
 
+    def tuning(self, side):
+        return {"batch_size": 12, "max_line_bytes": 65536, "max_connections": 64,
+                "buffer_bytes": 4 << 20}
+
     def write_bad(self, s):
         self.send(b"not json\n")
 
@@ -333,6 +385,10 @@ class HttpPollConnector(Endpoint, Connector):
         with self.lock:
             self.pending.extend(msgs)
 
+    def tuning(self, side):
+        return {"url": f"http://localhost:{self.port}/items", "interval_ms": 25,
+                "timeout_ms": 600, "headers": {"X-Kit": "2"}}
+
     def bad_input_option(self):
         return "{http_poll: {url: 'http://127.0.0.1:1/x', method: DELETE}}", "DELETE"
 
@@ -370,6 +426,18 @@ class KafkaConnector(Connector):
 
     def bad_input_option(self):
         return self.input_yaml(", start: middle"), "middle"
+
+    def tuning(self, side):
+        # the same broker as a list; librdkafka properties of a client's own
+        brokers = self.broker.bootstrap.split(",")
+        if side == "input":
+            return {"brokers": brokers, "batch_size": 15, "batch_wait_ms": 60,
+                    "properties": {"session.timeout.ms": "6000",
+                                   "heartbeat.interval.ms": "500", "client.id": "kit2"}}
+        return {"brokers": brokers, "compression": "gzip", "properties": {"linger.ms": "10"}}
+
+    def identity_change(self):
+        return {"group": self.group + "-2"}
 
     # the output side: produce into topic `out`, read back with the broker's consumer
     def output_yaml(self):
@@ -459,6 +527,23 @@ class PostgresConnector(Connector):
         return (f"{{postgres: {{url: '{self.url}', query: 'SELECT 1', watermark: seq, "
                 f"mode: sideways}}}}", "sideways")
 
+    def direct(self):
+        """The url to the server itself, not its proxy: another port, the same system."""
+        real = int(servers.pg_url().rsplit(":", 1)[1].split("/")[0])
+        return self.url.replace(f":{self.proxy.port}/", f":{real}/")
+
+    tuning_exempt = {"input": {"lag_secs": "the kit's watermark is a bigint: lag_secs needs a "
+                                           "timestamp"}}
+
+    def tuning(self, side):
+        if side == "input":
+            return {"url": self.direct(), "statement_timeout_secs": 50, "start_from": "0",
+                    "poll_secs": 0.03, "batch_size": 7}
+        return {"url": self.direct()}
+
+    def identity_change(self):
+        return {"query": f"SELECT seq, k FROM {self.schema}.src WHERE seq >= 0"}
+
     def output_yaml(self):
         return f"{{postgres: {{url: '{self.url}', table: {self.schema}.dst, key: [seq]}}}}"
 
@@ -509,6 +594,23 @@ class ClickhouseConnector(Connector):
     def bad_input_option(self):
         return (f"{{clickhouse: {{url: '{self.url}', query: 'SELECT 1', watermark: seq, "
                 f"batch_size: 0}}}}", "0")
+
+    ONE_USER = "the test server has one user (default): no second credential"
+    tuning_exempt = {"input": {"user": ONE_USER, "password": ONE_USER,
+                               "lag_secs": "the kit's watermark is a UInt64: lag_secs needs a "
+                                           "DateTime"},
+                     "output": {"user": ONE_USER, "password": ONE_USER}}
+
+    def tuning(self, side):
+        direct = servers.ch_url()
+        if side == "input":
+            return {"url": direct, "timeout_ms": 2500, "start_from": "0", "poll_secs": 0.03,
+                    "batch_size": 7}
+        return {"url": direct, "timeout_ms": 2500, "batch_rows": 50, "batch_bytes": 1 << 20,
+                "batch_ms": 200}
+
+    def identity_change(self):
+        return {"query": f"SELECT seq, k FROM {self.db}.src WHERE seq >= 0"}
 
     def output_yaml(self):
         return (f"{{clickhouse: {{url: '{self.url}', table: {self.db}.dst, "
@@ -589,6 +691,17 @@ class NatsConnector(Subscribed, Connector):
         return (f"{{nats: {{url: '{self.url}', subject: x, stream: S, deliver: sideways}}}}",
                 "sideways")
 
+    def direct(self):
+        return self.url.replace(f":{self.proxy.port}", f":{servers.port_of(servers.nats_url())}")
+
+    NO_ACKS = "only with `stream`: a core subscription has no acknowledgements"
+    tuning_exempt = {"input": {"ack_wait_secs": NO_ACKS, "max_ack_pending": NO_ACKS}}
+
+    def tuning(self, side):
+        if side == "input":
+            return {"url": self.direct(), "batch_size": 12, "pending_limit": 10000}
+        return {"url": self.direct(), "max_pending": 2000}
+
     def output_yaml(self):
         return (f"{{nats: {{url: '{self.url}', subject: '{self.tag}.out.{{{{k}}}}', "
                 f"jetstream: true}}}}")
@@ -633,6 +746,14 @@ class NatsJetStreamConnector(NatsConnector):
                 "max_ack_pending")
 
     sessions = "input"  # its durable on the stream: one, however often it restarts
+    tuning_exempt = {}
+
+    def tuning(self, side):
+        return {"url": self.direct(), "batch_size": 12, "pending_limit": 10000,
+                "ack_wait_secs": 200, "max_ack_pending": 100000}
+
+    def identity_change(self):
+        return {"durable": f"{self.tag}d2"}
 
     def open_sessions(self):
         consumers = servers.nats_consumers(self.stream)
@@ -690,6 +811,18 @@ class RedisConnector(Connector):
     def bad_input_option(self):
         return f"{{redis: {{url: '{self.url}', stream: s, batch_size: 0}}}}", "0"
 
+    def direct(self):
+        return self.url.replace(f":{self.proxy.port}",
+                                f":{servers.port_of(servers.redis_url())}")
+
+    def tuning(self, side):
+        if side == "input":  # a new consumer name claims the old one's pending entries
+            return {"url": self.direct(), "consumer": f"{self.key}c2", "batch_size": 12}
+        return {"url": self.direct()}
+
+    def identity_change(self):
+        return {"group": f"{self.key}g2"}
+
     def output_yaml(self):
         return f"{{redis: {{url: '{self.url}', stream: {self.key}.out}}}}"
 
@@ -730,6 +863,15 @@ class RedisPubSubConnector(Subscribed, RedisConnector):
 
     def bad_input_option(self):
         return f"{{redis: {{url: '{self.url}', channel: c, stream: s}}}}", "stream: s"
+
+    tuning_exempt = {"input": {"consumer": "only with `stream`: a channel has no consumer "
+                                           "group"}}
+
+    def tuning(self, side):
+        return {"url": self.direct(), "batch_size": 12}
+
+    def identity_change(self):
+        return None
 
 
 class MqttConnector(Subscribed, Connector):
@@ -783,6 +925,14 @@ class MqttConnector(Subscribed, Connector):
 
     def bad_input_option(self):
         return f"{{mqtt: {{url: '{self.url}', topics: [a], qos: 5}}}}", "qos: 5"
+
+    def tuning(self, side):
+        direct = self.url.replace(f":{self.proxy.port}",
+                                  f":{servers.port_of(servers.mqtt_url())}")
+        if side == "input":
+            return {"url": direct, "keepalive_secs": 30, "batch_size": 12, "buffer": 40000,
+                    "batch_wait_ms": 15}
+        return {"url": direct, "keepalive_secs": 30, "max_inflight": 500}
 
     def output_yaml(self):
         if self.reader is not None:  # one reader, however often the yaml is asked for
@@ -874,6 +1024,15 @@ class OpcuaConnector(Subscribed, Connector):
     def bad_input_option(self):
         return (f"{{opcua: {{endpoint: '{self.url}', nodes: ['ns=1;q=7']}}}}", "q=7")
 
+    ANONYMOUS = "the test server is run for anonymous sessions: no credential to change"
+    tuning_exempt = {"input": {"username": ANONYMOUS, "password": ANONYMOUS}}
+
+    def tuning(self, side):
+        direct = self.url.replace(f":{self.proxy.port}/", f":{self.proxy.target[1]}/")
+        return {"endpoint": direct,
+                "sampling_ms": 5, "publishing_ms": 60, "queue_size": 900, "timeout_ms": 2500,
+                "batch_size": 800}
+
     def close(self):
         self.proxy.close()
         self.writer.stdin.close()
@@ -930,6 +1089,16 @@ class S3Connector(Connector):
 
     def bad_output_option(self):
         return self.yaml(part_bytes=0), "part_bytes: 0"
+
+    tuning_exempt = {"output": {
+        "region": "moto keeps the bucket in us-east-1: another region is another store",
+        "path_style": "the test store answers path-style requests only"}}
+
+    def tuning(self, side):
+        e = servers.s3_env()
+        # moto takes any key pair, in one account
+        return {"endpoint": e["S3_ENDPOINT"].replace("127.0.0.1", "localhost"),
+                "access_key_id": "kitkey2", "max_object_secs": 2}
 
     sessions = "output"  # multipart uploads
 
