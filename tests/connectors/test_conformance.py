@@ -150,6 +150,19 @@ class Connector:
     def identity_change(self):
         return None
 
+    # schema_change (test_kit_config.py): database connectors set `schema` and
+    # implement alter(table, step) on their source ("src") or sink ("dst")
+    # table: "prepare" adds a column `extra` before the run, "add" adds a
+    # column `added` with a default, "drop" drops `extra`; the input of
+    # schema_input_yaml() reads every column (SELECT *).
+    schema = False
+
+    def alter(self, table, step):
+        raise NotImplementedError
+
+    def schema_input_yaml(self):
+        raise NotImplementedError
+
     def close(self):
         pass
 
@@ -544,6 +557,17 @@ class PostgresConnector(Connector):
     def identity_change(self):
         return {"query": f"SELECT seq, k FROM {self.schema}.src WHERE seq >= 0"}
 
+    schema = True
+
+    def alter(self, table, step):
+        t = f"{self.schema}.{table}"
+        servers.psql({"prepare": f"ALTER TABLE {t} ADD COLUMN extra text DEFAULT 'e'",
+                      "add": f"ALTER TABLE {t} ADD COLUMN added int DEFAULT 7",
+                      "drop": f"ALTER TABLE {t} DROP COLUMN extra"}[step])
+
+    def schema_input_yaml(self):
+        return self.input_yaml().replace("SELECT seq, k FROM", "SELECT * FROM")
+
     def output_yaml(self):
         return f"{{postgres: {{url: '{self.url}', table: {self.schema}.dst, key: [seq]}}}}"
 
@@ -611,6 +635,17 @@ class ClickhouseConnector(Connector):
 
     def identity_change(self):
         return {"query": f"SELECT seq, k FROM {self.db}.src WHERE seq >= 0"}
+
+    schema = True
+
+    def alter(self, table, step):
+        t = f"{self.db}.{table}"
+        servers.ch({"prepare": f"ALTER TABLE {t} ADD COLUMN extra String DEFAULT 'e'",
+                    "add": f"ALTER TABLE {t} ADD COLUMN added Int32 DEFAULT 7",
+                    "drop": f"ALTER TABLE {t} DROP COLUMN extra"}[step])
+
+    def schema_input_yaml(self):
+        return self.input_yaml().replace("SELECT seq, k FROM", "SELECT * FROM")
 
     def output_yaml(self):
         return (f"{{clickhouse: {{url: '{self.url}', table: {self.db}.dst, "

@@ -8,6 +8,12 @@ connector (test_conformance.py describes the connectors):
       output, outputs' messages all in the sink, nothing started empty; then
       one identity option changed: the input starts empty, as documented.
 
+  schema_change
+      (database connectors) a column added and one dropped while running: an
+      input reading every column (SELECT *) gives every row, as valid JSON of
+      the columns it has when read, its bucket exact; an output has every
+      message in its table.
+
 Which options are tuning is read from docs/components.md (generated from the
 property tables): a connector that leaves one unchanged without a reason in
 `tuning_exempt` fails the case, so a new option cannot slip past it.
@@ -154,6 +160,48 @@ class ConfigKitTest(kit.KitCase):
                 self.assertNotIn("starts empty", s.stderr())
                 report(cls.name, "config_change_after_crash (output)",
                        f"kill -9, {n} tuning options changed: all {self.N} messages in the sink")
+
+
+    def test_schema_change(self):
+        for cls in [c for c in INPUTS if c.schema]:
+            with self.subTest(connector=cls.name):
+                self.dir_for(cls.name + "-schema")
+                c = self.connector(cls)
+                c.alter("src", "prepare")
+                cfg = self.graph(c.schema_input_yaml(), with_bucket=True, shape=c.transforms())
+                s = self.start(cfg, server_config=SERVER, state_dir=self.path("state"))
+                want = self.expected(c)
+                rows = lambda: [json.loads(l) for l in self.read_output("out")]  # noqa: E731
+                third = len(want) // 3
+                for step, part in [(None, want[:third]), ("add", want[third:2 * third]),
+                                   ("drop", want[2 * third:])]:
+                    if step:
+                        c.alter("src", step)
+                    c.write(s, part)
+                    wait_for(lambda: {m["seq"] for m in part} <= {r["seq"] for r in rows()},
+                             timeout=60, what=f"{cls.name}: the rows after {step or 'start'}")
+                self.assert_bucket_exact(s, want, cls.name)
+                last = rows()[-1]
+                self.assertIn("added", last, f"the last row: {last}")
+                self.assertNotIn("extra", last)
+                self.assertIsNone(s.proc.poll(), "the server stopped")
+                self.assertEqual(s.card("p", "input")["errors"], 0)
+                s.stop()
+                report(cls.name, "schema_change", f"a column added and one dropped: {len(want)} "
+                                                  "rows of their columns, bucket exact")
+        for cls in [c for c in OUTPUTS if c.schema]:
+            with self.subTest(connector=cls.name + " output"):
+                self.dir_for(cls.name + "-schema-out")
+                c = self.connector(cls)
+                c.alter("dst", "prepare")
+                s, d = self.start_fed_output(c)
+                for step, share in [("add", 4), ("drop", 2)]:
+                    wait_for(lambda: s.card("p", "outputs[0]")["messages_out"] >= self.N // share,
+                             timeout=60, what=f"{cls.name}: messages out before {step}")
+                    c.alter("dst", step)
+                self.finish_fed_output(s, c, d, "after the table changed")
+                report(cls.name, "schema_change (output)",
+                       f"a column added and one dropped: all {self.N} messages in the table")
 
 
 if __name__ == "__main__":

@@ -73,7 +73,9 @@ class ChInput final : public Input {
             std::chrono::milliseconds(std::min(wait_ms, next_poll_ms_ - now)));
         return Status::Ok();
       }
-      KAYAK_RETURN_IF_ERROR(described_ ? Status::Ok() : Describe());
+      // Described before every query: the columns are named in it, so a
+      // column added to the table since is read, and one dropped is not asked for.
+      KAYAK_RETURN_IF_ERROR(Describe());
       KAYAK_RETURN_IF_ERROR(client_.StartQuery(incremental() ? IncrementalSql() : SnapshotSql(),
                                                kReadSettings));
       streaming_ = true;
@@ -122,7 +124,7 @@ class ChInput final : public Input {
   ch::Client client_;
   const Clock* clock_;
   ComponentStats* stats_;
-  bool described_ = false;
+  std::string columns_;  // the query's columns as last described, for the log
   std::string select_;   // the query's columns, DateTimes as RFC 3339 strings in UTC
   // The DateTime fields' keys as the answer has them, and as the row gets them.
   std::vector<std::pair<std::string, std::string>> renames_;
@@ -212,7 +214,10 @@ class ChInput final : public Input {
                                "' is not a number, and the watermark is a number column");
       }
     }
-    described_ = true;
+    if (!columns_.empty() && cols != columns_) {
+      KLOG_INFO("clickhouse input: the query's columns changed from ({}) to ({})", columns_, cols);
+    }
+    columns_ = cols;
     return Status::Ok();
   }
 
@@ -437,8 +442,10 @@ ComponentDef ClickhouseInputDef() {
   d.bad_input = "an unreachable or overloaded server is retried with backoff (the card shows "
                 "retrying); a query that does not run, or a watermark, tiebreak, start_from or "
                 "lag_secs that does not fit the query's columns, stops the input naming the "
-                "option; a row that is not valid JSON is counted on the card and skipped; rows "
-                "whose watermark or tiebreak is NULL are not read";
+                "option; the query is described again before every read, so a column added "
+                "or dropped while the input runs (under SELECT *) is read or no longer asked "
+                "for, with a log line; a row that is not valid JSON is counted on the card and "
+                "skipped; rows whose watermark or tiebreak is NULL are not read";
   d.props = ChConnectionProps();
   for (auto& p : SqlSourceProps("ClickHouse")) d.props.push_back(std::move(p));
   d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
