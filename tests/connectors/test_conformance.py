@@ -122,6 +122,10 @@ class Connector:
     def refuse(self, on):
         raise NotImplementedError
 
+    # How fast the `dummy` feeding an output writes in the cases that change
+    # something while it runs (a server slow to apply a switch wants longer).
+    feed_rate = 100
+
     # Connectors that open sessions on the server (uploads, transactions,
     # consumers) set `sessions` to "input" or "output" and implement
     # open_sessions(): what of them is left open on the server (no_orphans),
@@ -605,10 +609,29 @@ class ClickhouseConnector(Connector):
         port = int(servers.ch_url().rsplit(":", 1)[1])
         self.proxy = servers.Proxy("127.0.0.1", port)
         self.url = f"http://127.0.0.1:{self.proxy.port}"
+        self.auth = ""
+        self.refused = False
+
+    credentials = True
+
+    def use_credential(self, which):
+        # users kit0 and kit1 (tests/servers/servers.sh); the canary a password
+        # the server refuses
+        user = "kit0" if which == CANARY else f"kit{which}"
+        password = CANARY if which == CANARY else f"pw{which}"
+        self.auth = f", user: {user}, password: {password}"
+
+    refusals = True
+    feed_rate = 20  # users.xml is read again every few seconds
+
+    def refuse(self, on):
+        # kit0's access to the kit's database taken away (code 291) and given back
+        servers.ch_refuse_kit0(on, self.db)
+        self.refused = on
 
     def input_yaml(self):
         return (f"{{clickhouse: {{url: '{self.url}', query: 'SELECT seq, k FROM {self.db}.src', "
-                f"watermark: seq, poll_secs: 0.02, batch_size: 9, timeout_ms: 2000}}}}")
+                f"watermark: seq, poll_secs: 0.02, batch_size: 9, timeout_ms: 2000{self.auth}}}}}")
 
     def write(self, s, msgs):
         if msgs:
@@ -619,11 +642,8 @@ class ClickhouseConnector(Connector):
         return (f"{{clickhouse: {{url: '{self.url}', query: 'SELECT 1', watermark: seq, "
                 f"batch_size: 0}}}}", "0")
 
-    ONE_USER = "the test server has one user (default): no second credential"
-    tuning_exempt = {"input": {"user": ONE_USER, "password": ONE_USER,
-                               "lag_secs": "the kit's watermark is a UInt64: lag_secs needs a "
-                                           "DateTime"},
-                     "output": {"user": ONE_USER, "password": ONE_USER}}
+    tuning_exempt = {"input": {"lag_secs": "the kit's watermark is a UInt64: lag_secs needs a "
+                                           "DateTime"}}
 
     def tuning(self, side):
         direct = servers.ch_url()
@@ -649,7 +669,7 @@ class ClickhouseConnector(Connector):
 
     def output_yaml(self):
         return (f"{{clickhouse: {{url: '{self.url}', table: {self.db}.dst, "
-                f"timeout_ms: 2000}}}}")
+                f"timeout_ms: 2000{self.auth}}}}}")
 
     def read_sink(self):
         return servers.ch_rows(f"SELECT seq, k FROM {self.db}.dst ORDER BY seq")
@@ -659,6 +679,8 @@ class ClickhouseConnector(Connector):
 
     def close(self):
         self.proxy.close()
+        if self.refused:
+            self.refuse(False)
         servers.ch(f"DROP DATABASE IF EXISTS {self.db}")
 
 
@@ -1202,7 +1224,7 @@ class KitCase(KayakTest):
     def start_fed_output(self, c):
         """The output `c` fed by a slow `dummy` of N messages, under checkpoints."""
         d = DummyConnector(self, count=self.N)
-        slow = d.input_yaml().replace("rate_per_sec: 400", "rate_per_sec: 100")
+        slow = d.input_yaml().replace("rate_per_sec: 400", f"rate_per_sec: {c.feed_rate}")
         return self.start(self.graph(slow, c.output_yaml()), server_config=SERVER,
                           state_dir=self.path("state")), d
 

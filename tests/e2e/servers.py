@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -44,6 +45,34 @@ def pg_json_rows(table, order="1", url=None):
 
 def ch_url():
     return env("clickhouse")["CLICKHOUSE_URL"]
+
+
+def ch_refuse_kit0(on, db):
+    """Takes user kit0's access to every database but `system` away (on) or
+    gives it back (users.xml, which the server reads again within seconds),
+    and waits until the server answers kit0 that way about `db`."""
+    import re
+    path = os.path.join(os.environ["KAYAK_SERVERS"], "clickhouse", "users.xml")
+    with open(path) as f:
+        text = f.read()
+    rights = "<allow_databases><database>system</database></allow_databases>" if on else ""
+    text = re.sub(r"<!--kit0-rights-->.*?<!--/kit0-rights-->",
+                  f"<!--kit0-rights-->{rights}<!--/kit0-rights-->", text, flags=re.S)
+    with open(path + ".new", "w") as f:
+        f.write(text)
+    os.replace(path + ".new", path)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            ch(f"SELECT count() FROM {db}.src", params="user=kit0&password=pw0")
+            refused = False
+        except RuntimeError:
+            refused = True
+        if refused == on:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"clickhouse did not {'refuse' if on else 'serve'} kit0 in 30 s")
+        time.sleep(0.2)
 
 
 def ch(sql, data=None, url=None, timeout=60, params=""):

@@ -71,7 +71,11 @@ XML
 <yandex>
   <profiles><default><max_memory_usage>2000000000</max_memory_usage></default></profiles>
   <users><default><password></password><networks><ip>127.0.0.1</ip></networks>
-    <profile>default</profile><quota>default</quota></default></users>
+    <profile>default</profile><quota>default</quota></default>
+    <kit0><password>pw0</password><networks><ip>127.0.0.1</ip></networks>
+      <profile>default</profile><quota>default</quota><!--kit0-rights--><!--/kit0-rights--></kit0>
+    <kit1><password>pw1</password><networks><ip>127.0.0.1</ip></networks>
+      <profile>default</profile><quota>default</quota></kit1></users>
   <quotas><default><interval><duration>3600</duration><queries>0</queries><errors>0</errors>
     <result_rows>0</result_rows><read_rows>0</read_rows><execution_time>0</execution_time>
   </interval></default></quotas>

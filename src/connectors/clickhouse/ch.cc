@@ -15,8 +15,13 @@ namespace {
 const std::set<int> kContentCodes = {6,  26, 27, 32, 33,  38,  41,  53,
                                      69, 70, 72, 117, 131, 349, 190};
 // Codes that say the server, not the statement, is in trouble: timeouts,
-// too many queries or parts, memory, the network, a shutdown.
-const std::set<int> kServerCodes = {159, 164, 202, 203, 209, 210, 241, 242, 252, 319, 394, 425};
+// too many queries or parts, memory, the network, a shutdown, a read-only
+// period; and a login or rights refused for a while (an unknown user, a wrong
+// password, an address not allowed, access to the database denied: a password
+// rotated, a user's rights changed and given back), as postgres's class 28
+// and 42501.
+const std::set<int> kServerCodes = {159, 164, 192, 193, 194, 195, 202, 203, 209, 210,
+                                    241, 242, 252, 291, 319, 394, 425, 497, 516};
 
 // "Code: 60, e.displayText() = DB::Exception: Table x doesn't exist., e.what() = ..."
 void ParseError(const std::string& body, int* code, std::string* message) {
