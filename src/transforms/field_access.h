@@ -6,7 +6,7 @@
 #include <string>
 
 #include "common/json_text.h"
-#include "common/kept_fields.h"
+#include "kayak/kept_fields.h"
 #include "common/ndjson.h"
 #include "common/json_util.h"
 #include "expr/value.h"

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/http_client.h"
+#include "connectors/shared/http_client.h"
 #include "kayak/component.h"
 #include "kayak/status.h"
 

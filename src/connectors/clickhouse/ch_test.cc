@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/sql_source.h"
+#include "connectors/shared/sql_source.h"
 
 namespace kayak {
 namespace {

@@ -14,7 +14,7 @@
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/ndjson.h"
-#include "common/sql_source.h"
+#include "connectors/shared/sql_source.h"
 #include "connectors/clickhouse/ch.h"
 #include "kayak/component.h"
 

@@ -15,7 +15,7 @@
 #include "common/format.h"
 #include "common/clock.h"
 #include "common/json_util.h"
-#include "common/kept_fields.h"
+#include "kayak/kept_fields.h"
 #include "common/log.h"
 #include "common/ndjson.h"
 #include "kayak/component.h"

@@ -10,7 +10,7 @@
 
 #include "common/ndjson.h"
 #include "connectors/http/log.h"
-#include "common/http_client.h"
+#include "connectors/shared/http_client.h"
 
 namespace kayak {
 namespace {

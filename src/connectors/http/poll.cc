@@ -10,7 +10,7 @@
 
 #include "common/clock.h"
 #include "common/json_util.h"
-#include "common/http_client.h"
+#include "connectors/shared/http_client.h"
 #include "kayak/component.h"
 
 namespace kayak {

@@ -9,7 +9,7 @@
 #include <deque>
 #include <mutex>
 
-#include "common/broker.h"
+#include "connectors/shared/broker.h"
 #include "common/clock.h"
 #include "common/json_text.h"
 #include "common/log.h"

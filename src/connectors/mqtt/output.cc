@@ -5,7 +5,7 @@
 // docs/components.md, "mqtt".
 #include <unordered_set>
 
-#include "common/broker.h"
+#include "connectors/shared/broker.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "connectors/mqtt/client.h"

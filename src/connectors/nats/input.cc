@@ -23,7 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/broker.h"
+#include "connectors/shared/broker.h"
 #include "common/clock.h"
 #include "common/json_text.h"
 #include "common/log.h"

@@ -8,7 +8,7 @@
 // before the flush that lets the barrier pass (at least once).
 #include <mutex>
 
-#include "common/broker.h"
+#include "connectors/shared/broker.h"
 #include "common/log.h"
 #include "connectors/nats/conn.h"
 #include "kayak/component.h"

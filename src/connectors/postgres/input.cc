@@ -8,7 +8,7 @@
 #include "common/clock.h"
 #include "common/json_text.h"
 #include "common/log.h"
-#include "common/sql_source.h"
+#include "connectors/shared/sql_source.h"
 #include "connectors/postgres/pg.h"
 #include "kayak/component.h"
 

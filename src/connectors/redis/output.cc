@@ -1,7 +1,7 @@
 // The redis output: XADD into a stream (trimmed to about `maxlen`), or
 // PUBLISH to a channel; a batch is one pipelined round of commands, written
 // once every reply is in. docs/components.md, "redis".
-#include "common/broker.h"
+#include "connectors/shared/broker.h"
 #include "common/log.h"
 #include "connectors/redis/client.h"
 #include "kayak/component.h"

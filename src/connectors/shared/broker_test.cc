@@ -1,4 +1,4 @@
-#include "common/broker.h"
+#include "connectors/shared/broker.h"
 
 #include <gtest/gtest.h>
 

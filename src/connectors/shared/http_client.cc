@@ -1,4 +1,4 @@
-#include "common/http_client.h"
+#include "connectors/shared/http_client.h"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>

@@ -1,4 +1,4 @@
-#include "common/sql_source.h"
+#include "connectors/shared/sql_source.h"
 
 #include "common/json_text.h"
 
