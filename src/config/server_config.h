@@ -5,30 +5,31 @@
 #include <string>
 #include <vector>
 
+#include "common/defaults.h"
 #include "config/options.h"
 
 namespace kayak {
 
 struct ServerConfig {
-  std::string listen_host = "127.0.0.1";
-  uint16_t listen_port = 7070;  // 0 = any free port (the log says which)
-  std::string log_level = "info";
+  std::string listen_host = defaults::kListenHost;
+  uint16_t listen_port = defaults::kListenPort;  // 0 = any free port (the log says which)
+  std::string log_level = defaults::kLogLevel;
   std::string auth_token_file;  // "" = no authentication
   bool auth_none = false;       // `auth: none`: an open admin API on any listen address, said so
   std::vector<std::string> allowed_hosts;  // Host names besides the loopback ones
-  int64_t checkpoint_interval_secs = 10;
-  int64_t checkpoint_timeout_secs = 60;
+  int64_t checkpoint_interval_secs = defaults::kCheckpointIntervalSecs;
+  int64_t checkpoint_timeout_secs = defaults::kCheckpointTimeoutSecs;
   // A graceful stop waits this long for its savepoint, then exits 1 saying
   // which region did not reach it (docs/durability.md).
-  int64_t stop_timeout_secs = 30;
-  int64_t max_body_bytes = 10 * 1024 * 1024;
-  int64_t max_header_bytes = 16 * 1024;
-  int64_t read_timeout_secs = 30;
-  int64_t idle_timeout_secs = 60;
-  int64_t max_connections = 512;
-  int64_t header_timeout_secs = 10;
-  int64_t max_connections_per_client = 256;
-  int64_t max_body_bytes_in_flight = 256ll * 1024 * 1024;
+  int64_t stop_timeout_secs = defaults::kStopTimeoutSecs;
+  int64_t max_body_bytes = defaults::kMaxBodyBytes;
+  int64_t max_header_bytes = defaults::kMaxHeaderBytes;
+  int64_t read_timeout_secs = defaults::kReadTimeoutSecs;
+  int64_t idle_timeout_secs = defaults::kIdleTimeoutSecs;
+  int64_t max_connections = defaults::kMaxConnections;
+  int64_t header_timeout_secs = defaults::kHeaderTimeoutSecs;
+  int64_t max_connections_per_client = defaults::kMaxConnectionsPerClient;
+  int64_t max_body_bytes_in_flight = defaults::kMaxBodyBytesInFlight;
 };
 
 // Reads and validates `path`; every error is added to `errors`.

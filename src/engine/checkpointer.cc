@@ -117,7 +117,7 @@ void Checkpointer::BucketRestored(Bucket* bucket, uint64_t base, uint64_t deltas
 void Checkpointer::Start() {
   {
     std::lock_guard lock(mu_);
-    const int64_t now = MonotonicMs();
+    const int64_t now = clock_->SteadyMs();
     for (auto& rs : regions_) rs.next_due_mono_ms = now + interval_ms_;
   }
   acker_.Start();
@@ -228,7 +228,7 @@ void Checkpointer::StartCheckpoint(size_t r, bool stop_after) {
   Inflight& in = rs.inflight;
   in = Inflight{};
   in.id = store_->NextId();
-  in.started_mono_ms = MonotonicMs();
+  in.started_mono_ms = clock_->SteadyMs();
   in.expected = rs.region.pipelines.size() + rs.region.outputs + rs.region.buckets.size();
   in.stop_after = stop_after;
   in.full = rs.needs_full;
@@ -373,7 +373,7 @@ void Checkpointer::CommitReady() {
     const int64_t now_ms = clock_->NowMs();
     if (st.ok()) st = store_->Commit(rs.region.name, id, now_ms, units, &stats);
     mu_.lock();
-    const int64_t done = MonotonicMs();
+    const int64_t done = clock_->SteadyMs();
     if (st.ok()) {
       rs.status.last_committed_id = id;
       rs.status.last_committed_ms = now_ms;
@@ -503,7 +503,7 @@ void Checkpointer::Run() {
   while (!stopping_) {
     cv_.wait_for(lock, std::chrono::milliseconds(50));
     if (stopping_) break;
-    const int64_t now = MonotonicMs();
+    const int64_t now = clock_->SteadyMs();
     for (size_t r = 0; r < regions_.size(); ++r) {
       RegionState& rs = regions_[r];
       const std::string held = HeldBack(rs);

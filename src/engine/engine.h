@@ -20,6 +20,7 @@
 
 #include "state/store.h"
 #include "common/clock.h"
+#include "common/defaults.h"
 #include "config/loader.h"
 #include "state/bucket.h"
 #include "engine/channel.h"
@@ -253,12 +254,12 @@ struct EngineOptions {
   checkpoint::Store* store = nullptr;
   // Restored units; two-phase outputs may make a region fall back (Store::FallBack).
   std::map<std::string, checkpoint::RestoredUnit>* restored = nullptr;
-  int64_t checkpoint_interval_ms = 10000;
-  int64_t checkpoint_timeout_ms = 60000;
+  int64_t checkpoint_interval_ms = defaults::kCheckpointIntervalSecs * 1000;
+  int64_t checkpoint_timeout_ms = defaults::kCheckpointTimeoutSecs * 1000;
   // How long a graceful stop (or a graph change) waits for its savepoint.
-  int64_t stop_timeout_ms = 30000;
-  size_t edge_queue_batches = 8;    // per edge lane
-  size_t output_queue_batches = 8;  // in front of each output
+  int64_t stop_timeout_ms = defaults::kStopTimeoutSecs * 1000;
+  size_t edge_queue_batches = defaults::kEdgeQueueBatches;      // per edge lane
+  size_t output_queue_batches = defaults::kOutputQueueBatches;  // in front of each output
   // Where http inputs register their paths; the engine's own when null. A
   // server that rebuilds its engine keeps one router for the listener.
   IngestRouter* ingest = nullptr;

@@ -380,6 +380,43 @@ pipelines:
   EXPECT_EQ(SinkSize(), 6u);
 }
 
+// The coordinator counts its interval on the engine's clock: with an hour
+// between checkpoints, none comes until the clock is moved an hour on.
+TEST_F(EngineTest, TheCheckpointIntervalRunsOnTheEnginesClock) {
+  FakeClock clock;
+  checkpoint::Store store(dir_.string());
+  std::map<std::string, checkpoint::RestoredUnit> restored;
+  uint64_t max_id = 0;
+  ASSERT_TRUE(store.Recover(&restored, &max_id).ok());
+  GraphSpec spec;
+  ErrorList errors;
+  ASSERT_TRUE(LoadGraphText(R"(
+pipelines:
+  x:
+    input: {dummy: {count: 0, rate_per_sec: 100}}
+    outputs: [{sink: {}}]
+)", "t.yaml", registry_, &spec, &errors)) << errors.ToString();
+  EngineOptions o;
+  o.clock = &clock;
+  o.checkpointing = true;
+  o.store = &store;
+  o.restored = &restored;
+  o.state_dir = dir_.string();
+  o.checkpoint_interval_ms = 3600 * 1000;
+  auto engine = Engine::Build(spec, registry_, o, &errors);
+  ASSERT_NE(engine, nullptr) << errors.ToString();
+  engine->Start();
+  auto committed = [&] {
+    const auto regions = engine->checkpointer()->Regions();
+    return regions.empty() ? 0 : regions[0].last_committed_id;
+  };
+  ASSERT_TRUE(WaitFor([&] { return SinkSize() > 0; }));
+  const uint64_t initial = committed();  // the one at start
+  clock.AdvanceMs(3600 * 1000);
+  EXPECT_TRUE(WaitFor([&] { return committed() > initial; }));
+  engine->Stop();
+}
+
 // Past a savepoint's barrier no timer releases what a transform holds: it is
 // in the savepoint and is released after the restart. The window: the
 // barrier has reached the downstream pipeline, and the end of the stream

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/defaults.h"
 #include "kayak/ingest.h"
 #include "kayak/status.h"
 
@@ -42,19 +43,22 @@ using HeaderCheck = std::function<bool(std::string_view target, std::string_view
                                        Response* res)>;
 
 struct ServerLimits {
-  uint64_t max_body_bytes = 10 * 1024 * 1024;  // larger bodies get 413
-  uint32_t max_header_bytes = 16 * 1024;       // larger headers get 431
-  int read_timeout_ms = 30000;                 // a request must arrive whole within this
-  int idle_timeout_ms = 60000;                 // a keep-alive connection idle this long is closed
-  size_t max_connections = 512;                // further connections: probes only, then closed
+  uint64_t max_body_bytes = defaults::kMaxBodyBytes;      // larger bodies get 413
+  uint32_t max_header_bytes = defaults::kMaxHeaderBytes;  // larger headers get 431
+  // A request must arrive whole within this.
+  int read_timeout_ms = defaults::kReadTimeoutSecs * 1000;
+  // A keep-alive connection idle this long is closed.
+  int idle_timeout_ms = defaults::kIdleTimeoutSecs * 1000;
+  // Further connections: probes only, then closed.
+  size_t max_connections = defaults::kMaxConnections;
   // A request's header must arrive within this (a body then has the rest of
   // the read timeout): a connection that sends a header slowly is let go.
-  int header_timeout_ms = 10000;
+  int header_timeout_ms = defaults::kHeaderTimeoutSecs * 1000;
   // Connections one client address may hold; further ones are closed at once.
-  size_t max_connections_per_client = 256;
+  size_t max_connections_per_client = defaults::kMaxConnectionsPerClient;
   // Request bodies all connections may hold at once (bytes received, not
   // declared); a body that would pass it gets 503 with Retry-After.
-  uint64_t max_body_bytes_in_flight = 256ull * 1024 * 1024;
+  uint64_t max_body_bytes_in_flight = defaults::kMaxBodyBytesInFlight;
   // With a loopback listen address, the Host a request names must be a
   // loopback one (127.x, localhost, ::1) or one of `allowed_hosts`: a page
   // whose name a DNS rebinding points at 127.0.0.1 is refused. Names compare
