@@ -98,7 +98,11 @@ struct ComponentContext {
   BucketRegistry* buckets = nullptr;  // shared keyed state
   ComponentStats* stats = nullptr;    // the component's own card (count skipped input)
   bool checkpointing = false;         // the server runs with --state-dir
-  std::string state_dir;              // its path, when checkpointing
+  // With checkpointing, for an input whose definition asks for one
+  // (`private_dir`): a directory of its own under the state directory, made
+  // by the engine before the input is built and removed with its pipeline.
+  // Empty otherwise. A component keeps its files there and nowhere else.
+  std::string private_dir;
   IngestRouter* ingest = nullptr;     // where http inputs register their paths
   // The input's pipeline has transforms: an input that finds where a
   // message's fields are as it checks it keeps that for them
@@ -390,6 +394,9 @@ struct ComponentDef {
   Shape shape = Shape::kOptions;
   // An input whose value names the pipelines it reads (shape kStringOrList).
   bool reads_pipelines = false;
+  // An input that keeps files of its own under the state directory
+  // (ComponentContext::private_dir).
+  bool private_dir = false;
   std::vector<PropDef> props;
   std::string help;
   std::string checkpoint;  // what it keeps in a checkpoint (docs)

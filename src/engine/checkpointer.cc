@@ -1,4 +1,5 @@
 #include "engine/checkpointer.h"
+#include "engine/state_layout.h"
 
 #include <pthread.h>
 #include <sys/resource.h>
@@ -50,7 +51,7 @@ Status Checkpointer::CommitInitial(std::map<size_t, std::vector<checkpoint::Unit
     std::vector<std::pair<Bucket*, RegionState::Chain>> chains;
     for (Bucket* b : rs.region.buckets) {
       const std::string& fp = rs.region.bucket_fingerprints[b];
-      checkpoint::UnitState u{"b." + b->name(), fp, std::nullopt};
+      checkpoint::UnitState u{layout::BucketUnit(b->name()), fp, std::nullopt};
       rs.bucket_saved_once[b] = true;
       RegionState::Chain chain;
       auto restored = rs.restored.find(b);
@@ -267,7 +268,7 @@ void Checkpointer::ArriveAtBucket(size_t region, uint64_t id, Bucket* bucket) {
     // Every writer is at the barrier: none writes past the cut while the
     // bucket is copied.
     checkpoint::UnitState u;
-    u.unit = "b." + bucket->name();
+    u.unit = layout::BucketUnit(bucket->name());
     u.fingerprint = rs.region.bucket_fingerprints[bucket];
     bool& saved_once = rs.bucket_saved_once[bucket];
     auto& pending = rs.pending[bucket];

@@ -1,4 +1,5 @@
 #include "engine/engine.h"
+#include "engine/state_layout.h"
 
 #include <functional>
 #include <map>
@@ -216,7 +217,6 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
     ctx.pipeline_id = p.id;
     ctx.buckets = &engine->buckets_;
     ctx.checkpointing = options.checkpointing;
-    ctx.state_dir = options.state_dir;
     ctx.ingest = engine->ingest();
     ctx.transforms_follow = !p.transforms.empty();
 
@@ -234,6 +234,13 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
     } else {
       YamlOptions opts(in.def, in.value, in.mark, errors);
       ctx.stats = in_card.get();
+      if (in.def->private_dir && options.checkpointing && !options.state_dir.empty()) {
+        ctx.private_dir = layout::PrivateDir(options.state_dir, in.def->type, p.id);
+        if (Status st = CreateDirsDurably(ctx.private_dir); !st.ok()) {
+          errors->Add(in.mark, "input: cannot make its directory " + ctx.private_dir + ": " +
+                                   st.message());
+        }
+      }
       auto input = in.def->make_input(opts, ctx);
       if (input != nullptr && !opts.failed()) runner->SetInput(std::move(input), std::move(in_card));
     }
@@ -263,12 +270,12 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
     runner->SetPerMessage(TransformsShareState(p));
     if (options.checkpointing && !options.state_dir.empty() && !p.transforms.empty()) {
       if (!crash_dir_made) {
-        if (Status st = CreateDirsDurably(options.state_dir + "/crash"); !st.ok()) {
+        if (Status st = CreateDirsDurably(layout::CrashDir(options.state_dir)); !st.ok()) {
           KLOG_WARN("no crash marks: {}", st.message());
         }
         crash_dir_made = true;
       }
-      runner->SetCrashGuard(options.state_dir + "/crash/" + p.id);
+      runner->SetCrashGuard(layout::CrashFile(options.state_dir, p.id));
     }
     by_id[p.id] = runner.get();
     engine->pipelines_.push_back(std::move(runner));
@@ -337,20 +344,20 @@ Status Engine::SetUpCheckpointing(const GraphSpec& spec) {
     for (const auto& b : written[i]) wb.push_back(buckets_.Find(b));
     p->SetCheckpointing(checkpointer_.get(), region, wb);
     if (p->input() != nullptr) {
-      RestoreUnit(o, "p." + ps.id + ".input", ps.input.fingerprint,
+      RestoreUnit(o, layout::InputUnit(ps.id), ps.input.fingerprint,
                   ("pipeline " + ps.id + " input").c_str(),
                   [&](std::string_view d) { return p->input()->RestorePosition(d); });
     }
     for (size_t t = 0; t < ps.transforms.size(); ++t) {
       const checkpoint::RestoredUnit* u = RestoreUnit(
-          o, "p." + ps.id + ".t" + std::to_string(t), ps.transforms[t].fingerprint,
+          o, layout::TransformUnit(ps.id, t), ps.transforms[t].fingerprint,
           ("pipeline " + ps.id + " transforms[" + std::to_string(t) + "]").c_str(),
           [&](std::string_view d) { return p->transform(t)->RestoreState(d); },
           [&](std::string_view d) { return p->transform(t)->ApplyDelta(d); });
       if (u != nullptr) p->TransformRestored(t, u->data.size(), DeltaBytes(*u));
     }
     for (size_t k = 0; k < ps.outputs.size(); ++k) {
-      const std::string unit = "p." + ps.id + ".o" + std::to_string(k);
+      const std::string unit = layout::OutputUnit(ps.id, k);
       p->output(k)->SetCheckpointing(checkpointer_.get(), region, unit, ps.outputs[k].fingerprint);
       RestoreUnit(o, unit, ps.outputs[k].fingerprint,
                   ("pipeline " + ps.id + " outputs[" + std::to_string(k) + "]").c_str(),
@@ -360,7 +367,7 @@ Status Engine::SetUpCheckpointing(const GraphSpec& spec) {
   for (const auto& b : spec.buckets) {
     Bucket* bucket = buckets_.Find(b.name);
     const checkpoint::RestoredUnit* u =
-        RestoreUnit(o, "b." + b.name, b.fingerprint, ("bucket " + b.name).c_str(),
+        RestoreUnit(o, layout::BucketUnit(b.name), b.fingerprint, ("bucket " + b.name).c_str(),
                     [&](std::string_view d) { return bucket->RestoreState(d); },
                     [&](std::string_view d) { return bucket->ApplyDelta(d); });
     if (u != nullptr) checkpointer_->BucketRestored(bucket, u->data.size(), DeltaBytes(*u));
@@ -377,7 +384,7 @@ Status Engine::ConfirmTwoPhaseCommits(const GraphSpec& spec) {
     for (size_t k = 0; k < ps.outputs.size(); ++k) {
       Output* out = pipelines_[i]->output(k)->output();
       if (!out->TwoPhase()) continue;
-      auto it = o.restored->find("p." + ps.id + ".o" + std::to_string(k));
+      auto it = o.restored->find(layout::OutputUnit(ps.id, k));
       if (it == o.restored->end() || it->second.fingerprint != ps.outputs[k].fingerprint ||
           fell_back.count(it->second.region)) {
         continue;

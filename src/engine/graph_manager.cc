@@ -1,4 +1,5 @@
 #include "engine/graph_manager.h"
+#include "engine/state_layout.h"
 
 #include <algorithm>
 #include <chrono>
@@ -369,7 +370,7 @@ Status GraphManager::Persist() const {
          {"order", order_},
          {"buckets", entries(buckets_)},
          {"pipelines", entries(pipelines_)}};
-  const std::string dir = opt_.engine.state_dir + "/graph";
+  const std::string dir = layout::GraphDir(opt_.engine.state_dir);
   KAYAK_RETURN_IF_ERROR(CreateDirsDurably(dir));
   const std::string bytes = checkpoint::Frame(checkpoint::FileKind::kGraph, DumpJson(j));
   KAYAK_RETURN_IF_ERROR(checkpoint::WriteFileSynced(dir + "/GRAPH.tmp", bytes));
@@ -378,7 +379,7 @@ Status GraphManager::Persist() const {
 
 Status GraphManager::LoadStored(bool* found) {
   *found = false;
-  const std::string path = opt_.engine.state_dir + "/graph/GRAPH";
+  const std::string path = layout::GraphFile(opt_.engine.state_dir);
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return Status::Ok();
   auto bytes = checkpoint::ReadWholeFile(path);
@@ -483,8 +484,8 @@ Status GraphManager::Init(const std::string& file_text, const std::string& file_
   GraphSpec spec;
   Json errs;
   if (!Validate(c, &spec, &errs)) {
-    return Status::Invalid("the stored graph (" + opt_.engine.state_dir +
-                           "/graph/GRAPH) with the config file is not valid: " + DumpJson(errs));
+    return Status::Invalid("the stored graph (" + layout::GraphFile(opt_.engine.state_dir) +
+                           ") with the config file is not valid: " + DumpJson(errs));
   }
   KAYAK_RETURN_IF_ERROR(Rebuild(c.text, /*start=*/false));
   Publish();
@@ -653,6 +654,12 @@ GraphManager::Answer GraphManager::Delete(const std::string& id) {
                                     "; delete or change those first"},
                       {"downstreams", fed}}};
   }
+  std::string input_dir;  // the deleted pipeline's input's private directory, if it had one
+  for (const auto& p : spec_.pipelines) {
+    if (p.id == id && p.input.def != nullptr && p.input.def->private_dir) {
+      input_dir = layout::PrivateDir(opt_.engine.state_dir, p.input.def->type, id);
+    }
+  }
   Entries pipelines = pipelines_;
   Entry& e = pipelines[id];
   e.versions.push_back(Version{e.versions.back().number + 1, NowMs(), "deleted", ""});
@@ -680,9 +687,11 @@ GraphManager::Answer GraphManager::Delete(const std::string& id) {
     KLOG_ERROR("pipeline {} deleted, but its checkpoints were not removed: {}", id, st.message());
   }
   std::error_code ec;
-  std::filesystem::remove_all(opt_.engine.state_dir + "/http/" + id, ec);
-  if (ec) KLOG_ERROR("pipeline {} deleted, but not its logged posts: {}", id, ec.message());
-  std::filesystem::remove(opt_.engine.state_dir + "/crash/" + id, ec);
+  if (!input_dir.empty() && opt_.engine.checkpointing) {
+    std::filesystem::remove_all(input_dir, ec);
+    if (ec) KLOG_ERROR("pipeline {} deleted, but not its input's files: {}", id, ec.message());
+  }
+  std::filesystem::remove(layout::CrashFile(opt_.engine.state_dir, id), ec);
   return a;
 }
 

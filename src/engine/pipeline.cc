@@ -4,6 +4,7 @@
 #include "common/crash_point.h"
 #include "common/log.h"
 #include "engine/engine.h"
+#include "engine/state_layout.h"
 
 namespace kayak {
 
@@ -274,14 +275,14 @@ std::vector<checkpoint::UnitState> PipelineRunner::CollectUnits(uint64_t id) {
   std::vector<checkpoint::UnitState> units;
   const bool full = checkpointer_->FullSave(region_, id);
   if (input_) {
-    units.push_back({"p." + id_ + ".input", spec_.input.fingerprint, input_->SavePosition()});
+    units.push_back({layout::InputUnit(id_), spec_.input.fingerprint, input_->SavePosition()});
   }
   saved_once_.resize(transforms_.size(), false);
   chains_.resize(transforms_.size());
   for (size_t i = 0; i < transforms_.size(); ++i) {
     Transform* t = transforms_[i].get();
     if (!t->Stateful()) continue;
-    checkpoint::UnitState u{"p." + id_ + ".t" + std::to_string(i), spec_.transforms[i].fingerprint,
+    checkpoint::UnitState u{layout::TransformUnit(id_, i), spec_.transforms[i].fingerprint,
                             std::nullopt};
     Chain& c = chains_[i];
     if (!saved_once_[i] && restored_.count(i) &&
@@ -330,7 +331,7 @@ std::vector<checkpoint::UnitState> PipelineRunner::CollectUnits(uint64_t id) {
 bool PipelineRunner::CommittedPosition(const std::vector<checkpoint::UnitState>& units,
                                        std::string* position) const {
   if (!input_) return false;
-  const std::string unit = "p." + id_ + ".input";
+  const std::string unit = layout::InputUnit(id_);
   for (const auto& u : units) {
     if (u.unit == unit && u.data) {
       *position = *u.data;

@@ -156,8 +156,8 @@ class HttpInput final : public Input {
     if (ctx_.ingest == nullptr) return Status::Internal("http input: no listener to serve on");
     KAYAK_RETURN_IF_ERROR(register_status_);
     HttpLog::Options o;
-    if (ctx_.checkpointing && !ctx_.state_dir.empty()) {
-      o.dir = ctx_.state_dir + "/http/" + ctx_.pipeline_id;
+    if (!ctx_.private_dir.empty()) {
+      o.dir = ctx_.private_dir;
       o.fsync_seconds = metrics::Registry::Global().GetHistogram(
           "kayak_http_log_fsync_seconds", "The http input's log: each batch's fdatasync.",
           {{"pipeline", ctx_.pipeline_id}}, metrics::LatencyBounds());
@@ -270,6 +270,7 @@ ComponentDef HttpInputDef() {
   ComponentDef d;
   d.kind = "input";
   d.type = "http";
+  d.private_dir = true;  // its log
   d.help = "Messages POSTed to `path` on the server's listener. A body is one JSON value (one "
            "message) or NDJSON (one message a line). With a state directory a post is answered "
            "202 only once it is in the input's write-ahead log and fsynced; posts that arrive "
