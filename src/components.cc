@@ -8,20 +8,41 @@
 // The one list of every component: the function that declares it (defined
 // beside its implementation, in src/connectors/<system>/ or src/transforms/).
 // A new component adds its line here and nowhere else outside its folder.
-#define KAYAK_COMPONENTS(X)                                                        \
-  /* inputs */                                                                     \
-  X(DummyInputDef) X(FileInputDef) X(HttpInputDef) X(HttpPollInputDef)             \
-  X(ClickhouseInputDef) X(KafkaInputDef) X(MqttInputDef) X(NatsInputDef)          \
-  X(OpcuaInputDef) X(PipelineInputDef)                                             \
-  X(PostgresInputDef) X(RedisInputDef)                                             \
-  X(TcpInputDef)                                                                   \
-  /* transforms */                                                                 \
-  X(FilterDef) X(MapDef) X(RemoveDef) X(RenameDef) X(RollingWindowDef)             \
-  X(BucketTransformDef) X(LookupDef) X(BufferDef) X(LuaDef)                        \
-  /* outputs */                                                                    \
-  X(ClickhouseOutputDef) X(FileOutputDef) X(HttpOutputDef) X(KafkaOutputDef)     \
-  X(MqttOutputDef) X(NatsOutputDef) X(RedisOutputDef) X(S3OutputDef)              \
-  X(PostgresOutputDef)                                                             \
+#define KAYAK_COMPONENTS(X) \
+  /* inputs */              \
+  X(DummyInputDef)          \
+  X(FileInputDef)           \
+  X(HttpInputDef)           \
+  X(HttpPollInputDef)       \
+  X(ClickhouseInputDef)     \
+  X(KafkaInputDef)          \
+  X(MqttInputDef)           \
+  X(NatsInputDef)           \
+  X(OpcuaInputDef)          \
+  X(PipelineInputDef)       \
+  X(PostgresInputDef)       \
+  X(RedisInputDef)          \
+  X(TcpInputDef)            \
+  /* transforms */          \
+  X(FilterDef)              \
+  X(MapDef)                 \
+  X(RemoveDef)              \
+  X(RenameDef)              \
+  X(RollingWindowDef)       \
+  X(BucketTransformDef)     \
+  X(LookupDef)              \
+  X(BufferDef)              \
+  X(LuaDef)                 \
+  /* outputs */             \
+  X(ClickhouseOutputDef)    \
+  X(FileOutputDef)          \
+  X(HttpOutputDef)          \
+  X(KafkaOutputDef)         \
+  X(MqttOutputDef)          \
+  X(NatsOutputDef)          \
+  X(RedisOutputDef)         \
+  X(S3OutputDef)            \
+  X(PostgresOutputDef)      \
   X(StdoutOutputDef)
 
 namespace kayak {
