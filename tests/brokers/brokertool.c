@@ -4,6 +4,8 @@
  * plain client writing the same file kayak writes.
  *
  *   brokertool nats-stream URL STREAM SUBJECT [MAX_MSGS]   (the oldest dropped past it)
+ *   brokertool nats-stream-full URL STREAM on|off   on: no new message taken (the stream's
+ *              limit set to what it holds, discard new); off: no limit again
  *   brokertool nats-pub URL SUBJECT COUNT [START] [js]
  *   brokertool nats-sub URL SUBJECT COUNT OUT [STREAM DURABLE]
  *   brokertool nats-send URL SUBJECT DATA...   one message each, \xHH escapes decoded
@@ -86,6 +88,25 @@ static int nats_stream(const char* url, const char* stream, const char* subject,
   jsErrCode jerr = 0;
   natsStatus s = js_AddStream(NULL, js, &c, NULL, &jerr);
   if (s != NATS_OK && jerr != JSStreamNameExistErr) die("add stream", natsStatus_GetText(s));
+  jsCtx_Destroy(js);
+  natsConnection_Destroy(nc);
+  return 0;
+}
+
+static int nats_stream_full(const char* url, const char* stream, int on) {
+  jsCtx* js = NULL;
+  natsConnection* nc = nats_connect(url, &js);
+  jsStreamInfo* si = NULL;
+  jsErrCode jerr = 0;
+  natsStatus s = js_GetStreamInfo(&si, js, stream, NULL, &jerr);
+  if (s != NATS_OK) die("stream info", natsStatus_GetText(s));
+  si->Config->Discard = js_DiscardNew;
+  si->Config->MaxMsgs = on ? (int64_t)(si->State.Msgs > 0 ? si->State.Msgs : 1) : -1;
+  jsStreamInfo* updated = NULL;
+  s = js_UpdateStream(&updated, js, si->Config, NULL, &jerr);
+  if (s != NATS_OK) die("update stream", natsStatus_GetText(s));
+  jsStreamInfo_Destroy(updated);
+  jsStreamInfo_Destroy(si);
   jsCtx_Destroy(js);
   natsConnection_Destroy(nc);
   return 0;
@@ -409,7 +430,9 @@ int main(int argc, char** argv) {
   const char* cmd = argv[1];
   mosquitto_lib_init();
   int rc = 1;
-  if (!strcmp(cmd, "nats-stream") && (argc == 5 || argc == 6)) {
+  if (!strcmp(cmd, "nats-stream-full") && argc == 5) {
+    rc = nats_stream_full(argv[2], argv[3], !strcmp(argv[4], "on"));
+  } else if (!strcmp(cmd, "nats-stream") && (argc == 5 || argc == 6)) {
     rc = nats_stream(argv[2], argv[3], argv[4], argc == 6 ? atol(argv[5]) : 0);
   } else if (!strcmp(cmd, "nats-pub") && argc >= 5) {
     rc = nats_pub(argv[2], argv[3], atol(argv[4]), argc > 5 ? atol(argv[5]) : 0,

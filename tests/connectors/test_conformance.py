@@ -751,6 +751,16 @@ class NatsConnector(Subscribed, Connector):
     def direct(self):
         return self.url.replace(f":{self.proxy.port}", f":{servers.port_of(servers.nats_url())}")
 
+    # the output's stream full for a while: JetStream refuses every publish
+    # ("maximum messages exceeded"); the core input sends no command to refuse
+    refusals = True
+    refused = False
+
+    def refuse(self, on):
+        servers.brokertool("nats-stream-full", servers.nats_url(), self.out_stream,
+                           "on" if on else "off")
+        self.refused = on
+
     NO_ACKS = "only with `stream`: a core subscription has no acknowledgements"
     tuning_exempt = {"input": {"ack_wait_secs": NO_ACKS, "max_ack_pending": NO_ACKS}}
 
@@ -779,6 +789,8 @@ class NatsConnector(Subscribed, Connector):
 
     def close(self):
         self.proxy.close()
+        if self.refused:
+            self.refuse(False)
 
 
 class NatsJetStreamConnector(NatsConnector):
@@ -804,6 +816,7 @@ class NatsJetStreamConnector(NatsConnector):
 
     sessions = "input"  # its durable on the stream: one, however often it restarts
     tuning_exempt = {}
+    refusals = False  # the refusal is of the output's stream (NatsConnector)
 
     def tuning(self, side):
         return {"url": self.direct(), "batch_size": 12, "pending_limit": 10000,
