@@ -1,3 +1,4 @@
+#include "engine/chain_policy.h"
 #include "engine/checkpointer.h"
 #include "engine/state_layout.h"
 
@@ -444,12 +445,10 @@ Status Checkpointer::EncodeBucket(const std::string& fingerprint, const RegionSt
       estimate += c.dropped ? 8 + c.key.size() : 24 + c.key.size() + c.value.size();
     }
   }
-  const bool over = static_cast<double>(chain.deltas + estimate) >
-                    kDeltaShare * static_cast<double>(chain.base);
+  const bool over = !chain::DeltaFits(chain.base, chain.deltas, estimate, /*compacted=*/true);
   if (chain.base > 0 && (!over || changes.size() > 1)) {
     Bucket::EncodeDelta(changes, &*u->data);
-    u->delta = static_cast<double>(chain.deltas + u->data->size()) <=
-               kDeltaShare * static_cast<double>(chain.base);
+    u->delta = chain::DeltaFits(chain.base, chain.deltas, u->data->size(), /*compacted=*/true);
     if (u->delta) return Status::Ok();
     u->data->clear();
   }
@@ -476,9 +475,7 @@ Status Checkpointer::CompactIfDue(checkpoint::UnitState* u) {
   // No chain: the store refuses the delta, the commit fails and the next
   // checkpoint saves everything.
   if (!store_->LatestChain(u->unit, u->fingerprint, &base, &deltas)) return Status::Ok();
-  if (static_cast<double>(deltas + u->data->size()) <= kDeltaShare * static_cast<double>(base)) {
-    return Status::Ok();
-  }
+  if (chain::DeltaFits(base, deltas, u->data->size(), /*compacted=*/true)) return Status::Ok();
   checkpoint::RestoredUnit committed;
   KAYAK_RETURN_IF_ERROR(store_->ReadChain(u->unit, u->fingerprint, &committed));
   std::vector<std::string_view> chain(committed.deltas.begin(), committed.deltas.end());

@@ -145,14 +145,6 @@ class Checkpointer {
   bool CheckpointNow(int64_t wait_ms);
 
  private:
-  // A chain's deltas since its last full chunk stay within this share of
-  // it (docs/state_format.md, "Delta chunks"): a restore reads at most
-  // 1 + kDeltaShare times the state, and a compaction (which reads and
-  // writes the whole state) comes once the changes since the last one add
-  // up to this share. At 0.5 a state whose keys all change every few
-  // seconds was compacted every second checkpoint, and compacting cost the
-  // coordinator more than everything else it did (docs/benchmarks.md).
-  static constexpr double kDeltaShare = 1.0;
   // The coordinator thread's nice value (docs/architecture.md, "Threads").
   static constexpr int kCoordinatorNice = 10;
 
@@ -192,8 +184,8 @@ class Checkpointer {
     std::map<Bucket*, std::vector<std::vector<Bucket::Change>>> pending;
     // A bucket's committed chain: the bytes of its last full chunk and of
     // the deltas after it. A checkpoint writes a delta while the deltas stay
-    // under kDeltaShare of the full chunk, then a full chunk again (so a
-    // restore reads at most 1 + kDeltaShare of the state), written by a
+    // under chain::kCompactedShare of the full chunk, then a full chunk again (so a
+    // restore reads at most 1 + that share of the state), written by a
     // compaction of the chain and the changes. base == 0: no full chunk
     // committed yet.
     struct Chain {
@@ -218,7 +210,7 @@ class Checkpointer {
   // chain and the changes into a full chunk (mu_ not held).
   // A delta that compacts (UnitState::compact): the full state instead,
   // merged from the committed chain and it, once the chain would pass
-  // kDeltaShare of its full chunk (mu_ not held).
+  // chain::kCompactedShare of its full chunk (mu_ not held).
   Status CompactIfDue(checkpoint::UnitState* u);
   // Writes the data of the units a barrier only sealed (UnitState::collect),
   // while their pipelines go on (mu_ not held).

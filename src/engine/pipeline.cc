@@ -3,6 +3,7 @@
 
 #include "common/crash_point.h"
 #include "common/log.h"
+#include "engine/chain_policy.h"
 #include "engine/engine.h"
 #include "engine/state_layout.h"
 
@@ -295,10 +296,9 @@ std::vector<checkpoint::UnitState> PipelineRunner::CollectUnits(uint64_t id) {
     if (!saved_once_[i] || full || t->StateChanged()) {
       u.data.emplace();
       // What changed, as a delta on the last full state, while the deltas
-      // stay within their share of it (the coordinator's kDeltaShare for a
-      // transform it compacts, else half). A checkpoint that fails makes the
-      // next one full (FullSave), so the chain counted here is the committed
-      // one.
+      // stay within their share of it (chain::DeltaFits). A checkpoint that
+      // fails makes the next one full (FullSave), so the chain counted here
+      // is the committed one.
       if (saved_once_[i] && !full && c.base > 0 && t->Compacts() && t->SealDelta()) {
         // Sealed in constant time; encoded on the coordinator's thread.
         u.delta = true;
@@ -312,9 +312,11 @@ std::vector<checkpoint::UnitState> PipelineRunner::CollectUnits(uint64_t id) {
           // off this thread.
           u.compact = [t](std::string_view base, const std::vector<std::string_view>& deltas,
                           std::string* out) { return t->CompactState(base, deltas, out); };
-        } else if (c.deltas += u.data->size(); 2 * c.deltas > c.base) {
-          u.data->clear();  // past half: the whole state instead
+        } else if (!chain::DeltaFits(c.base, c.deltas, u.data->size(), /*compacted=*/false)) {
+          u.data->clear();  // past its share: the whole state instead
           u.delta = false;
+        } else {
+          c.deltas += u.data->size();
         }
       }
       if (!u.delta) {
