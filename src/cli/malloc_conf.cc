@@ -8,7 +8,7 @@
 // a bucket, checkpointed every second, took 20,000-40,000 faults on its
 // thread and 80,000-120,000 on the checkpoint coordinator's in a 4 s run
 // (growing lists of the keys written, the encoded chunks), and 1,300-3,000
-// with this (docs/benchmarks.md, "State at scale, seventh session").
+// with this (docs/benchmarks.md, "Measured design choices").
 // Linked only where jemalloc is (not into the sanitizer builds).
 extern "C" {
 // NOLINTNEXTLINE: the name and type are jemalloc's.

@@ -3,8 +3,8 @@
 // Through Asio a send is one system call each, and on the virtual machines
 // this runs on a system call costs about a microsecond before any work: the
 // answers to a batch of posts that one fdatasync acknowledged go out in one
-// io_uring_enter instead (docs/benchmarks.md, "http ingest: a batch of
-// answers in one system call").
+// io_uring_enter instead (docs/benchmarks.md, "Measured design
+// choices").
 // Each send is non-blocking (MSG_DONTWAIT: a full socket completes at once
 // with EAGAIN rather than waiting in the ring), so a batch is done when the
 // call returns, and the caller writes what did not fit some other way.

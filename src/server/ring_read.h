@@ -7,8 +7,8 @@
 // events go into the kernel in one `io_uring_enter`, the kernel does each
 // `recv` when its data arrives, and the I/O thread collects the finished
 // ones in a batch when epoll says the ring has completions (its descriptor
-// is watched through Asio like a socket). docs/benchmarks.md, "http ingest:
-// requests read in a ring".
+// is watched through Asio like a socket). docs/benchmarks.md, "http
+// ingest".
 //
 // The ring is set up with IORING_SETUP_COOP_TASKRUN: the kernel finishes a
 // read on the I/O thread's next entry into the kernel, or wakes it if it

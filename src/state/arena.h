@@ -1,5 +1,5 @@
 // Memory for a big keyed structure (a bucket's table and entries), in huge
-// pages once it is big. docs/benchmarks.md, "Ten million keys": a restore of
+// pages once it is big. docs/benchmarks.md, "Measured design choices": a restore of
 // 10M keys spent a quarter of its time in page faults of 4 KiB pages and the
 // rest mostly in TLB misses of a table that is hundreds of MB.
 #pragma once

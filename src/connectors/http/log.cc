@@ -34,8 +34,8 @@ constexpr uint32_t kMaxRecord = 1u << 30;
 // the writer waits for more before the next fdatasync, while they keep
 // coming: until twice as many are queued (at most kMaxDelayedBatch), until
 // kGap passes without a new one, or for kMaxDelay at most. Lighter load is
-// synced at once. (docs/benchmarks.md, "http ingest: a batch of answers in
-// one system call".)
+// synced at once. (docs/benchmarks.md, "Measured design
+// choices".)
 constexpr size_t kDelayFromBatch = 8;
 constexpr size_t kMaxDelayedBatch = 1024;
 constexpr std::chrono::microseconds kMaxDelay{250};
