@@ -23,6 +23,7 @@
   X(PostgresInputDef)       \
   X(RedisInputDef)          \
   X(TcpInputDef)            \
+  X(UdpInputDef)            \
   /* transforms */          \
   X(FilterDef)              \
   X(MapDef)                 \

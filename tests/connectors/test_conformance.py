@@ -1191,6 +1191,29 @@ INPUTS = [FileConnector, DummyConnector, HttpConnector, TcpConnector, HttpPollCo
           OpcuaConnector]
 OUTPUTS = [FileConnector, HttpConnector, KafkaConnector, PostgresConnector, ClickhouseConnector,
            NatsConnector, RedisConnector, MqttConnector, S3Connector, S3GzipConnector]
+
+
+def _connectors_in_their_folders():
+    """The connectors whose kit adapter lives in their own folder,
+    src/connectors/<name>/kit.py (its INPUTS and OUTPUTS lists)."""
+    import glob
+    import importlib.util
+    found_in, found_out = [], []
+    for path in sorted(glob.glob(os.path.join(HERE, "..", "..", "src", "connectors", "*",
+                                              "kit.py"))):
+        name = "kit_" + os.path.basename(os.path.dirname(path))
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        found_in += getattr(module, "INPUTS", [])
+        found_out += getattr(module, "OUTPUTS", [])
+    return found_in, found_out
+
+
+_in, _out = _connectors_in_their_folders()
+INPUTS += _in
+OUTPUTS += _out
 # KAYAK_KIT_ONLY=<name>[,<name>...]: those connectors only (mutation_check.py).
 if os.environ.get("KAYAK_KIT_ONLY"):
     _only = set(os.environ["KAYAK_KIT_ONLY"].split(","))
