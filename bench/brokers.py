@@ -4,7 +4,7 @@ same run (docs/benchmarks.md):
 
     python3 bench/brokers.py [--messages N] [--runs R] [--only mqtt|nats|redis] [--smoke]
 
-Starts its own mosquitto 2.0, nats-server 2.12 and redis-server 7 on free
+Starts its own mosquitto 2.0, nats-server 2.14 and redis-server 7 on free
 loopback ports (tests/servers/servers.sh), then R rounds of each case, the
 ceiling and kayak alternately:
 

@@ -1018,13 +1018,22 @@ pipelines:
 
 class LossySource:
     """An input that keeps nothing for an absent subscriber: nats core, redis
-    pub/sub, mqtt with a clean session."""
+    pub/sub, mqtt with a clean session, udp datagrams."""
 
     def __init__(self, rng, kind):
         self.name = kind
         self.tag = f"crash{rng.randrange(1 << 30)}x{os.getpid()}"
+        if kind == "udp":
+            import socket
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            self.sock.bind(("127.0.0.1", 0))  # its port, then the input's (free once closed)
+            self.port = self.sock.getsockname()[1]
+            self.sock.close()
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 
     def input_yaml(self):
+        if self.name == "udp":
+            return f"udp: {{listen: '127.0.0.1:{self.port}'}}"
         if self.name == "nats":
             return f"nats: {{url: '{servers.nats_url()}', subject: {self.tag}}}"
         if self.name == "redis_pubsub":
@@ -1032,6 +1041,8 @@ class LossySource:
         return f"mqtt: {{url: '{servers.mqtt_url()}', topics: [{self.tag}], client_id: {self.tag}}}"
 
     def subscribed(self, s):
+        if self.name == "udp":
+            return s.card("l", "input")["position"].startswith("listening")
         if self.name == "nats":
             return servers.nats_subscribed(self.tag)
         if self.name == "redis_pubsub":
@@ -1039,7 +1050,10 @@ class LossySource:
         return s.card("l", "input")["position"].startswith("subscribed")
 
     def publish(self, start, count):
-        if self.name == "nats":
+        if self.name == "udp":
+            for i in range(start, start + count):
+                self.sock.sendto(json.dumps(broker_message(i)).encode(), ("127.0.0.1", self.port))
+        elif self.name == "nats":
             servers.brokertool("nats-pub", servers.nats_url(), self.tag, count, start)
         elif self.name == "redis_pubsub":
             servers.brokertool("redis-pub", servers.redis_url(), self.tag, count, start, "channel")
@@ -1279,7 +1293,7 @@ def run(args):
             for make in (JetStreamSource, RedisStreamSource):
                 part_broker(make, os.path.join(base, make.name), args.broker_kills, rng,
                             args.broker_messages, c, args.verbose)
-            for kind in ("nats", "redis_pubsub", "mqtt"):
+            for kind in ("nats", "redis_pubsub", "mqtt", "udp"):
                 part_lossy(kind, os.path.join(base, kind), 3, rng, c, args.verbose)
         if args.opcua_kills:
             part_opcua(os.path.join(base, "opcua"), args.opcua_kills, rng, c, args.verbose)
