@@ -140,6 +140,41 @@ class Connector:
     # something while it runs (a server slow to apply a switch wants longer).
     feed_rate = 100
 
+    # down_and_up: a connector whose server the case can take away says which
+    # side meets the outage, `outage` "input", "output" or "both" (by
+    # default, one behind the fault proxy: its input, and its output when it
+    # has one), and gives down() and up() (the proxy cut and restored).
+    # `for_outage(t)` makes the
+    # connector the case uses (kafka: on a broker of its own). With
+    # `writable_while_down`, the kit writes the second half into the source
+    # while kayak cannot reach it (a proxy between them); otherwise after it
+    # is back. after_outage(s) checks what else the card should say.
+    outage = None  # None: by the proxy (outage_side)
+
+    @classmethod
+    def outage_side(cls):
+        if cls.outage is not None:
+            return cls.outage
+        if not cls.proxied:
+            return ""
+        return "both" if cls.has_input and cls.has_output else "input" if cls.has_input \
+            else "output"
+
+    writable_while_down = True
+
+    @classmethod
+    def for_outage(cls, t):
+        return cls(t)
+
+    def down(self):
+        self.proxy.cut()
+
+    def up(self):
+        self.proxy.restore()
+
+    def after_outage(self, s):
+        pass
+
     # Connectors that open sessions on the server (uploads, transactions,
     # consumers) set `sessions` to "input" or "output" and implement
     # open_sessions(): what of them is left open on the server (no_orphans),
@@ -349,6 +384,14 @@ class HttpConnector(Endpoint, Connector):
     def bad_output_option(self):
         return "{http: {url: 'http://127.0.0.1:1/x', format: xml}}", "xml"
 
+    outage = "output"  # its endpoint (the input is kayak's own listener)
+
+    def down(self):
+        self.stop_endpoint()
+
+    def up(self):
+        self.start_endpoint(self.port)
+
 
 class TcpConnector(Connector):
     name = "tcp"
@@ -423,6 +466,14 @@ class HttpPollConnector(Endpoint, Connector):
         with self.lock:
             self.pending.extend(msgs)
 
+    outage = "input"  # its endpoint
+
+    def down(self):
+        self.stop_endpoint()
+
+    def up(self):
+        self.start_endpoint(self.port)
+
     def tuning(self, side):
         return {"url": f"http://localhost:{self.port}/items", "interval_ms": 25,
                 "timeout_ms": 600, "headers": {"X-Kit": "2"}}
@@ -446,7 +497,6 @@ class KafkaConnector(Connector):
         self.cluster = own_cluster(t.path(), 1) if private else None
         self.broker = Broker(("in:4", "out:2", "txn.markers:1"), cluster=self.cluster)
         self.group = f"kit-{self.broker.prefix}"
-        self.produced = False
 
     def expected(self, n):
         self.n = n  # what write() produces
@@ -461,9 +511,21 @@ class KafkaConnector(Connector):
                 f'{{session.timeout.ms: "6000", heartbeat.interval.ms: "500"}}}}}}')
 
     def write(self, s, msgs):
-        if not self.produced:  # the whole stream at once; the kills land while it is read
-            self.broker.produce("in", self.n)
-            self.produced = True
+        if msgs:  # the kit writes slices of expected(): seq from msgs[0]
+            self.broker.produce("in", len(msgs), msgs[0]["seq"])
+
+    outage = "both"
+    writable_while_down = False  # the broker is the source
+
+    @classmethod
+    def for_outage(cls, t):
+        return cls(t, private=True)
+
+    def down(self):
+        self.broker.down()
+
+    def up(self):
+        self.broker.up()
 
     def bad_input_option(self):
         return self.input_yaml(", start: middle"), "middle"
@@ -1124,6 +1186,9 @@ class OpcuaConnector(Subscribed, Connector):
     def bad_input_option(self):
         return (f"{{opcua: {{endpoint: '{self.url}', nodes: ['ns=1;q=7']}}}}", "q=7")
 
+    def after_outage(self, s):
+        assert "outage" in s.card("p", "input")["position"], s.card("p", "input")["position"]
+
     ANONYMOUS = "the test server is run for anonymous sessions: no credential to change"
     tuning_exempt = {"input": {"username": ANONYMOUS, "password": ANONYMOUS}}
 
@@ -1165,10 +1230,25 @@ class S3Connector(Connector):
         else:
             self.secret, self.token = f"kit-secret-{which}", f"kit-session-{which}"
 
+    outage = "output"
+    proxy = None  # for_outage: the store behind a proxy the case cuts
+
+    @classmethod
+    def for_outage(cls, t):
+        c = cls(t)
+        c.proxy = servers.Proxy("127.0.0.1", servers.port_of(servers.s3_env()["S3_ENDPOINT"]))
+        return c
+
+    def close(self):
+        if self.proxy is not None:
+            self.proxy.close()
+
     def yaml(self, part_bytes=500):
         e = servers.s3_env()
+        endpoint = (f"http://127.0.0.1:{self.proxy.port}" if self.proxy is not None
+                    else e["S3_ENDPOINT"])
         token = f", session_token: {self.token}" if self.token else ""
-        return (f"{{s3: {{endpoint: '{e['S3_ENDPOINT']}', bucket: {e['S3_BUCKET']}, "
+        return (f"{{s3: {{endpoint: '{endpoint}', bucket: {e['S3_BUCKET']}, "
                 f"path_style: true, access_key_id: {e['S3_ACCESS_KEY_ID']}, secret_access_key: "
                 f"{self.secret or e['S3_SECRET_ACCESS_KEY']}{token}, key: '{self.prefix}/{{{{seq}}}}', "
                 f"part_bytes: {part_bytes}, max_object_bytes: 2000, max_object_secs: 1, "
@@ -1420,164 +1500,68 @@ class ConformanceTest(KitCase):
 
     # ---- a server that goes away ----
     def test_down_and_up(self):
-        # http_poll's endpoint
-        self.dir_for("http_poll-down")
-        c = self.connector(HttpPollConnector)
-        s = self.start(self.graph(c.input_yaml()), server_config=SERVER)
-        c.write(s, [message(i) for i in range(50)])
-        wait_for(lambda: len(self.read_output("out")) >= 50, what="before")
-        c.stop_endpoint()
-        wait_for(lambda: s.card("p", "input")["state"] == "retrying", what="retrying shown")
-        c.start_endpoint(c.port)
-        c.write(s, [message(i) for i in range(50, 100)])
-        wait_for(lambda: len(self.read_output("out")) >= 100, timeout=30, what="after")
-        wait_for(lambda: s.card("p", "input")["state"] == "running", what="running again")
+        for cls in [c for c in dict.fromkeys(INPUTS + OUTPUTS) if c.outage_side()]:
+            with self.subTest(connector=cls.name):
+                self.dir_for(cls.name + "-down")
+                c = cls.for_outage(self)
+                self.addCleanup(c.close)
+                if c.outage_side() == "output":
+                    self.output_down_and_up(c)
+                else:
+                    self.input_down_and_up(c)
+
+    def input_down_and_up(self, c):
+        """Half the messages through, the server away (the card says retrying),
+        the rest written while it is away (or once it is back, for a source
+        that keeps nothing or is the server itself), the server back: every
+        message through the input (and the connector's own output, "both")."""
+        both = c.outage_side() == "both"
+        cfg = self.graph(c.input_yaml(), c.output_yaml() if both else None, shape=c.transforms())
+        s = self.start(cfg, server_config=SERVER, state_dir=self.path("state"))
+        want = self.expected(c)
+        half = len(want) // 2
+        sink = c.read_sink if both else \
+            (lambda: [json.loads(l) for l in self.read_output("out")])  # noqa: E731
+        distinct = lambda: sorted({m["seq"] for m in sink()})  # noqa: E731
+        c.write(s, want[:half])
+        wait_for(lambda: len(distinct()) >= half, timeout=30, what=f"{c.name}: before")
+        c.down()
+        later = c.delivery == "none" or not c.writable_while_down
+        if not later:
+            c.write(s, want[half:])  # written while kayak cannot see the server
+        wait_for(lambda: s.card("p", "input")["state"] == "retrying", timeout=60,
+                 what=f"{c.name}: the input retrying")
+        c.up()
+        if later:
+            wait_for(lambda: s.card("p", "input")["state"] == "running", timeout=60,
+                     what=f"{c.name}: running again")
+            if hasattr(c, "_ready_for"):
+                c._ready_for = None  # subscribed again before the kit writes
+            c.write(s, want[half:])
+        wait_for(lambda: len(distinct()) >= len(want), timeout=60, what=f"{c.name}: after")
+        self.assertEqual(distinct(), sorted(m["seq"] for m in want))
+        c.after_outage(s)
         s.stop()
-        report("http_poll", "down_and_up", "retrying shown, 100 of 100 delivered")
-        # the http output's endpoint, with a state directory: nothing is dropped
-        self.dir_for("http-down")
-        c = self.connector(HttpConnector)
+        report(c.name, "down_and_up", f"retrying shown, {len(want)} of {len(want)} through "
+                                      f"the input{' and the output' if both else ''}")
+
+    def output_down_and_up(self, c):
+        """The server away before kayak starts: the output's card says
+        retrying; it comes back: every message in the sink."""
         d = DummyConnector(self, count=self.N)
         yaml = c.output_yaml()
-        c.stop_endpoint()
-        s = self.start(self.graph(d.input_yaml(), yaml), server_config=SERVER,
-                       state_dir=self.path("state"))
-        wait_for(lambda: s.card("p", "outputs[0]")["state"] == "retrying", what="retrying")
-        c.start_endpoint(c.port)
-        wait_for(lambda: len({m["seq"] for m in c.read_sink()}) >= self.N, timeout=30,
-                 what="every message after the endpoint came back")
-        s.stop()
-        report("http", "down_and_up (output)", f"retrying shown, {self.N} of {self.N} delivered")
-        # the kafka broker, with a state directory: the input shows it, then reads on
-        self.dir_for("kafka-down")
-        c = KafkaConnector(self, private=True)
-        self.addCleanup(c.close)
-        c.n = self.N
-        s = self.start(self.graph(c.input_yaml()), server_config=SERVER,
-                       state_dir=self.path("state"))
-        c.write(s, [])
-        wait_for(lambda: len(self.read_output("out")) >= self.N, timeout=30, what="before")
-        c.broker.down()
-        wait_for(lambda: s.card("p", "input")["state"] == "retrying", timeout=60,
-                 what="retrying shown")
-        c.broker.up()
-        c.broker.produce("in", self.N)  # the same records again: seq 0..N-1 twice
-        wait_for(lambda: len(self.read_output("out")) >= 2 * self.N, timeout=60, what="after")
-        s.stop()
-        report("kafka", "down_and_up", f"retrying shown, {2 * self.N} of {2 * self.N} delivered")
-        # postgres, both ways, with a state directory: the server goes away while
-        # rows are read and written, and comes back
-        self.dir_for("postgres-down")
-        c = self.connector(PostgresConnector)
-        cfg = self.graph(c.input_yaml(), c.output_yaml())
-        s = self.start(cfg, server_config=SERVER, state_dir=self.path("state"))
-        c.write(s, [message(i) for i in range(100)])
-        wait_for(lambda: len(c.read_sink()) >= 100, timeout=30, what="before")
-        c.proxy.cut()
-        c.write(s, [message(i) for i in range(100, self.N)])  # written while kayak cannot see
-        wait_for(lambda: s.card("p", "input")["state"] == "retrying", timeout=30,
-                 what="the input retrying")
-        c.proxy.restore()
-        wait_for(lambda: len(c.read_sink()) >= self.N, timeout=60, what="after")
-        self.assertEqual([r["seq"] for r in c.read_sink()], list(range(self.N)))
-        s.stop()
-        report("postgres", "down_and_up", f"retrying shown, {self.N} of {self.N} through "
-                                          "input and output")
-        # clickhouse, both ways, the same (its output is at least once: counted distinct)
-        self.dir_for("clickhouse-down")
-        c = self.connector(ClickhouseConnector)
-        cfg = self.graph(c.input_yaml(), c.output_yaml())
-        s = self.start(cfg, server_config=SERVER, state_dir=self.path("state"))
-        distinct = lambda: sorted({r["seq"] for r in c.read_sink()})  # noqa: E731
-        c.write(s, [message(i) for i in range(100)])
-        wait_for(lambda: len(distinct()) >= 100, timeout=30, what="before")
-        c.proxy.cut()
-        c.write(s, [message(i) for i in range(100, self.N)])
-        wait_for(lambda: s.card("p", "input")["state"] == "retrying", timeout=30,
-                 what="the input retrying")
-        c.proxy.restore()
-        wait_for(lambda: len(distinct()) >= self.N, timeout=60, what="after")
-        self.assertEqual(distinct(), list(range(self.N)))
-        s.stop()
-        report("clickhouse", "down_and_up", f"retrying shown, {self.N} of {self.N} through "
-                                            "input and output")
-        # the brokers, both ways, with a state directory: a JetStream durable and a
-        # redis stream lose nothing; mqtt (clean session) takes what is published
-        # once it has subscribed again
-        for cls in (NatsJetStreamConnector, RedisConnector, MqttConnector):
-            self.dir_for(cls.name + "-down")
-            c = self.connector(cls)
-            cfg = self.graph(c.input_yaml(), c.output_yaml())
-            s = self.start(cfg, server_config=SERVER, state_dir=self.path("state"))
-            distinct = lambda: sorted({r["seq"] for r in c.read_sink()})  # noqa: E731
-            c.write(s, [message(i) for i in range(100)])
-            wait_for(lambda: len(distinct()) >= 100, timeout=30, what=f"{cls.name}: before")
-            c.proxy.cut()
-            if c.delivery != "none":
-                c.write(s, [message(i) for i in range(100, self.N)])  # while kayak cannot see
-            wait_for(lambda: s.card("p", "input")["state"] == "retrying", timeout=30,
-                     what=f"{cls.name}: the input retrying")
-            wait_for(lambda: s.card("p", "outputs[0]")["state"] in ("running", "retrying"),
-                     what="the output")
-            c.proxy.restore()
-            if c.delivery == "none":
-                wait_for(lambda: s.card("p", "input")["state"] == "running", timeout=40,
-                         what=f"{cls.name}: running again")
-                c._ready_for = None
-                c.write(s, [message(i) for i in range(100, self.N)])
-            wait_for(lambda: len(distinct()) >= self.N, timeout=60, what=f"{cls.name}: after")
-            self.assertEqual(distinct(), list(range(self.N)))
-            s.stop()
-            report(cls.name, "down_and_up", f"retrying shown, {self.N} of {self.N} through "
-                                            "input and output")
-
-        self.opcua_down_and_up()
-
-        # the s3 output, with a state directory: the store goes away, the card says
-        # retrying, it comes back, every row is in the objects once
-        self.dir_for("s3-down")
-        c = self.connector(S3Connector)
-        e = servers.s3_env()
-        proxy = servers.Proxy("127.0.0.1", servers.port_of(e["S3_ENDPOINT"]))
-        self.addCleanup(proxy.close)
-        yaml = c.yaml().replace(e["S3_ENDPOINT"], f"http://127.0.0.1:{proxy.port}")
-        d = DummyConnector(self, count=self.N)
-        proxy.cut()
+        c.down()
         s = self.start(self.graph(d.input_yaml(), yaml), server_config=SERVER,
                        state_dir=self.path("state"))
         wait_for(lambda: s.card("p", "outputs[0]")["state"] == "retrying", timeout=30,
-                 what="s3: retrying")
-        proxy.restore()
-        wait_for(lambda: len(c.read_sink()) >= self.N, timeout=60, what="s3: every row")
-        self.assertEqual(sorted(r["seq"] for r in c.read_sink()), list(range(1, self.N + 1)))
+                 what=f"{c.name}: the output retrying")
+        c.up()
+        want = sorted(m["seq"] for m in self.expected(d))
+        wait_for(lambda: sorted({m["seq"] for m in c.read_sink()}) == want, timeout=60,
+                 what=f"{c.name} output: every message after the server came back")
         s.stop()
-        report("s3", "down_and_up (output)", f"retrying shown, {self.N} of {self.N} in the "
-                                             "objects once")
-
-    def opcua_down_and_up(self):
-        # the opcua server goes away (its proxy cut, the connection reset): the card
-        # shows it, the input makes its session and subscription again, and what is
-        # written once it has subscribed arrives
-        self.dir_for("opcua-down")
-        c = self.connector(OpcuaConnector)
-        s = self.start(self.graph(c.input_yaml(), shape=c.transforms()), server_config=SERVER)
-        seqs = lambda: sorted(json.loads(l)["seq"] for l in self.read_output("out"))  # noqa: E731
-        c.write(s, [message(i) for i in range(100)])
-        wait_for(lambda: len(seqs()) >= 100, timeout=30, what="opcua: before")
-        c.proxy.cut()
-        wait_for(lambda: s.card("p", "input")["state"] == "retrying", timeout=30,
-                 what="opcua: retrying shown")
-        c.proxy.restore()
-        wait_for(lambda: s.card("p", "input")["state"] == "running" and
-                 c.subscribed(s), timeout=40, what="opcua: running again")
-        c._ready_for = None
-        c.write(s, [message(i) for i in range(100, self.N)])
-        wait_for(lambda: len(seqs()) >= self.N, timeout=60, what="opcua: after")
-        self.assertEqual(seqs(), list(range(self.N)))
-        self.assertIn("outage", s.card("p", "input")["position"])
-        s.stop()
-        report("opcua", "down_and_up", f"retrying shown, the outage on the card, {self.N} of "
-                                       f"{self.N} written while subscribed delivered")
+        report(c.name, "down_and_up (output)", f"retrying shown, {self.N} of {self.N} in the "
+                                               "sink")
 
     # ---- bad options, bad data ----
     def check_config(self, text, bad_value):

@@ -48,8 +48,9 @@ class Broker:
         """Creates topics given as NAME[:PARTITIONS[:REPLICAS]]."""
         tool("create", self.bootstrap, *(self.t(s) for s in specs))
 
-    def produce(self, topic, n):
-        tool("produce", self.bootstrap, self.t(topic), str(n))
+    def produce(self, topic, n, start=0):
+        """Messages start..start+n-1: {"seq", "k": "k<seq % 7>", "v"}, keyed by k."""
+        tool("produce", self.bootstrap, self.t(topic), str(n), str(start))
 
     def committed(self, topic, group):
         out = tool("committed", self.bootstrap, self.t(topic), group, timeout=60).stdout

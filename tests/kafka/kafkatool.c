@@ -1,7 +1,7 @@
 // kafkatool: the tests' and benchmarks' Kafka client, for what they need to
 // ask of a broker (tests/servers/kafka_cluster.py starts the real one).
 //
-//   kafkatool produce BOOTSTRAP TOPIC N
+//   kafkatool produce BOOTSTRAP TOPIC N [START]   messages START..START+N-1
 //       Produces N messages {"seq":i,"k":"k<i%7>","v":<(i*31)%97>} with key
 //       k<i%7>, spread over the partitions by key, and waits for delivery.
 //   kafkatool committed BOOTSTRAP TOPIC GROUP
@@ -65,7 +65,7 @@ static void on_delivery(rd_kafka_t* rk, const rd_kafka_message_t* m, void* opaqu
   else delivered++;
 }
 
-static int produce(const char* bootstrap, const char* topic, int n) {
+static int produce(const char* bootstrap, const char* topic, int n, int start) {
   rd_kafka_conf_t* c = rd_kafka_conf_new();
   conf_set(c, "bootstrap.servers", bootstrap);
   conf_set(c, "enable.idempotence", "true");
@@ -73,7 +73,7 @@ static int produce(const char* bootstrap, const char* topic, int n) {
   rd_kafka_conf_set_dr_msg_cb(c, on_delivery);
   rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof(err));
   if (!rk) fail("producer", err);
-  for (int i = 0; i < n; i++) {
+  for (int i = start; i < start + n; i++) {
     char key[16], value[128];
     snprintf(key, sizeof(key), "k%d", i % 7);
     int len = snprintf(value, sizeof(value), "{\"seq\":%d,\"k\":\"%s\",\"v\":%d}", i, key,
@@ -364,7 +364,8 @@ static int ends(const char* bootstrap, const char* topic) {
 
 int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
-  if (argc == 5 && !strcmp(argv[1], "produce")) return produce(argv[2], argv[3], atoi(argv[4]));
+  if ((argc == 5 || argc == 6) && !strcmp(argv[1], "produce"))
+    return produce(argv[2], argv[3], atoi(argv[4]), argc == 6 ? atoi(argv[5]) : 0);
   if (argc == 5 && !strcmp(argv[1], "committed")) return committed(argv[2], argv[3], argv[4]);
   if ((argc == 6 || argc == 7) && !strcmp(argv[1], "consume")) {
     return consume(argv[2], argv[3], atoll(argv[4]), atoi(argv[5]),
