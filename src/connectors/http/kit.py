@@ -1,0 +1,143 @@
+"""The http connector in the conformance kit: how the kit writes into its source
+and reads back its sink (tests/connectors/test_conformance.py finds this file by its
+place, src/connectors/<name>/kit.py, and takes its INPUTS and OUTPUTS)."""
+import json
+import threading
+from http.server import BaseHTTPRequestHandler
+
+from harness import http, post_until_taken
+from test_conformance import CANARY, Connector, Endpoint
+
+
+class HttpConnector(Endpoint, Connector):
+    name = "http"
+    delivery = "replayable"
+    has_output = True
+    has_server = True  # the output's endpoint
+
+    credentials = True
+    token = ""
+    ingest = "/ingest/kit"
+    bad_data_refused = True  # a bad post is answered 400
+
+    def use_credential(self, which):
+        self.token = CANARY if which == CANARY else f"kit-token-{which}"
+
+    def input_yaml(self):
+        token = f", token: {self.token}" if self.token else ""
+        return f"{{http: {{path: {self.ingest}{token}}}}}"
+
+    def tuning(self, side):
+        if side == "input":
+            self.ingest = "/ingest/kit2"  # its path is tuning: the log belongs to the pipeline
+            return {"path": self.ingest, "batch_size": 500, "max_backlog_bytes": 32 << 20,
+                    "segment_bytes": 1 << 20}
+        return {"url": f"http://localhost:{self.port}/in",
+                "headers": {"Authorization": f"Bearer {self.token}", "X-Kit": "2"},
+                "timeout_ms": 700}
+
+    def write(self, s, msgs):
+        body = "\n".join(json.dumps(m) for m in msgs).encode()
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
+        post_until_taken(s, self.ingest, body, headers)
+
+    def write_bad(self, s):
+        status, _, _ = http("POST", s.url + "/ingest/kit", b"not json")
+        assert status == 400, status
+
+    def bad_input_option(self):
+        return "{http: {path: ingest}}", "ingest"
+
+    # the output side: a local endpoint that can go away and come back
+    def start_endpoint(self, port=0):
+        got, lock = self.got, self.lock
+
+        class Sink(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with lock:
+                    got.extend(json.loads(body))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *a):
+                pass
+        return self.serve(Sink, port)
+
+    def output_yaml(self):
+        if not hasattr(self, "got"):
+            self.got, self.lock = [], threading.Lock()
+            self.port = self.start_endpoint()
+        headers = f", headers: {{Authorization: 'Bearer {self.token}'}}" if self.token else ""
+        return f"{{http: {{url: 'http://127.0.0.1:{self.port}/in', timeout_ms: 500{headers}}}}}"
+
+    def read_sink(self):
+        with self.lock:
+            return list(self.got)
+
+    def bad_output_option(self):
+        return "{http: {url: 'http://127.0.0.1:1/x', format: xml}}", "xml"
+
+    outage = "output"  # its endpoint (the input is kayak's own listener)
+
+    def down(self):
+        self.stop_endpoint()
+
+    def up(self):
+        self.start_endpoint(self.port)
+
+
+class HttpPollConnector(Endpoint, Connector):
+    name = "http_poll"
+    delivery = "none"  # it polls what an endpoint shows now
+    has_server = True
+    bad_data_elsewhere = "the kit's endpoint serves only JSON (tests/e2e/test_http.py)"
+
+    def __init__(self, t):
+        super().__init__(t)
+        self.pending, self.lock = [], threading.Lock()
+        self.port = self.start_endpoint()
+
+    def start_endpoint(self, port=0):
+        pending, lock = self.pending, self.lock
+
+        class Source(BaseHTTPRequestHandler):
+            def do_GET(self):
+                with lock:
+                    items, pending[:] = list(pending), []
+                body = json.dumps({"items": items}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+        return self.serve(Source, port)
+
+    def input_yaml(self):
+        return (f"{{http_poll: {{url: 'http://127.0.0.1:{self.port}/items', split: items, "
+                f"interval_ms: 20, timeout_ms: 500}}}}")
+
+    def write(self, s, msgs):
+        with self.lock:
+            self.pending.extend(msgs)
+
+    outage = "input"  # its endpoint
+
+    def down(self):
+        self.stop_endpoint()
+
+    def up(self):
+        self.start_endpoint(self.port)
+
+    def tuning(self, side):
+        return {"url": f"http://localhost:{self.port}/items", "interval_ms": 25,
+                "timeout_ms": 600, "headers": {"X-Kit": "2"}}
+
+    def bad_input_option(self):
+        return "{http_poll: {url: 'http://127.0.0.1:1/x', method: DELETE}}", "DELETE"
+
+
+INPUTS = [HttpConnector, HttpPollConnector]
+OUTPUTS = [HttpConnector]
