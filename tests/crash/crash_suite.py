@@ -44,7 +44,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from harness import Server, committed, region_stats, wait_for  # noqa: E402
 import crashstate  # noqa: E402
 from kafka_broker import Broker  # noqa: E402
-from test_kafka import checkpointed_offsets, oracle as kafka_oracle  # noqa: E402
+from kafka_broker import checkpointed_offsets, oracle as kafka_oracle  # noqa: E402
 from test_edges import state_files  # noqa: E402
 import servers  # noqa: E402
 

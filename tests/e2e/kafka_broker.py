@@ -6,6 +6,7 @@ and the client side of both through build/tests/kafkatool's client commands.
 The suite's broker is shared by every test that runs at the same time: a
 `Broker` names its topics under a prefix of its own (`b.t("in")`), and its
 tests give their groups and transactional ids unique names."""
+import glob
 import json
 import os
 import signal
@@ -94,3 +95,43 @@ class Broker:
 def own_cluster(workdir, brokers=1):
     """A private cluster under `workdir`, started; close() kills it."""
     return Cluster(os.path.join(workdir, "kafka"), brokers).start()
+
+
+# What the kafka tests and the crash suite check against.
+KEYS = 7
+
+
+def value(i):
+    return (i * 31) % 97
+
+
+def oracle(n):
+    """What a batch computation gives for the messages `kafkatool produce` wrote
+    through a 5-message count window and a running sum per key (in production
+    order: a key stays on one partition). Returns ({seq: (count, sum, total)},
+    {key: final sum})."""
+    windows, sums, want = {}, {}, {}
+    for i in range(n):
+        k = f"k{i % KEYS}"
+        w = windows.setdefault(k, [])
+        w.append(value(i))
+        del w[:-5]
+        sums[k] = sums.get(k, 0) + value(i)
+        want[i] = (len(w), float(sum(w)), sums[k])
+    return want, sums
+
+
+def checkpointed_offsets(state, pipeline):
+    """The input offsets of the newest committed manifest, read from the state dir
+    (docs/state_format.md: a 32-byte frame header, then JSON)."""
+    manifests = sorted(glob.glob(os.path.join(state, "MANIFEST-*.kym")),
+                       key=lambda p: int(p.rsplit("-", 1)[1].split(".")[0]))
+    if not manifests:
+        return None
+    with open(manifests[-1], "rb") as f:
+        m = json.loads(f.read()[32:])
+    unit = m["units"].get(f"p.{pipeline}.input")
+    if unit is None:
+        return None
+    with open(os.path.join(state, unit["chunk"]), "rb") as f:
+        return {p: o for _, p, o in json.loads(f.read()[32:])["offsets"]}

@@ -17,7 +17,7 @@ class ClickhouseConnector(Connector):
     proxied = True
     made = 0
     bad_data_elsewhere = ("a row is always an object (refused rows: the database outputs, "
-                          "tests/e2e/test_clickhouse.py)")
+                          "src/connectors/clickhouse/test_clickhouse.py)")
 
     def __init__(self, t):
         super().__init__(t)

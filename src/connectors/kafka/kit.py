@@ -28,7 +28,7 @@ class KafkaConnector(Connector):
         self.n = n  # what write() produces
         return [{"seq": i, "k": f"k{i % 7}", "v": (i * 31) % 97} for i in range(n)]
 
-    bad_data_elsewhere = "the kit's producer writes only JSON (tests/e2e/test_kafka.py)"
+    bad_data_elsewhere = "the kit's producer writes only JSON (src/connectors/kafka/test_kafka.py)"
 
     def input_yaml(self, extra=""):
         return (f'{{kafka: {{brokers: "{self.broker.bootstrap}", topics: ["{self.broker.t("in")}"], '

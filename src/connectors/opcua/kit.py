@@ -21,7 +21,7 @@ class OpcuaConnector(Subscribed, Connector):
     name = "opcua"
     delivery = "none"
     bad_data_elsewhere = ("an OPC UA value is typed (a structure the input does not decode: "
-                          "tests/e2e/test_opcua.py)")
+                          "src/connectors/opcua/test_opcua.py)")
     has_server = True
     proxied = True
     SHAPE = ("{lua: {script: 'function process(m) if m.value == 0 then return nil end "

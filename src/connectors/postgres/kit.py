@@ -16,7 +16,7 @@ class PostgresConnector(Connector):
     proxied = True
     made = 0
     bad_data_elsewhere = ("a row is always an object (refused rows: the database outputs, "
-                          "tests/e2e/test_postgres.py)")
+                          "src/connectors/postgres/test_postgres.py)")
 
     def __init__(self, t):
         super().__init__(t)

@@ -10,11 +10,14 @@ import subprocess
 import time
 import unittest
 
+import servers
+
 from brokers import SERVER, BrokerTest
 from harness import wait_for
 from servers import Proxy, env, port_of
 
-SERVERS_SH = os.path.join(os.path.dirname(__file__), "..", "servers", "servers.sh")
+SERVERS_SH = os.path.join(os.path.dirname(os.path.abspath(servers.__file__)), "..", "servers",
+                          "servers.sh")
 PLANT = ["ns=1;s=Plant.Counter", "ns=1;s=Plant.Level", "ns=1;s=Plant.Temperature",
          "ns=1;s=Plant.Status"]
 

@@ -12,46 +12,7 @@ import time
 import uuid
 
 from harness import KayakTest, committed, http, wait_for
-from kafka_broker import Broker, own_cluster
-
-KEYS = 7
-
-
-def value(i):
-    return (i * 31) % 97
-
-
-def oracle(n):
-    """What a batch computation gives for the messages `kafkatool produce` wrote
-    through a 5-message count window and a running sum per key (in production
-    order: a key stays on one partition). Returns ({seq: (count, sum, total)},
-    {key: final sum})."""
-    windows, sums, want = {}, {}, {}
-    for i in range(n):
-        k = f"k{i % KEYS}"
-        w = windows.setdefault(k, [])
-        w.append(value(i))
-        del w[:-5]
-        sums[k] = sums.get(k, 0) + value(i)
-        want[i] = (len(w), float(sum(w)), sums[k])
-    return want, sums
-
-
-def checkpointed_offsets(state, pipeline):
-    """The input offsets of the newest committed manifest, read from the state dir
-    (docs/state_format.md: a 32-byte frame header, then JSON)."""
-    manifests = sorted(glob.glob(os.path.join(state, "MANIFEST-*.kym")),
-                       key=lambda p: int(p.rsplit("-", 1)[1].split(".")[0]))
-    if not manifests:
-        return None
-    with open(manifests[-1], "rb") as f:
-        m = json.loads(f.read()[32:])
-    unit = m["units"].get(f"p.{pipeline}.input")
-    if unit is None:
-        return None
-    with open(os.path.join(state, unit["chunk"]), "rb") as f:
-        return {p: o for _, p, o in json.loads(f.read()[32:])["offsets"]}
-
+from kafka_broker import KEYS, Broker, checkpointed_offsets, oracle, own_cluster, value  # noqa: F401
 
 class KafkaBase(KayakTest):
     server = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 1}\n"
