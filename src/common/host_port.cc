@@ -1,8 +1,12 @@
 #include "common/host_port.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
 
 namespace kayak {
@@ -65,6 +69,36 @@ bool IsLoopbackHost(std::string_view host) {
   host.copy(text, host.size());
   in_addr addr{};
   return ::inet_pton(AF_INET, text, &addr) == 1;
+}
+
+Status BindSocket(const std::string& listen, int socktype, int flags,
+                  const std::function<bool(int fd)>& before_bind, int* fd) {
+  std::string host;
+  uint16_t port_number = 0;
+  if (!ParseHostPort(listen, &host, &port_number)) {
+    return Status::Invalid("bad listen address " + listen);
+  }
+  const std::string port = std::to_string(port_number);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = socktype;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0) {
+    return Status::Invalid("listen " + listen + ": " + ::gai_strerror(rc));
+  }
+  const int s = ::socket(res->ai_family, socktype | SOCK_CLOEXEC | flags, 0);
+  int err = 0;
+  if (s < 0) {
+    err = errno;
+  } else if (!before_bind(s) || ::bind(s, res->ai_addr, res->ai_addrlen) != 0) {
+    err = errno;
+    ::close(s);
+  }
+  ::freeaddrinfo(res);
+  if (err != 0) return Status::FromErrno("listen on " + listen, err);
+  *fd = s;
+  return Status::Ok();
 }
 
 }  // namespace kayak

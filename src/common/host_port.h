@@ -2,8 +2,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
+
+#include "kayak/status.h"
 
 namespace kayak {
 
@@ -22,5 +25,11 @@ std::string_view HostOfAuthority(std::string_view authority);
 bool IsLoopbackHost(std::string_view host);
 // ASCII case-insensitive equality (host names).
 bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+
+// A socket of `socktype` (SOCK_STREAM, SOCK_DGRAM) bound to `listen`
+// ("host:port", a numeric host), made with SOCK_CLOEXEC and `flags` (such as
+// SOCK_NONBLOCK); `before_bind` sets its options. Its descriptor in `*fd`.
+Status BindSocket(const std::string& listen, int socktype, int flags,
+                  const std::function<bool(int fd)>& before_bind, int* fd);
 
 }  // namespace kayak

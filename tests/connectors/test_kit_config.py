@@ -91,38 +91,14 @@ class ConfigKitTest(kit.KitCase):
                     c.use_credential(0)
                 state = self.path("state")
                 shape = c.transforms()
-                cfg = self.graph(c.input_yaml(), with_bucket=True, shape=shape)
-                want = self.expected(c)
-                half = len(want) // 2
-                out = lambda: {m["seq"] for m in map(json.loads, self.read_output("out"))}  # noqa: E731
-                s = self.start(cfg, server_config=SERVER, state_dir=state)
-                for i in range(0, half, 25):
-                    c.write(s, want[i:min(i + 25, half)])
-                wait_for(lambda: len(out()) >= half, timeout=60, what=f"{cls.name}: the first half")
-                c0 = committed(s)
-                wait_for(lambda: committed(s) >= c0 + 2, timeout=30,
-                         what=f"{cls.name}: a checkpoint holding the first half")
-                s.kill()
-                tuned, n = self.changed_yaml(c, "input", c.input_yaml())
-                tuned_cfg = self.graph(tuned, with_bucket=True, shape=shape)
-                s = self.start(tuned_cfg, server_config=SERVER, state_dir=state)
-                if hasattr(c, "_ready_for"):
-                    c._ready_for = None
-                for i in range(half, len(want), 25):
-                    c.write(s, want[i:i + 25])
-                keys = sorted({m["k"] for m in want})
-                if c.delivery != "none":
-                    wait_for(lambda: len(out()) >= len(want), timeout=60,
-                             what=f"{cls.name}: every message after the change")
-                    self.assert_bucket_exact(s, want, cls.name)
-                else:
-                    c0 = committed(s)
-                    wait_for(lambda: committed(s) >= c0 + 2, timeout=30,
-                             what=f"{cls.name}: checkpoints after the last write")
-                    total = sum(self.bucket_counts(s, keys).values())
-                    self.assertGreaterEqual(total, half, "the state before the change is gone")
-                    self.assertEqual(total, len(out()), "the bucket and the output disagree")
-                self.assertNotIn("starts empty", s.stderr())
+                changed = {}
+
+                def change():
+                    changed["yaml"], changed["n"] = self.changed_yaml(c, "input", c.input_yaml())
+                    return self.graph(changed["yaml"], with_bucket=True, shape=shape)
+                s, want = self.kill_and_change(
+                    c, self.graph(c.input_yaml(), with_bucket=True, shape=shape), change)
+                tuned, n = changed["yaml"], changed["n"]
                 what = f"kill -9, {n} tuning options changed: {len(want)} messages, state kept"
                 identity = c.identity_change() if c.delivery != "none" else None
                 if identity is not None:

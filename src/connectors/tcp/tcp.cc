@@ -4,7 +4,6 @@
 // queue is full the thread stops reading the sockets, so the kernel's windows
 // fill and the senders slow down: backpressure, never an unbounded buffer.
 #include <arpa/inet.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -52,32 +51,16 @@ class TcpInput final : public Input {
   }
 
   Status Open() override {
-    std::string host;
-    uint16_t port_number = 0;
-    if (!ParseHostPort(listen_, &host, &port_number)) {
-      return Status::Invalid("bad listen address " + listen_);
-    }
-    const std::string port = std::to_string(port_number);
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV;
-    addrinfo* res = nullptr;
-    if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0) {
-      return Status::Invalid("listen " + listen_ + ": " + ::gai_strerror(rc));
-    }
-    const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    const int one = 1;
-    int err = 0;
-    if (fd < 0) {
-      err = errno;
-    } else if (::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
-               ::bind(fd, res->ai_addr, res->ai_addrlen) != 0 || ::listen(fd, 128) != 0) {
-      err = errno;
+    int fd = -1;
+    KAYAK_RETURN_IF_ERROR(BindSocket(listen_, SOCK_STREAM, 0, [](int s) {
+      const int one = 1;
+      return ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0;
+    }, &fd));
+    if (::listen(fd, 128) != 0) {
+      const int err = errno;
       ::close(fd);
+      return Status::FromErrno("listen on " + listen_, err);
     }
-    ::freeaddrinfo(res);
-    if (err != 0) return Status::FromErrno("listen on " + listen_, err);
     listen_fd_ = fd;
     thread_ = std::thread([this] { Loop(); });
     return Status::Ok();

@@ -5,7 +5,6 @@
 // drops what comes past it; the input asks the kernel for that count
 // (SO_RXQ_OVFL) and puts it on the card, so a loss is never silent.
 #include <arpa/inet.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -44,39 +43,16 @@ class UdpInput final : public Input {
   }
 
   Status Open() override {
-    std::string host;
-    uint16_t port_number = 0;
-    if (!ParseHostPort(listen_, &host, &port_number)) {
-      return Status::Invalid("bad listen address " + listen_);
-    }
-    const std::string port = std::to_string(port_number);
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_DGRAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV;
-    addrinfo* res = nullptr;
-    if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0) {
-      return Status::Invalid("listen " + listen_ + ": " + ::gai_strerror(rc));
-    }
-    const int fd = ::socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    const int one = 1;
-    int err = 0;
-    if (fd < 0) {
-      err = errno;
-    } else {
+    int fd = -1;
+    KAYAK_RETURN_IF_ERROR(BindSocket(listen_, SOCK_DGRAM, SOCK_NONBLOCK, [this](int s) {
       // The receive buffer: forced past net.core.rmem_max where the process
       // may (CAP_NET_ADMIN), else as large as the kernel allows.
-      if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buffer_bytes_, sizeof(buffer_bytes_)) != 0) {
-        (void)::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer_bytes_, sizeof(buffer_bytes_));
+      if (::setsockopt(s, SOL_SOCKET, SO_RCVBUFFORCE, &buffer_bytes_, sizeof(buffer_bytes_)) != 0) {
+        (void)::setsockopt(s, SOL_SOCKET, SO_RCVBUF, &buffer_bytes_, sizeof(buffer_bytes_));
       }
-      if (::setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof(one)) != 0 ||
-          ::bind(fd, res->ai_addr, res->ai_addrlen) != 0) {
-        err = errno;
-        ::close(fd);
-      }
-    }
-    ::freeaddrinfo(res);
-    if (err != 0) return Status::FromErrno("listen on " + listen_, err);
+      const int one = 1;
+      return ::setsockopt(s, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof(one)) == 0;
+    }, &fd));
     fd_ = fd;
     int actual = 0;
     socklen_t len = sizeof(actual);
