@@ -1,0 +1,29 @@
+# shellcheck shell=bash
+# The test server of this connector, for tests/servers/servers.sh (which
+# sources every src/connectors/*/server.sh): start_<name> starts server <name>
+# in "$dir" on free loopback ports and writes its address to "$dir/env";
+# stop_<name>, where there is one, stops it (otherwise servers.sh sends TERM
+# to "$dir/pid"). Helpers from servers.sh: free_port, fail, await, stop_pid,
+# $servers_dir (tests/servers).
+
+# nats-server from the Go module proxy (scripts/install-deps.sh builds it into
+# tests/servers/go/bin): Debian's 2.9 has no `sync_interval`. JetStream
+# fsyncs each acknowledged write (`sync_interval: always`), so what a
+# stream acknowledged survives the machine's power loss, as a JetStream
+# input's replay counts on (docs/durability.md).
+start_nats() {
+  if [ -f "$dir/pid" ]; then stop_pid TERM; fi
+  rm -rf "$dir"; mkdir -p "$dir/js"
+  local port mon here; port=$(free_port); mon=$(free_port); here=$servers_dir
+  [ -x "$here/go/bin/nats-server" ] || fail "nats-server is not built: run scripts/install-deps.sh"
+  cat >"$dir/nats.conf" <<CONF
+host: 127.0.0.1
+port: $port
+http: 127.0.0.1:$mon
+jetstream { store_dir: "$dir/js", sync_interval: always }
+CONF
+  "$here/go/bin/nats-server" -c "$dir/nats.conf" >"$dir/server.log" 2>&1 &
+  echo $! >"$dir/pid"
+  await nats curl -sf "http://127.0.0.1:$mon/healthz?js-enabled-only=true"
+  { echo "NATS_URL=nats://127.0.0.1:$port"; echo "NATS_MONITOR_URL=http://127.0.0.1:$mon"; } >"$dir/env"
+}
