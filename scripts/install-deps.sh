@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# install-deps.sh: install what kayak needs to build and test: Debian's packages,
-# and the test servers from npm (node-opcua), PyPI (moto) and Maven Central (Kafka).
+# install-deps.sh: install what kayak needs to build and test: Debian's packages
+# (below, and each connector's src/connectors/*/packages), the npm test servers
+# and browser client (node-opcua, playwright-core), and what each connector's
+# tests take from a registry (src/connectors/*/install.sh).
 # Idempotent and fast when everything is present (no apt-get update then).
 # Run as root (or with sudo) on Debian 12.
 set -euo pipefail
@@ -17,28 +19,21 @@ PACKAGES=(
   libspdlog-dev libfmt-dev
   libjemalloc-dev        # the server's allocator (many small, cross-thread allocations)
   liblua5.4-dev          # the lua transform
-  librdkafka-dev         # the kafka input and output (and tests' mock broker)
-  libpq-dev              # the postgres input and output
-  postgresql-15 postgresql-client-15  # the real server the postgres tests and benchmark start
-  clickhouse-server clickhouse-client # the same for clickhouse (its connector speaks HTTP)
-  libnats-dev            # the nats input and output (cnats: core and JetStream)
-  libhiredis-dev         # the redis input and output
-  libmosquitto-dev       # the mqtt input and output
   libssl-dev             # SHA-256 and HMAC for the s3 output's SigV4 signer
-  libcurl4-openssl-dev   # the s3 output's HTTP(S) client
-  zlib1g-dev libzstd-dev # the s3 output's gzip and zstd compression
-  redis-server redis-tools mosquitto mosquitto-clients  # their real servers, for tests (nats-server: below)
   libgtest-dev libgmock-dev
   libbenchmark-dev       # Google Benchmark: the micro benchmarks in bench/micro
   clang libfuzzer-14-dev libclang-rt-14-dev # the fuzz targets (libFuzzer and its ASan/UBSan runtimes for clang)
   python3 curl procps    # end-to-end tests drive the real binary
-  python3-venv           # the venv of the Python test servers (moto)
   iproute2               # `ss`: a test waits until the listener's sockets to slow readers are full
-  zstd                   # the s3 tests read zstd objects back with its command line
   prometheus             # promtool: a test lints /metrics of a live server with it
   chromium               # the dashboard's browser tests (driven by playwright-core from npm)
-  openjdk-17-jre-headless maven  # the real Kafka broker of the tests (jars from Maven Central)
 )
+
+# Each connector's own packages (src/connectors/*/packages).
+root="$(cd "$(dirname "$0")/.." && pwd)"
+for list in "$root"/src/connectors/*/packages; do
+  while read -r -a words; do PACKAGES+=("${words[@]}"); done < <(sed 's/#.*//' "$list")
+done
 
 # `install-deps.sh --bench` adds what bench/ compares kayak with.
 if [ "${1:-}" = "--bench" ]; then
@@ -74,43 +69,17 @@ fi
 
 # The npm test servers and the browser test client, pinned by tests/servers/npm/package-lock.json; npm ci
 # only when that lockfile changed since the last install.
-npm_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/servers/npm"
+npm_dir="$root/tests/servers/npm"
 if ! cmp -s "$npm_dir/package-lock.json" "$npm_dir/node_modules/.kayak-lock.json" 2>/dev/null; then
   echo "install-deps: npm ci in tests/servers/npm"
   (cd "$npm_dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
   cp "$npm_dir/package-lock.json" "$npm_dir/node_modules/.kayak-lock.json"
 fi
 
-# The Kafka broker's jars, pinned by tests/servers/kafka/pom.xml, copied from
-# Maven Central (through ~/.m2, which keeps them between runs) only when that
-# pom changed since the last copy.
-kafka_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/servers/kafka"
-if ! cmp -s "$kafka_dir/pom.xml" "$kafka_dir/libs/.kayak-pom.xml" 2>/dev/null; then
-  echo "install-deps: Kafka's jars from Maven Central into tests/servers/kafka/libs"
-  rm -rf "$kafka_dir/libs"
-  mvn -q -B -Dstyle.color=never -f "$kafka_dir/pom.xml" dependency:copy-dependencies -DoutputDirectory="$kafka_dir/libs" >/dev/null
-  cp "$kafka_dir/pom.xml" "$kafka_dir/libs/.kayak-pom.xml"
-fi
-
-# moto's S3 server, in a venv of its own, pinned by tests/servers/python/requirements.txt;
-# pip only when that file changed since the last install.
-py_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/servers/python"
-if ! cmp -s "$py_dir/requirements.txt" "$py_dir/venv/.kayak-requirements.txt" 2>/dev/null; then
-  echo "install-deps: moto from PyPI into tests/servers/python/venv"
-  rm -rf "$py_dir/venv"
-  python3 -m venv "$py_dir/venv"
-  "$py_dir/venv/bin/pip" install -q --disable-pip-version-check -r "$py_dir/requirements.txt"
-  cp "$py_dir/requirements.txt" "$py_dir/venv/.kayak-requirements.txt"
-fi
-
-# nats-server from the Go module proxy, at the version below (Debian's 2.9 lacks
-# JetStream's `sync_interval` and the consumer reset the input uses), built once into tests/servers/go/bin.
-NATS_SERVER_VERSION=v2.14.10
-go_bin="$(cd "$(dirname "$0")/.." && pwd)/tests/servers/go/bin"
-if [ "$(cat "$go_bin/.kayak-nats-server" 2>/dev/null)" != "$NATS_SERVER_VERSION" ]; then
-  echo "install-deps: nats-server $NATS_SERVER_VERSION from the Go module proxy into tests/servers/go/bin"
-  command -v go >/dev/null 2>&1 || { echo "install-deps: Go is needed to build nats-server" >&2; exit 1; }
-  mkdir -p "$go_bin"
-  GOBIN="$go_bin" GOFLAGS=-mod=mod go install "github.com/nats-io/nats-server/v2@$NATS_SERVER_VERSION"
-  echo "$NATS_SERVER_VERSION" >"$go_bin/.kayak-nats-server"
-fi
+# What each connector's tests need from a registry (src/connectors/*/install.sh:
+# the Kafka broker from Maven Central, moto from PyPI, nats-server from the Go
+# module proxy).
+for recipe in "$root"/src/connectors/*/install.sh; do
+  # shellcheck source=/dev/null
+  . "$recipe"
+done
