@@ -1,5 +1,8 @@
 #include "test_util.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
@@ -53,6 +56,21 @@ bool KernelAllowsIoUring() {
   int v = 0;
   if (f >> v) return v == 0 || (v == 1 && ::geteuid() == 0);
   return true;  // kernels before 6.6 have no switch
+}
+
+int FreeLoopbackPort(int socktype) {
+  const int fd = ::socket(AF_INET, socktype, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  ::close(fd);
+  return port;
 }
 
 }  // namespace kayak::testing

@@ -32,4 +32,8 @@ Json FieldsOf(Message& m);
 // here; or members of io_uring_group, not looked at), 2 no one.
 bool KernelAllowsIoUring();
 
+// A loopback port free for a socket of `socktype` (SOCK_STREAM, SOCK_DGRAM)
+// at the time of the call.
+int FreeLoopbackPort(int socktype);
+
 }  // namespace kayak::testing

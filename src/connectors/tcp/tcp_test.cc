@@ -15,21 +15,10 @@
 #include "common/clock.h"
 #include "components.h"
 #include "config/loader.h"
+#include "test_util.h"
 
 namespace kayak {
 namespace {
-
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 void Send(int port, const std::vector<std::string>& pieces) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -46,7 +35,7 @@ void Send(int port, const std::vector<std::string>& pieces) {
 }
 
 TEST(TcpInput, SplitsLinesAndCountsBadOnes) {
-  const int port = FreePort();
+  const int port = testing::FreeLoopbackPort(SOCK_STREAM);
   const ComponentDef* def = BuiltinComponents().Find("input", "tcp");
   ASSERT_NE(def, nullptr);
   ErrorList errors;

@@ -15,26 +15,15 @@
 #include "common/clock.h"
 #include "components.h"
 #include "config/loader.h"
+#include "test_util.h"
 
 namespace kayak {
 namespace {
 
-int FreeUdpPort() {
-  const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 class UdpInputTest : public ::testing::Test {
  protected:
   void Make(const std::string& extra) {
-    port_ = FreeUdpPort();
+    port_ = testing::FreeLoopbackPort(SOCK_DGRAM);
     const ComponentDef* def = BuiltinComponents().Find("input", "udp");
     ASSERT_NE(def, nullptr);
     ErrorList errors;
