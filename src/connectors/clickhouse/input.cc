@@ -76,8 +76,19 @@ class ChInput final : public Input {
       // Described before every query: the columns are named in it, so a
       // column added to the table since is read, and one dropped is not asked for.
       KAYAK_RETURN_IF_ERROR(Describe());
-      KAYAK_RETURN_IF_ERROR(client_.StartQuery(incremental() ? IncrementalSql() : SnapshotSql(),
-                                               kReadSettings));
+      Status st = client_.StartQuery(incremental() ? IncrementalSql() : SnapshotSql(),
+                                     kReadSettings);
+      if (!st.ok() && !st.retryable()) {
+        // A column dropped between the description and the query: the
+        // query names it. Described again, a changed shape is asked again.
+        const std::string asked = columns_;
+        KAYAK_RETURN_IF_ERROR(Describe());
+        if (columns_ != asked) {
+          st = client_.StartQuery(incremental() ? IncrementalSql() : SnapshotSql(),
+                                  kReadSettings);
+        }
+      }
+      KAYAK_RETURN_IF_ERROR(st);
       streaming_ = true;
     }
     KAYAK_RETURN_IF_ERROR(Fill(o_.batch_size + 1));
