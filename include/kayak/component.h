@@ -22,6 +22,7 @@
 
 #include "kayak/message.h"
 #include "kayak/status.h"
+#include "kayak/thread_annotations.h"
 
 namespace kayak {
 
@@ -85,10 +86,10 @@ class ComponentStats {
   std::atomic<const char*> lag_unit_{""};
   std::atomic<int> state_{static_cast<int>(ComponentState::kStarting)};
   std::atomic<int64_t> state_since_ms_{0};
-  mutable std::mutex mu_;
-  std::string last_error_;  // guarded by mu_
-  int64_t last_error_ms_ = 0;  // guarded by mu_
-  std::string position_;    // guarded by mu_
+  mutable Mutex mu_;
+  std::string last_error_ KAYAK_GUARDED_BY(mu_);
+  int64_t last_error_ms_ KAYAK_GUARDED_BY(mu_) = 0;
+  std::string position_ KAYAK_GUARDED_BY(mu_);
 };
 
 // What a component is given when it is built.

@@ -36,6 +36,7 @@
 #include "engine/graph_manager.h"
 #include "server/api.h"
 #include "kayak/version.h"
+#include "kayak/thread_annotations.h"
 
 namespace kayak {
 namespace {
@@ -176,9 +177,9 @@ int Serve(const Args& args) {
   // run that a stop must drain: the process exits at once, which is as safe
   // for the state directory as a kill. From then on the first signal stops
   // gracefully and a second exits at once.
-  std::mutex stop_mu;
+  Mutex stop_mu;
   std::condition_variable stop_cv;
-  int stop_signal = 0;  // guarded by stop_mu
+  int stop_signal KAYAK_GUARDED_BY(stop_mu) = 0;
   std::atomic<bool> serving{false};
   std::atomic<GraphManager*> starting{nullptr};  // the graph, while Start may run
   std::thread([&, sigs] {
@@ -194,7 +195,7 @@ int Serve(const Args& args) {
     // Before the stop is said: the graph lives until the main thread sees it.
     if (GraphManager* g = starting.load()) g->CancelStart();
     {
-      std::lock_guard lock(stop_mu);
+      MutexLock lock(stop_mu);
       stop_signal = sig;
     }
     stop_cv.notify_all();
@@ -349,8 +350,8 @@ int Serve(const Args& args) {
   serving = true;  // from here a signal stops gracefully, cutting the start short
   graph.Start();  // API changes wait for it
   {
-    std::unique_lock lock(stop_mu);
-    stop_cv.wait(lock, [&] { return stop_signal != 0; });
+    MutexLock lock(stop_mu);
+    while (stop_signal == 0) lock.Wait(stop_cv);
   }
   const bool clean = graph.Stop();
   api.StopReads();

@@ -8,20 +8,20 @@ Inbox::Inbox(size_t lanes, size_t capacity_per_lane)
     : capacity_(capacity_per_lane == 0 ? 1 : capacity_per_lane), lanes_(lanes) {}
 
 bool Inbox::Push(size_t lane, Item item) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   ++pushing_;
-  not_full_.wait(lock, [&] { return closed_ || lanes_[lane].items.size() < capacity_; });
+  while (!closed_ && lanes_[lane].items.size() >= capacity_) lock.Wait(not_full_);
   --pushing_;
   if (closed_) return false;
   lanes_[lane].items.push_back(std::move(item));
   const bool wake = popping_ > 0;
-  lock.unlock();
+  lock.Unlock();
   if (wake) not_empty_.notify_one();
   return true;
 }
 
 bool Inbox::Pop(Item* out, size_t* lane, int64_t wait_ms) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   while (true) {
     const size_t n = lanes_.size();
@@ -34,37 +34,37 @@ bool Inbox::Pop(Item* out, size_t* lane, int64_t wait_ms) {
       *lane = i;
       next_lane_ = (i + 1) % n;
       const bool wake = pushing_ > 0;
-      lock.unlock();
+      lock.Unlock();
       if (wake) not_full_.notify_all();
       return true;
     }
     if (std::chrono::steady_clock::now() >= deadline) return false;
     ++popping_;
-    not_empty_.wait_until(lock, deadline);
+    lock.WaitUntil(not_empty_, deadline);
     --popping_;
   }
 }
 
 void Inbox::SetHeld(size_t lane, bool held) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   lanes_[lane].held = held;
   not_empty_.notify_all();
 }
 
 void Inbox::Close() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   closed_ = true;
   not_full_.notify_all();
   not_empty_.notify_all();
 }
 
 size_t Inbox::Depth(size_t lane) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return lanes_[lane].items.size();
 }
 
 size_t Inbox::TotalDepth() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   size_t n = 0;
   for (const auto& l : lanes_) n += l.items.size();
   return n;

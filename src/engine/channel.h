@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kayak/message.h"
+#include "kayak/thread_annotations.h"
 
 namespace kayak {
 
@@ -40,7 +41,8 @@ class Inbox {
   void Close();
   size_t Depth(size_t lane) const;
   size_t TotalDepth() const;
-  size_t lanes() const { return lanes_.size(); }
+  // The number of lanes is fixed at construction: no lock needed.
+  size_t lanes() const KAYAK_NO_THREAD_SAFETY_ANALYSIS { return lanes_.size(); }
   size_t capacity() const { return capacity_; }
 
  private:
@@ -49,17 +51,17 @@ class Inbox {
     bool held = false;
   };
   const size_t capacity_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable not_empty_;
   std::condition_variable not_full_;
-  std::vector<Lane> lanes_;  // guarded by mu_
-  size_t next_lane_ = 0;     // guarded by mu_
-  bool closed_ = false;      // guarded by mu_
+  std::vector<Lane> lanes_ KAYAK_GUARDED_BY(mu_);
+  size_t next_lane_ KAYAK_GUARDED_BY(mu_) = 0;
+  bool closed_ KAYAK_GUARDED_BY(mu_) = false;
   // Threads waiting in Pop and in Push: a wake-up is sent only when one
   // waits, and after the lock is let go (a thread woken while the lock is
   // held would wait for it at once: two switches a batch, not one).
-  size_t popping_ = 0;       // guarded by mu_
-  size_t pushing_ = 0;       // guarded by mu_
+  size_t popping_ KAYAK_GUARDED_BY(mu_) = 0;
+  size_t pushing_ KAYAK_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kayak

@@ -1,5 +1,5 @@
 #include "engine/engine.h"
-#include "engine/state_layout.h"
+#include "checkpoint/state_layout.h"
 
 #include <functional>
 #include <map>

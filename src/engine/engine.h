@@ -18,21 +18,22 @@
 #include <thread>
 #include <vector>
 
-#include "state/store.h"
+#include "checkpoint/store.h"
 #include "common/clock.h"
 #include "common/defaults.h"
 #include "config/loader.h"
 #include "state/bucket.h"
 #include "engine/channel.h"
-#include "engine/checkpointer.h"
+#include "checkpoint/checkpointer.h"
 #include "engine/crash_guard.h"
 #include "kayak/ingest.h"
 #include "kayak/component.h"
+#include "kayak/thread_annotations.h"
 
 namespace kayak {
 
 // Runs one output on its own thread behind a bounded queue.
-class OutputRunner {
+class OutputRunner final : public TwoPhaseParticipant {
  public:
   OutputRunner(std::unique_ptr<Output> output, ComponentStats* stats, RetryPolicy retry,
                size_t queue_batches, const Clock* clock);
@@ -58,7 +59,7 @@ class OutputRunner {
   }
   // From the checkpoint thread, for a two-phase output: checkpoint `id` is
   // durable (`committed`), or it was abandoned.
-  void Decide(uint64_t id, bool committed);
+  void Decide(uint64_t id, bool committed) override;
   Output* output() { return output_.get(); }
   // Before Start, with checkpointing: opens the output and describes its
   // state, for the checkpoint taken before any data flows.
@@ -86,10 +87,10 @@ class OutputRunner {
   size_t region_ = 0;
   std::string unit_, fingerprint_;
   bool two_phase_ = false;
-  std::mutex decide_mu_;
+  Mutex decide_mu_;
   std::condition_variable decide_cv_;
-  uint64_t decided_ = 0;   // guarded by decide_mu_: the newest checkpoint decided
-  uint64_t committed_ = 0; // guarded by decide_mu_: the newest one durable
+  uint64_t decided_ KAYAK_GUARDED_BY(decide_mu_) = 0;  // the newest checkpoint decided
+  uint64_t committed_ KAYAK_GUARDED_BY(decide_mu_) = 0;  // the newest one durable
   std::thread thread_;
 };
 
@@ -97,12 +98,13 @@ enum class PipelineStatus { kStarting, kRunning, kFinished, kFailed, kStopped };
 const char* PipelineStatusName(PipelineStatus s);
 
 // One pipeline: its input (or its upstream lanes), transforms, and outputs.
-class PipelineRunner {
+class PipelineRunner final : public CheckpointedPipeline {
  public:
   PipelineRunner(const PipelineSpec& spec, const Clock* clock);
   ~PipelineRunner();
 
-  const std::string& id() const { return id_; }
+  const std::string& id() const override { return id_; }
+  bool failed() const override { return status() == PipelineStatus::kFailed; }
   const PipelineSpec& spec() const { return spec_; }
   PipelineStatus status() const { return status_.load(); }
   std::vector<const ComponentStats*> cards() const;
@@ -140,7 +142,7 @@ class PipelineRunner {
   }
   // Asks a source pipeline to take barrier `id` between two batches; with
   // `stop_after` it reads nothing more after it (a savepoint).
-  void RequestBarrier(uint64_t id, bool stop_after);
+  void RequestBarrier(uint64_t id, bool stop_after) override;
   // The pipeline's units (input position, stateful transforms) as they are
   // now. Called on the pipeline thread at a barrier, or before Start.
   // `id` is the barrier (0: the checkpoint at start).
@@ -148,10 +150,10 @@ class PipelineRunner {
   // The input's position in `units` (a checkpoint of its region that
   // committed), if they hold one.
   bool CommittedPosition(const std::vector<checkpoint::UnitState>& units,
-                         std::string* position) const;
+                         std::string* position) const override;
   // Tells the input a checkpoint holding `position` committed. Called on
-  // the acknowledgement thread (engine/acknowledger.h).
-  void InputCommitted(std::string_view position);
+  // the acknowledgement thread (checkpoint/acknowledger.h).
+  void InputCommitted(std::string_view position) override;
   size_t region() const { return region_; }
   const std::vector<Bucket*>& written_buckets() const { return written_buckets_; }
 
@@ -226,7 +228,7 @@ class PipelineRunner {
 
   std::atomic<PipelineStatus> status_{PipelineStatus::kStarting};
   std::atomic<bool> stop_{false};
-  std::mutex stop_mu_;
+  Mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool input_done_ = false;       // pipeline thread only
   bool per_message_ = false;

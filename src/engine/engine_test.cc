@@ -14,7 +14,7 @@
 #include <set>
 #include <thread>
 
-#include "state/store.h"
+#include "checkpoint/store.h"
 #include "common/clock.h"
 #include "components.h"
 #include "config/loader.h"

@@ -1,6 +1,8 @@
-// The running graph and its history (SPEC 5.6 and 6, docs/lifecycle.md).
+// The running graph and its history (SPEC 5.6 and 6, docs/lifecycle.md):
+// the graph's versions (GraphHistory, the config side) and its running
+// regions (RegionManager, the engine side), and the thread that changes them.
 //
-// Owns one engine per region of the graph. Creating, updating, reverting,
+// Creating, updating, reverting,
 // restarting or deleting a pipeline (or declaring a bucket) through the API
 // validates the new graph like a config file, stops only the regions the
 // change touches at a savepoint, and builds and starts them again, restoring
@@ -28,9 +30,10 @@
 #include <thread>
 #include <vector>
 
-#include "state/store.h"
+#include "kayak/thread_annotations.h"
 #include "config/loader.h"
-#include "engine/engine.h"
+#include "engine/graph_history.h"
+#include "engine/region_manager.h"
 #include "engine/running_graph.h"
 #include "kayak/ingest.h"
 
@@ -73,16 +76,16 @@ class GraphManager {
   void Start();
   // A stop came: Start (or a change) starts no more of the graph's regions
   // and returns. Any thread.
-  void CancelStart() { cancel_start_ = true; }
+  void CancelStart() { regions_.CancelStart(); }
   // Graceful stop with a savepoint (Engine::Stop). Later API calls get 503.
   // False when a region did not reach its savepoint within the stop timeout
   // (the log says which, and from which checkpoint the next start replays).
   bool Stop();
 
-  IngestRouter* ingest() { return &router_; }
+  IngestRouter* ingest() { return regions_.ingest(); }
   // The running graph as readers see it (null before Init). Any thread; the
   // caller keeps its engines alive for as long as it holds the pointer.
-  std::shared_ptr<const RunningGraph> view() const;
+  std::shared_ptr<const RunningGraph> view() const { return regions_.view(); }
   // Whether Init has built the graph (a reader that finds view() null after
   // that meets a change being applied). Any thread.
   bool built() const { return built_.load(); }
@@ -105,108 +108,46 @@ class GraphManager {
   Answer Versions(const std::string& id) const;
 
  private:
-  struct Version {
-    int number = 0;
-    int64_t created_ms = 0;
-    std::string change;  // created, updated, reverted, deleted, from-file
-    std::string body;    // YAML; empty when deleted
-  };
-  struct Entry {
-    bool from_api = false;  // changed through the API: the config file no longer decides it
-    std::vector<Version> versions;
-    bool live() const { return !versions.empty() && versions.back().change != "deleted"; }
-  };
-  struct Composed {
-    std::string text;
-    int body_first_line = 0;  // 1-based line where the body under test starts (0: none)
-    int body_lines = 0;
-  };
-  using Entries = std::map<std::string, Entry>;
+  using Entries = GraphHistory::Entries;
+  using Entry = GraphHistory::Entry;
+  using Version = GraphHistory::Version;
 
-  Composed Compose(const Entries& buckets, const Entries& pipelines, const std::string& kind,
-                   const std::string& name) const;
-  // Loads and checks `c`; errors inside the body are reported at its own
-  // lines and columns.
-  bool Validate(const Composed& c, GraphSpec* spec, nlohmann::ordered_json* errors) const;
-  // Makes the graph `text` run: regions whose pipelines and buckets are
-  // unchanged keep running; the others stop at a savepoint (all at once,
-  // each bounded by the stop timeout), the graph is stored when `persist`,
-  // and the new regions are built, restoring what was committed, and
-  // started when `start`. `missed` gets the regions that did not reach the
-  // savepoint. The region holding pipeline `restart` is rebuilt even when
-  // unchanged.
-  Status Rebuild(const std::string& text, bool start, bool persist = false,
-                 std::vector<Checkpointer::Missed>* missed = nullptr,
-                 const std::string& restart = "");
-  // With checkpointing, once: opens the state directory and reads it.
-  Status OpenStore();
-  void StartParts();
-  // Stops `engines` at once; the regions that missed their savepoint.
-  static std::vector<Checkpointer::Missed> StopParts(
-      const std::vector<std::shared_ptr<Engine>>& engines);
-  // Publishes parts_ to readers.
-  void PublishEngines(bool changing);
-  Status Persist() const;
-  Status LoadStored(bool* found);
-  void Seed(const std::string& file_text);
   // Waits (under `lock`) for Start; false if the server stops instead.
-  bool WaitStarted(std::unique_lock<std::mutex>& lock);
+  bool WaitStarted(MutexLock& lock) KAYAK_REQUIRES(mu_);
   // Once the graph started, the live pipeline `id` in `*it`; otherwise the
   // answer saying why not (503 while stopping, 404).
-  std::optional<Answer> FindLive(std::unique_lock<std::mutex>& lock, const std::string& id,
-                                 Entries::iterator* it);
+  std::optional<Answer> FindLive(MutexLock& lock, const std::string& id,
+                                 Entries::const_iterator* it) KAYAK_REQUIRES(mu_);
+  // Puts `buckets` and `pipelines` in force and makes them run, or puts the
+  // graph before back when they do not start.
   Answer Apply(Entries buckets, Entries pipelines, const std::string& kind,
-               const std::string& name, Outcome ok_status);
-  int64_t NowMs() const;
-  std::string WithoutSecrets(const std::string& body) const;
-  // A version's body as the graph file keeps it, and back.
-  std::string AtRest(const std::string& body) const;
-  Status FromRest(std::string* body) const;
+               const std::string& name, Outcome ok_status) KAYAK_REQUIRES(mu_);
+  // Makes the history's current graph run; `persist` stores it first.
+  Status Run(bool persist, std::vector<Checkpointer::Missed>* missed = nullptr,
+             const std::string& restart = "") KAYAK_REQUIRES(mu_);
 
   void ChangeLoop();
-  // After the entries changed: what readers on other threads see.
-  void Publish();
 
   const Options opt_;
-  mutable std::mutex mu_;
+  // Orders Init, Start, Stop and the changes; the history and the regions
+  // are changed only with it held (their readers synchronise themselves).
+  Mutex mu_;
   std::condition_variable started_cv_;  // Start or Stop happened
-  IngestRouter router_;  // outlives every engine: the listener looks paths up here
-  std::unique_ptr<checkpoint::Store> store_;
-  // What Recover read, until the first build restores it.
-  std::map<std::string, checkpoint::RestoredUnit> restored_;
-  bool restored_read_ = false;
-  int64_t recover_started_ms_ = 0;  // for the log line saying how long restoring took
-  GraphSpec spec_;
-  // One engine per region of the running graph (SplitIntoRegions).
-  struct Part {
-    std::string name;  // the region's
-    std::string key;   // RegionSpec::key: what it was built from
-    std::shared_ptr<Engine> engine;
-    bool started = false;
-  };
-  std::vector<Part> parts_;
-  Entries buckets_, pipelines_;
-  std::vector<std::string> order_;  // pipeline ids and "bucket:" names, first seen first
-  bool started_ = false;
+  GraphHistory history_;
+  RegionManager regions_;
+  bool started_ KAYAK_GUARDED_BY(mu_) = false;
+  bool stopped_ KAYAK_GUARDED_BY(mu_) = false;
   std::atomic<bool> built_{false};
-  std::atomic<bool> cancel_start_{false};
-  bool stopped_ = false;
-
-  // What the API reads while a change runs: the running graph and a copy of
-  // the pipelines' versions.
-  mutable std::mutex view_mu_;
-  std::shared_ptr<const RunningGraph> view_;  // guarded by view_mu_
-  Entries view_pipelines_;                    // guarded by view_mu_
 
   // Changes from the API wait here for the change thread.
   struct Change {
     std::function<Answer()> run;
     std::function<void(Answer)> done;
   };
-  std::mutex changes_mu_;
+  Mutex changes_mu_;
   std::condition_variable changes_cv_;
-  std::deque<Change> changes_;   // guarded by changes_mu_
-  bool changes_closed_ = false;  // guarded by changes_mu_
+  std::deque<Change> changes_ KAYAK_GUARDED_BY(changes_mu_);
+  bool changes_closed_ KAYAK_GUARDED_BY(changes_mu_) = false;
   std::thread change_thread_;
 };
 

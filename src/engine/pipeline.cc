@@ -3,9 +3,10 @@
 
 #include "common/crash_point.h"
 #include "common/log.h"
-#include "engine/chain_policy.h"
+#include "checkpoint/chain_policy.h"
 #include "engine/engine.h"
-#include "engine/state_layout.h"
+#include "checkpoint/state_layout.h"
+#include "kayak/thread_annotations.h"
 
 namespace kayak {
 
@@ -51,7 +52,7 @@ void OutputRunner::Join() {
 
 void OutputRunner::Abort() {
   {
-    std::lock_guard lock(decide_mu_);
+    MutexLock lock(decide_mu_);
     aborted_ = true;
   }
   decide_cv_.notify_all();
@@ -60,7 +61,7 @@ void OutputRunner::Abort() {
 
 void OutputRunner::Decide(uint64_t id, bool committed) {
   {
-    std::lock_guard lock(decide_mu_);
+    MutexLock lock(decide_mu_);
     decided_ = std::max(decided_, id);
     if (committed) committed_ = std::max(committed_, id);
   }
@@ -68,14 +69,14 @@ void OutputRunner::Decide(uint64_t id, bool committed) {
 }
 
 void OutputRunner::Backoff(int64_t ms) {
-  std::unique_lock lock(decide_mu_);
-  decide_cv_.wait_for(lock, std::chrono::milliseconds(ms), [&] { return aborted_.load(); });
+  MutexLock lock(decide_mu_);
+  lock.WaitFor(decide_cv_, std::chrono::milliseconds(ms), [&] { return aborted_.load(); });
 }
 
 void OutputRunner::AwaitDecision(uint64_t id) {
   {
-    std::unique_lock lock(decide_mu_);
-    decide_cv_.wait(lock, [&] { return decided_ >= id || aborted_; });
+    MutexLock lock(decide_mu_);
+    while (decided_ < id && !aborted_) lock.Wait(decide_cv_);
     // Abandoned: what the checkpoint covered stays pending and goes with the
     // next one.
     if (committed_ != id) return;
@@ -265,7 +266,7 @@ void PipelineRunner::SetCheckpointing(Checkpointer* cp, size_t region,
 
 void PipelineRunner::RequestBarrier(uint64_t id, bool stop_after) {
   {
-    std::lock_guard lock(stop_mu_);
+    MutexLock lock(stop_mu_);
     if (stop_after) stop_after_barrier_ = id;
     if (id > requested_barrier_) requested_barrier_ = id;
   }
@@ -400,7 +401,7 @@ void PipelineRunner::Start() {
 
 void PipelineRunner::RequestStop() {
   {
-    std::lock_guard lock(stop_mu_);
+    MutexLock lock(stop_mu_);
     stop_ = true;
   }
   stop_cv_.notify_all();
@@ -419,8 +420,8 @@ void PipelineRunner::Abort() {
 }
 
 void PipelineRunner::SleepUnlessStopped(int64_t ms) {
-  std::unique_lock lock(stop_mu_);
-  stop_cv_.wait_for(lock, std::chrono::milliseconds(ms),
+  MutexLock lock(stop_mu_);
+  lock.WaitFor(stop_cv_, std::chrono::milliseconds(ms),
                     [&] { return stop_.load() || requested_barrier_.load() > done_barrier_; });
 }
 

@@ -69,28 +69,28 @@ void ComponentStats::RecordError(const std::string& message, uint64_t count) {
   errors_.fetch_add(count, std::memory_order_relaxed);
   const int64_t now = SystemClock::Get()->NowMs();
   std::string text = Redact(message);  // shown by /ready, the overview and cards
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   last_error_ = std::move(text);
   last_error_ms_ = now;
 }
 
 std::string ComponentStats::last_error() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return last_error_;
 }
 
 int64_t ComponentStats::last_error_ms() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return last_error_ms_;
 }
 
 void ComponentStats::SetPosition(std::string position) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   position_ = std::move(position);
 }
 
 std::string ComponentStats::position() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return position_;
 }
 

@@ -204,7 +204,7 @@ Api::~Api() { StopReads(); }
 
 void Api::StopReads() {
   {
-    std::lock_guard lock(reads_mu_);
+    MutexLock lock(reads_mu_);
     reads_closed_ = true;
   }
   reads_cv_.notify_all();
@@ -215,7 +215,7 @@ const RunningGraph* Api::graph() { return t_graph; }
 
 bool Api::SubmitRead(std::function<void()> read) {
   {
-    std::lock_guard lock(reads_mu_);
+    MutexLock lock(reads_mu_);
     if (reads_closed_ || reads_.size() >= kMaxQueuedReads) return false;
     reads_.push_back(std::move(read));
   }
@@ -228,8 +228,8 @@ void Api::ReadLoop() {
   for (;;) {
     std::function<void()> read;
     {
-      std::unique_lock lock(reads_mu_);
-      reads_cv_.wait(lock, [&] { return reads_closed_ || !reads_.empty(); });
+      MutexLock lock(reads_mu_);
+      while (!reads_closed_ && reads_.empty()) lock.Wait(reads_cv_);
       if (reads_closed_ && reads_.empty()) return;
       read = std::move(reads_.front());
       reads_.pop_front();

@@ -12,6 +12,7 @@
 #include "engine/running_graph.h"
 #include "engine/graph_manager.h"
 #include "server/server.h"
+#include "kayak/thread_annotations.h"
 
 namespace kayak::http {
 
@@ -85,10 +86,10 @@ class Api {
   GraphManager* graph_;
   const std::string token_;
 
-  std::mutex reads_mu_;
+  Mutex reads_mu_;
   std::condition_variable reads_cv_;
-  std::deque<std::function<void()>> reads_;  // guarded by reads_mu_
-  bool reads_closed_ = false;                // guarded by reads_mu_
+  std::deque<std::function<void()>> reads_ KAYAK_GUARDED_BY(reads_mu_);
+  bool reads_closed_ KAYAK_GUARDED_BY(reads_mu_) = false;
   std::thread reader_;                        // last: started once the rest is set
 };
 

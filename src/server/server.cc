@@ -21,6 +21,7 @@
 #include "kayak/ingest.h"
 #include "server/batch_send.h"
 #include "server/ring_read.h"
+#include "kayak/thread_annotations.h"
 
 namespace kayak::http {
 
@@ -98,7 +99,7 @@ class RepeatedWarning {
  public:
   explicit RepeatedWarning(const char* what) : what_(what) {}
   void Note(const std::string& detail) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++count_;
     const auto now = Clock::now();
     if (now - last_ < std::chrono::seconds(10) && last_ != Clock::time_point()) return;
@@ -110,9 +111,9 @@ class RepeatedWarning {
 
  private:
   const char* what_;
-  std::mutex mu_;
-  uint64_t count_ = 0;
-  Clock::time_point last_;
+  Mutex mu_;
+  uint64_t count_ KAYAK_GUARDED_BY(mu_) = 0;
+  Clock::time_point last_ KAYAK_GUARDED_BY(mu_);
 };
 
 // What every connection shares: the bodies held, connections by address.
@@ -120,9 +121,9 @@ class RepeatedWarning {
 // and the lock.
 struct Shared {
   std::atomic<uint64_t> body_bytes{0};
-  std::mutex clients_mu;
-  std::map<std::string, size_t> clients;  // guarded by clients_mu
-  size_t probes = 0;                       // connections in probes' places, guarded by clients_mu
+  Mutex clients_mu;
+  std::map<std::string, size_t> clients KAYAK_GUARDED_BY(clients_mu);
+  size_t probes KAYAK_GUARDED_BY(clients_mu) = 0;  // connections in probes' places
   RepeatedWarning refused{"connections refused"};
   RepeatedWarning full{"request bodies refused, limits.max_body_bytes_in_flight reached"};
 };
@@ -251,8 +252,8 @@ class AnswerQueue {
   void Drain();
 
   Executor ex_;
-  std::mutex mu_;
-  std::vector<std::pair<std::shared_ptr<Session>, IngestReply>> queued_;  // guarded by mu_
+  Mutex mu_;
+  std::vector<std::pair<std::shared_ptr<Session>, IngestReply>> queued_ KAYAK_GUARDED_BY(mu_);
   std::vector<std::pair<std::shared_ptr<Session>, IngestReply>> draining_;  // I/O thread only
   BatchSender sender_;                  // I/O thread only
   std::vector<BatchSender::Item> sends_;  // I/O thread only
@@ -281,7 +282,7 @@ class Session : public std::enable_shared_from_this<Session> {
   ~Session() {
     ReleaseBody();
     {
-      std::lock_guard lock(shared_->clients_mu);
+      MutexLock lock(shared_->clients_mu);
       auto it = shared_->clients.find(client_);
       if (it != shared_->clients.end() && --it->second == 0) shared_->clients.erase(it);
       if (probe_only_) --shared_->probes;
@@ -745,7 +746,7 @@ void AnswerQueue::Queue(Answers* answers) {
   if (answers->empty()) return;
   bool first = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     first = queued_.empty();
     if (first) {
       queued_.swap(*answers);
@@ -759,7 +760,7 @@ void AnswerQueue::Queue(Answers* answers) {
 
 void AnswerQueue::Drain() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     draining_.swap(queued_);
   }
   if (draining_.size() < 2 || !sender_.Ready()) {
@@ -800,7 +801,7 @@ struct Server::Impl {
     bool probe_only = false;
     std::string why;
     {
-      std::lock_guard lock(shared.clients_mu);
+      MutexLock lock(shared.clients_mu);
       size_t& mine = shared.clients[client];
       // Past max_connections, or past its address's share: a probe's place.
       probe_only = open >= limits.max_connections || mine >= limits.max_connections_per_client;

@@ -95,7 +95,7 @@ void KeepLastChanges(std::vector<Bucket::Change>* list, size_t first) {
 Status Bucket::Update(const std::string& key, int64_t now_ms,
                       const std::function<Status(Json& value, bool existed)>& update,
                       Json* result) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(key);
   if (it != entries_.end() && ExpiredLocked(it->second.entry, now_ms)) {
     EraseLocked(it);
@@ -189,7 +189,7 @@ void Bucket::DropSealLocked() {
 }
 
 void Bucket::TrackChanges() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   tracking_ = true;
 }
 
@@ -199,7 +199,7 @@ void Bucket::TakeChanges(bool all, std::vector<Change>* out) {
     CollectSealed(out);
     return;
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   out->reserve(out->size() + entries_.size());
   for (const auto& [key, slot] : entries_) out->push_back(ChangeOf(key, slot));
   // Everything is taken: what was sealed or touched before is in it.
@@ -207,7 +207,7 @@ void Bucket::TakeChanges(bool all, std::vector<Change>* out) {
 }
 
 void Bucket::MarkSaved() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ForgetChangesLocked();
 }
 
@@ -225,7 +225,7 @@ void Bucket::Seal() {
   // Rare: a seal whose checkpoint was abandoned. Its changes are older than
   // this seal's and go first at the next collection.
   if (HasSeal()) CollectSealed(&earlier);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto& c : earlier) earlier_.push_back(std::move(c));
   if (touched_.size() > seal_states_size_) {
     // Before anything is sealed, so a failure leaves no seal behind.
@@ -250,12 +250,12 @@ void Bucket::Seal() {
 }
 
 bool Bucket::HasSeal() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return sealed_;
 }
 
 void Bucket::CollectSealed(std::vector<Change>* out) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   const size_t first = out->size();
   const bool had_earlier = !earlier_.empty();
   for (auto& c : earlier_) out->push_back(std::move(c));
@@ -271,7 +271,7 @@ void Bucket::CollectSealed(std::vector<Change>* out) {
   const size_t n = sealed_nodes_.size();
   Node* const* nodes = sealed_nodes_.data();
   uint8_t* states = seal_states_.get();
-  lock.unlock();
+  lock.Unlock();
   out->reserve(out->size() + n);
   constexpr size_t kAhead = 8;  // entries asked for ahead: their cache misses overlap
   for (size_t i = 0; i < std::min(n, kAhead); ++i) {
@@ -301,19 +301,19 @@ void Bucket::CollectSealed(std::vector<Change>* out) {
                             DumpJson(slot.entry.value)});
     }
   }
-  lock.lock();
+  lock.Lock();
   // The places writers claimed: changed or dropped after the seal.
   for (auto& pre : preimages_) out->push_back(std::move(pre));
   for (auto& key : sealed_dropped_) out->push_back(Change{std::move(key), true, 0, 0, {}});
   DropSealLocked();
-  lock.unlock();
+  lock.Unlock();
   // Rare (an abandoned seal's changes came first): a key in both keeps its
   // later change only, so the list names each key once.
   if (had_earlier) KeepLastChanges(out, first);
 }
 
 std::optional<Bucket::Entry> Bucket::Get(const std::string& key, int64_t now_ms) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) return std::nullopt;
   if (ExpiredLocked(it->second.entry, now_ms)) {
@@ -335,12 +335,12 @@ void Bucket::EraseLocked(Map::iterator it) {
 }
 
 bool Bucket::StateChanged() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return changed_;
 }
 
 void Bucket::SaveState(std::string* out) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   checkpoint::Encoder e;
   e.U64(entries_.size());
   for (const Node* n = order_.oldest; n != nullptr; n = n->second.newer) {
@@ -392,7 +392,7 @@ Status Bucket::InsertRunsLocked(checkpoint::Decoder* d, uint64_t n, bool full) {
 }
 
 Status Bucket::RestoreState(std::string_view data) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   entries_.clear();
   order_.oldest = order_.newest = nullptr;
   touched_.clear();
@@ -592,7 +592,7 @@ Status Bucket::Compact(std::string_view base, const std::vector<std::string_view
 }
 
 Status Bucket::ApplyDelta(std::string_view data) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const auto corrupt = [&](const char* what) {
     return Status::Corruption("bucket '" + name_ + "' delta " + what);
   };
@@ -616,7 +616,7 @@ Status Bucket::ApplyDelta(std::string_view data) {
 
 void Bucket::Expire(int64_t now_ms) {
   if (idle_timeout_ms_ <= 0) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ExpireLocked(now_ms);
 }
 
@@ -632,13 +632,13 @@ void Bucket::ExpireLocked(int64_t now_ms) {
 }
 
 size_t Bucket::Size() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return entries_.size();
 }
 
 std::vector<std::pair<std::string, Bucket::Entry>> Bucket::Page(const std::string& after,
                                                                 size_t limit, int64_t now_ms) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<const std::string*> keys;
   keys.reserve(entries_.size());
   for (const auto& [k, slot] : entries_) {

@@ -17,6 +17,7 @@
 #include "common/json_util.h"
 #include "state/arena.h"
 #include "kayak/status.h"
+#include "kayak/thread_annotations.h"
 
 namespace kayak {
 
@@ -151,53 +152,53 @@ class Bucket {
   bool evict_oldest_ = false;
   std::atomic<uint64_t> refused_keys_{0};
   std::atomic<uint64_t> evicted_keys_{0};
-  void EraseLocked(Map::iterator it);
-  void ExpireLocked(int64_t now_ms);
+  void EraseLocked(Map::iterator it) KAYAK_REQUIRES(mu_);
+  void ExpireLocked(int64_t now_ms) KAYAK_REQUIRES(mu_);
   // Reads `n` entries (key, last write, value) from `d` and makes each the
   // newest write; `full`: a full chunk, where a key may not repeat (else a
   // delta, whose keys replace what is there).
-  Status InsertRunsLocked(checkpoint::Decoder* d, uint64_t n, bool full);
+  Status InsertRunsLocked(checkpoint::Decoder* d, uint64_t n, bool full) KAYAK_REQUIRES(mu_);
   // Every change so far counts as saved: nothing sealed, nothing touched.
-  void ForgetChangesLocked();
-  void TouchLocked(Node* node);
+  void ForgetChangesLocked() KAYAK_REQUIRES(mu_);
+  void TouchLocked(Node* node) KAYAK_REQUIRES(mu_);
   // Before a slot changes or goes: its sealed value is kept aside if it is
   // not collected yet (waiting, if the collector is copying it, for that).
-  void BeforeChangeLocked(Node* node);
+  void BeforeChangeLocked(Node* node) KAYAK_REQUIRES(mu_);
   // The seal is gone (collected, forgotten or replaced): its lists emptied,
   // its places' states back to kSealPending.
-  void DropSealLocked();
+  void DropSealLocked() KAYAK_REQUIRES(mu_);
   static Change ChangeOf(const std::string& key, const Slot& slot) {
     return Change{key, false, slot.entry.last_write_ms, slot.write_seq, DumpJson(slot.entry.value)};
   }
 
   const std::string name_;
   const int64_t idle_timeout_ms_;
-  mutable std::mutex mu_;
-  Arena arena_;                        // guarded by mu_; outlives entries_
-  Map entries_{ArenaAllocator<Node>(&arena_)};  // guarded by mu_
+  mutable Mutex mu_;
+  Arena arena_ KAYAK_GUARDED_BY(mu_);  // outlives entries_
+  Map entries_ KAYAK_GUARDED_BY(mu_){ArenaAllocator<Node>(&arena_)};
   // The write order; the oldest expires first.
-  WriteOrder<Node> order_;  // guarded by mu_
-  bool changed_ = false;                       // guarded by mu_
-  uint64_t next_seq_ = 0;                      // guarded by mu_
-  bool tracking_ = false;                      // guarded by mu_
-  uint32_t epoch_ = 1;  // guarded by mu_: the epoch being written
+  WriteOrder<Node> order_ KAYAK_GUARDED_BY(mu_);
+  bool changed_ KAYAK_GUARDED_BY(mu_) = false;
+  uint64_t next_seq_ KAYAK_GUARDED_BY(mu_) = 0;
+  bool tracking_ KAYAK_GUARDED_BY(mu_) = false;
+  uint32_t epoch_ KAYAK_GUARDED_BY(mu_) = 1;  // the epoch being written
   // This epoch's written entries, in the order first written (null: dropped
   // since), and its dropped keys not written again: no key is copied and
   // none looked up again to collect them.
-  std::vector<Node*> touched_;                // guarded by mu_
-  absl::flat_hash_set<std::string> dropped_;  // guarded by mu_
+  std::vector<Node*> touched_ KAYAK_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> dropped_ KAYAK_GUARDED_BY(mu_);
   // The seal not yet collected: its entries and dropped keys, its epoch,
   // and the sealed values of the entries changed or dropped since (copy on
   // write); `earlier_`: a seal collected when another came before its
   // checkpoint did.
-  bool sealed_ = false;                              // guarded by mu_
-  uint32_t sealed_epoch_ = 0;                        // guarded by mu_
-  std::vector<Node*> sealed_nodes_;                  // guarded by mu_
-  absl::flat_hash_set<std::string> sealed_dropped_;  // guarded by mu_
+  bool sealed_ KAYAK_GUARDED_BY(mu_) = false;
+  uint32_t sealed_epoch_ KAYAK_GUARDED_BY(mu_) = 0;
+  std::vector<Node*> sealed_nodes_ KAYAK_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> sealed_dropped_ KAYAK_GUARDED_BY(mu_);
   // One a place a writer claimed, in the order claimed (emptied, not
   // freed, with the seal: the next one reuses the memory).
-  std::vector<Change> preimages_;                    // guarded by mu_
-  std::vector<Change> earlier_;                      // guarded by mu_
+  std::vector<Change> preimages_ KAYAK_GUARDED_BY(mu_);
+  std::vector<Change> earlier_ KAYAK_GUARDED_BY(mu_);
   // Who has each sealed place, read and changed through std::atomic_ref
   // (the collector copies entries without the lock; docs/architecture.md,
   // "How a barrier travels", step 4). Every byte is kSealPending while there is no seal. The

@@ -16,6 +16,7 @@
 #include "kayak/ingest.h"
 #include "common/ndjson.h"
 #include "connectors/http/log.h"
+#include "kayak/thread_annotations.h"
 
 namespace kayak {
 
@@ -39,7 +40,7 @@ class HttpEndpoint final : public IngestEndpoint {
 
   // The log opens on the pipeline thread; until then posts get 503.
   void SetLog(std::shared_ptr<HttpLog> log) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     log_ = std::move(log);
   }
 
@@ -73,7 +74,7 @@ class HttpEndpoint final : public IngestEndpoint {
     }
     std::shared_ptr<HttpLog> log;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       log = log_;
     }
     if (log == nullptr) {
@@ -115,8 +116,8 @@ class HttpEndpoint final : public IngestEndpoint {
   }
 
   std::array<metrics::Counter*, kCodes.size()> by_code_{};
-  std::mutex mu_;
-  std::shared_ptr<HttpLog> log_;  // guarded by mu_; null until Open and after the input is gone
+  Mutex mu_;
+  std::shared_ptr<HttpLog> log_ KAYAK_GUARDED_BY(mu_);  // null until Open and after the input is gone
   const std::string token_;
   ComponentStats* stats_;
   const uint64_t max_backlog_;
@@ -241,7 +242,7 @@ class HttpInput final : public Input {
     const uint64_t seq = j["seq"].get<uint64_t>();
     uint64_t release = 0;
     {
-      std::lock_guard lock(committed_mu_);
+      MutexLock lock(committed_mu_);
       release = last_committed_;
       last_committed_ = seq;
     }
@@ -260,8 +261,8 @@ class HttpInput final : public Input {
   Status register_status_;
   std::vector<LogRecord> records_;  // reused for every read
   uint64_t consumed_ = 0;           // the last post handed over, pipeline thread only
-  std::mutex committed_mu_;
-  uint64_t last_committed_ = 0;  // guarded by committed_mu_
+  Mutex committed_mu_;
+  uint64_t last_committed_ KAYAK_GUARDED_BY(committed_mu_) = 0;
 };
 
 }  // namespace

@@ -128,12 +128,15 @@ HttpLog::~HttpLog() {
 
 Result<std::unique_ptr<HttpLog>> HttpLog::Open(Options options, uint64_t restored_seq) {
   std::unique_ptr<HttpLog> log(new HttpLog(std::move(options)));
-  if (log->opt_.dir.empty()) {
-    log->next_seq_ = restored_seq + 1;
-    log->durable_seq_ = restored_seq;
-    return log;
+  {
+    MutexLock lock(log->mu_);  // no other thread has it yet
+    if (log->opt_.dir.empty()) {
+      log->next_seq_ = restored_seq + 1;
+      log->durable_seq_ = restored_seq;
+      return log;
+    }
+    if (Status st = log->Scan(restored_seq); !st.ok()) return st;
   }
-  if (Status st = log->Scan(restored_seq); !st.ok()) return st;
   log->writer_ = std::thread([p = log.get()] { p->WriterLoop(); });
   return log;
 }
@@ -261,7 +264,7 @@ Status HttpLog::Scan(uint64_t restored_seq) {
 }
 
 bool HttpLog::Append(std::string payload, Done done) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (closed_ || backlog_ + payload.size() > opt_.max_backlog_bytes) return false;
   backlog_ += payload.size();
   if (!opt_.dir.empty()) {
@@ -276,7 +279,7 @@ bool HttpLog::Append(std::string payload, Done done) {
   memory_.push_back({seq, std::move(payload)});
   durable_seq_ = seq;
   const bool wake = durable_seq_ >= reader_wants_;
-  lock.unlock();
+  lock.Unlock();
   if (wake) reader_cv_.notify_all();
   done(Status::Ok(), seq);
   return true;
@@ -289,9 +292,9 @@ void HttpLog::WriterLoop() {
   for (;;) {
     uint64_t first = 0;
     {
-      std::unique_lock lock(mu_);
+      MutexLock lock(mu_);
       writer_idle_ = true;
-      writer_cv_.wait(lock, [&] { return closed_ || !pending_.empty(); });
+      while (!closed_ && pending_.empty()) lock.Wait(writer_cv_);
       // Group commit under load: when the last batch was shared by many
       // posts, more are on their way (clients answered by it post again).
       // Wait for them while they keep coming, so that one fdatasync covers
@@ -302,7 +305,7 @@ void HttpLog::WriterLoop() {
         const auto until = start + kMaxDelay;
         size_t seen = pending_.size();
         for (auto now = start; now < until; now = std::chrono::steady_clock::now()) {
-          if (writer_cv_.wait_until(lock, std::min(now + kGap, until), [&] {
+          if (lock.WaitUntil(writer_cv_, std::min(now + kGap, until), [&]() KAYAK_REQUIRES(mu_) {
                 return closed_ || pending_.size() >= writer_wants_;
               })) {
             break;
@@ -333,7 +336,7 @@ void HttpLog::WriterLoop() {
       }
     }
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       write_status_ = st;
       if (st.ok()) {
         durable_seq_ = first + batch.size() - 1;
@@ -363,7 +366,7 @@ void HttpLog::WriterLoop() {
   write_fd_ = -1;
   std::vector<Pending> left;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     left.swap(pending_);
   }
   for (auto& p : left) p.done(Status::Unavailable("the server is stopping"), 0);
@@ -390,7 +393,7 @@ Status HttpLog::NewSegment(uint64_t first_seq) {
   write_fd_ = fd;
   written_ahead_ = header.size();
   seg.end = kSegmentHeader;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   // A segment left empty by a failed write has the same name: it is replaced.
   if (!segments_.empty() && segments_.back().first_seq == first_seq) segments_.pop_back();
   segments_.push_back(std::move(seg));
@@ -419,7 +422,7 @@ Status HttpLog::WriteBatch(std::vector<Pending>* batch, uint64_t first_seq) {
   bool created = false;
   uint64_t end = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!segments_.empty()) end = segments_.back().end;
   }
   if (roll_ || write_fd_ < 0 || end >= opt_.segment_bytes) {
@@ -437,7 +440,7 @@ Status HttpLog::WriteBatch(std::vector<Pending>* batch, uint64_t first_seq) {
   }
   std::string path;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     path = segments_.back().path;
   }
   // Records overwrite zeros written (and synced) ahead of them, so the
@@ -472,7 +475,7 @@ Status HttpLog::WriteBatch(std::vector<Pending>* batch, uint64_t first_seq) {
     roll_ = true;
     return st;
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Segment& seg = segments_.back();
   seg.end = end + buf_.size();
   seg.last_seq = first_seq + batch->size() - 1;
@@ -482,12 +485,12 @@ Status HttpLog::WriteBatch(std::vector<Pending>* batch, uint64_t first_seq) {
 
 Status HttpLog::Read(uint64_t after_seq, size_t max_records, size_t max_bytes, int64_t wait_ms,
                      std::vector<LogRecord>* out, int64_t linger_ms) {
-  std::unique_lock lock(mu_);
-  auto wait_until_seq = [&](uint64_t want, int64_t ms) {
+  MutexLock lock(mu_);
+  auto wait_until_seq = [&](uint64_t want, int64_t ms) KAYAK_REQUIRES(mu_) {
     if (closed_ || durable_seq_ >= want || ms <= 0) return;
     reader_wants_ = want;
-    reader_cv_.wait_for(lock, std::chrono::milliseconds(ms),
-                        [&] { return closed_ || durable_seq_ >= want; });
+    lock.WaitFor(reader_cv_, std::chrono::milliseconds(ms),
+                        [&]() KAYAK_REQUIRES(mu_) { return closed_ || durable_seq_ >= want; });
     reader_wants_ = UINT64_MAX;
   };
   wait_until_seq(after_seq + 1, wait_ms);
@@ -511,10 +514,10 @@ Status HttpLog::Read(uint64_t after_seq, size_t max_records, size_t max_bytes, i
     }
     return Status::Ok();
   }
-  lock.unlock();
+  lock.Unlock();
   const size_t before = out->size();
   Status st = ReadFromDisk(after_seq, max_records, max_bytes, out);
-  lock.lock();
+  lock.Lock();
   for (size_t i = before; i < out->size(); ++i) {
     backlog_ -= std::min<uint64_t>(backlog_, (*out)[i].payload.size());
   }
@@ -526,7 +529,7 @@ Status HttpLog::ReadFromDisk(uint64_t after_seq, size_t max_records, size_t max_
   // The segment holding after_seq + 1 (or the first one after it).
   Segment seg;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     const Segment* pick = nullptr;
     for (const auto& s : segments_) {
       if (s.last_seq != 0 && s.last_seq > after_seq) {
@@ -587,7 +590,7 @@ Status HttpLog::ReadFromDisk(uint64_t after_seq, size_t max_records, size_t max_
 }
 
 void HttpLog::Release(uint64_t seq) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   // The newest segment is the one being written: never removed here.
   while (segments_.size() > 1 && segments_.front().last_seq <= seq) {
     const Segment& s = segments_.front();
@@ -599,28 +602,28 @@ void HttpLog::Release(uint64_t seq) {
 }
 
 Status HttpLog::write_status() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return write_status_;
 }
 
 uint64_t HttpLog::last_seq() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return durable_seq_;
 }
 
 uint64_t HttpLog::backlog_bytes() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return backlog_;
 }
 
 size_t HttpLog::segments() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return segments_.size();
 }
 
 void HttpLog::Close() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (closed_ && !writer_.joinable()) return;
     closed_ = true;
   }

@@ -29,6 +29,7 @@
 
 #include "common/metrics.h"
 #include "kayak/status.h"
+#include "kayak/thread_annotations.h"
 
 namespace kayak {
 
@@ -95,7 +96,7 @@ class HttpLog {
   };
 
   explicit HttpLog(Options options);
-  Status Scan(uint64_t restored_seq);
+  Status Scan(uint64_t restored_seq) KAYAK_REQUIRES(mu_);
   void WriterLoop();
   Status WriteBatch(std::vector<Pending>* batch, uint64_t first_seq);
   Status NewSegment(uint64_t first_seq);
@@ -105,24 +106,24 @@ class HttpLog {
                       std::vector<LogRecord>* out);
 
   const Options opt_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable writer_cv_;
   std::condition_variable reader_cv_;
-  std::vector<Pending> pending_;       // guarded by mu_
-  uint64_t backlog_ = 0;               // guarded by mu_: appended, not yet read
-  uint64_t next_seq_ = 1;              // guarded by mu_
-  uint64_t durable_seq_ = 0;           // guarded by mu_: the last acknowledged record
-  Status write_status_;                 // guarded by mu_: the last batch's write
+  std::vector<Pending> pending_ KAYAK_GUARDED_BY(mu_);
+  uint64_t backlog_ KAYAK_GUARDED_BY(mu_) = 0;  // appended, not yet read
+  uint64_t next_seq_ KAYAK_GUARDED_BY(mu_) = 1;
+  uint64_t durable_seq_ KAYAK_GUARDED_BY(mu_) = 0;  // the last acknowledged record
+  Status write_status_ KAYAK_GUARDED_BY(mu_);  // the last batch's write
   int64_t warned_ms_ = 0;               // writer thread: the last warning of a failed write
   uint64_t unwarned_failures_ = 0;      // writer thread: failed batches since that warning
-  std::deque<LogRecord> memory_;       // guarded by mu_: the in-memory log, or
+  std::deque<LogRecord> memory_ KAYAK_GUARDED_BY(mu_);  // the in-memory log, or
                                        // with a directory the records logged
                                        // since Open and not yet read
-  std::vector<Segment> segments_;      // guarded by mu_
-  bool closed_ = false;                // guarded by mu_
-  bool writer_idle_ = false;           // guarded by mu_: the writer waits for posts
-  size_t writer_wants_ = 1;            // guarded by mu_: ... until this many are queued
-  uint64_t reader_wants_ = UINT64_MAX; // guarded by mu_: wake the reader at this sequence
+  std::vector<Segment> segments_ KAYAK_GUARDED_BY(mu_);
+  bool closed_ KAYAK_GUARDED_BY(mu_) = false;
+  bool writer_idle_ KAYAK_GUARDED_BY(mu_) = false;  // the writer waits for posts
+  size_t writer_wants_ KAYAK_GUARDED_BY(mu_) = 1;  // ... until this many are queued
+  uint64_t reader_wants_ KAYAK_GUARDED_BY(mu_) = UINT64_MAX;  // wake the reader at this sequence
   int write_fd_ = -1;                  // writer thread only
   bool roll_ = true;                   // writer thread only: next batch starts a segment
   uint64_t written_ahead_ = 0;         // writer thread only: zero-filled, synced length

@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "connectors/kafka/conf.h"
 #include "kayak/component.h"
+#include "kayak/thread_annotations.h"
 
 namespace kayak {
 
@@ -132,7 +133,7 @@ class KafkaInput final : public Input {
         rd_kafka_metadata_destroy(md);
         unreachable_.store(false);
       } else {
-        std::lock_guard lock(unreachable_mu_);
+        MutexLock lock(unreachable_mu_);
         return Status::Unavailable("kafka: no broker reachable: " + unreachable_why_);
       }
     }
@@ -409,7 +410,7 @@ class KafkaInput final : public Input {
     auto* self = static_cast<KafkaInput*>(opaque);
     if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || err == RD_KAFKA_RESP_ERR__RESOLVE) {
       // Counted when Read reports it (the pipeline retries it).
-      std::lock_guard lock(self->unreachable_mu_);
+      MutexLock lock(self->unreachable_mu_);
       self->unreachable_why_ = reason;
       self->unreachable_.store(true);
       return;
@@ -437,8 +438,8 @@ class KafkaInput final : public Input {
   std::atomic<bool> assigned_{false};  // set by the rebalance callback, read by Committed
   // Set by the error callback when no broker can be reached; Read clears it.
   std::atomic<bool> unreachable_{false};
-  std::mutex unreachable_mu_;
-  std::string unreachable_why_;  // guarded by unreachable_mu_
+  Mutex unreachable_mu_;
+  std::string unreachable_why_ KAYAK_GUARDED_BY(unreachable_mu_);
   Offsets positions_;  // pipeline thread (and the rebalance callback, on it)
   rd_kafka_queue_t* queue_ = nullptr;         // the consumer's queue, read in bulk
   std::vector<rd_kafka_message_t*> taken_;    // reused for every read

@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "connectors/mqtt/client.h"
 #include "kayak/component.h"
+#include "kayak/thread_annotations.h"
 
 namespace kayak {
 
@@ -39,7 +40,7 @@ class MqttInput final : public Input {
 
   ~MqttInput() override {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       closing_ = true;
     }
     room_.notify_all();  // a callback waiting for room gives up
@@ -50,23 +51,23 @@ class MqttInput final : public Input {
   Status Read(Batch* out, int64_t wait_ms, bool* finished) override {
     (void)finished;
     KAYAK_RETURN_IF_ERROR(client_.StartThread());
-    std::unique_lock lock(mu_);
-    if (!arrived_.wait_for(lock, std::chrono::milliseconds(wait_ms),
-                           [&] { return !queue_.empty(); })) {
-      lock.unlock();
+    MutexLock lock(mu_);
+    if (!lock.WaitFor(arrived_, std::chrono::milliseconds(wait_ms),
+                           [&]() KAYAK_REQUIRES(mu_) { return !queue_.empty(); })) {
+      lock.Unlock();
       if (!client_.up()) return Status::Unavailable("mqtt input: " + client_.down_reason());
       return Status::Ok();
     }
     if (queue_.size() < batch_size_ && batch_wait_ms_ > 0) {
-      arrived_.wait_for(lock, std::chrono::milliseconds(batch_wait_ms_),
-                        [&] { return queue_.size() >= batch_size_; });
+      lock.WaitFor(arrived_, std::chrono::milliseconds(batch_wait_ms_),
+                        [&]() KAYAK_REQUIRES(mu_) { return queue_.size() >= batch_size_; });
     }
     const size_t n = std::min(batch_size_, queue_.size());
     for (size_t i = 0; i < n; ++i) {
       out->messages.push_back(std::move(queue_.front()));
       queue_.pop_front();
     }
-    lock.unlock();
+    lock.Unlock();
     room_.notify_one();
     return Status::Ok();
   }
@@ -74,7 +75,7 @@ class MqttInput final : public Input {
   std::string Position() const override {
     std::string s = client_.up() ? "subscribed to " : "not connected; topics ";
     for (size_t i = 0; i < topics_.size(); ++i) s += (i > 0 ? ", " : "") + topics_[i];
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return s + "; " + std::to_string(queue_.size()) + " messages buffered";
   }
 
@@ -115,12 +116,12 @@ class MqttInput final : public Input {
     }
     Message m(std::move(payload), in->ctx_.clock->NowMs());
     m.MarkJson();
-    std::unique_lock lock(in->mu_);
-    in->room_.wait(lock, [&] { return in->queue_.size() < in->buffer_ || in->closing_; });
+    MutexLock lock(in->mu_);
+    while (in->queue_.size() >= in->buffer_ && !in->closing_) lock.Wait(in->room_);
     if (in->closing_) return;
     in->queue_.push_back(std::move(m));
     const bool wake = in->queue_.size() == 1 || in->queue_.size() >= in->batch_size_;
-    lock.unlock();
+    lock.Unlock();
     if (wake) in->arrived_.notify_one();
   }
 
@@ -132,10 +133,10 @@ class MqttInput final : public Input {
   const size_t buffer_;
   const BrokerPayload payload_;
   ComponentContext ctx_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable arrived_, room_;
-  std::deque<Message> queue_;  // guarded by mu_: received, not yet read
-  bool closing_ = false;       // guarded by mu_
+  std::deque<Message> queue_ KAYAK_GUARDED_BY(mu_);  // received, not yet read
+  bool closing_ KAYAK_GUARDED_BY(mu_) = false;
   mqtt::Client client_;        // last: its thread stops before the rest goes
 };
 

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "connectors/nats/conn.h"
 #include "kayak/component.h"
+#include "kayak/thread_annotations.h"
 
 namespace kayak {
 
@@ -209,7 +210,7 @@ class NatsOutput final : public Output {
     }
     const uint64_t failures = failures_.load();
     if (failures > 0) {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       return Status::Unavailable("nats output: JetStream refused " + std::to_string(failures) +
                                  " messages: " + last_failure_);
     }
@@ -220,7 +221,7 @@ class NatsOutput final : public Output {
     (void)js;
     auto* self = static_cast<NatsOutput*>(closure);
     self->failures_.fetch_add(1);
-    std::lock_guard lock(self->mu_);
+    MutexLock lock(self->mu_);
     self->last_failure_ = pae->ErrText != nullptr ? pae->ErrText : natsStatus_GetText(pae->Err);
     if (pae->Err == NATS_NO_RESPONDERS) {
       self->last_failure_ = "no stream takes the subject (no responders)";
@@ -239,8 +240,8 @@ class NatsOutput final : public Output {
   std::vector<Message> headed_;
   uint64_t kept_since_ = 0;  // conn_.connections() at the first kept publish
   std::atomic<uint64_t> failures_{0};  // JetStream publishes refused (cnats' thread)
-  std::mutex mu_;
-  std::string last_failure_;  // guarded by mu_
+  Mutex mu_;
+  std::string last_failure_ KAYAK_GUARDED_BY(mu_);
 };
 
 }  // namespace

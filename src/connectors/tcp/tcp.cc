@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "common/ndjson.h"
 #include "kayak/component.h"
+#include "kayak/thread_annotations.h"
 
 namespace kayak {
 
@@ -67,9 +68,9 @@ class TcpInput final : public Input {
   }
 
   Status Read(Batch* out, int64_t wait_ms, bool*) override {
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, std::chrono::milliseconds(wait_ms),
-                 [&] { return !lines_.empty() || stop_; });
+    MutexLock lock(mu_);
+    lock.WaitFor(cv_, std::chrono::milliseconds(wait_ms),
+                 [&]() KAYAK_REQUIRES(mu_) { return !lines_.empty() || stop_; });
     const int64_t now = clock_->NowMs();
     size_t n = 0;
     while (!lines_.empty() && n < batch_size_) {
@@ -92,7 +93,7 @@ class TcpInput final : public Input {
   }
 
   std::string Position() const override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return "listening on " + listen_ + ", " + std::to_string(open_conns_) + " connections";
   }
 
@@ -109,8 +110,8 @@ class TcpInput final : public Input {
     while (!stop_) {
       {
         // A full queue: read nothing until the pipeline takes some.
-        std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || queued_bytes_ < buffer_bytes_; });
+        MutexLock lock(mu_);
+        while (!stop_ && queued_bytes_ >= buffer_bytes_) lock.Wait(cv_);
         if (stop_) break;
         open_conns_ = conns_.size();
       }
@@ -181,7 +182,7 @@ class TcpInput final : public Input {
       stats_->RecordError("a line that is not JSON was skipped: " + line.substr(0, 80));
       return;
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     queued_bytes_ += line.size();
     lines_.push_back(std::move(line));
     cv_.notify_all();
@@ -195,11 +196,11 @@ class TcpInput final : public Input {
   std::vector<Conn> conns_;  // I/O thread only
   std::thread thread_;
   std::atomic<bool> stop_{false};
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::string> lines_;  // guarded by mu_
-  size_t queued_bytes_ = 0;         // guarded by mu_
-  size_t open_conns_ = 0;           // guarded by mu_
+  std::deque<std::string> lines_ KAYAK_GUARDED_BY(mu_);
+  size_t queued_bytes_ KAYAK_GUARDED_BY(mu_) = 0;
+  size_t open_conns_ KAYAK_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "engine/acknowledger.h"
+#include "checkpoint/acknowledger.h"
 
 #include <pthread.h>
 
@@ -8,7 +8,7 @@ namespace kayak {
 
 void Acknowledger::Post(const void* input, std::function<void()> send) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto [it, added] = due_.try_emplace(input, std::move(send));
     if (!added) {
       it->second = std::move(send);
@@ -19,14 +19,14 @@ void Acknowledger::Post(const void* input, std::function<void()> send) {
 }
 
 void Acknowledger::Start() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (thread_.joinable() || stopping_) return;
   thread_ = std::thread([this] { Run(); });
 }
 
 void Acknowledger::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   cv_.notify_one();
@@ -37,28 +37,28 @@ void Acknowledger::Stop() {
   // Never started: what is queued still goes out, here.
   std::map<const void*, std::function<void()>> due;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     due.swap(due_);
   }
   for (auto& [input, send] : due) send();
 }
 
 uint64_t Acknowledger::superseded() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return superseded_;
 }
 
 void Acknowledger::Run() {
   pthread_setname_np(pthread_self(), "kayak-ack");
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stopping_ || !due_.empty(); });
+    while (!stopping_ && due_.empty()) lock.Wait(cv_);
     if (due_.empty()) return;  // stopping, and everything sent
     std::map<const void*, std::function<void()>> due;
     due.swap(due_);
-    lock.unlock();
+    lock.Unlock();
     for (auto& [input, send] : due) send();
-    lock.lock();
+    lock.Lock();
   }
 }
 

@@ -1,4 +1,4 @@
-#include "engine/chain_policy.h"
+#include "checkpoint/chain_policy.h"
 
 #include <gtest/gtest.h>
 

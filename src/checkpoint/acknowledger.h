@@ -16,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include "kayak/thread_annotations.h"
 
 namespace kayak {
 
@@ -39,11 +40,11 @@ class Acknowledger {
  private:
   void Run();
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  std::map<const void*, std::function<void()>> due_;  // guarded; one per input
-  uint64_t superseded_ = 0;                          // guarded
-  bool stopping_ = false;                            // guarded
+  std::map<const void*, std::function<void()>> due_ KAYAK_GUARDED_BY(mu_);  // one per input
+  uint64_t superseded_ KAYAK_GUARDED_BY(mu_) = 0;
+  bool stopping_ KAYAK_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -1,8 +1,8 @@
 // The state directory's layout and the checkpoint's unit names, built in one
 // place (docs/state_format.md, "The state directory"):
 //
-//   <state_dir>/chunk-*, MANIFEST-*    the store (src/state/store.h)
-//   <state_dir>/graph/GRAPH            the graph's versions (GraphManager)
+//   <state_dir>/chunk-*, MANIFEST-*    the store (checkpoint/store.h)
+//   <state_dir>/graph/GRAPH            the graph's versions (GraphHistory)
 //   <state_dir>/crash/<pipeline>       a pipeline's crash guard
 //   <state_dir>/<type>/<pipeline>      the private directory of a pipeline's
 //                                      input of that type, when its definition

@@ -1,4 +1,4 @@
-#include "engine/acknowledger.h"
+#include "checkpoint/acknowledger.h"
 
 #include <gtest/gtest.h>
 

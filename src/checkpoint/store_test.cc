@@ -1,6 +1,6 @@
 // The checkpoint store: commit, recover, fall back from corruption, reuse
 // unchanged state, collect garbage.
-#include "state/store.h"
+#include "checkpoint/store.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "state/store.h"
+#include "checkpoint/store.h"
 
 #include <dirent.h>
 #include <fcntl.h>

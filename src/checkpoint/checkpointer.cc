@@ -1,6 +1,6 @@
-#include "engine/chain_policy.h"
-#include "engine/checkpointer.h"
-#include "engine/state_layout.h"
+#include "checkpoint/chain_policy.h"
+#include "checkpoint/checkpointer.h"
+#include "checkpoint/state_layout.h"
 
 #include <pthread.h>
 #include <sys/resource.h>
@@ -11,7 +11,6 @@
 #include <set>
 
 #include "common/log.h"
-#include "engine/engine.h"
 
 namespace kayak {
 
@@ -34,13 +33,14 @@ size_t Checkpointer::AddRegion(Region region) {
   rs.pause = reg.GetHistogram("kayak_checkpoint_barrier_pause_seconds",
                               "Time a pipeline stopped at a barrier to snapshot its state.",
                               {{"region", rs.status.name}}, metrics::LatencyBounds());
+  MutexLock lock(mu_);
   regions_.push_back(std::move(rs));
   return regions_.size() - 1;
 }
 
 Status Checkpointer::CommitInitial(std::map<size_t, std::vector<checkpoint::UnitState>> units,
                                    const std::set<size_t>& incomplete) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Status result;
   for (size_t r = 0; r < regions_.size(); ++r) {
     RegionState& rs = regions_[r];
@@ -110,7 +110,7 @@ Status Checkpointer::CommitInitial(std::map<size_t, std::vector<checkpoint::Unit
 }
 
 void Checkpointer::BucketRestored(Bucket* bucket, uint64_t base, uint64_t deltas) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto& rs : regions_) {
     if (rs.region.writers.count(bucket)) rs.restored[bucket] = RegionState::Chain{base, deltas};
   }
@@ -118,7 +118,7 @@ void Checkpointer::BucketRestored(Bucket* bucket, uint64_t base, uint64_t deltas
 
 void Checkpointer::Start() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     const int64_t now = clock_->SteadyMs();
     for (auto& rs : regions_) rs.next_due_mono_ms = now + interval_ms_;
   }
@@ -128,7 +128,7 @@ void Checkpointer::Start() {
 
 void Checkpointer::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     // Once only: the engine stops the coordinator before it frees the
     // pipelines and outputs, and the destructor must not touch them again.
     if (stopping_) return;
@@ -141,7 +141,7 @@ void Checkpointer::Stop() {
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     NotifyInputs();  // for a savepoint whose outputs committed just now
   }
   // What a savepoint covers is acknowledged before the inputs go.
@@ -157,7 +157,7 @@ void Checkpointer::TellInputs(const RegionState& rs,
   }
 }
 
-void Checkpointer::AcknowledgeUncommitted(PipelineRunner* p, std::string position) {
+void Checkpointer::AcknowledgeUncommitted(CheckpointedPipeline* p, std::string position) {
   acker_.Post(p, [p, position = std::move(position)] { p->InputCommitted(position); });
 }
 
@@ -166,7 +166,7 @@ void Checkpointer::Decide(RegionState& rs, uint64_t id, bool committed) {
 }
 
 void Checkpointer::BarrierPause(size_t region, uint64_t id, int64_t us) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   RegionState& rs = regions_[region];
   if (id > rs.pause_id) {
     rs.pause_id = id;
@@ -199,7 +199,7 @@ void Checkpointer::Record(RegionState& rs, uint64_t id, std::string reason, int6
 }
 
 void Checkpointer::OutputCommitted(size_t region, uint64_t id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Awaiting& a = regions_[region].awaiting;
   if (a.id != id || a.remaining == 0) return;
   a.remaining--;
@@ -217,7 +217,7 @@ void Checkpointer::NotifyInputs() {
 
 std::string Checkpointer::HeldBack(const RegionState& rs) const {
   for (auto* p : rs.region.pipelines) {
-    if (p->status() == PipelineStatus::kFailed) {
+    if (p->failed()) {
       return "pipeline " + p->id() + " stopped without a savepoint (failed); the region does "
              "not commit until it is rebuilt or deleted";
     }
@@ -239,7 +239,7 @@ void Checkpointer::StartCheckpoint(size_t r, bool stop_after) {
 }
 
 void Checkpointer::Ack(size_t region, uint64_t id, std::vector<checkpoint::UnitState> units) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Inflight& in = regions_[region].inflight;
   if (in.id != id) return;  // abandoned, or already complete
   for (auto& u : units) in.units.push_back(std::move(u));
@@ -248,19 +248,19 @@ void Checkpointer::Ack(size_t region, uint64_t id, std::vector<checkpoint::UnitS
 }
 
 bool Checkpointer::FullSave(size_t region, uint64_t id) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const Inflight& in = regions_[region].inflight;
   return in.id == id && in.full;
 }
 
 bool Checkpointer::IsSavepoint(size_t region, uint64_t id) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const Inflight& in = regions_[region].inflight;
   return in.id == id && in.stop_after;
 }
 
 void Checkpointer::ArriveAtBucket(size_t region, uint64_t id, Bucket* bucket) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   RegionState& rs = regions_[region];
   if (rs.inflight.id != id) return;
   Meeting& m = meetings_[{bucket, id}];
@@ -295,7 +295,7 @@ void Checkpointer::ArriveAtBucket(size_t region, uint64_t id, Bucket* bucket) {
     cv_.notify_all();
     return;
   }
-  cv_.wait(lock, [&] {
+  lock.Wait(cv_, [&]() KAYAK_REQUIRES(mu_) {
     auto it = meetings_.find({bucket, id});
     return stopping_ || it == meetings_.end() || it->second.done;
   });
@@ -497,9 +497,9 @@ void Checkpointer::Run() {
   if (setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), kCoordinatorNice) != 0) {
     KLOG_DEBUG("checkpoint coordinator: cannot lower its priority ({})", errno);
   }
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!stopping_) {
-    cv_.wait_for(lock, std::chrono::milliseconds(50));
+    lock.WaitFor(cv_, std::chrono::milliseconds(50));
     if (stopping_) break;
     const int64_t now = clock_->SteadyMs();
     for (size_t r = 0; r < regions_.size(); ++r) {
@@ -523,7 +523,7 @@ void Checkpointer::Run() {
 }
 
 std::vector<Checkpointer::Missed> Checkpointer::Savepoint(int64_t wait_ms) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   std::vector<Missed> missed;
   if (!thread_.joinable()) {
     for (const auto& rs : regions_) {
@@ -538,7 +538,7 @@ std::vector<Checkpointer::Missed> Checkpointer::Savepoint(int64_t wait_ms) {
   }
   cv_.notify_all();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
-  cv_.wait_until(lock, deadline, [&] {
+  lock.WaitUntil(cv_, deadline, [&]() KAYAK_REQUIRES(mu_) {
     return std::none_of(regions_.begin(), regions_.end(),
                         [](const RegionState& rs) { return rs.savepoint_requested; });
   });
@@ -561,7 +561,7 @@ std::vector<Checkpointer::Missed> Checkpointer::Savepoint(int64_t wait_ms) {
 }
 
 bool Checkpointer::CheckpointNow(int64_t wait_ms) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   std::vector<uint64_t> before;
   for (auto& rs : regions_) {
     before.push_back(rs.status.committed + rs.status.abandoned);
@@ -574,7 +574,7 @@ bool Checkpointer::CheckpointNow(int64_t wait_ms) {
   for (size_t i = 0; i < regions_.size(); ++i) {
     target[i] = before[i] + (regions_[i].inflight.id != 0 ? 2 : 1);
   }
-  bool ok = cv_.wait_until(lock, deadline, [&] {
+  bool ok = lock.WaitUntil(cv_, deadline, [&]() KAYAK_REQUIRES(mu_) {
     for (size_t i = 0; i < regions_.size(); ++i) {
       if (!regions_[i].status.held_back.empty()) continue;
       if (regions_[i].status.committed + regions_[i].status.abandoned < target[i]) return false;
@@ -587,14 +587,14 @@ bool Checkpointer::CheckpointNow(int64_t wait_ms) {
 }
 
 std::vector<RegionStatus> Checkpointer::Regions() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<RegionStatus> out;
   for (const auto& rs : regions_) out.push_back(rs.status);
   return out;
 }
 
 uint64_t Checkpointer::LastCommitted(size_t region) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return regions_[region].status.last_committed_id;
 }
 

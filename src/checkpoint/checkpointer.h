@@ -12,19 +12,47 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/metrics.h"
-#include "engine/acknowledger.h"
-#include "state/store.h"
+#include "checkpoint/acknowledger.h"
+#include "checkpoint/store.h"
 #include "state/bucket.h"
+#include "kayak/thread_annotations.h"
 
 namespace kayak {
 
-class PipelineRunner;
-class OutputRunner;
+// What the coordinator asks of a pipeline of its region (the engine's
+// PipelineRunner): the coordinator knows the engine only through these two.
+class CheckpointedPipeline {
+ public:
+  virtual ~CheckpointedPipeline() = default;
+  virtual const std::string& id() const = 0;
+  // The pipeline stopped without a savepoint: its region cannot commit.
+  virtual bool failed() const = 0;
+  // A source: take barrier `id` between two batches; with `stop_after` read
+  // nothing more after it (a savepoint).
+  virtual void RequestBarrier(uint64_t id, bool stop_after) = 0;
+  // The input's position in `units` (a checkpoint of its region that
+  // committed), if they hold one.
+  virtual bool CommittedPosition(const std::vector<checkpoint::UnitState>& units,
+                                 std::string* position) const = 0;
+  // A checkpoint holding `position` committed; on the acknowledgement thread.
+  virtual void InputCommitted(std::string_view position) = 0;
+};
+
+// An output whose writes become visible only when it commits a durable
+// checkpoint (Output::TwoPhase).
+class TwoPhaseParticipant {
+ public:
+  virtual ~TwoPhaseParticipant() = default;
+  // On the coordinator's thread: checkpoint `id` is durable (`committed`),
+  // or it was abandoned.
+  virtual void Decide(uint64_t id, bool committed) = 0;
+};
 
 // One checkpoint of a region, for the history on the dashboard and in
 // GET /api/v1/checkpoints.
@@ -71,13 +99,13 @@ class Checkpointer {
   // ---- set-up, before Start ----
   struct Region {
     std::string name;
-    std::vector<PipelineRunner*> pipelines;
-    std::vector<PipelineRunner*> sources;
+    std::vector<CheckpointedPipeline*> pipelines;
+    std::vector<CheckpointedPipeline*> sources;
     size_t outputs = 0;
     // Outputs whose writes become visible only when they commit a durable
     // checkpoint (Output::TwoPhase). The region's inputs hear of a
     // checkpoint only once every one of them committed it.
-    std::vector<OutputRunner*> two_phase;
+    std::vector<TwoPhaseParticipant*> two_phase;
     std::vector<Bucket*> buckets;  // written by the region's pipelines
     std::map<Bucket*, size_t> writers;
     std::map<Bucket*, std::string> bucket_fingerprints;
@@ -135,7 +163,7 @@ class Checkpointer {
   // Tells `p`'s input, on the acknowledgement thread, that `position` is
   // committed when no checkpoint holds it: only KAYAK_MUTATION=ack_on_read
   // (common/crash_point.h) does that.
-  void AcknowledgeUncommitted(PipelineRunner* p, std::string position);
+  void AcknowledgeUncommitted(CheckpointedPipeline* p, std::string position);
 
   std::vector<RegionStatus> Regions() const;
   // The newest checkpoint `region` committed (0: none yet).
@@ -218,17 +246,17 @@ class Checkpointer {
   Status EncodeBucket(const std::string& fingerprint, const RegionState::Chain& chain,
                       const std::vector<std::vector<Bucket::Change>>& changes,
                       checkpoint::UnitState* u);
-  void StartCheckpoint(size_t r, bool stop_after);  // mu_ held
-  void CommitReady();                               // mu_ held, drops it to write
-  void AbandonOverdue(int64_t now_mono);            // mu_ held
-  void Decide(RegionState& rs, uint64_t id, bool committed);  // mu_ held
-  void NotifyInputs();                              // mu_ held
+  void StartCheckpoint(size_t r, bool stop_after) KAYAK_REQUIRES(mu_);
+  void CommitReady() KAYAK_REQUIRES(mu_);  // drops mu_ while it writes
+  void AbandonOverdue(int64_t now_mono) KAYAK_REQUIRES(mu_);
+  void Decide(RegionState& rs, uint64_t id, bool committed) KAYAK_REQUIRES(mu_);
+  void NotifyInputs() KAYAK_REQUIRES(mu_);
   // Queues the region's inputs' acknowledgements of `units`: they go out on
   // acker_'s thread, off mu_.
   void TellInputs(const RegionState& rs, const std::vector<checkpoint::UnitState>& units);
-  // Into the region's history (mu_ held); `stats` is null for an abandoned one.
+  // Into the region's history; `stats` is null for an abandoned one.
   void Record(RegionState& rs, uint64_t id, std::string reason, int64_t duration_ms,
-              const checkpoint::CommitStats* stats);
+              const checkpoint::CommitStats* stats) KAYAK_REQUIRES(mu_);
   std::string HeldBack(const RegionState& rs) const;
 
   checkpoint::Store* store_;
@@ -236,11 +264,11 @@ class Checkpointer {
   const int64_t timeout_ms_;
   const Clock* clock_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  std::vector<RegionState> regions_;          // guarded by mu_
-  std::map<std::pair<Bucket*, uint64_t>, Meeting> meetings_;  // guarded by mu_
-  bool stopping_ = false;                     // guarded by mu_
+  std::vector<RegionState> regions_ KAYAK_GUARDED_BY(mu_);
+  std::map<std::pair<Bucket*, uint64_t>, Meeting> meetings_ KAYAK_GUARDED_BY(mu_);
+  bool stopping_ KAYAK_GUARDED_BY(mu_) = false;
   std::thread thread_;
   Acknowledger acker_;  // the inputs' acknowledgements, off mu_
 };
