@@ -24,6 +24,7 @@ PACKAGES=(
   libbenchmark-dev       # Google Benchmark: the micro benchmarks in bench/micro
   clang libfuzzer-14-dev libclang-rt-14-dev # the fuzz targets (libFuzzer and its ASan/UBSan runtimes for clang)
   python3 curl procps    # end-to-end tests drive the real binary
+  openssl                # the TLS tests' throwaway CA (tests/e2e/tls_ca.py)
   iproute2               # `ss`: a test waits until the listener's sockets to slow readers are full
   prometheus             # promtool: a test lints /metrics of a live server with it
   chromium               # the dashboard's browser tests (driven by playwright-core from npm)

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "components.h"
@@ -238,6 +240,35 @@ TEST(Config, EnvironmentInterpolation) {
   EXPECT_EQ(spec.pipelines[0].input.value["path"].Scalar(), "/tmp/in/x.ndjson");
   ExpectError(CheckText("pipelines:\n  p:\n    input: {file: {path: '${KAYAK_TEST_UNSET}'}}\n"),
               "3:26", "environment variable 'KAYAK_TEST_UNSET' is not set");
+}
+
+TEST(Config, SecretFileInterpolation) {
+  const std::string dir = ::testing::TempDir() + "kayak_secret_file_test";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream(dir + "/pg") << "s3cret-from-file\n";
+    std::ofstream(dir + "/big") << std::string((1 << 20) + 1, 'x');
+  }
+  GraphSpec spec;
+  ErrorList errors;
+  const std::string text = "pipelines:\n  p:\n    input: {file: {path: '/in/${file:" + dir +
+                           "/pg}.ndjson'}}\n";
+  ASSERT_TRUE(LoadGraphText(text, "p.yaml", BuiltinComponents(), &spec, &errors))
+      << errors.ToString();
+  // One trailing newline cut, and the value kept out of every error text.
+  EXPECT_EQ(spec.pipelines[0].input.value["path"].Scalar(), "/in/s3cret-from-file.ndjson");
+  EXPECT_EQ(Redact("login failed for s3cret-from-file"), "login failed for ***");
+
+  const std::string missing = CheckText("pipelines:\n  p:\n    input: {file: {path: '${file:" +
+                                        dir + "/nope}'}}\n");
+  ExpectError(missing, "3:26", "secret file '" + dir + "/nope' cannot be read: No such file");
+  ExpectError(CheckText("pipelines:\n  p:\n    input: {file: {path: '${file:relative/pg}'}}\n"),
+              "3:26", "secret file 'relative/pg' is not an absolute path");
+  const std::string big = CheckText("pipelines:\n  p:\n    input: {file: {path: '${file:" + dir +
+                                    "/big}'}}\n");
+  ExpectError(big, "3:26", "is larger than 1 MiB");
+  EXPECT_EQ(big.find("xxxx"), std::string::npos) << big;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Config, ValidGraphIsOrderedUpstreamFirst) {

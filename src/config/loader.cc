@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -24,7 +26,50 @@ bool IsValidId(const std::string& id) {
 
 namespace {
 
-bool Interpolate(const std::string& in, std::string* out, std::string* missing) {
+// The largest secret file ${file:...} reads: a password, a token, a key or a
+// credentials file, not data.
+constexpr size_t kMaxSecretFile = 1 << 20;
+constexpr std::string_view kSecretFile = "file:";
+
+// ${file:PATH}: the file's content with one trailing newline cut (what
+// `echo secret > file` leaves), registered with the redactor. The error
+// names the path, never what the file holds.
+bool ReadSecretFile(const std::string& path, std::string* out, std::string* error) {
+  if (path.empty() || path[0] != '/') {
+    *error = "secret file '" + path + "' is not an absolute path";
+    return false;
+  }
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    *error = "secret file '" + path + "' cannot be read: " +
+             (errno != 0 ? std::strerror(errno) : "cannot open");
+    return false;
+  }
+  std::string content;
+  char buf[4096];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    content.append(buf, static_cast<size_t>(in.gcount()));
+    if (content.size() > kMaxSecretFile) {
+      *error = "secret file '" + path + "' is larger than 1 MiB";
+      return false;
+    }
+  }
+  if (in.bad()) {
+    *error = "secret file '" + path + "' cannot be read";
+    return false;
+  }
+  if (!content.empty() && content.back() == '\n') content.pop_back();
+  if (!content.empty() && content.back() == '\r') content.pop_back();
+  RegisterSecret(content);
+  *out += content;
+  return true;
+}
+
+// Replaces every ${NAME} with the environment variable and every
+// ${file:PATH} with the file's content; false with `error` for the first
+// that cannot be had. Anything else, `${` included, stays as written.
+bool Interpolate(const std::string& in, std::string* out, std::string* error) {
   out->clear();
   size_t i = 0;
   while (i < in.size()) {
@@ -32,12 +77,17 @@ bool Interpolate(const std::string& in, std::string* out, std::string* missing) 
       const size_t close = in.find('}', i + 2);
       if (close != std::string::npos) {
         const std::string name = in.substr(i + 2, close - i - 2);
+        if (name.rfind(kSecretFile, 0) == 0) {
+          if (!ReadSecretFile(name.substr(kSecretFile.size()), out, error)) return false;
+          i = close + 1;
+          continue;
+        }
         bool valid = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
         for (char c : name) valid = valid && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
         if (valid) {
           const char* v = std::getenv(name.c_str());
           if (v == nullptr) {
-            *missing = name;
+            *error = "environment variable '" + name + "' is not set";
             return false;
           }
           *out += v;
@@ -467,9 +517,9 @@ void InterpolateEnv(YAML::Node node, const std::string& file, ErrorList* errors)
     case YAML::NodeType::Scalar: {
       const std::string& s = node.Scalar();
       if (s.find("${") == std::string::npos) return;
-      std::string out, missing;
-      if (!Interpolate(s, &out, &missing)) {
-        errors->Add(MarkOf(file, node), "environment variable '" + missing + "' is not set");
+      std::string out, error;
+      if (!Interpolate(s, &out, &error)) {
+        errors->Add(MarkOf(file, node), error);
         return;
       }
       node = out;

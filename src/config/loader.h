@@ -56,8 +56,12 @@ struct GraphSpec {
   YAML::Node root;                      // keeps the nodes above alive
 };
 
-// Replaces ${NAME} in every string scalar with the environment variable NAME;
-// a missing variable is an error at its scalar.
+// Replaces ${NAME} in every string scalar with the environment variable NAME
+// and ${file:PATH} with the content of the file at the absolute PATH (one
+// trailing newline cut; how Docker and Kubernetes mount secrets), read at
+// every load, so a reload or an API change sees a rotated secret. What a
+// file gives is registered with the redactor. A missing variable or an
+// unreadable file is an error at its scalar.
 void InterpolateEnv(YAML::Node node, const std::string& file, ErrorList* errors);
 
 // Parses and validates the structure, component types, option shapes and the

@@ -126,6 +126,47 @@ class HttpInputTest(KayakTest):
         self.assertEqual(post(u, big, {"Authorization": "Bearer s3cret"})[0], 413)
         self.assertNotIn("s3cret", s.stderr())
 
+    def test_a_token_from_a_secret_file_rotates_at_a_restart_and_is_never_stored(self):
+        secret = self.path("token")
+        with open(secret, "w") as f:
+            f.write("first-file-token\n")  # the newline `echo` leaves is cut
+        cfg = pipeline(self.path("out"), extra=f", token: '${{file:{secret}}}'")
+        state = self.path("state")
+        s = self.start(cfg, state_dir=state)
+        u = self.url(s)
+        self.assertEqual(post(u, "{}", {"Authorization": "Bearer first-file-token"})[0], 202)
+        self.assertEqual(post(u, "{}", {"Authorization": "Bearer second-file-token"})[0], 403)
+        # The API shows the option masked and the versions the reference, not the secret.
+        shown = json.dumps(s.get_json("/api/v1/pipelines/web"))
+        versions = json.dumps(s.get_json("/api/v1/pipelines/web/versions"))
+        self.assertNotIn("first-file-token", shown + versions)
+        self.assertIn("${file:" + secret + "}", versions)
+        # Rotated: a restart of the pipeline reads the file again.
+        with open(secret, "w") as f:
+            f.write("second-file-token")
+        status, _, body = request("POST", s.url + "/api/v1/pipelines/web/restart", b"")
+        self.assertEqual(status, 200, body)
+        wait_for(lambda: post(u, "{}", {"Authorization": "Bearer second-file-token"})[0] == 202,
+                 what="the rotated token to be taken")
+        self.assertEqual(post(u, "{}", {"Authorization": "Bearer first-file-token"})[0], 403)
+        s.stop()
+        for name in ("first-file-token", "second-file-token"):
+            self.assertNotIn(name, s.stderr())
+        for root, _, files in os.walk(state):
+            for f in files:
+                with open(os.path.join(root, f), "rb") as fh:
+                    data = fh.read()
+                for name in (b"first-file-token", b"second-file-token"):
+                    self.assertNotIn(name, data, os.path.join(root, f))
+        # A file that cannot be read is a config error naming the path, exit 2.
+        os.remove(secret)
+        with open(self.path("bad.yaml"), "w") as f:
+            f.write(cfg)
+        r = subprocess.run([os.environ.get("KAYAK_BIN", "kayak"), "check", self.path("bad.yaml")],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(f"secret file '{secret}' cannot be read", r.stderr)
+
     def test_a_path_the_api_owns_is_a_config_error(self):
         cfg = "pipelines:\n  web:\n    input: {http: {path: /api/v1/x}}\n    outputs: [{stdout: {}}]\n"
         with open(self.path("bad.yaml"), "w") as f:

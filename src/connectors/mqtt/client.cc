@@ -10,13 +10,19 @@
 namespace kayak::mqtt {
 
 bool ParseUrl(std::string_view url, Address* out, std::string* error) {
-  if (url.substr(0, 7) != "mqtt://") {
-    *error = "an mqtt URL begins with mqtt:// (TLS is not supported yet)";
+  std::string_view rest;
+  if (url.substr(0, 7) == "mqtt://") {
+    rest = url.substr(7);
+    out->port = 1883;
+  } else if (url.substr(0, 8) == "mqtts://") {
+    rest = url.substr(8);
+    out->port = 8883;
+    out->tls.enabled = true;
+  } else {
+    *error = "an mqtt URL begins with mqtt:// or mqtts:// (TLS)";
     return false;
   }
-  std::string_view rest = url.substr(7);
   if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
-  out->port = 1883;
   if (rest.find_first_of("/@") != std::string_view::npos) {
     *error = "mqtt://host:port, with the credentials in `username` and `password`";
     return false;
@@ -30,7 +36,9 @@ bool ParseUrl(std::string_view url, Address* out, std::string* error) {
 
 std::vector<PropDef> ConnectionProps() {
   return {
-      PropDef{"url", PropType::kString, true, "", "mqtt://host:port"}.NonEmpty().Address(),
+      PropDef{"url", PropType::kString, true, "", "mqtt://host:port, or mqtts://host:port over TLS"}
+          .NonEmpty()
+          .Address(),
       {"client_id", PropType::kString, false, "",
        "the MQTT client id (default kayak-<pipeline> for an input, kayak-<pipeline>-out<N> "
        "for output N); unique per broker: another client with it takes the session over"},
@@ -43,6 +51,7 @@ std::vector<PropDef> ConnectionProps() {
               PropRole::kTuning}
           .Range(5, 3600)
           .Unit("s"),
+      TlsPropDef(),
   };
 }
 
@@ -50,6 +59,13 @@ Address ReadAddress(const Options& o, const std::string& default_client_id) {
   Address a;
   std::string error;
   if (!ParseUrl(o.String("url"), &a, &error)) o.Error("url", error);
+  const bool by_scheme = a.tls.enabled;
+  a.tls = ReadTlsOptions(o);
+  a.tls.enabled = a.tls.enabled || by_scheme;
+  if (!a.tls.server_name.empty()) {
+    o.Error("tls", "server_name: libmosquitto checks the certificate against the host of the "
+                   "url; connect by the name the certificate carries");
+  }
   a.client_id = o.Has("client_id") ? o.String("client_id") : default_client_id;
   if (a.client_id.size() > 23) {
     // 3.1.1 brokers must take 1 to 23 characters; mosquitto takes more
@@ -73,11 +89,50 @@ Client::Client(Address address, std::string what, Callbacks callbacks)
     mosquitto_message_callback_set(m_, &Client::OnMessage);
     mosquitto_publish_callback_set(m_, &Client::OnPublish);
     mosquitto_int_option(m_, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311);
+    mosquitto_log_callback_set(m_, &Client::OnLog);
     if (!address_.username.empty()) {
       mosquitto_username_pw_set(m_, address_.username.c_str(),
                                 address_.password.empty() ? nullptr : address_.password.c_str());
     }
+    const TlsOptions& t = address_.tls;
+    if (t.enabled) {
+      // Without a CA file, the system's store (a directory of hashed names).
+      const int rc = mosquitto_tls_set(
+          m_, t.ca_file.empty() ? nullptr : t.ca_file.c_str(),
+          t.ca_file.empty() ? "/etc/ssl/certs" : nullptr,
+          t.cert_file.empty() ? nullptr : t.cert_file.c_str(),
+          t.key_file.empty() ? nullptr : t.key_file.c_str(), nullptr);
+      if (rc != MOSQ_ERR_SUCCESS) {
+        setup_ = Status::Invalid(what_ + ": the tls files were refused: " + mosquitto_strerror(rc));
+      } else if (t.insecure_skip_verify) {
+        mosquitto_tls_opts_set(m_, /*SSL_VERIFY_NONE*/ 0, nullptr, nullptr);
+        mosquitto_tls_insecure_set(m_, true);
+      }
+    }
   }
+}
+
+void Client::OnLog(mosquitto* m, void* self, int level, const char* text) {
+  (void)m;
+  if (level != MOSQ_LOG_ERR || text == nullptr) return;
+  auto* c = static_cast<Client*>(self);
+  // OpenSSL's first error of a failed handshake says why ("certificate
+  // verify failed"); the ones after it say where.
+  const std::string_view line = text;
+  MutexLock lock(c->log_mu_);
+  if (line.find("Error[0]") != std::string_view::npos || c->last_log_error_.empty() ||
+      line.find("OpenSSL Error[") == std::string_view::npos) {
+    c->last_log_error_ = text;
+  }
+}
+
+std::string Client::Why(int rc) {
+  std::string why = rc == MOSQ_ERR_ERRNO ? std::string(strerror(errno)) : mosquitto_strerror(rc);
+  if (rc == MOSQ_ERR_TLS) {
+    MutexLock lock(log_mu_);
+    if (!last_log_error_.empty()) why += " (" + last_log_error_ + ")";
+  }
+  return why;
 }
 
 Client::~Client() {
@@ -94,15 +149,14 @@ Client::~Client() {
 
 Status Client::Ensure() {
   if (m_ == nullptr) return Status::Invalid(what_ + ": cannot make a client");
+  if (!setup_.ok()) return setup_;
   if (connected_) return Status::Ok();
   const std::string where = address_.host + ":" + std::to_string(address_.port);
   int rc = ever_connected_ ? mosquitto_reconnect(m_)
                            : mosquitto_connect(m_, address_.host.c_str(), address_.port,
                                                address_.keepalive_secs);
   if (rc != MOSQ_ERR_SUCCESS) {
-    return Status::Unavailable(what_ + ": cannot connect to " + where + ": " +
-                               (rc == MOSQ_ERR_ERRNO ? std::string(strerror(errno))
-                                                     : mosquitto_strerror(rc)));
+    return Status::Unavailable(what_ + ": cannot connect to " + where + ": " + Why(rc));
   }
   ever_connected_ = true;
   // The CONNACK, within 10 s
@@ -129,6 +183,7 @@ Status Client::Ensure() {
 
 Status Client::StartThread() {
   if (m_ == nullptr) return Status::Invalid(what_ + ": cannot make a client");
+  if (!setup_.ok()) return setup_;
   if (threaded_) return Status::Ok();
   // The first connection here (the thread would give up on a refused one);
   // every later one by the thread.
@@ -136,9 +191,7 @@ Status Client::StartThread() {
   const std::string where = address_.host + ":" + std::to_string(address_.port);
   int rc = mosquitto_connect(m_, address_.host.c_str(), address_.port, address_.keepalive_secs);
   if (rc != MOSQ_ERR_SUCCESS) {
-    return Status::Unavailable(what_ + ": cannot connect to " + where + ": " +
-                               (rc == MOSQ_ERR_ERRNO ? std::string(strerror(errno))
-                                                     : mosquitto_strerror(rc)));
+    return Status::Unavailable(what_ + ": cannot connect to " + where + ": " + Why(rc));
   }
   // Set before the thread starts: its callbacks read it.
   threaded_ = true;
@@ -154,9 +207,24 @@ Status Client::StartThread() {
 std::string Client::down_reason() const {
   const int connack = connack_.load();
   if (connack > 0) return std::string("refused: ") + mosquitto_connack_string(connack);
+  std::string detail;
+  {
+    MutexLock lock(log_mu_);
+    if (!last_log_error_.empty()) detail = " (" + last_log_error_ + ")";
+  }
   const int rc = last_disconnect_.load();
-  if (rc != 0) return std::string("connection lost: ") + mosquitto_strerror(rc);
-  return "not connected to " + address_.host + ":" + std::to_string(address_.port);
+  if (rc != 0 && detail.empty() && address_.tls.enabled && connack < 0) {
+    // TLS 1.3: the client's handshake ends before the broker checks its
+    // certificate, so a refusal arrives as the connection closing.
+    detail = " before the broker answered the connection over TLS (a broker that requires a "
+             "client certificate closes it so: tls.cert_file)";
+  }
+  if (rc != 0) {
+    return std::string("connection lost") +
+           (rc == MOSQ_ERR_ERRNO ? std::string() : std::string(": ") + mosquitto_strerror(rc)) +
+           detail;
+  }
+  return "not connected to " + address_.host + ":" + std::to_string(address_.port) + detail;
 }
 
 void Client::OnDisconnect(mosquitto* m, void* self, int rc) {
@@ -172,6 +240,10 @@ void Client::OnConnect(mosquitto* m, void* self, int rc) {
   (void)m;
   auto* c = static_cast<Client*>(self);
   c->connack_ = rc;
+  if (rc == 0) {
+    MutexLock lock(c->log_mu_);
+    c->last_log_error_.clear();  // what went wrong before is over
+  }
   if (c->threaded_ && rc == 0) {
     c->connected_.store(true);
     KLOG_INFO("{}: connected to {}:{} as {}", c->what_, c->address_.host, c->address_.port,

@@ -10,7 +10,9 @@
 #include <string_view>
 #include <vector>
 
+#include "connectors/shared/tls.h"
 #include "kayak/component.h"
+#include "kayak/thread_annotations.h"
 
 namespace kayak::mqtt {
 
@@ -19,12 +21,14 @@ struct Address {
   int port = 1883;
   std::string client_id, username, password;
   int keepalive_secs = 60;
+  TlsOptions tls;  // tls.enabled: over TLS (mqtts:// or the `tls` block)
 };
-// mqtt://host[:port]; false with `error` otherwise.
+// mqtt://host[:port] or mqtts://host[:port] (TLS, port 8883 by default);
+// false with `error` otherwise.
 bool ParseUrl(std::string_view url, Address* out, std::string* error);
 
 // The options both components have (url, client_id, username, password,
-// keepalive_secs), and the address they make.
+// keepalive_secs, tls), and the address they make.
 std::vector<PropDef> ConnectionProps();
 Address ReadAddress(const Options& o, const std::string& default_client_id);
 
@@ -66,6 +70,10 @@ class Client {
   static void OnDisconnect(mosquitto* m, void* self, int rc);
   static void OnMessage(mosquitto* m, void* self, const mosquitto_message* msg);
   static void OnPublish(mosquitto* m, void* self, int mid);
+  static void OnLog(mosquitto* m, void* self, int level, const char* text);
+  // `doing` failed with `rc`: libmosquitto's reason, and for a TLS failure
+  // OpenSSL's (from the library's log).
+  std::string Why(int rc);
 
   const Address address_;
   const std::string what_;
@@ -76,6 +84,9 @@ class Client {
   bool threaded_ = false;
   std::atomic<int> connack_{-1};
   std::atomic<int> last_disconnect_{0};
+  Status setup_;  // a TLS set-up libmosquitto refused (a bad certificate file)
+  mutable Mutex log_mu_;
+  std::string last_log_error_ KAYAK_GUARDED_BY(log_mu_);  // the library's last error line
 };
 
 }  // namespace kayak::mqtt

@@ -14,8 +14,15 @@ TEST(MqttUrl, Parts) {
   ASSERT_TRUE(ParseUrl("mqtt://broker/", &a, &error)) << error;
   EXPECT_EQ(a.host, "broker");
   EXPECT_EQ(a.port, 1883);
+  EXPECT_FALSE(a.tls.enabled);
   EXPECT_FALSE(ParseUrl("tcp://h:1", &a, &error));
-  EXPECT_FALSE(ParseUrl("mqtts://h:1", &a, &error));
+  // mqtts: TLS, on 8883 unless the url says
+  Address t;
+  ASSERT_TRUE(ParseUrl("mqtts://broker", &t, &error)) << error;
+  EXPECT_EQ(t.port, 8883);
+  EXPECT_TRUE(t.tls.enabled);
+  ASSERT_TRUE(ParseUrl("mqtts://broker:9883", &t, &error)) << error;
+  EXPECT_EQ(t.port, 9883);
   EXPECT_FALSE(ParseUrl("mqtt://u:p@h:1", &a, &error));
   EXPECT_NE(error.find("username"), std::string::npos);
   EXPECT_FALSE(ParseUrl("mqtt://h:0", &a, &error));

@@ -11,7 +11,7 @@ import unittest
 
 from brokers import SERVER, BrokerTest
 from harness import wait_for
-from servers import Proxy, brokertool, brokertool_reader, mqtt_url, port_of
+from servers import Proxy, brokertool, brokertool_reader, env, mqtt_url, port_of
 from test_backpressure import rss_kib
 
 
@@ -144,6 +144,61 @@ class MqttTest(BrokerTest):
         code, text = self.check_config(self.graph("{mqtt: {url: 'tcp://x:1', topics: [a]}}"))
         self.assertNotEqual(code, 0)
         self.assertIn("mqtt://", text)
+
+
+
+class MqttTlsTest(BrokerTest):
+    """mqtts:// and the tls block against the broker's TLS listeners (a throwaway
+    CA, servers.sh): a subscription and a publish with a client certificate
+    over TLS; a wrong CA, an expired certificate and a missing client
+    certificate refused with OpenSSL's reason on the card."""
+
+    mqtt_input = MqttTest.mqtt_input
+
+    def tls_file(self, name):
+        return os.path.join(env("mosquitto")["MQTT_TLS_DIR"], name)
+
+    def test_subscribe_over_tls_and_publish_with_a_client_certificate(self):
+        e = env("mosquitto")
+        topic = f"{self.tag}/tls"
+        cfg = f"""pipelines:
+  sub:
+    input: {{mqtt: {{url: '{e["MQTT_TLS_URL"]}', topics: ['{topic}'], client_id: in-{self.tag},
+                    tls: {{ca_file: {self.tls_file("ca.crt")}}}}}}}
+    outputs: [{{file: {{path: {self.path("out")}}}}}]
+  pub:
+    input: {{dummy: {{rate_per_sec: 50}}}}
+    outputs: [{{mqtt: {{url: '{e["MQTT_MTLS_URL"]}', topic: '{topic}', client_id: out-{self.tag},
+                       tls: {{ca_file: {self.tls_file("ca.crt")}, cert_file: {self.tls_file("client.crt")},
+                              key_file: {self.tls_file("client.key")}}}}}}}]
+"""
+        s = self.start(cfg)
+        wait_for(lambda: len(self.seqs()) >= 5, timeout=30,
+                 what="messages published over mutual TLS and read over TLS")
+        self.assertEqual(s.card("sub", "input")["state"], "running")
+        s.stop()
+
+    def refused(self, url, tls, want):
+        s = self.start(self.graph(self.mqtt_input(f"'{self.tag}/x'", f"tls: {{{tls}}}", url=url)))
+        wants = want if isinstance(want, tuple) else (want,)
+        try:
+            wait_for(lambda: any(w in s.card("p", "input")["last_error"] for w in wants),
+                     timeout=30, what=f"{wants} on the card")
+        except AssertionError:
+            raise AssertionError(f"the card says {s.card('p', 'input')}") from None
+        s.stop()
+
+    def test_a_wrong_ca_an_expired_certificate_and_no_client_certificate_are_refused(self):
+        e = env("mosquitto")
+        ca = f"ca_file: {self.tls_file('ca.crt')}"
+        self.refused(e["MQTT_TLS_URL"], f"ca_file: {self.tls_file('other-ca.crt')}",
+                     "certificate verify failed")
+        self.refused(e["MQTT_EXPIRED_URL"], ca, "certificate verify failed")
+        self.refused(e["MQTT_MTLS_URL"], ca, ("certificate required", "requires a client certificate"))
+        code, text = self.check_config(self.graph(self.mqtt_input(
+            "a", f"tls: {{{ca}, server_name: other.example}}", url=e["MQTT_TLS_URL"])))
+        self.assertEqual(code, 2, text)
+        self.assertIn("server_name", text)
 
 
 if __name__ == "__main__":

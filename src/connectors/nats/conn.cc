@@ -29,6 +29,30 @@ std::string Connection::Error(const std::string& doing, natsStatus s) const {
   return out;
 }
 
+Status Connection::SetTls(natsOptions* opts) const {
+  if (!tls_.enabled) return Status::Ok();
+  natsStatus s = natsOptions_SetSecure(opts, true);
+  const char* doing = "tls";
+  if (s == NATS_OK && !tls_.ca_file.empty()) {
+    doing = "tls.ca_file";
+    s = natsOptions_LoadCATrustedCertificates(opts, tls_.ca_file.c_str());
+  }
+  if (s == NATS_OK && !tls_.cert_file.empty()) {
+    doing = "tls.cert_file and key_file";
+    s = natsOptions_LoadCertificatesChain(opts, tls_.cert_file.c_str(), tls_.key_file.c_str());
+  }
+  if (s == NATS_OK && !tls_.server_name.empty()) {
+    doing = "tls.server_name";
+    s = natsOptions_SetExpectedHostname(opts, tls_.server_name.c_str());
+  }
+  if (s == NATS_OK && tls_.insecure_skip_verify) {
+    doing = "tls.insecure_skip_verify";
+    s = natsOptions_SkipServerVerification(opts, true);
+  }
+  if (s != NATS_OK) return Status::Invalid(Error(std::string("cannot use ") + doing, s));
+  return Status::Ok();
+}
+
 Status Connection::Ensure() {
   if (nc_ != nullptr) return Status::Ok();
   if (stats_ == nullptr && natsStatistics_Create(&stats_) != NATS_OK) {
@@ -50,11 +74,23 @@ Status Connection::Ensure() {
   natsOptions_SetReconnectBufSize(opts, 8 * 1024 * 1024);
   natsOptions_SetDisconnectedCB(opts, &Connection::OnDisconnected, this);
   natsOptions_SetReconnectedCB(opts, &Connection::OnReconnected, this);
+  if (Status st = SetTls(opts); !st.ok()) {
+    natsOptions_Destroy(opts);
+    return st;
+  }
   s = natsConnection_Connect(&nc_, opts);
   natsOptions_Destroy(opts);
   if (s != NATS_OK) {
     nc_ = nullptr;
-    return Status::Unavailable(Error("cannot connect to " + url_, s));
+    std::string why = Error("cannot connect to " + url_, s);
+    if (tls_.enabled && tls_.cert_file.empty() &&
+        (s == NATS_PROTOCOL_ERROR || s == NATS_CONNECTION_CLOSED || s == NATS_IO_ERROR)) {
+      // TLS 1.3: the handshake ends before the server checks the client's
+      // certificate, so a refusal arrives as the connection closing.
+      why += "; the server closed the connection after the TLS handshake (a server that "
+             "requires a client certificate does so: tls.cert_file)";
+    }
+    return Status::Unavailable(why);
   }
   down_.store(false);
   ++made_;

@@ -9,14 +9,17 @@
 #include <mutex>
 #include <string>
 
+#include "connectors/shared/tls.h"
 #include "kayak/status.h"
 
 namespace kayak::nats {
 
 class Connection {
  public:
-  // `what` names the component in errors ("nats input").
-  Connection(std::string url, std::string what) : url_(std::move(url)), what_(std::move(what)) {}
+  // `what` names the component in errors ("nats input"). With tls.enabled
+  // (or a tls:// url) the connection is encrypted.
+  Connection(std::string url, std::string what, TlsOptions tls = {})
+      : url_(std::move(url)), what_(std::move(what)), tls_(std::move(tls)) {}
   ~Connection() {
     Close();
     natsStatistics_Destroy(stats_);
@@ -59,8 +62,12 @@ class Connection {
   static void OnDisconnected(natsConnection* nc, void* self);
   static void OnReconnected(natsConnection* nc, void* self);
 
+  // The tls block onto the options; Invalid for files cnats refuses.
+  Status SetTls(natsOptions* opts) const;
+
   const std::string url_;
   const std::string what_;
+  const TlsOptions tls_;
   natsConnection* nc_ = nullptr;
   jsCtx* js_ = nullptr;
   std::atomic<bool> down_{false};

@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "connectors/shared/tls.h"
 #include "connectors/shared/broker.h"
 #include "common/clock.h"
 #include "common/json_text.h"
@@ -50,9 +51,9 @@ struct MsgListFree {
 class NatsInput final : public Input {
  public:
   NatsInput(std::string url, std::string subject, std::string queue, JetStreamOptions js,
-            int64_t batch_size, int64_t pending_limit, BrokerPayload payload,
+            int64_t batch_size, int64_t pending_limit, BrokerPayload payload, TlsOptions tls,
             const ComponentContext& ctx)
-      : conn_(url, "nats input"),
+      : conn_(url, "nats input", std::move(tls)),
         subject_(std::move(subject)),
         queue_(std::move(queue)),
         js_(std::move(js)),
@@ -512,10 +513,12 @@ ComponentDef NatsInputDef() {
                 "counted";
   d.props = {
       PropDef{"url", PropType::kString, true, "",
-              "nats://host:port (several comma-separated); credentials as ${ENV}"}
+              "nats://host:port (several comma-separated; tls://host:port over TLS); "
+              "credentials as ${ENV}"}
           .NonEmpty()
           .Secret()
           .Address(),
+      TlsPropDef(),
       PropDef{"subject", PropType::kString, true, "", "the subject (wildcards * and >)"}
           .NonEmpty(),
       {"queue", PropType::kString, false, "", "core: a queue group to share the subject in"},
@@ -564,10 +567,11 @@ ComponentDef NatsInputDef() {
       o.Error("queue", "a queue group is for core NATS; a JetStream durable is shared by name");
     }
     if (js.durable.empty()) js.durable = "kayak-" + ctx.pipeline_id;
+    TlsOptions tls = ReadTlsOptions(o);
     if (o.failed()) return nullptr;
     return std::make_unique<NatsInput>(o.String("url"), o.String("subject"), o.String("queue"),
                                        std::move(js), o.Int("batch_size"), o.Int("pending_limit"),
-                                       ReadBrokerPayload(o), ctx);
+                                       ReadBrokerPayload(o), std::move(tls), ctx);
   };
   return d;
 }

@@ -8,6 +8,7 @@
 // before the flush that lets the barrier pass (at least once).
 #include <mutex>
 
+#include "connectors/shared/tls.h"
 #include "connectors/shared/broker.h"
 #include "common/log.h"
 #include "connectors/nats/conn.h"
@@ -21,8 +22,8 @@ namespace {
 class NatsOutput final : public Output {
  public:
   NatsOutput(std::string url, FieldTemplate subject, bool jetstream, int64_t max_pending,
-             ComponentStats* stats)
-      : conn_(std::move(url), "nats output"),
+             TlsOptions tls, ComponentStats* stats)
+      : conn_(std::move(url), "nats output", std::move(tls)),
         subject_(std::move(subject)),
         jetstream_(jetstream),
         stats_(stats) {
@@ -266,10 +267,12 @@ ComponentDef NatsOutputDef() {
                 "lost with it)";
   d.props = {
       PropDef{"url", PropType::kString, true, "",
-              "nats://host:port (several comma-separated); credentials as ${ENV}"}
+              "nats://host:port (several comma-separated; tls://host:port over TLS); "
+              "credentials as ${ENV}"}
           .NonEmpty()
           .Secret()
           .Address(),
+      TlsPropDef(),
       PropDef{"subject", PropType::kString, true, "",
               "the subject; `{{field}}` is replaced by that field of the message"}
           .NonEmpty(),
@@ -286,9 +289,10 @@ ComponentDef NatsOutputDef() {
     if (o.Has("max_pending") && !o.Bool("jetstream")) {
       o.Error("max_pending", "only with `jetstream: true`");
     }
+    TlsOptions tls = ReadTlsOptions(o);
     if (o.failed()) return nullptr;
     return std::make_unique<NatsOutput>(o.String("url"), std::move(subject), o.Bool("jetstream"),
-                                        o.Int("max_pending"), ctx.stats);
+                                        o.Int("max_pending"), std::move(tls), ctx.stats);
   };
   return d;
 }

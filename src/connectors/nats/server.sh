@@ -26,4 +26,34 @@ CONF
   echo $! >"$dir/pid"
   await nats curl -sf "http://127.0.0.1:$mon/healthz?js-enabled-only=true"
   { echo "NATS_URL=nats://127.0.0.1:$port"; echo "NATS_MONITOR_URL=http://127.0.0.1:$mon"; } >"$dir/env"
+  # Three small servers that require TLS, with a throwaway CA
+  # (tests/e2e/tls_ca.py): one that verifies nothing of the client, one that
+  # requires a client certificate, one whose certificate has expired.
+  python3 "$servers_dir/../e2e/tls_ca.py" "$dir/tls" || fail "no test CA"
+  local name cert verify tport tmon
+  for name in tls mtls expired; do
+    cert=server verify=false
+    [ "$name" = mtls ] && verify=true
+    [ "$name" = expired ] && cert=expired
+    tport=$(free_port); tmon=$(free_port)
+    cat >"$dir/$name.conf" <<CONF
+host: 127.0.0.1
+port: $tport
+http: 127.0.0.1:$tmon
+tls { cert_file: "$dir/tls/$cert.crt", key_file: "$dir/tls/$cert.key", ca_file: "$dir/tls/ca.crt", verify: $verify }
+CONF
+    "$here/go/bin/nats-server" -c "$dir/$name.conf" >"$dir/$name.log" 2>&1 &
+    echo $! >"$dir/$name.pid"
+    await "nats ($name)" curl -sf "http://127.0.0.1:$tmon/healthz"
+    echo "NATS_$(echo "$name" | tr a-z A-Z)_URL=tls://127.0.0.1:$tport" >>"$dir/env"
+  done
+  echo "NATS_TLS_DIR=$dir/tls" >>"$dir/env"
+}
+
+stop_nats() {
+  local f
+  for f in "$dir"/tls.pid "$dir"/mtls.pid "$dir"/expired.pid; do
+    [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null
+  done
+  stop_pid TERM
 }

@@ -7,8 +7,8 @@ import unittest
 
 from brokers import SERVER, BrokerTest, sums
 from harness import committed, wait_for
-from servers import (Proxy, brokertool, brokertool_reader, nats_consumer, nats_subscribed,
-                     nats_url, port_of)
+from servers import (Proxy, brokertool, brokertool_reader, env, nats_consumer,
+                     nats_subscribed, nats_url, port_of)
 
 
 class NatsTest(BrokerTest):
@@ -291,6 +291,59 @@ class NatsTest(BrokerTest):
             "{dummy: {count: 1}}", f"[{{nats: {{url: '{nats_url()}', subject: 'a.{{{{b'}}}}]"))
         self.assertNotEqual(code, 0)
         self.assertIn("not closed", text)
+
+
+class NatsTlsTest(BrokerTest):
+    """tls:// and the tls block against nats-servers that require TLS (a
+    throwaway CA, servers.sh): publish and subscribe over TLS and over mutual
+    TLS; a wrong CA, a wrong name, an expired certificate and a missing client
+    certificate refused with the reason on the card."""
+
+    def tls(self, *names, **kw):
+        d = env("nats")["NATS_TLS_DIR"]
+        keys = {"ca": "ca_file: {}/ca.crt", "other_ca": "ca_file: {}/other-ca.crt",
+                "cert": "cert_file: {0}/client.crt, key_file: {0}/client.key"}
+        parts = [keys[n].format(d) for n in names] + [f"{k}: {v}" for k, v in kw.items()]
+        return "tls: {" + ", ".join(parts) + "}"
+
+    def test_publish_and_subscribe_over_tls_and_mutual_tls(self):
+        e = env("nats")
+        subject = f"{self.tag}.tls"
+        pipes = ""
+        for name, url, tls in [("plain", e["NATS_TLS_URL"], self.tls("ca", server_name="localhost")),
+                               ("mutual", e["NATS_MTLS_URL"], self.tls("ca", "cert"))]:
+            pipes += f"""  sub_{name}:
+    input: {{nats: {{url: '{url}', subject: '{subject}', {tls}}}}}
+    outputs: [{{file: {{path: {self.path(name)}}}}}]
+  pub_{name}:
+    input: {{dummy: {{rate_per_sec: 50}}}}
+    outputs: [{{nats: {{url: '{url}', subject: '{subject}', {tls}}}}}]
+"""
+        s = self.start("pipelines:\n" + pipes)
+        for name in ("plain", "mutual"):
+            wait_for(lambda: len(self.seqs(name)) >= 5, timeout=30,
+                     what=f"messages over {name} TLS")
+        s.stop()
+
+    def refused(self, url, tls, wants):
+        s = self.start(self.graph(f"{{nats: {{url: '{url}', subject: '{self.tag}.x', {tls}}}}}"))
+        try:
+            wait_for(lambda: any(w in s.card("p", "input")["last_error"] for w in wants),
+                     timeout=30, what=f"{wants} on the card")
+        except AssertionError:
+            raise AssertionError(f"the card says {s.card('p', 'input')}") from None
+        self.assertEqual(self.out(), [])
+        s.stop()
+
+    def test_a_wrong_ca_a_wrong_name_an_expired_certificate_and_no_client_certificate(self):
+        e = env("nats")
+        self.refused(e["NATS_TLS_URL"], self.tls("other_ca"),
+                     ("unable to get local issuer certificate",))
+        self.refused(e["NATS_TLS_URL"], self.tls("ca", server_name="wrong.example"),
+                     ("hostname mismatch", "Hostname mismatch"))
+        self.refused(e["NATS_EXPIRED_URL"], self.tls("ca"), ("certificate has expired",))
+        self.refused(e["NATS_MTLS_URL"], self.tls("ca"),
+                     ("certificate required", "requires a client certificate"))
 
 
 if __name__ == "__main__":

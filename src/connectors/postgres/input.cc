@@ -9,6 +9,7 @@
 #include "common/json_text.h"
 #include "common/log.h"
 #include "connectors/shared/sql_source.h"
+#include "connectors/shared/tls.h"
 #include "connectors/postgres/pg.h"
 #include "kayak/component.h"
 
@@ -20,9 +21,10 @@ constexpr unsigned kDateOid = 1082, kTimestampOid = 1114, kTimestampTzOid = 1184
 
 class PgInput final : public Input {
  public:
-  PgInput(std::string url, SqlSourceOptions o, int64_t timeout_secs, const ComponentContext& ctx)
+  PgInput(std::string url, SqlSourceOptions o, int64_t timeout_secs, TlsOptions tls,
+          const ComponentContext& ctx)
       : o_(std::move(o)),
-        conn_(std::move(url), timeout_secs),
+        conn_(std::move(url), timeout_secs, std::move(tls)),
         clock_(ctx.clock),
         timeout_secs_(timeout_secs),
         read_batch_(o_.batch_size) {
@@ -379,13 +381,15 @@ ComponentDef PostgresInputDef() {
               "tried again with half as many rows, down to one",
               PropRole::kTuning}
           .Range(1, 86400),
+      TlsPropDef(),
   };
   for (auto& p : SqlSourceProps("PostgreSQL")) d.props.push_back(std::move(p));
   d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
     SqlSourceOptions so = ReadSqlSourceOptions(o);
+    TlsOptions tls = ReadTlsOptions(o);
     if (o.failed()) return nullptr;
     return std::make_unique<PgInput>(o.String("url"), std::move(so),
-                                     o.Int("statement_timeout_secs"), ctx);
+                                     o.Int("statement_timeout_secs"), std::move(tls), ctx);
   };
   return d;
 }

@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/ndjson.h"
 #include "connectors/postgres/pg.h"
+#include "connectors/shared/tls.h"
 #include "kayak/component.h"
 
 namespace kayak {
@@ -21,8 +22,8 @@ constexpr size_t kMaxStatements = 64;     // SQL texts kept, one per set of colu
 class PgOutput final : public Output {
  public:
   PgOutput(std::string url, std::string table, std::vector<std::string> columns,
-           std::vector<std::string> key, const ComponentContext& ctx)
-      : conn_(std::move(url)),
+           std::vector<std::string> key, TlsOptions tls, const ComponentContext& ctx)
+      : conn_(std::move(url), 60, std::move(tls)),
         table_option_(std::move(table)),
         columns_option_(std::move(columns)),
         key_(std::move(key)),
@@ -278,11 +279,13 @@ ComponentDef PostgresOutputDef() {
        "the columns written (default: every column of the table a message names)"},
       {"key", PropType::kStringList, false, "",
        "upsert on these columns (a unique index must cover exactly them); absent: plain INSERT"},
+      TlsPropDef(),
   };
   d.make_output = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Output> {
+    TlsOptions tls = ReadTlsOptions(o);
     if (o.failed()) return nullptr;
     return std::make_unique<PgOutput>(o.String("url"), o.String("table"), o.Strings("columns"),
-                                      o.Strings("key"), ctx);
+                                      o.Strings("key"), std::move(tls), ctx);
   };
   return d;
 }

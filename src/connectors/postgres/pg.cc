@@ -1,6 +1,10 @@
 #include "connectors/postgres/pg.h"
 
+#include <arpa/inet.h>
+
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "common/base64.h"
 #include "common/json_text.h"
@@ -75,9 +79,19 @@ bool IsJsonNumber(std::string_view t) {
 Status Connection::Ensure() {
   if (conn_ != nullptr && PQstatus(conn_) == CONNECTION_OK) return Status::Ok();
   Close();
-  const char* keys[] = {"dbname", "connect_timeout", "application_name", nullptr};
-  const char* values[] = {url_.c_str(), "10", "kayak", nullptr};
-  conn_ = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
+  std::vector<std::pair<std::string, std::string>> params = {
+      {"dbname", url_}, {"connect_timeout", "10"}, {"application_name", "kayak"}};
+  // After dbname: libpq keeps the last value of a keyword, so the block wins
+  // over what the url says.
+  KAYAK_RETURN_IF_ERROR(TlsKeywords(url_, tls_, &params));
+  std::vector<const char*> keys, values;
+  for (const auto& [k, v] : params) {
+    keys.push_back(k.c_str());
+    values.push_back(v.c_str());
+  }
+  keys.push_back(nullptr);
+  values.push_back(nullptr);
+  conn_ = PQconnectdbParams(keys.data(), values.data(), /*expand_dbname=*/1);
   if (conn_ == nullptr) return Status::Unavailable("postgres: out of memory");
   if (PQstatus(conn_) != CONNECTION_OK) {
     Status st = Status::Unavailable("cannot connect to postgres: " + ConnError(conn_));
@@ -114,6 +128,40 @@ Status Connection::Exec(const std::string& sql, const std::vector<const char*>& 
     return Status::Unavailable("postgres: " + msg);
   }
   return Status::Invalid("postgres: " + msg);
+}
+
+Status TlsKeywords(const std::string& url, const TlsOptions& tls,
+                   std::vector<std::pair<std::string, std::string>>* out) {
+  if (!tls.enabled) return Status::Ok();
+  out->emplace_back("sslmode", tls.insecure_skip_verify ? "require" : "verify-full");
+  // libpq 15 has no "system" store: the system's bundle, by its path.
+  out->emplace_back("sslrootcert",
+                    tls.ca_file.empty() ? "/etc/ssl/certs/ca-certificates.crt" : tls.ca_file);
+  if (!tls.cert_file.empty()) {
+    out->emplace_back("sslcert", tls.cert_file);
+    out->emplace_back("sslkey", tls.key_file);
+  }
+  if (tls.server_name.empty()) return Status::Ok();
+  char* err = nullptr;
+  PQconninfoOption* opts = PQconninfoParse(url.c_str(), &err);
+  if (opts == nullptr) {
+    std::string why = err != nullptr ? err : "cannot be parsed";
+    PQfreemem(err);
+    return Status::Invalid("postgres: the url " + why);
+  }
+  std::string host;
+  for (PQconninfoOption* o = opts; o->keyword != nullptr; ++o) {
+    if (std::string_view(o->keyword) == "host" && o->val != nullptr) host = o->val;
+  }
+  PQconninfoFree(opts);
+  unsigned char addr[sizeof(in6_addr)];
+  if (inet_pton(AF_INET, host.c_str(), addr) != 1 && inet_pton(AF_INET6, host.c_str(), addr) != 1) {
+    return Status::Invalid("postgres: tls.server_name needs the url's host to be an IP address "
+                           "(libpq checks the certificate against the host it is given)");
+  }
+  out->emplace_back("hostaddr", host);
+  out->emplace_back("host", tls.server_name);
+  return Status::Ok();
 }
 
 bool IsContentError(std::string_view sqlstate) {

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "connectors/shared/tls.h"
 #include "kayak/status.h"
 
 namespace kayak::pg {
@@ -23,8 +24,8 @@ using Result = std::unique_ptr<PGresult, ResultFree>;
 // session is set to UTC and ISO dates, so timestamps read back the same.
 class Connection {
  public:
-  explicit Connection(std::string url, int64_t statement_timeout_secs = 60)
-      : url_(std::move(url)), statement_timeout_secs_(statement_timeout_secs) {}
+  explicit Connection(std::string url, int64_t statement_timeout_secs = 60, TlsOptions tls = {})
+      : url_(std::move(url)), statement_timeout_secs_(statement_timeout_secs), tls_(std::move(tls)) {}
   ~Connection() { Close(); }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -52,7 +53,15 @@ class Connection {
   PGconn* conn_ = nullptr;
   std::string sqlstate_;
   int64_t statement_timeout_secs_;
+  TlsOptions tls_;
 };
+
+// libpq's keywords for `tls` over a connection to `url` (sslmode verify-full,
+// or require with insecure_skip_verify; sslrootcert, sslcert, sslkey;
+// server_name through host with hostaddr, which needs the url's host to be
+// an address). Empty without the block; Invalid for what libpq cannot do.
+Status TlsKeywords(const std::string& url, const TlsOptions& tls,
+                   std::vector<std::pair<std::string, std::string>>* out);
 
 // Whether a SQLSTATE says the row's content was refused (data exception,
 // integrity constraint): a permanent error of that row, not of the server.

@@ -19,13 +19,28 @@ start_postgres() {
   fi
   "${run[@]}" "$PGBIN/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --no-locale \
     --no-sync >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; fail "initdb failed"; }
+  # TLS beside plain connections, with a throwaway CA (tests/e2e/tls_ca.py):
+  # its files in the data directory (postgres reads its key only if it owns
+  # it; expired.* for a test to switch to), and database kayak_cert
+  # admitting only a client certificate.
+  python3 "$servers_dir/../e2e/tls_ca.py" "$dir/tls" postgres || fail "no test CA"
+  local f
+  for f in server.crt server.key expired.crt expired.key ca.crt; do
+    cp "$dir/tls/$f" "$dir/data/$f"
+    if [ "$(id -u)" = 0 ]; then chown postgres:postgres "$dir/data/$f"; fi
+  done
+  chmod 600 "$dir/data/server.key" "$dir/data/expired.key"
+  { echo "hostssl kayak_cert all 127.0.0.1/32 cert"; cat "$dir/data/pg_hba.conf"; } >"$dir/hba"
+  cat "$dir/hba" >"$dir/data/pg_hba.conf"
   # pg_ctl -w returns once the server accepts connections
   "${run[@]}" "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 \
-    -o "-p $port -c listen_addresses=127.0.0.1 -k $dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+    -o "-p $port -c listen_addresses=127.0.0.1 -k $dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 -c ssl=on -c ssl_ca_file=ca.crt" \
     start >/dev/null || { tail -20 "$dir/postgres.log" >&2; fail "postgres did not start"; }
   head -1 "$dir/data/postmaster.pid" >"$dir/pid"
   psql -h 127.0.0.1 -p "$port" -U postgres -qc "CREATE DATABASE kayak" >/dev/null
-  echo "PG_URL=postgresql://postgres@127.0.0.1:$port/kayak" >"$dir/env"
+  psql -h 127.0.0.1 -p "$port" -U postgres -qc "CREATE DATABASE kayak_cert" >/dev/null
+  { echo "PG_URL=postgresql://postgres@127.0.0.1:$port/kayak"
+    echo "PG_TLS_DIR=$dir/tls"; } >"$dir/env"
 }
 
 stop_postgres() { stop_pid INT; }  # SIGINT: postgres's fast shutdown

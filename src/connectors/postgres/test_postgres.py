@@ -4,11 +4,12 @@ of equal timestamps, lag_secs, snapshots, kill -9, upserts, refused rows, the
 server going away, and options that do not fit."""
 import json
 import os
+import subprocess
 import unittest
 import urllib.parse
 
 from harness import KayakTest, committed, wait_for
-from servers import Proxy, pg_json_rows, pg_url, psql
+from servers import Proxy, env, pg_json_rows, pg_url, psql
 
 SERVER = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 1, timeout_secs: 20}\n"
 
@@ -23,7 +24,9 @@ def pg_port():
     return urllib.parse.urlsplit(pg_url()).port
 
 
-class PostgresTest(KayakTest):
+class PostgresCase(KayakTest):
+    """A schema of its own per test, and the helpers that build graphs."""
+
     def setUp(self):
         super().setUp()
         # one schema per test: tests run in parallel against one server
@@ -46,6 +49,8 @@ class PostgresTest(KayakTest):
     def out(self):
         return [json.loads(l) for l in self.read_output("out")]
 
+
+class PostgresTest(PostgresCase):
     def test_types_become_json(self):
         psql(f"""CREATE TABLE {self.t('r')} (id bigint PRIMARY KEY, ts timestamptz,
                  local timestamp, d date, ok bool, f float8, n numeric, big int8, j jsonb,
@@ -364,3 +369,101 @@ class PostgresTest(KayakTest):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+DUMMY3 = """{dummy: {count: 3, template: '{"id": {{seq}}, "v": "x"}'}}"""
+
+
+class PostgresTlsTest(PostgresCase):
+    """The tls block against the server's TLS (a throwaway CA, servers.sh): the
+    right CA works; a wrong CA, a wrong name and an expired certificate are
+    refused with libpq's reason on the card; a database that asks for a client
+    certificate gets one."""
+
+    def tls(self, **kw):
+        d = env("postgres")["PG_TLS_DIR"]
+        files = {"ca_file": "ca.crt", "cert_file": "client.crt", "key_file": "client.key",
+                 "other_ca": "other-ca.crt"}
+        parts = []
+        for k, v in kw.items():
+            if k == "other_ca":
+                parts.append(f"ca_file: {os.path.join(d, files[k])}")
+            elif k in files:
+                parts.append(f"{k}: {os.path.join(d, files[k])}")
+            else:
+                parts.append(f"{k}: {v}")
+        return "tls: {" + ", ".join(parts) + "}"
+
+    def cert_url(self):
+        d = env("postgres")["PG_TLS_DIR"]
+        return (f"host=127.0.0.1 port={pg_port()} user=postgres dbname=kayak_cert "
+                f"sslmode=verify-full sslrootcert={d}/ca.crt sslcert={d}/client.crt "
+                f"sslkey={d}/client.key")
+
+    def refused(self, tls, want):
+        s = self.start(self.graph(self.pg_input(f"SELECT * FROM {self.t('r')}",
+                                                f"watermark: id, {tls}")))
+        wait_for(lambda: want in s.card("p", "input")["last_error"], timeout=30,
+                 what=f"'{want}' on the card")
+        self.assertEqual(s.card("p", "input")["state"], "retrying")
+        self.assertEqual(self.read_output("out"), [])
+        s.stop()
+
+    def test_the_right_ca_reads_over_tls(self):
+        psql(f"CREATE TABLE {self.t('r')} (id int PRIMARY KEY, v text);"
+             f"INSERT INTO {self.t('r')} VALUES (1, 'a'), (2, 'b');")
+        query = (f"SELECT r.id, s.ssl FROM {self.t('r')} r, pg_stat_ssl s "
+                 f"WHERE s.pid = pg_backend_pid()")
+        s = self.start(self.graph(self.pg_input(query, f"watermark: id, {self.tls(ca_file=1)}")))
+        wait_for(lambda: len(self.out()) == 2, what="two rows")
+        self.assertEqual(self.out(), [{"id": 1, "ssl": True}, {"id": 2, "ssl": True}])
+        s.stop()
+
+    def test_a_wrong_ca_a_wrong_name_and_an_expired_certificate_are_refused(self):
+        psql(f"CREATE TABLE {self.t('r')} (id int PRIMARY KEY)")
+        self.refused(self.tls(other_ca=1), "certificate verify failed")
+        self.refused(self.tls(ca_file=1, server_name="wrong.example"),
+                     'does not match host name "wrong.example"')
+        psql("ALTER SYSTEM SET ssl_cert_file = 'expired.crt'; "
+             "ALTER SYSTEM SET ssl_key_file = 'expired.key'; SELECT pg_reload_conf();")
+        try:
+            self.refused(self.tls(ca_file=1), "certificate verify failed")
+        finally:
+            psql("ALTER SYSTEM RESET ssl_cert_file; ALTER SYSTEM RESET ssl_key_file; "
+                 "SELECT pg_reload_conf();")
+        # The name it was reached by, checked: 127.0.0.1 is in the certificate.
+        s = self.start(self.graph(self.pg_input(f"SELECT * FROM {self.t('r')}",
+                                                f"watermark: id, {self.tls(ca_file=1)}")))
+        wait_for(lambda: s.card("p", "input")["state"] == "running", what="running")
+        s.stop()
+
+    def test_a_client_certificate_where_the_server_asks_for_one(self):
+        psql("CREATE TABLE IF NOT EXISTS certified (id int PRIMARY KEY, v text)", self.cert_url())
+        psql("TRUNCATE certified", self.cert_url())
+        url = f"postgresql://postgres@127.0.0.1:{pg_port()}/kayak_cert"
+        # Without a certificate the server refuses the login.
+        s = self.start(self.graph(DUMMY3,
+                                  outputs=f"[{{postgres: {{url: '{url}', table: certified, "
+                                          f"{self.tls(ca_file=1)}}}}}]"))
+        wait_for(lambda: "requires a valid client certificate" in
+                 s.card("p", "outputs[0]")["last_error"], timeout=30, what="the refusal")
+        s.kill()
+        s = self.start(self.graph(DUMMY3,
+                                  outputs=f"[{{postgres: {{url: '{url}', table: certified, "
+                                          f"{self.tls(ca_file=1, cert_file=1, key_file=1)}}}}}]"))
+        wait_for(lambda: psql("SELECT count(*) FROM certified", self.cert_url()) == ["3"],
+                 timeout=30, what="three rows written with the client certificate")
+        s.stop()
+
+    def test_a_tls_block_that_cannot_work_is_a_config_error(self):
+        d = env("postgres")["PG_TLS_DIR"]
+        for tls, want in [(f"tls: {{cert_file: {d}/client.crt}}", "cert_file and key_file go together"),
+                          ("tls: {ca_file: /nonexistent/ca.crt}", "ca_file '/nonexistent/ca.crt' cannot be read"),
+                          ("tls: {verify: yes}", "unknown key 'verify'"),
+                          ("tls: {insecure_skip_verify: maybe}", "true or false")]:
+            with open(self.path("bad.yaml"), "w") as f:
+                f.write(self.graph(self.pg_input("SELECT 1 AS id", f"watermark: id, {tls}")))
+            r = subprocess.run([os.environ.get("KAYAK_BIN", "kayak"), "check", self.path("bad.yaml")],
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(want, r.stderr)
