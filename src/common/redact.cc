@@ -4,6 +4,8 @@
 #include <atomic>
 #include <cctype>
 #include <mutex>
+#include <string_view>
+#include <utility>
 #include <shared_mutex>
 #include <vector>
 
@@ -216,7 +218,14 @@ std::string AddressIdentity(std::string_view address) {
   if (sep != std::string_view::npos) {
     // Several URLs of one cluster (nats://a:4222,nats://b:4222) name one system.
     address = address.substr(0, std::min(address.find(','), address.size()));
-    const std::string scheme(address.substr(0, sep));
+    std::string scheme(address.substr(0, sep));
+    // The same system over TLS or not: the scheme that says TLS is the
+    // plain one here, so turning TLS on keeps the state (docs/security.md).
+    static constexpr std::pair<std::string_view, std::string_view> kPlain[] = {
+        {"https", "http"}, {"mqtts", "mqtt"}, {"rediss", "redis"}, {"tls", "nats"}};
+    for (const auto& [secure, plain] : kPlain) {
+      if (scheme == secure) scheme = plain;
+    }
     auto [begin, end] = Authority(address, sep);
     (void)begin;
     std::string_view rest = address.substr(end);

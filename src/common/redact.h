@@ -29,8 +29,9 @@ std::string Redact(std::string_view text);
 // to it, for a component's identity: a URL's scheme and path (an http(s)
 // URL's query too), a libpq keyword string's `dbname`; "" for a bare
 // host:port list. Host, port, user, password and connection parameters are
-// left out: the same system reached another way, or as another user, keeps
-// its state (docs/connectors.md, "Identity and tuning").
+// left out, and a scheme that says TLS is its plain one (https as http): the
+// same system reached another way, as another user or over TLS, keeps its
+// state (docs/connectors.md, "Identity and tuning").
 std::string AddressIdentity(std::string_view address);
 
 }  // namespace kayak

@@ -43,6 +43,12 @@ TEST(AddressIdentity, ThePartThatNamesTheDataNotTheWayToIt) {
             AddressIdentity("postgresql://other:two@db.internal:6432/kit"));
   EXPECT_NE(AddressIdentity("postgresql://kit@h/kit"), AddressIdentity("postgresql://kit@h/other"));
   EXPECT_EQ(AddressIdentity("host=h port=5432 user=kit password='a b' dbname=kit"), "dbname=kit");
+  // TLS or not, the same system: turning TLS on keeps the state.
+  EXPECT_EQ(AddressIdentity("mqtts://broker:8883"), AddressIdentity("mqtt://broker:1883"));
+  EXPECT_EQ(AddressIdentity("https://h/path?q=1"), AddressIdentity("http://h:8080/path?q=1"));
+  EXPECT_EQ(AddressIdentity("tls://a:4443"), AddressIdentity("nats://a:4222"));
+  EXPECT_EQ(AddressIdentity("rediss://h:6380/2"), AddressIdentity("redis://h:6379/2"));
+  EXPECT_NE(AddressIdentity("https://h/a"), AddressIdentity("http://h/b"));
   EXPECT_EQ(AddressIdentity("host=h password=x"), "");
   EXPECT_EQ(AddressIdentity("redis://:pw@h:6379/2"), "redis:///2");
   EXPECT_EQ(AddressIdentity("redis://h:6379"), "redis://");

@@ -208,6 +208,12 @@ PipelineRunner::~PipelineRunner() {
     Abort();
     Join();
   }
+  // The components go before their cards: one may still report to its card
+  // while it closes (librdkafka calls the kafka input's error callback from
+  // rd_kafka_consumer_close when a broker refuses it then).
+  outputs_.clear();
+  transforms_.clear();
+  input_.reset();
 }
 
 std::vector<const ComponentStats*> PipelineRunner::cards() const {

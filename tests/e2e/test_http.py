@@ -425,7 +425,9 @@ class Endpoint:
     """A local HTTP server that records requests and answers from a script:
     `plan` is a list of statuses for the first requests, then `default`."""
 
-    def __init__(self, plan=None, default=200, answer=b'{"ok":true}'):
+    def __init__(self, plan=None, default=200, answer=b'{"ok":true}', tls=None):
+        """`tls`: (directory of tls_ca.py's files, certificate name, whether a
+        client certificate is required): https with that certificate."""
         import http.server
         outer = self
         self.requests, self.plan, self.default, self.answer = [], list(plan or []), default, answer
@@ -454,6 +456,16 @@ class Endpoint:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        if tls:
+            import ssl
+            d, cert, client = tls
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(os.path.join(d, cert + ".crt"), os.path.join(d, cert + ".key"))
+            if client:
+                ctx.load_verify_locations(os.path.join(d, "ca.crt"))
+                ctx.verify_mode = ssl.CERT_REQUIRED
+            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+            self.url = "https" + self.url[4:]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def accepted(self):
@@ -551,6 +563,71 @@ class HttpPollTest(KayakTest):
             e.default = 200
         n = len(self.read_output("out"))
         wait_for(lambda: len(self.read_output("out")) > n, timeout=30, what="polling to resume")
+
+
+class HttpTlsTest(KayakTest):
+    """https for the http output and http_poll (the tls block) against local
+    https endpoints with a throwaway CA (tls_ca.py): the right CA and a client
+    certificate work; a wrong CA, a wrong name, an expired certificate and a
+    missing client certificate are refused with the reason on the card."""
+
+    def setUp(self):
+        super().setUp()
+        import tls_ca
+        self.ca_dir = tls_ca.make(self.path("ca"))
+
+    def endpoint(self, cert="server", client=False, **kw):
+        e = Endpoint(tls=(self.ca_dir, cert, client), **kw)
+        self.addCleanup(e.close)
+        return e
+
+    def tls(self, ca="ca.crt", cert=False, **kw):
+        parts = [f"ca_file: {os.path.join(self.ca_dir, ca)}"]
+        if cert:
+            parts += [f"cert_file: {self.ca_dir}/client.crt", f"key_file: {self.ca_dir}/client.key"]
+        parts += [f"{k}: {v}" for k, v in kw.items()]
+        return "tls: {" + ", ".join(parts) + "}"
+
+    def test_an_output_and_a_poll_over_https_with_a_client_certificate(self):
+        src = self.write_ndjson("in.ndjson", [{"seq": i} for i in range(25)])
+        out = self.endpoint(client=True)
+        poll = self.endpoint(answer=json.dumps({"items": [{"i": 1}]}).encode())
+        cfg = f"""pipelines:
+  send:
+    input: {{file: {{path: {src}, batch_size: 10}}}}
+    outputs: [{{http: {{url: '{out.url}/in', {self.tls(cert=True)}}}}}]
+  poll:
+    input: {{http_poll: {{url: '{poll.url}/items', split: items, interval_ms: 50,
+                         {self.tls(server_name="localhost")}}}}}
+    outputs: [{{file: {{path: {self.path('out')}}}}}]
+"""
+        self.start(cfg)
+        wait_for(lambda: sum(len(json.loads(r[2])) for r in out.accepted()) >= 25,
+                 what="every message at the https endpoint")
+        wait_for(lambda: len(self.read_output("out")) >= 2, what="two polls over https")
+
+    def refused(self, endpoint, tls, want):
+        cfg = (f"pipelines:\n  poll:\n    input: {{http_poll: {{url: '{endpoint.url}/x', "
+               f"interval_ms: 50, {tls}}}}}\n"
+               f"    outputs: [{{file: {{path: {self.path('out')}}}}}]\n")
+        s = self.start(cfg)
+        wants = want if isinstance(want, tuple) else (want,)
+        try:
+            wait_for(lambda: any(w in s.card("poll", "input")["last_error"] for w in wants),
+                     timeout=30, what=f"{wants} on the card")
+        except AssertionError:
+            raise AssertionError(f"the card says {s.card('poll', 'input')}") from None
+        self.assertEqual(endpoint.requests, [])
+        # A refused connection stops cleanly too (nothing left reporting to a card).
+        self.assertEqual(s.stop(), 0, s.stderr()[-2000:])
+
+    def test_a_wrong_ca_a_wrong_name_an_expired_certificate_and_no_client_certificate(self):
+        self.refused(self.endpoint(), self.tls("other-ca.crt"), "certificate verify failed")
+        self.refused(self.endpoint(), self.tls(server_name="wrong.example"),
+                     "certificate verify failed")
+        self.refused(self.endpoint("expired"), self.tls(), "certificate verify failed")
+        self.refused(self.endpoint(client=True), self.tls(),
+                     ("certificate required", "requires a client certificate"))
 
 
 def raw_exchange(host, port, data, timeout=10):

@@ -3,10 +3,14 @@
 benchmarks: the jars of tests/servers/kafka/pom.xml (scripts/install-deps.sh
 puts them in tests/servers/kafka/libs) on Debian's OpenJDK 17.
 
-    kafka_cluster.py start DIR [--brokers N]
+    kafka_cluster.py start DIR [--brokers N] [--tls]
         start N brokers (each also a controller of the quorum), wait until
         they serve; write DIR/env (KAFKA_BROKERS=host:port,...) and DIR/pid
-        (the first broker's JVM)
+        (the first broker's JVM). With --tls (one broker) it also listens
+        over TLS with a throwaway CA (tests/e2e/tls_ca.py in DIR/tls):
+        KAFKA_SSL_BROKERS requires a client certificate, KAFKA_SASL_BROKERS
+        takes SASL PLAIN or SCRAM-SHA-256 (user kayak, KAFKA_SASL_PASSWORD)
+        over TLS, KAFKA_EXPIRED_BROKERS shows an expired certificate
     kafka_cluster.py stop DIR
         stop every broker started in DIR
 
@@ -68,6 +72,10 @@ logger.started.level=INFO
 """
 
 
+# The SASL user's password on the TLS listeners (a test broker's, not a secret).
+SASL_PASSWORD = "kayak-sasl-secret"
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -75,16 +83,45 @@ def free_port():
 
 
 class Cluster:
-    def __init__(self, workdir, brokers=1, props=None, heap_mb=None):
+    def __init__(self, workdir, brokers=1, props=None, heap_mb=None, tls=False):
         self.dir = workdir
         self.n = brokers
+        self.tls = tls and brokers == 1
         self.heap = heap_mb or (768 if brokers == 1 else 512)
         self.props = dict(SINGLE if brokers == 1 else CLUSTER, **(props or {}))
         self.ports = [free_port() for _ in range(brokers)]
         self.controller_ports = [free_port() for _ in range(brokers)]
         self.procs = [None] * brokers
         self.bootstrap = ",".join(f"127.0.0.1:{p}" for p in self.ports)
+        self.tls_ports = {name: free_port() for name in ("SSL", "SASL_SSL", "EXPIRED")}
+        self.tls_dir = os.path.join(workdir, "tls")
 
+    def _tls_props(self):
+        """The TLS listeners' settings (one broker): PEM stores, the client
+        certificate required on SSL, SASL on SASL_SSL, an expired certificate
+        on EXPIRED."""
+        sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+        import tls_ca
+        d = tls_ca.make(self.tls_dir)
+        for name in ("server", "expired"):
+            with open(os.path.join(d, f"{name}-keystore.pem"), "w") as out:
+                for part in (f"{name}.key", f"{name}.crt"):
+                    with open(os.path.join(d, part)) as f:
+                        out.write(f.read())
+        plain = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+                 f'user_kayak="{SASL_PASSWORD}";')
+        return {
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": os.path.join(d, "server-keystore.pem"),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": os.path.join(d, "ca.crt"),
+            "listener.name.ssl.ssl.client.auth": "required",
+            "listener.name.expired.ssl.keystore.location": os.path.join(d, "expired-keystore.pem"),
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": plain,
+            "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config":
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        }
     def broker_dir(self, i):
         return os.path.join(self.dir, f"broker{i + 1}")
 
@@ -93,23 +130,30 @@ class Cluster:
         for i in range(self.n):
             d = self.broker_dir(i)
             os.makedirs(d, exist_ok=True)
+            extra = "".join(f",{n}://127.0.0.1:{p}" for n, p in self.tls_ports.items()) \
+                if self.tls else ""
             props = dict(self.props, **{
                 "process.roles": "broker,controller",
                 "node.id": str(i + 1),
                 "controller.quorum.voters": voters,
                 "listeners": (f"PLAINTEXT://127.0.0.1:{self.ports[i]},"
-                              f"CONTROLLER://127.0.0.1:{self.controller_ports[i]}"),
-                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.ports[i]}",
+                              f"CONTROLLER://127.0.0.1:{self.controller_ports[i]}{extra}"),
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.ports[i]}{extra}",
                 "controller.listener.names": "CONTROLLER",
-                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT" + (
+                    ",SSL:SSL,SASL_SSL:SASL_SSL,EXPIRED:SSL" if self.tls else ""),
                 "log.dirs": os.path.join(d, "data"),
             })
+            if self.tls:
+                props.update(self._tls_props())
             with open(os.path.join(d, "server.properties"), "w") as f:
                 f.writelines(f"{k}={v}\n" for k, v in sorted(props.items()))
             with open(os.path.join(d, "log4j2.properties"), "w") as f:
                 f.write(LOG4J.format(log=os.path.join(d, "server.log")))
+            scram = (["--add-scram", f"SCRAM-SHA-256=[name=kayak,password={SASL_PASSWORD}]"]
+                     if self.tls else [])
             self._java(i, "kafka.tools.StorageTool", "format", "--ignore-formatted",
-                       "-t", cluster_id, "-c", os.path.join(d, "server.properties"))
+                       "-t", cluster_id, "-c", os.path.join(d, "server.properties"), *scram)
 
     def _classpath(self):
         if not glob.glob(os.path.join(LIBS, "kafka_2.13-*.jar")):
@@ -227,6 +271,7 @@ def main():
     ap.add_argument("what", choices=["start", "stop"])
     ap.add_argument("dir")
     ap.add_argument("--brokers", type=int, default=1)
+    ap.add_argument("--tls", action="store_true")
     a = ap.parse_args()
     if a.what == "stop":
         stop(a.dir)
@@ -235,13 +280,17 @@ def main():
     stop(a.dir)  # brokers left by an interrupted run
     shutil.rmtree(a.dir, ignore_errors=True)
     try:
-        c = Cluster(a.dir, a.brokers).start()
+        c = Cluster(a.dir, a.brokers, tls=a.tls).start()
     except RuntimeError as e:
         sys.exit(f"kafka_cluster.py: {e}")
     with open(os.path.join(a.dir, "pid"), "w") as f:
         f.write(f"{c.procs[0].pid}\n")
     with open(os.path.join(a.dir, "env"), "w") as f:
         f.write(f"KAFKA_BROKERS={c.bootstrap}\n")
+        if c.tls:
+            for name, port in c.tls_ports.items():
+                f.write(f"KAFKA_{name.replace('SASL_SSL', 'SASL')}_BROKERS=127.0.0.1:{port}\n")
+            f.write(f"KAFKA_TLS_DIR={c.tls_dir}\nKAFKA_SASL_PASSWORD={SASL_PASSWORD}\n")
 
 
 if __name__ == "__main__":

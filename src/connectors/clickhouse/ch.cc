@@ -46,7 +46,7 @@ Client::Client(Settings s) : s_(std::move(s)) {}
 Status Client::Init() {
   auto url = ParseHttpUrl(s_.url);
   if (!url.ok()) return Status::Invalid("url: " + url.status().message());
-  http_ = std::make_unique<HttpClient>(*url, s_.timeout_ms);
+  http_ = std::make_unique<HttpClient>(*url, s_.timeout_ms, s_.tls);
   // Basic authentication: the password stays out of the URL, and so out of
   // every error message that names the request.
   std::string cred;

@@ -10,15 +10,17 @@
 #include <vector>
 
 #include "connectors/shared/http_client.h"
+#include "connectors/shared/tls.h"
 #include "kayak/component.h"
 #include "kayak/status.h"
 
 namespace kayak::ch {
 
 struct Settings {
-  std::string url;  // http://host:port
+  std::string url;  // http://host:port or https://host:port
   std::string user, password, database;
   int64_t timeout_ms = 30000;
+  TlsOptions tls;
 };
 
 // What a failed statement said.

@@ -408,7 +408,9 @@ class ChInput final : public Input {
 std::vector<PropDef> ChConnectionProps() {
   return {
       PropDef{"url", PropType::kString, true, "",
-              "the HTTP interface, http://host:port"}.NonEmpty().Address(),
+              "the HTTP interface, http://host:port (https://host:port over TLS)"}
+          .NonEmpty()
+          .Address(),
       PropDef{"user", PropType::kString, false, "default",
               "the user (HTTP basic authentication)", PropRole::kTuning},
       PropDef{"password", PropType::kString, false, "", "its password; as ${ENV}",
@@ -417,6 +419,7 @@ std::vector<PropDef> ChConnectionProps() {
       {"database", PropType::kString, false, "default", "the database of unqualified names"},
       PropDef{"timeout_ms", PropType::kInt, false, "30000", "deadline of one request",
               PropRole::kTuning}.Range(100, 3600000).Unit("ms"),
+      TlsPropDef(),
   };
 }
 
@@ -427,6 +430,7 @@ ch::Settings ChSettings(const Options& o) {
   s.password = o.String("password");
   s.database = o.String("database");
   s.timeout_ms = o.Int("timeout_ms");
+  s.tls = ReadTlsOptions(o);
   if (!ParseHttpUrl(s.url).ok()) o.Error("url", ParseHttpUrl(s.url).status().message());
   return s;
 }

@@ -9,13 +9,21 @@
 start_clickhouse() {
   if [ -f "$dir/pid" ]; then stop_pid TERM; fi
   rm -rf "$dir"; mkdir -p "$dir/data" "$dir/log"
-  local http tcp; http=$(free_port); tcp=$(free_port)
+  local http tcp https; http=$(free_port); tcp=$(free_port); https=$(free_port)
+  # An https port beside the plain one, with a throwaway CA (tests/e2e/tls_ca.py).
+  python3 "$servers_dir/../e2e/tls_ca.py" "$dir/tls" || fail "no test CA"
   cat >"$dir/config.xml" <<XML
 <?xml version="1.0"?>
 <yandex>
   <logger><level>warning</level><log>$dir/log/server.log</log><errorlog>$dir/log/error.log</errorlog>
     <size>100M</size><count>2</count></logger>
   <http_port>$http</http_port>
+  <https_port>$https</https_port>
+  <openSSL><server><certificateFile>$dir/tls/server.crt</certificateFile>
+    <privateKeyFile>$dir/tls/server.key</privateKeyFile><verificationMode>none</verificationMode>
+    <loadDefaultCAFile>false</loadDefaultCAFile><cacheSessions>true</cacheSessions>
+    <disableProtocols>sslv2,sslv3</disableProtocols><preferServerCiphers>true</preferServerCiphers>
+  </server></openSSL>
   <tcp_port>$tcp</tcp_port>
   <listen_host>127.0.0.1</listen_host>
   <max_connections>256</max_connections>
@@ -56,5 +64,7 @@ XML
   done
   curl -sf "http://127.0.0.1:$http/ping" >/dev/null || fail "clickhouse did not answer in 60 s"
   echo "CLICKHOUSE_URL=http://127.0.0.1:$http" >"$dir/env"
+  echo "CLICKHOUSE_HTTPS_URL=https://127.0.0.1:$https" >>"$dir/env"
+  echo "CLICKHOUSE_TLS_DIR=$dir/tls" >>"$dir/env"
   echo "CLICKHOUSE_TCP_PORT=$tcp" >>"$dir/env"
 }

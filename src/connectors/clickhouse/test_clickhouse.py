@@ -172,12 +172,13 @@ class ClickhouseTest(KayakTest):
                 s.stop()
         path = self.path("bad.yaml")
         with open(path, "w") as f:
-            f.write(self.graph("{clickhouse: {url: 'https://127.0.0.1:1', query: 'SELECT 1', "
+            f.write(self.graph("{clickhouse: {url: 'ftp://127.0.0.1:1', query: 'SELECT 1', "
                                "watermark: x}}"))
         r = subprocess.run([KAYAK, "check", "--config", path], capture_output=True, text=True,
                            timeout=30)
         self.assertNotEqual(r.returncode, 0)
-        self.assertRegex(r.stdout + r.stderr, r"bad\.yaml:3:\d+: clickhouse input: https is not supported")
+        self.assertRegex(r.stdout + r.stderr,
+                         r"bad\.yaml:3:\d+: clickhouse input: .*must start with http:// or https://")
 
     def test_input_server_down_and_back(self):
         src = self.t("src")

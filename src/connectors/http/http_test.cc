@@ -84,7 +84,12 @@ TEST(HttpUrl, Parses) {
   EXPECT_EQ(u->host, "::1");
   EXPECT_EQ(u->port, "80");
   EXPECT_EQ(ParseHttpUrl("http://h?q")->target, "/?q");
-  EXPECT_FALSE(ParseHttpUrl("https://h/").ok());
+  EXPECT_FALSE(u->https);
+  u = ParseHttpUrl("https://h/x");
+  ASSERT_TRUE(u.ok());
+  EXPECT_TRUE(u->https);
+  EXPECT_EQ(u->port, "443");
+  EXPECT_EQ(u->target, "/x");
   EXPECT_FALSE(ParseHttpUrl("http://u:p@h/").ok());
   EXPECT_FALSE(ParseHttpUrl("http://h:99999/").ok());
   EXPECT_FALSE(ParseHttpUrl("ftp://h/").ok());

@@ -19,6 +19,8 @@ class HttpConnector(Endpoint, Connector):
     token = ""
     ingest = "/ingest/kit"
     bad_data_refused = True  # a bad post is answered 400
+    tuning_exempt = {"output": {"tls": "the kit's endpoint speaks plain http (test_http.py, "
+                                       "HttpTlsTest, sends over https)"}}
 
     def use_credential(self, which):
         self.token = CANARY if which == CANARY else f"kit-token-{which}"
@@ -130,6 +132,9 @@ class HttpPollConnector(Endpoint, Connector):
 
     def up(self):
         self.start_endpoint(self.port)
+
+    tuning_exempt = {"input": {"tls": "the kit's endpoint speaks plain http (test_http.py, "
+                                      "HttpTlsTest, polls over https)"}}
 
     def tuning(self, side):
         return {"url": f"http://localhost:{self.port}/items", "interval_ms": 25,

@@ -12,6 +12,7 @@
 #include "common/format.h"
 #include "common/json_util.h"
 #include "connectors/shared/http_client.h"
+#include "connectors/shared/tls.h"
 #include "kayak/component.h"
 
 namespace kayak {
@@ -21,8 +22,8 @@ namespace {
 class HttpOutput final : public Output {
  public:
   HttpOutput(HttpUrl url, std::string method, HttpHeaders headers, bool ndjson, int64_t timeout_ms,
-             std::string stream_id)
-      : client_(std::move(url), timeout_ms),
+             std::string stream_id, TlsOptions tls)
+      : client_(std::move(url), timeout_ms, std::move(tls)),
         method_(std::move(method)),
         headers_(std::move(headers)),
         ndjson_(ndjson),
@@ -98,14 +99,16 @@ ComponentDef HttpOutputDef() {
   d.help = "Sends each batch in one request to `url`, as a JSON array or as NDJSON, with an "
            "`Idempotency-Key` header made of the output's identity, the count of messages sent "
            "before the batch and a checksum of the batch; a batch replayed after a restart from "
-           "a checkpoint carries the same key when its content is the same. Plain http only.";
+           "a checkpoint carries the same key when its content is the same. http or https "
+           "(the `tls` block).";
   d.checkpoint = "the count of messages the endpoint took (it keys the batches)";
   d.bad_input = "connection errors, timeouts, 429 and 5xx are retried with backoff (under "
                 "checkpointing until the endpoint takes the batch, holding the pipeline); any "
                 "other 4xx is a permanent failure shown on the card (without a state directory "
                 "the batch is dropped and counted)";
   d.props = {
-      PropDef{"url", PropType::kString, true, "", "http://host[:port]/path"}.Address(),
+      PropDef{"url", PropType::kString, true, "", "http://host[:port]/path or https://..."}
+          .Address(),
       PropDef{"method", PropType::kString, false, "POST", "POST or PUT"}.OneOf({"POST", "PUT"}),
       PropDef{"headers", PropType::kStringMap, false, "", "extra request headers",
               PropRole::kTuning}
@@ -113,12 +116,14 @@ ComponentDef HttpOutputDef() {
       PropDef{"format", PropType::kString, false, "array", "array (one JSON array) or ndjson"}.OneOf({"array", "ndjson"}),
       PropDef{"timeout_ms", PropType::kInt, false, "10000", "connect, send and answer within this",
        PropRole::kTuning}.Range(1, 600000).Unit("ms"),
+      TlsPropDef(),
   };
   d.make_output = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Output> {
     auto url = ParseHttpUrl(o.String("url"));
     if (!url.ok()) o.Error("url", url.status().message());
     const std::string method = o.String("method");
     const std::string format = o.String("format");
+    TlsOptions tls = ReadTlsOptions(o);
     if (o.failed()) return nullptr;
     const std::string id = ctx.pipeline_id + "-" +
                            [&] {
@@ -129,7 +134,8 @@ ComponentDef HttpOutputDef() {
                              return std::string(h);
                            }();
     return std::make_unique<HttpOutput>(url.value(), method, o.StringMap("headers"),
-                                        format == "ndjson", o.Int("timeout_ms"), id);
+                                        format == "ndjson", o.Int("timeout_ms"), id,
+                                        std::move(tls));
   };
   return d;
 }

@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/json_util.h"
 #include "connectors/shared/http_client.h"
+#include "connectors/shared/tls.h"
 #include "kayak/component.h"
 
 namespace kayak {
@@ -20,9 +21,9 @@ namespace {
 class HttpPollInput final : public Input {
  public:
   HttpPollInput(HttpUrl url, std::string method, HttpHeaders headers, std::string body,
-                FieldPath split, int64_t interval_ms, int64_t timeout_ms,
+                FieldPath split, int64_t interval_ms, int64_t timeout_ms, TlsOptions tls,
                 const ComponentContext& ctx)
-      : client_(std::move(url), timeout_ms),
+      : client_(std::move(url), timeout_ms, std::move(tls)),
         method_(std::move(method)),
         headers_(std::move(headers)),
         body_(std::move(body)),
@@ -90,7 +91,8 @@ ComponentDef HttpPollInputDef() {
   d.bad_input = "a connection error, a timeout, a non-2xx status, an answer that is not JSON or "
                 "lacks the `split` array is an error on the card and retried with backoff";
   d.props = {
-      PropDef{"url", PropType::kString, true, "", "http://host[:port]/path?query"}.Address(),
+      PropDef{"url", PropType::kString, true, "", "http://host[:port]/path?query or https://..."}
+          .Address(),
       PropDef{"method", PropType::kString, false, "GET", "GET or POST"}.OneOf({"GET", "POST"}),
       PropDef{"headers", PropType::kStringMap, false, "", "request headers", PropRole::kTuning}
           .Secret(),
@@ -100,6 +102,7 @@ ComponentDef HttpPollInputDef() {
       PropDef{"interval_ms", PropType::kInt, false, "5000", "time between polls", PropRole::kTuning}.Range(10, 86400000).Unit("ms"),
       PropDef{"timeout_ms", PropType::kInt, false, "10000", "connect, send and answer within this",
        PropRole::kTuning}.Range(1, 600000).Unit("ms"),
+      TlsPropDef(),
   };
   d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
     auto url = ParseHttpUrl(o.String("url"));
@@ -109,10 +112,11 @@ ComponentDef HttpPollInputDef() {
     if (!o.String("split").empty() && !ParseFieldPath(o.String("split"), &split)) {
       o.Error("split", "is not a field path (such as data.items)");
     }
+    TlsOptions tls = ReadTlsOptions(o);
     if (o.failed()) return nullptr;
     return std::make_unique<HttpPollInput>(url.value(), method, o.StringMap("headers"),
                                            o.String("body"), split, o.Int("interval_ms"),
-                                           o.Int("timeout_ms"), ctx);
+                                           o.Int("timeout_ms"), std::move(tls), ctx);
   };
   return d;
 }

@@ -1,5 +1,7 @@
 #include "connectors/kafka/conf.h"
 
+#include "connectors/shared/tls.h"
+
 namespace kayak::kafka {
 
 rd_kafka_conf_t* MakeConf(const Properties& props, std::string* error) {
@@ -23,6 +25,63 @@ void CheckProperties(const Options& o, const Properties& props) {
   } else {
     rd_kafka_conf_destroy(conf);
   }
+}
+
+PropDef SaslPropDef() {
+  return PropDef{"sasl", PropType::kStringMap, false, "",
+                 "authenticate: {mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, username, "
+                 "password} (the password as ${ENV} or ${file:...}); over TLS when `tls` is "
+                 "given (SASL_SSL)",
+                 PropRole::kTuning}
+      .Secret();
+}
+
+Properties SecurityProperties(const Options& o) {
+  Properties p;
+  const TlsOptions tls = ReadTlsOptions(o);
+  std::string mechanism, username, password;
+  for (const auto& [k, v] : o.StringMap("sasl")) {
+    if (k == "mechanism") {
+      mechanism = v;
+    } else if (k == "username") {
+      username = v;
+    } else if (k == "password") {
+      password = v;
+    } else {
+      o.Error("sasl", "unknown key '" + k + "' (mechanism, username, password)");
+    }
+  }
+  const bool sasl = o.Has("sasl");
+  if (sasl) {
+    if (mechanism != "PLAIN" && mechanism != "SCRAM-SHA-256" && mechanism != "SCRAM-SHA-512") {
+      o.Error("sasl", "mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, not '" + mechanism + "'");
+    }
+    if (username.empty() || password.empty()) o.Error("sasl", "give username and password");
+  }
+  if (!tls.server_name.empty()) {
+    o.Error("tls", "server_name: librdkafka checks the certificate against the broker's "
+                   "advertised host; connect by the name the certificate carries");
+  }
+  if (tls.enabled) {
+    p.emplace_back("security.protocol", sasl ? "SASL_SSL" : "SSL");
+    if (!tls.ca_file.empty()) p.emplace_back("ssl.ca.location", tls.ca_file);
+    if (!tls.cert_file.empty()) {
+      p.emplace_back("ssl.certificate.location", tls.cert_file);
+      p.emplace_back("ssl.key.location", tls.key_file);
+    }
+    p.emplace_back("enable.ssl.certificate.verification",
+                   tls.insecure_skip_verify ? "false" : "true");
+    p.emplace_back("ssl.endpoint.identification.algorithm",
+                   tls.insecure_skip_verify ? "none" : "https");
+  } else if (sasl) {
+    p.emplace_back("security.protocol", "SASL_PLAINTEXT");
+  }
+  if (sasl) {
+    p.emplace_back("sasl.mechanisms", mechanism);
+    p.emplace_back("sasl.username", username);
+    p.emplace_back("sasl.password", password);
+  }
+  return p;
 }
 
 std::string Brokers(const Options& o) {

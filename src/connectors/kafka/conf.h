@@ -20,6 +20,17 @@ rd_kafka_conf_t* MakeConf(const Properties& props, std::string* error);
 // Checks the user's properties at config time: a bad name is a config error.
 void CheckProperties(const Options& o, const Properties& props);
 
+// The `sasl` option: {mechanism: PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512,
+// username, password} (secret: the API shows it as ***).
+PropDef SaslPropDef();
+
+// librdkafka's properties for the `tls` block (connectors/shared/tls.h) and
+// `sasl`: security.protocol (SSL, SASL_SSL or SASL_PLAINTEXT), ssl.* and
+// sasl.*; the user's `properties` come after them and may override any.
+// Records errors on `o` (a mechanism librdkafka does not know, a missing
+// user, tls.server_name, which librdkafka cannot check).
+Properties SecurityProperties(const Options& o);
+
 // The `brokers` option as librdkafka's bootstrap list.
 std::string Brokers(const Options& o);
 

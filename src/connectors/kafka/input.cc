@@ -23,6 +23,7 @@
 #include "common/json_util.h"
 #include "common/log.h"
 #include "connectors/kafka/conf.h"
+#include "connectors/shared/tls.h"
 #include "kayak/component.h"
 #include "kayak/thread_annotations.h"
 
@@ -409,11 +410,18 @@ class KafkaInput final : public Input {
     (void)rk;
     auto* self = static_cast<KafkaInput*>(opaque);
     if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || err == RD_KAFKA_RESP_ERR__RESOLVE) {
-      // Counted when Read reports it (the pipeline retries it).
+      // Counted when Read reports it (the pipeline retries it), with why the
+      // last connection failed (a TLS handshake, a login), which says more.
       MutexLock lock(self->unreachable_mu_);
       self->unreachable_why_ = reason;
+      if (!self->transport_why_.empty()) self->unreachable_why_ += " (" + self->transport_why_ + ")";
       self->unreachable_.store(true);
       return;
+    }
+    if (err == RD_KAFKA_RESP_ERR__SSL || err == RD_KAFKA_RESP_ERR__AUTHENTICATION ||
+        err == RD_KAFKA_RESP_ERR__TRANSPORT) {
+      MutexLock lock(self->unreachable_mu_);
+      self->transport_why_ = reason;
     }
     if (self->ctx_.stats) {
       self->ctx_.stats->RecordError(std::string("kafka: ") +
@@ -440,6 +448,7 @@ class KafkaInput final : public Input {
   std::atomic<bool> unreachable_{false};
   Mutex unreachable_mu_;
   std::string unreachable_why_ KAYAK_GUARDED_BY(unreachable_mu_);
+  std::string transport_why_ KAYAK_GUARDED_BY(unreachable_mu_);  // the last failed connection
   Offsets positions_;  // pipeline thread (and the rebalance callback, on it)
   rd_kafka_queue_t* queue_ = nullptr;         // the consumer's queue, read in bulk
   std::vector<rd_kafka_message_t*> taken_;    // reused for every read
@@ -481,14 +490,18 @@ ComponentDef KafkaInputDef() {
       PropDef{"properties", PropType::kStringMap, false, "",
        "librdkafka consumer properties, by their librdkafka names", PropRole::kTuning}
           .Secret(),
+      TlsPropDef(),
+      kafka::SaslPropDef(),
   };
   d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
     const std::string start = o.String("start");
-    CheckProperties(o, o.StringMap("properties"));
+    Properties props = kafka::SecurityProperties(o);
+    for (auto& kv : o.StringMap("properties")) props.push_back(std::move(kv));
+    CheckProperties(o, props);
     if (o.failed()) return nullptr;
     return std::make_unique<KafkaInput>(Brokers(o), o.Strings("topics"), o.String("group"), start,
                                         o.Int("batch_size"), o.Int("batch_wait_ms"),
-                                        o.StringMap("properties"), o.String("meta_field"), ctx);
+                                        std::move(props), o.String("meta_field"), ctx);
   };
   return d;
 }

@@ -57,13 +57,21 @@ class KafkaConnector(Connector):
         return self.input_yaml(", start: middle"), "middle"
 
     def tuning(self, side):
-        # the same broker as a list; librdkafka properties of a client's own
-        brokers = self.broker.bootstrap.split(",")
+        # the same broker through its SASL_SSL listener (kafka_cluster.py --tls),
+        # as a list; librdkafka properties of a client's own
+        import servers  # noqa: E402 (tests/e2e)
+        e = servers.env("kafka")
+        brokers = [e["KAFKA_SASL_BROKERS"]]
+        security = {"tls": {"ca_file": os.path.join(e["KAFKA_TLS_DIR"], "ca.crt")},
+                    "sasl": {"mechanism": "PLAIN", "username": "kayak",
+                             "password": e["KAFKA_SASL_PASSWORD"]}}
         if side == "input":
             return {"brokers": brokers, "batch_size": 15, "batch_wait_ms": 60,
                     "properties": {"session.timeout.ms": "6000",
-                                   "heartbeat.interval.ms": "500", "client.id": "kit2"}}
-        return {"brokers": brokers, "compression": "gzip", "properties": {"linger.ms": "10"}}
+                                   "heartbeat.interval.ms": "500", "client.id": "kit2"},
+                    **security}
+        return {"brokers": brokers, "compression": "gzip", "properties": {"linger.ms": "10"},
+                **security}
 
     def identity_change(self):
         return {"group": self.group + "-2"}

@@ -26,6 +26,7 @@
 #include "common/log.h"
 #include "common/ndjson.h"
 #include "connectors/kafka/conf.h"
+#include "connectors/shared/tls.h"
 #include "expr/expr.h"
 #include "kayak/component.h"
 
@@ -597,11 +598,14 @@ ComponentDef KafkaOutputDef() {
       PropDef{"properties", PropType::kStringMap, false, "",
        "librdkafka producer properties, by their librdkafka names", PropRole::kTuning}
           .Secret(),
+      TlsPropDef(),
+      kafka::SaslPropDef(),
   };
   d.make_output = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Output> {
     const std::string comp = o.String("compression");
-    auto props = o.StringMap("properties");
+    Properties props = kafka::SecurityProperties(o);
     props.insert(props.begin(), {"compression.codec", comp});
+    for (auto& kv : o.StringMap("properties")) props.push_back(std::move(kv));
     CheckProperties(o, props);
     auto key = o.Has("key") ? o.Expr("key") : nullptr;
     auto topic_expr = o.Has("topic_expr") ? o.Expr("topic_expr") : nullptr;

@@ -7,9 +7,10 @@
 # $servers_dir (tests/servers).
 
 # Apache Kafka, one broker in KRaft mode (tests/servers/kafka_cluster.py, its jars
-# from Maven Central by scripts/install-deps.sh).
+# from Maven Central by scripts/install-deps.sh), with its TLS listeners (SSL with
+# a client certificate, SASL_SSL, an expired certificate; a throwaway CA).
 start_kafka() {
-  python3 "$servers_dir/kafka_cluster.py" start "$dir"
+  python3 "$servers_dir/kafka_cluster.py" start "$dir" --tls
 }
 
 stop_kafka() { python3 "$servers_dir/kafka_cluster.py" stop "$dir"; }

@@ -12,6 +12,7 @@ import time
 import uuid
 
 from harness import KayakTest, committed, http, wait_for
+import servers
 from kafka_broker import KEYS, Broker, checkpointed_offsets, oracle, own_cluster, value  # noqa: F401
 
 class KafkaBase(KayakTest):
@@ -523,3 +524,93 @@ class ExactlyOnceTest(KafkaBase):
                            capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("only with exactly_once", r.stderr)
+
+
+class KafkaTlsTest(KafkaBase):
+    """The tls block and sasl against the suite's broker's TLS listeners (a
+    throwaway CA, kafka_cluster.py --tls): a producer with a client
+    certificate, a consumer with SASL PLAIN over TLS; a wrong
+    CA, an expired certificate, a missing client certificate and a wrong
+    password refused with librdkafka's reason on the card."""
+
+    def setUp(self):
+        super().setUp()
+        self.env = servers.env("kafka")
+        self.ca = os.path.join(self.env["KAFKA_TLS_DIR"], "ca.crt")
+
+    def tls(self, ca=None, cert=False):
+        parts = [f"ca_file: {ca or self.ca}"]
+        if cert:
+            d = self.env["KAFKA_TLS_DIR"]
+            parts += [f"cert_file: {d}/client.crt", f"key_file: {d}/client.key"]
+        return "tls: {" + ", ".join(parts) + "}"
+
+    def sasl(self, mechanism="PLAIN", password=None):
+        return (f"sasl: {{mechanism: {mechanism}, username: kayak, "
+                f"password: '{password or self.env['KAFKA_SASL_PASSWORD']}'}}")
+
+    def test_produce_with_a_client_certificate_and_consume_with_sasl_over_tls(self):
+        b = self.broker(topics=("out:2",))
+        group = group_name()
+        cfg = f"""
+pipelines:
+  gen:
+    input: {{dummy: {{count: 300}}}}
+    outputs: [{{kafka: {{brokers: "{self.env['KAFKA_SSL_BROKERS']}", topic: "{b.t('out')}",
+                        {self.tls(cert=True)}}}}}]
+  plain:
+    input: {{kafka: {{brokers: "{self.env['KAFKA_SASL_BROKERS']}", topics: ["{b.t('out')}"],
+                     group: p-{group}, {self.tls()}, {self.sasl()}}}}}
+    outputs: [{{file: {{path: {self.path('plain')}}}}}]
+"""
+        s = self.start(cfg)
+        for name in ("plain",):
+            wait_for(lambda: len(self.read_output(name)) >= 300, timeout=90,
+                     what=f"300 messages read with SASL {name}")
+            self.assertEqual(sorted(json.loads(l)["seq"] for l in self.read_output(name)),
+                             list(range(1, 301)))
+        # The password is shown as *** and written to no log line.
+        self.assertNotIn(self.env["KAFKA_SASL_PASSWORD"], json.dumps(s.get_json("/api/v1/pipelines/plain")))
+        s.stop()
+        self.assertNotIn(self.env["KAFKA_SASL_PASSWORD"], s.stderr())
+
+    def refused(self, brokers, options, wants):
+        b = self.broker(topics=("in:1",))
+        cfg = f"""
+pipelines:
+  p:
+    input: {{kafka: {{brokers: "{brokers}", topics: ["{b.t('in')}"], group: {group_name()},
+                     {options}}}}}
+    outputs: [{{file: {{path: {self.path('out')}}}}}]
+"""
+        s = self.start(cfg)
+        try:
+            wait_for(lambda: any(w in s.card("p", "input")["last_error"] for w in wants),
+                     timeout=60, what=f"{wants} on the card")
+        except AssertionError:
+            raise AssertionError(f"the card says {s.card('p', 'input')}") from None
+        # A refused connection stops cleanly too (nothing left reporting to a card).
+        self.assertEqual(s.stop(), 0, s.stderr()[-2000:])
+
+    def test_a_wrong_ca_an_expired_certificate_no_client_certificate_and_a_wrong_password(self):
+        e = self.env
+        other = os.path.join(e["KAFKA_TLS_DIR"], "other-ca.crt")
+        verify = ("certificate verify failed",)
+        self.refused(e["KAFKA_SASL_BROKERS"], f"{self.tls(other)}, {self.sasl()}", verify)
+        self.refused(e["KAFKA_EXPIRED_BROKERS"], self.tls(), verify)
+        self.refused(e["KAFKA_SSL_BROKERS"], self.tls(), ("SSL", "certificate required"))
+        self.refused(e["KAFKA_SASL_BROKERS"], f"{self.tls()}, {self.sasl(password='wrong')}",
+                     ("Authentication failed", "authentication failed"))
+
+    def test_sasl_and_tls_options_that_cannot_work_are_config_errors(self):
+        for options, want in [("sasl: {mechanism: GSSAPI, username: a, password: b}", "GSSAPI"),
+                              ("sasl: {mechanism: PLAIN, username: a}", "username and password"),
+                              (f"tls: {{ca_file: {self.ca}, server_name: x.example}}", "server_name")]:
+            cfg = (f"pipelines:\n  p:\n    input: {{kafka: {{brokers: \"127.0.0.1:1\", topics: [t], "
+                   f"group: g, {options}}}}}\n    outputs: [{{stdout: {{}}}}]\n")
+            with open(self.path("bad.yaml"), "w") as f:
+                f.write(cfg)
+            r = subprocess.run([os.environ.get("KAYAK_BIN", "kayak"), "check", self.path("bad.yaml")],
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(want, r.stderr)

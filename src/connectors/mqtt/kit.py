@@ -61,12 +61,14 @@ class MqttConnector(Subscribed, Connector):
         return f"{{mqtt: {{url: '{self.url}', topics: [a], qos: 5}}}}", "qos: 5"
 
     def tuning(self, side):
-        direct = self.url.replace(f":{self.proxy.port}",
-                                  f":{servers.port_of(servers.mqtt_url())}")
+        # The same broker through its TLS listener (servers.sh: a throwaway CA).
+        e = servers.env("mosquitto")
+        direct = e["MQTT_TLS_URL"]
+        tls = {"ca_file": os.path.join(e["MQTT_TLS_DIR"], "ca.crt")}
         if side == "input":
             return {"url": direct, "keepalive_secs": 30, "batch_size": 12, "buffer": 40000,
-                    "batch_wait_ms": 15}
-        return {"url": direct, "keepalive_secs": 30, "max_inflight": 500}
+                    "batch_wait_ms": 15, "tls": tls}
+        return {"url": direct, "keepalive_secs": 30, "max_inflight": 500, "tls": tls}
 
     def output_yaml(self):
         if self.reader is not None:  # one reader, however often the yaml is asked for

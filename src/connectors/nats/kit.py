@@ -73,7 +73,12 @@ class NatsConnector(Subscribed, Connector):
         self.refused = on
 
     NO_ACKS = "only with `stream`: a core subscription has no acknowledgements"
-    tuning_exempt = {"input": {"ack_wait_secs": NO_ACKS, "max_ack_pending": NO_ACKS}}
+    # The suite's nats-servers that require TLS are servers of their own: the
+    # kit's subjects and streams are not on them (test_nats.py tests TLS).
+    NO_TLS = "the suite's TLS nats-servers are other servers, without the kit's streams"
+    tuning_exempt = {"input": {"ack_wait_secs": NO_ACKS, "max_ack_pending": NO_ACKS,
+                               "tls": NO_TLS},
+                     "output": {"tls": NO_TLS}}
 
     def tuning(self, side):
         if side == "input":
@@ -126,7 +131,7 @@ class NatsJetStreamConnector(NatsConnector):
                 "max_ack_pending")
 
     sessions = "input"  # its durable on the stream: one, however often it restarts
-    tuning_exempt = {}
+    tuning_exempt = {"input": {"tls": NatsConnector.NO_TLS}, "output": {"tls": NatsConnector.NO_TLS}}
     refusals = False  # the refusal is of the output's stream (NatsConnector)
 
     def tuning(self, side):

@@ -75,10 +75,12 @@ class PostgresConnector(Connector):
                                            "timestamp"}}
 
     def tuning(self, side):
+        # The same server over TLS (servers.sh gives it a throwaway CA).
+        tls = {"ca_file": os.path.join(servers.env("postgres")["PG_TLS_DIR"], "ca.crt")}
         if side == "input":
             return {"url": self.direct(), "statement_timeout_secs": 50, "start_from": "0",
-                    "poll_secs": 0.03, "batch_size": 7}
-        return {"url": self.direct()}
+                    "poll_secs": 0.03, "batch_size": 7, "tls": tls}
+        return {"url": self.direct(), "tls": tls}
 
     def identity_change(self):
         return {"query": f"SELECT seq, k FROM {self.schema}.src WHERE seq >= 0"}

@@ -14,6 +14,10 @@ bool ParseUrl(std::string_view url, Address* out, std::string* error) {
   std::string_view rest = url;
   if (rest.substr(0, 8) == "redis://") {
     rest.remove_prefix(8);
+  } else if (rest.substr(0, 9) == "rediss://") {
+    *error = "rediss:// (TLS) is not supported: the hiredis of Debian 12 (0.14) has no TLS; "
+             "reach the server through a TLS tunnel on loopback (docs/security.md)";
+    return false;
   } else {
     *error = "a redis URL begins with redis://";
     return false;

@@ -22,6 +22,8 @@ TEST(RedisUrl, Parts) {
   EXPECT_EQ(a.user, "u");
   EXPECT_EQ(a.password, "p");
   EXPECT_FALSE(ParseUrl("http://h", &a, &error));
+  EXPECT_FALSE(ParseUrl("rediss://h:6380", &a, &error));
+  EXPECT_NE(error.find("TLS"), std::string::npos) << error;
   EXPECT_FALSE(ParseUrl("redis://h:99999", &a, &error));
   EXPECT_FALSE(ParseUrl("redis://h/x", &a, &error));
 }

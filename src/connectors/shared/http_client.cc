@@ -3,8 +3,11 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <openssl/ssl.h>
 
 #include <chrono>
 #include <optional>
@@ -18,23 +21,26 @@ namespace bhttp = boost::beast::http;
 using tcp = asio::ip::tcp;
 
 Result<HttpUrl> ParseHttpUrl(std::string_view url) {
-  constexpr std::string_view kHttp = "http://";
-  if (url.substr(0, 8) == "https://") {
-    return Status::Invalid("https is not supported: kayak links no TLS library; put a local "
-                           "TLS proxy in front or use http://");
+  constexpr std::string_view kHttp = "http://", kHttps = "https://";
+  HttpUrl u;
+  std::string_view rest;
+  if (url.substr(0, kHttps.size()) == kHttps) {
+    u.https = true;
+    rest = url.substr(kHttps.size());
+  } else if (url.substr(0, kHttp.size()) == kHttp) {
+    rest = url.substr(kHttp.size());
+  } else {
+    return Status::Invalid("must start with http:// or https://");
   }
-  if (url.substr(0, kHttp.size()) != kHttp) return Status::Invalid("must start with http://");
-  std::string_view rest = url.substr(kHttp.size());
   const size_t slash = rest.find_first_of("/?");
   std::string_view authority = rest.substr(0, slash);
-  HttpUrl u;
   u.target = slash == std::string_view::npos ? "/" : std::string(rest.substr(slash));
   if (u.target[0] == '?') u.target = "/" + u.target;
   if (authority.find('@') != std::string_view::npos) {
     return Status::Invalid("credentials in the URL are not supported; use headers");
   }
   std::string_view host = authority;
-  std::string_view port = "80";
+  std::string_view port = u.https ? "443" : "80";
   if (!authority.empty() && authority[0] == '[') {  // [v6]:port
     const size_t close = authority.find(']');
     if (close == std::string_view::npos) return Status::Invalid("unterminated [ in the host");
@@ -60,47 +66,126 @@ Result<HttpUrl> ParseHttpUrl(std::string_view url) {
 struct HttpClient::Impl {
   HttpUrl url;
   int64_t timeout_ms;
+  TlsOptions tls;
   asio::io_context io;
+  // Plain: `stream`; over TLS: `secure` (its lowest layer the connection).
   std::optional<beast::tcp_stream> stream;
+  std::unique_ptr<asio::ssl::context> ssl;  // made once, for every connection
+  std::string ssl_error;                     // what made it fail
+  std::optional<beast::ssl_stream<beast::tcp_stream>> secure;
   beast::flat_buffer buffer;
   // The answer being streamed (StartStream), when there is one.
   std::optional<bhttp::response_parser<bhttp::buffer_body>> streaming;
   std::vector<char> piece;  // what one read of a streamed answer lands in
 
+  bool connected() const { return stream.has_value() || secure.has_value(); }
+  beast::tcp_stream& lowest() { return secure ? beast::get_lowest_layer(*secure) : *stream; }
+  // Runs `f` with the stream requests go over.
+  template <typename F>
+  void With(F&& f) {
+    if (secure) {
+      f(*secure);
+    } else {
+      f(*stream);
+    }
+  }
+
+  // The TLS context, once: "" or what is wrong with the block's files.
+  std::string MakeContext() {
+    if (ssl || !ssl_error.empty()) return ssl_error;
+    auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
+    beast::error_code ec;
+    ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                     asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                     asio::ssl::context::no_tlsv1_1);
+    if (tls.ca_file.empty()) {
+      ctx->set_default_verify_paths(ec);
+    } else {
+      ctx->load_verify_file(tls.ca_file, ec);
+    }
+    if (ec) return ssl_error = "tls: the CA cannot be loaded: " + ec.message();
+    if (!tls.cert_file.empty()) {
+      ctx->use_certificate_chain_file(tls.cert_file, ec);
+      if (!ec) ctx->use_private_key_file(tls.key_file, asio::ssl::context::pem, ec);
+      if (ec) return ssl_error = "tls: the client certificate cannot be loaded: " + ec.message();
+    }
+    ctx->set_verify_mode(tls.insecure_skip_verify ? asio::ssl::verify_none
+                                                  : asio::ssl::verify_peer);
+    ssl = std::move(ctx);
+    return "";
+  }
+
   // Connects if not connected: "" or what failed.
   std::string Connect() {
-    if (stream) return "";
+    if (connected()) return "";
+    const bool over_tls = url.https || tls.enabled;
+    if (over_tls) {
+      if (std::string err = MakeContext(); !err.empty()) return err;
+    }
     beast::error_code ec;
     tcp::resolver resolver(io);
     auto endpoints = resolver.resolve(url.host, url.port, ec);
     if (ec) return "cannot resolve " + url.host + ": " + ec.message();
-    stream.emplace(io);
-    stream->expires_after(std::chrono::milliseconds(timeout_ms));
-    stream->async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
+    if (over_tls) {
+      secure.emplace(io, *ssl);
+    } else {
+      stream.emplace(io);
+    }
+    lowest().expires_after(std::chrono::milliseconds(timeout_ms));
+    lowest().async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
     io.restart();
     io.run();
     if (ec) {
       Drop();
       return "cannot connect to " + url.host + ":" + url.port + ": " + ec.message();
     }
+    if (over_tls) {
+      // The name sent (SNI) and checked in the certificate: server_name, or
+      // the host the url names.
+      const std::string& name = tls.server_name.empty() ? url.host : tls.server_name;
+      SSL_set_tlsext_host_name(secure->native_handle(), name.c_str());
+      if (!tls.insecure_skip_verify) {
+        secure->set_verify_callback(asio::ssl::host_name_verification(name), ec);
+      }
+      lowest().expires_after(std::chrono::milliseconds(timeout_ms));
+      secure->async_handshake(asio::ssl::stream_base::client, [&](beast::error_code e) { ec = e; });
+      io.restart();
+      io.run();
+      if (ec) {
+        Drop();
+        return "TLS handshake with " + url.host + ":" + url.port + " failed: " + ec.message();
+      }
+    }
     return "";
+  }
+
+  // For a request that broke on a TLS connection made without a client
+  // certificate: TLS 1.3 ends the client's handshake before the server checks
+  // the client, so a refusal arrives as the connection closing.
+  std::string Hint() const {
+    if (!secure || !tls.cert_file.empty()) return "";
+    return " (the server closed the TLS connection; a server that requires a client "
+           "certificate does so: tls.cert_file)";
   }
 
   void Drop() {
     streaming.reset();
-    if (stream) {
+    if (connected()) {
       beast::error_code ec;
-      stream->socket().shutdown(tcp::socket::shutdown_both, ec);
-      stream->close();
+      lowest().socket().shutdown(tcp::socket::shutdown_both, ec);
+      lowest().close();
     }
     stream.reset();
+    secure.reset();
     buffer.clear();
   }
 };
 
-HttpClient::HttpClient(HttpUrl url, int64_t timeout_ms) : impl_(std::make_unique<Impl>()) {
+HttpClient::HttpClient(HttpUrl url, int64_t timeout_ms, TlsOptions tls)
+    : impl_(std::make_unique<Impl>()) {
   impl_->url = std::move(url);
   impl_->timeout_ms = timeout_ms;
+  impl_->tls = std::move(tls);
 }
 
 HttpClient::~HttpClient() { impl_->Drop(); }
@@ -127,9 +212,9 @@ Result<OutRequest> MakeRequest(const HttpUrl& url, std::string_view method,
 }
 
 Status Broken(const HttpUrl& url, std::string_view method, const std::string& path,
-              const beast::error_code& ec) {
+              const beast::error_code& ec, const std::string& hint = "") {
   return Status::Unavailable(std::string(method) + " " + url.host + ":" + url.port + path + ": " +
-                             (ec == beast::error::timeout ? "timed out" : ec.message()));
+                             (ec == beast::error::timeout ? "timed out" : ec.message()) + hint);
 }
 
 }  // namespace
@@ -145,19 +230,21 @@ Result<HttpResponse> HttpClient::Request(std::string_view method, const HttpHead
   // write: one fresh connection is tried before giving up.
   if (im.streaming) im.Drop();  // an answer left half read: the connection cannot be reused
   for (int attempt = 0; attempt < 2; ++attempt) {
-    const bool reused = im.stream.has_value();
+    const bool reused = im.connected();
     beast::error_code ec;
     if (std::string err = im.Connect(); !err.empty()) return Status::Unavailable(err);
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(kBodyLimit);
     im.buffer.reserve(64 << 10);  // room to read more than a few hundred bytes at a time
-    im.stream->expires_after(std::chrono::milliseconds(im.timeout_ms));
-    bhttp::async_write(*im.stream, req, [&](beast::error_code e, size_t) {
-      ec = e;
-      if (!ec) {
-        bhttp::async_read(*im.stream, im.buffer, parser,
-                          [&](beast::error_code e2, size_t) { ec = e2; });
-      }
+    im.lowest().expires_after(std::chrono::milliseconds(im.timeout_ms));
+    im.With([&](auto& stream) {
+      bhttp::async_write(stream, req, [&](beast::error_code e, size_t) {
+        ec = e;
+        if (!ec) {
+          bhttp::async_read(stream, im.buffer, parser,
+                            [&](beast::error_code e2, size_t) { ec = e2; });
+        }
+      });
     });
     im.io.restart();
     im.io.run();
@@ -168,9 +255,10 @@ Result<HttpResponse> HttpClient::Request(std::string_view method, const HttpHead
                              " bytes");
     }
     if (ec) {
+      const std::string hint = reused ? "" : im.Hint();
       im.Drop();
       if (reused && ec != beast::error::timeout) continue;
-      return Broken(im.url, method, path, ec);
+      return Broken(im.url, method, path, ec, hint);
     }
     auto res = parser.release();
     HttpResponse out;
@@ -192,7 +280,7 @@ Result<unsigned> HttpClient::StartStream(std::string_view method, const HttpHead
   if (!made.ok()) return made.status();
   OutRequest& req = *made;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    const bool reused = im.stream.has_value();
+    const bool reused = im.connected();
     if (std::string err = im.Connect(); !err.empty()) return Status::Unavailable(err);
     beast::error_code ec;
     im.streaming.emplace();
@@ -200,20 +288,23 @@ Result<unsigned> HttpClient::StartStream(std::string_view method, const HttpHead
     // Beast reads as much as the buffer has room for: without room, a long
     // answer comes in reads of a few hundred bytes.
     im.buffer.reserve(256 << 10);
-    im.stream->expires_after(std::chrono::milliseconds(im.timeout_ms));
-    bhttp::async_write(*im.stream, req, [&](beast::error_code e, size_t) {
-      ec = e;
-      if (!ec) {
-        bhttp::async_read_header(*im.stream, im.buffer, *im.streaming,
-                                 [&](beast::error_code e2, size_t) { ec = e2; });
-      }
+    im.lowest().expires_after(std::chrono::milliseconds(im.timeout_ms));
+    im.With([&](auto& stream) {
+      bhttp::async_write(stream, req, [&](beast::error_code e, size_t) {
+        ec = e;
+        if (!ec) {
+          bhttp::async_read_header(stream, im.buffer, *im.streaming,
+                                   [&](beast::error_code e2, size_t) { ec = e2; });
+        }
+      });
     });
     im.io.restart();
     im.io.run();
     if (ec) {
+      const std::string hint = reused ? "" : im.Hint();
       im.Drop();
       if (reused && ec != beast::error::timeout) continue;
-      return Broken(im.url, method, path, ec);
+      return Broken(im.url, method, path, ec, hint);
     }
     return im.streaming->get().result_int();
   }
@@ -234,9 +325,11 @@ Status HttpClient::ReadStream(std::string* out, size_t max, bool* done) {
   body.data = im.piece.data();
   body.size = max;
   beast::error_code ec;
-  im.stream->expires_after(std::chrono::milliseconds(im.timeout_ms));
-  bhttp::async_read_some(*im.stream, im.buffer, *im.streaming,
-                         [&](beast::error_code e, size_t) { ec = e; });
+  im.lowest().expires_after(std::chrono::milliseconds(im.timeout_ms));
+  im.With([&](auto& stream) {
+    bhttp::async_read_some(stream, im.buffer, *im.streaming,
+                           [&](beast::error_code e, size_t) { ec = e; });
+  });
   im.io.restart();
   im.io.run();
   out->append(im.piece.data(), max - body.size);

@@ -1,7 +1,9 @@
 // A small blocking HTTP/1.1 client (Boost.Beast) for the connectors that
-// speak HTTP (the http output, the http_poll input, clickhouse): plain http
-// only, one keep-alive connection, reconnects after an error, a deadline on
-// every request and a limit on the size of an answer.
+// speak HTTP (the http output, the http_poll input, clickhouse): http or
+// https (Boost.Asio's OpenSSL stream, the certificate and the host name
+// verified as the `tls` block says), one keep-alive connection, reconnects
+// after an error, a deadline on every request and a limit on the size of an
+// answer.
 #pragma once
 
 #include <cstdint>
@@ -11,18 +13,19 @@
 #include <utility>
 #include <vector>
 
+#include "connectors/shared/tls.h"
 #include "kayak/status.h"
 
 namespace kayak {
 
 struct HttpUrl {
   std::string host;
-  std::string port;    // "80" when the URL has none
+  std::string port;    // "80" (http) or "443" (https) when the URL has none
   std::string target;  // path and query, "/" when the URL has none
+  bool https = false;
 };
 
-// Parses "http://host[:port][/path][?query]". https is refused with a clear
-// message (no TLS library is linked).
+// Parses "http://host[:port][/path][?query]" and the same with https://.
 Result<HttpUrl> ParseHttpUrl(std::string_view url);
 
 struct HttpResponse {
@@ -35,7 +38,10 @@ using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
 
 class HttpClient {
  public:
-  HttpClient(HttpUrl url, int64_t timeout_ms);
+  // Over TLS when the url is https:// or `tls.enabled` (the system's store
+  // without a CA file; the certificate's name checked against
+  // tls.server_name, or the url's host).
+  HttpClient(HttpUrl url, int64_t timeout_ms, TlsOptions tls = {});
   ~HttpClient();
 
   // Sends one request and reads the answer. An error Status (Unavailable)
