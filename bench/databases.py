@@ -93,7 +93,8 @@ def bench_postgres(a, work, n):
     pgdir = os.path.join(work, "pg")
     subprocess.run([SERVERS, "start", "postgres", pgdir], check=True)
     try:
-        url = open(os.path.join(pgdir, "env")).read().strip().split("=", 1)[1]
+        env = dict(l.strip().split("=", 1) for l in open(os.path.join(pgdir, "env")) if "=" in l)
+        url = env["PG_URL"]
         psql(url, "CREATE TABLE readings (id bigint PRIMARY KEY, ts timestamptz NOT NULL, "
                   "device text, value float8); CREATE INDEX ON readings (ts, id);"
                   f"INSERT INTO readings SELECT g, timestamptz '2026-01-01' + g / 10 * "
