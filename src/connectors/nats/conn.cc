@@ -29,6 +29,26 @@ std::string Connection::Error(const std::string& doing, natsStatus s) const {
   return out;
 }
 
+std::vector<PropDef> LoginProps() {
+  return {
+      PropDef{"user", PropType::kString, false, "", "log in as this user (with `password`)",
+              PropRole::kTuning},
+      PropDef{"password", PropType::kString, false, "",
+              "the user's password, as ${ENV} or ${file:...}", PropRole::kTuning}
+          .Secret(),
+      PropDef{"token", PropType::kString, false, "",
+              "log in with this token instead, as ${ENV} or ${file:...}", PropRole::kTuning}
+          .Secret(),
+  };
+}
+
+Login ReadLogin(const Options& o) {
+  Login l{o.String("user"), o.String("password"), o.String("token")};
+  if (!l.password.empty() && l.user.empty()) o.Error("password", "give `user` too");
+  if (!l.token.empty() && !l.user.empty()) o.Error("token", "a token or a user, not both");
+  return l;
+}
+
 Status Connection::SetTls(natsOptions* opts) const {
   if (!tls_.enabled) return Status::Ok();
   natsStatus s = natsOptions_SetSecure(opts, true);
@@ -77,6 +97,11 @@ Status Connection::Ensure() {
   if (Status st = SetTls(opts); !st.ok()) {
     natsOptions_Destroy(opts);
     return st;
+  }
+  if (!login_.user.empty()) {
+    natsOptions_SetUserInfo(opts, login_.user.c_str(), login_.password.c_str());
+  } else if (!login_.token.empty()) {
+    natsOptions_SetToken(opts, login_.token.c_str());
   }
   s = natsConnection_Connect(&nc_, opts);
   natsOptions_Destroy(opts);

@@ -8,18 +8,32 @@
 #include <atomic>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "connectors/shared/tls.h"
+#include "kayak/component.h"
 #include "kayak/status.h"
 
 namespace kayak::nats {
+
+// A login by name: `user` and `password`, or a `token` (beside what the url
+// may carry, nats://user:password@host).
+struct Login {
+  std::string user, password, token;
+};
+
+// The login and TLS options both components take, and reading them (a
+// password without a user, or a token with a user, is an error on `o`).
+std::vector<PropDef> LoginProps();
+Login ReadLogin(const Options& o);
 
 class Connection {
  public:
   // `what` names the component in errors ("nats input"). With tls.enabled
   // (or a tls:// url) the connection is encrypted.
-  Connection(std::string url, std::string what, TlsOptions tls = {})
-      : url_(std::move(url)), what_(std::move(what)), tls_(std::move(tls)) {}
+  Connection(std::string url, std::string what, TlsOptions tls = {}, Login login = {})
+      : url_(std::move(url)), what_(std::move(what)), tls_(std::move(tls)),
+        login_(std::move(login)) {}
   ~Connection() {
     Close();
     natsStatistics_Destroy(stats_);
@@ -68,6 +82,7 @@ class Connection {
   const std::string url_;
   const std::string what_;
   const TlsOptions tls_;
+  const Login login_;
   natsConnection* nc_ = nullptr;
   jsCtx* js_ = nullptr;
   std::atomic<bool> down_{false};

@@ -52,8 +52,8 @@ class NatsInput final : public Input {
  public:
   NatsInput(std::string url, std::string subject, std::string queue, JetStreamOptions js,
             int64_t batch_size, int64_t pending_limit, BrokerPayload payload, TlsOptions tls,
-            const ComponentContext& ctx)
-      : conn_(url, "nats input", std::move(tls)),
+            nats::Login login, const ComponentContext& ctx)
+      : conn_(url, "nats input", std::move(tls), std::move(login)),
         subject_(std::move(subject)),
         queue_(std::move(queue)),
         js_(std::move(js)),
@@ -549,6 +549,7 @@ ComponentDef NatsInputDef() {
               PropRole::kTuning}
           .Range(1, 10000000),
   };
+  for (auto& p : nats::LoginProps()) d.props.push_back(std::move(p));
   for (auto& p : BrokerPayloadProps("subject, stream sequence and headers")) {
     d.props.push_back(std::move(p));
   }
@@ -568,10 +569,12 @@ ComponentDef NatsInputDef() {
     }
     if (js.durable.empty()) js.durable = "kayak-" + ctx.pipeline_id;
     TlsOptions tls = ReadTlsOptions(o);
+    nats::Login login = nats::ReadLogin(o);
     if (o.failed()) return nullptr;
     return std::make_unique<NatsInput>(o.String("url"), o.String("subject"), o.String("queue"),
                                        std::move(js), o.Int("batch_size"), o.Int("pending_limit"),
-                                       ReadBrokerPayload(o), std::move(tls), ctx);
+                                       ReadBrokerPayload(o), std::move(tls), std::move(login),
+                                       ctx);
   };
   return d;
 }

@@ -76,9 +76,12 @@ class NatsConnector(Subscribed, Connector):
     # The suite's nats-servers that require TLS are servers of their own: the
     # kit's subjects and streams are not on them (test_nats.py tests TLS).
     NO_TLS = "the suite's TLS nats-servers are other servers, without the kit's streams"
+    NO_LOGIN = ("the suite's nats-servers that require a login are other servers, without the "
+                "kit's streams (test_nats.py, NatsLoginTest)")
+    OWN_SERVERS = {"tls": NO_TLS, "user": NO_LOGIN, "password": NO_LOGIN, "token": NO_LOGIN}
     tuning_exempt = {"input": {"ack_wait_secs": NO_ACKS, "max_ack_pending": NO_ACKS,
-                               "tls": NO_TLS},
-                     "output": {"tls": NO_TLS}}
+                               **OWN_SERVERS},
+                     "output": OWN_SERVERS}
 
     def tuning(self, side):
         if side == "input":
@@ -131,7 +134,7 @@ class NatsJetStreamConnector(NatsConnector):
                 "max_ack_pending")
 
     sessions = "input"  # its durable on the stream: one, however often it restarts
-    tuning_exempt = {"input": {"tls": NatsConnector.NO_TLS}, "output": {"tls": NatsConnector.NO_TLS}}
+    tuning_exempt = {"input": NatsConnector.OWN_SERVERS, "output": NatsConnector.OWN_SERVERS}
     refusals = False  # the refusal is of the output's stream (NatsConnector)
 
     def tuning(self, side):

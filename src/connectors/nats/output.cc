@@ -22,8 +22,8 @@ namespace {
 class NatsOutput final : public Output {
  public:
   NatsOutput(std::string url, FieldTemplate subject, bool jetstream, int64_t max_pending,
-             TlsOptions tls, ComponentStats* stats)
-      : conn_(std::move(url), "nats output", std::move(tls)),
+             TlsOptions tls, nats::Login login, ComponentStats* stats)
+      : conn_(std::move(url), "nats output", std::move(tls), std::move(login)),
         subject_(std::move(subject)),
         jetstream_(jetstream),
         stats_(stats) {
@@ -282,6 +282,7 @@ ComponentDef NatsOutputDef() {
               "JetStream: most publishes awaiting acknowledgement at once", PropRole::kTuning}
           .Range(1, 1000000),
   };
+  for (auto& p : nats::LoginProps()) d.props.push_back(std::move(p));
   d.make_output = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Output> {
     FieldTemplate subject;
     std::string error;
@@ -290,9 +291,11 @@ ComponentDef NatsOutputDef() {
       o.Error("max_pending", "only with `jetstream: true`");
     }
     TlsOptions tls = ReadTlsOptions(o);
+    nats::Login login = nats::ReadLogin(o);
     if (o.failed()) return nullptr;
     return std::make_unique<NatsOutput>(o.String("url"), std::move(subject), o.Bool("jetstream"),
-                                        o.Int("max_pending"), std::move(tls), ctx.stats);
+                                        o.Int("max_pending"), std::move(tls), std::move(login),
+                                        ctx.stats);
   };
   return d;
 }

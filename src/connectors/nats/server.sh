@@ -26,7 +26,7 @@ CONF
   echo $! >"$dir/pid"
   await nats curl -sf "http://127.0.0.1:$mon/healthz?js-enabled-only=true"
   { echo "NATS_URL=nats://127.0.0.1:$port"; echo "NATS_MONITOR_URL=http://127.0.0.1:$mon"; } >"$dir/env"
-  # Three small servers that require TLS, with a throwaway CA
+  # Small servers of their own: three that require TLS, with a throwaway CA
   # (tests/e2e/tls_ca.py): one that verifies nothing of the client, one that
   # requires a client certificate, one whose certificate has expired.
   python3 "$servers_dir/../e2e/tls_ca.py" "$dir/tls" || fail "no test CA"
@@ -48,11 +48,30 @@ CONF
     echo "NATS_$(echo "$name" | tr a-z A-Z)_URL=tls://127.0.0.1:$tport" >>"$dir/env"
   done
   echo "NATS_TLS_DIR=$dir/tls" >>"$dir/env"
+  # Two that require a login: a user and password, a token (a test server's,
+  # not secrets).
+  local auth
+  for name in login token; do
+    auth='user: kayak, password: "kayak-nats-password"'
+    [ "$name" = token ] && auth='token: "kayak-nats-token"'
+    tport=$(free_port); tmon=$(free_port)
+    cat >"$dir/$name.conf" <<CONF
+host: 127.0.0.1
+port: $tport
+http: 127.0.0.1:$tmon
+authorization { $auth }
+CONF
+    "$here/go/bin/nats-server" -c "$dir/$name.conf" >"$dir/$name.log" 2>&1 &
+    echo $! >"$dir/$name.pid"
+    await "nats ($name)" curl -sf "http://127.0.0.1:$tmon/healthz"
+    echo "NATS_$(echo "$name" | tr a-z A-Z)_URL=nats://127.0.0.1:$tport" >>"$dir/env"
+  done
+  { echo "NATS_LOGIN_PASSWORD=kayak-nats-password"; echo "NATS_TOKEN=kayak-nats-token"; } >>"$dir/env"
 }
 
 stop_nats() {
   local f
-  for f in "$dir"/tls.pid "$dir"/mtls.pid "$dir"/expired.pid; do
+  for f in "$dir"/tls.pid "$dir"/mtls.pid "$dir"/expired.pid "$dir"/login.pid "$dir"/token.pid; do
     [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null
   done
   stop_pid TERM

@@ -347,5 +347,47 @@ class NatsTlsTest(BrokerTest):
                      ("certificate required", "requires a client certificate"))
 
 
+class NatsLoginTest(BrokerTest):
+    """user and password, and token, against nats-servers that require them
+    (servers.sh): publish and subscribe logged in; a wrong password and a
+    missing token refused with the server's reason on the card, and the
+    password never in the API or the log."""
+
+    def test_a_user_and_a_token_log_in_and_wrong_ones_are_refused(self):
+        e = env("nats")
+        subject = f"{self.tag}.login"
+        login = f"user: kayak, password: '{e['NATS_LOGIN_PASSWORD']}'"
+        token = f"token: '{e['NATS_TOKEN']}'"
+        pipes = ""
+        for name, url, auth in [("login", e["NATS_LOGIN_URL"], login),
+                                ("token", e["NATS_TOKEN_URL"], token)]:
+            pipes += f"""  sub_{name}:
+    input: {{nats: {{url: '{url}', subject: '{subject}', {auth}}}}}
+    outputs: [{{file: {{path: {self.path(name)}}}}}]
+  pub_{name}:
+    input: {{dummy: {{rate_per_sec: 50}}}}
+    outputs: [{{nats: {{url: '{url}', subject: '{subject}', {auth}}}}}]
+"""
+        s = self.start("pipelines:\n" + pipes)
+        for name in ("login", "token"):
+            wait_for(lambda: len(self.seqs(name)) >= 5, timeout=30,
+                     what=f"messages with a {name}")
+        shown = json.dumps(s.get_json("/api/v1/pipelines/sub_login"))
+        self.assertNotIn(e["NATS_LOGIN_PASSWORD"], shown)
+        self.assertEqual(s.stop(), 0)
+        self.assertNotIn(e["NATS_LOGIN_PASSWORD"], s.stderr())
+        for url, auth in [(e["NATS_LOGIN_URL"], "user: kayak, password: wrong"),
+                          (e["NATS_TOKEN_URL"], "")]:
+            extra = f", {auth}" if auth else ""
+            s = self.start(self.graph(f"{{nats: {{url: '{url}', subject: '{subject}'{extra}}}}}"))
+            wait_for(lambda: "Authorization" in s.card("p", "input")["last_error"], timeout=30,
+                     what="the refused login on the card")
+            self.assertEqual(s.stop(), 0)
+        code, text = self.check_config(self.graph(
+            f"{{nats: {{url: '{e['NATS_LOGIN_URL']}', subject: x, password: p}}}}"))
+        self.assertEqual(code, 2, text)
+        self.assertIn("give `user` too", text)
+
+
 if __name__ == "__main__":
     unittest.main()
