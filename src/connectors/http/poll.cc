@@ -84,8 +84,8 @@ ComponentDef HttpPollInputDef() {
   d.kind = "input";
   d.type = "http_poll";
   d.help = "Requests `url` every `interval_ms` and emits the JSON answer as one message, or each "
-           "element of the array at `split` as a message. Plain http only. Not rewindable: a "
-           "restart polls again, it does not replay earlier answers.";
+           "element of the array at `split` as a message, over http or https (the `tls` block). Not "
+           "rewindable: a restart polls again, it does not replay earlier answers.";
   d.checkpoint = "nothing (not rewindable): state stays consistent, in-flight answers are lost "
                  "at a crash";
   d.bad_input = "a connection error, a timeout, a non-2xx status, an answer that is not JSON or "
