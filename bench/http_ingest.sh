@@ -9,6 +9,9 @@
 #   memory    kayak, http input -> file output, no state directory
 #   logged    kayak, the same with --state-dir (each 202 after an fdatasync)
 #   logged1   the same with checkpoints every second (the default is 10 s)
+#   ceiling_tls, logged_tls   nginx and `logged` over TLS (the server config's
+#             `tls`, a certificate from tests/e2e/tls_ca.py; wrk keeps its
+#             connections, so this is the cost of encryption, not of handshakes)
 # Prints one line per run and a table of medians (posts/s, p50, p99, and for
 # kayak the CPU time it spent per post: utime + stime from /proc/<pid>/stat
 # over the run, divided by the posts wrk completed) and the ratio of each
@@ -34,38 +37,48 @@ cleanup() {
 trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# scheme of a target: https when its second argument is set
+scheme() { if [ -n "${1:-}" ]; then echo https; else echo http; fi; }
 wait_port() {
   for _ in $(seq 1 100); do
-    if curl -s -o /dev/null "http://127.0.0.1:$1/"; then return 0; fi
+    if curl -sk -o /dev/null "$(scheme "${2:-}")://127.0.0.1:$1/"; then return 0; fi
     sleep 0.1
   done
   echo "nothing listens on $1" >&2; exit 1
 }
 
+CA="$WORK/ca"
+python3 tests/e2e/tls_ca.py "$CA" >/dev/null
+
 start_nginx() {
-  local port=$1
-  mkdir -p "$WORK/nginx"
-  cat > "$WORK/nginx/nginx.conf" <<CONF
+  local port=$1 tls=${2:-} dir="$WORK/nginx-$1" listen="127.0.0.1:$1" certs=""
+  mkdir -p "$dir"
+  if [ -n "$tls" ]; then
+    listen="$listen ssl"
+    certs="ssl_certificate $CA/server.crt; ssl_certificate_key $CA/server.key;"
+  fi
+  cat > "$dir/nginx.conf" <<CONF
 worker_processes 1;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/error.log;
+pid $dir/nginx.pid;
+error_log $dir/error.log;
 events { worker_connections 1024; }
 http {
   access_log off;
-  client_body_temp_path $WORK/nginx;
+  client_body_temp_path $dir;
   server {
-    listen 127.0.0.1:$port;
+    listen $listen;
+    $certs
     location / { return 202 '{"accepted":1}'; }
   }
 }
 CONF
-  nginx -c "$WORK/nginx/nginx.conf" -g 'daemon off;' &
+  nginx -c "$dir/nginx.conf" -g 'daemon off;' &
   PIDS+=($!)
-  wait_port "$port"
+  wait_port "$port" "$tls"
 }
 
 start_kayak() {
-  local port=$1 state=$2 interval=${3:-} dir="$WORK/kayak-$1"
+  local port=$1 state=$2 interval=${3:-} tls=${4:-} dir="$WORK/kayak-$1"
   mkdir -p "$dir"
   cat > "$dir/pipelines.yaml" <<CONF
 pipelines:
@@ -75,15 +88,18 @@ pipelines:
 CONF
   printf 'listen: 127.0.0.1:%s\nlog_level: warn\n' "$port" > "$dir/server.yaml"
   [ -n "$interval" ] && printf 'checkpoint: {interval_secs: %s}\n' "$interval" >> "$dir/server.yaml"
+  [ -n "$tls" ] && printf 'tls: {cert_file: %s, key_file: %s}\n' "$CA/server.crt" \
+    "$CA/server.key" >> "$dir/server.yaml"
   local args=(--config "$dir/pipelines.yaml" --server-config "$dir/server.yaml")
   [ -n "$state" ] && args+=(--state-dir "$dir/state")
   "$KAYAK" "${args[@]}" 2>"$dir/stderr" &
   PIDS+=($!)
   LAST_PID=$!
-  wait_port "$port"
+  wait_port "$port" "$tls"
   # the input serves once its pipeline started (503 before)
   for _ in $(seq 1 100); do
-    code=$(curl -s -o /dev/null -w '%{http_code}' -X POST --data '{}' "http://127.0.0.1:$port/ingest")
+    code=$(curl -sk -o /dev/null -w '%{http_code}' -X POST --data '{}' \
+      "$(scheme "$tls")://127.0.0.1:$port/ingest")
     [ "$code" = 202 ] && return 0
     sleep 0.1
   done
@@ -96,9 +112,10 @@ cpu_ticks() { if [ -n "$1" ]; then awk '{print $14 + $15}' "/proc/$1/stat"; else
 # wrk's summary -> "posts_per_sec p50_ms p99_ms non2xx cpu_us_per_post" (the
 # last -1 for nginx, whose worker is another process)
 measure() {
-  local port=$1 pid=${2:-} out before after
+  local port=$1 pid=${2:-} tls=${3:-} out before after
   before=$(cpu_ticks "$pid")
-  out=$(wrk -t2 -c"$CONNS" -d"${SECS}s" --latency -s bench/post.lua "http://127.0.0.1:$port/ingest")
+  out=$(wrk -t2 -c"$CONNS" -d"${SECS}s" --latency -s bench/post.lua \
+    "$(scheme "$tls")://127.0.0.1:$port/ingest")
   after=$(cpu_ticks "$pid")
   python3 - "$out" "$pid" "$before" "$after" "$(getconf CLK_TCK)" <<'PY'
 import re, sys
@@ -120,33 +137,42 @@ P_CEIL=$(free_port); start_nginx "$P_CEIL"
 P_MEM=$(free_port); start_kayak "$P_MEM" ""; PID_MEM=$LAST_PID
 P_LOG=$(free_port); start_kayak "$P_LOG" yes; PID_LOG=$LAST_PID
 P_LOG1=$(free_port); start_kayak "$P_LOG1" yes 1; PID_LOG1=$LAST_PID
+P_CEIL_TLS=$(free_port); start_nginx "$P_CEIL_TLS" tls
+P_LOG_TLS=$(free_port); start_kayak "$P_LOG_TLS" yes "" tls; PID_LOG_TLS=$LAST_PID
 declare -A R
 for run in $(seq 1 "$RUNS"); do
-  for t in ceiling memory logged logged1; do
+  for t in ceiling memory logged logged1 ceiling_tls logged_tls; do
+    tls=""
     case $t in
       ceiling) p=$P_CEIL; pid="" ;; memory) p=$P_MEM; pid=$PID_MEM ;;
       logged) p=$P_LOG; pid=$PID_LOG ;; logged1) p=$P_LOG1; pid=$PID_LOG1 ;;
+      ceiling_tls) p=$P_CEIL_TLS; pid=""; tls=yes ;;
+      logged_tls) p=$P_LOG_TLS; pid=$PID_LOG_TLS; tls=yes ;;
     esac
-    r=$(measure "$p" "$pid")
+    r=$(measure "$p" "$pid" "$tls")
     echo "run $run $t: posts/s p50_ms p99_ms non2xx cpu_us_per_post = $r"
     R[$t]+="$r;"
   done
 done
 peak() { awk '/^VmHWM:/ {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
-python3 - "${R[ceiling]}" "${R[memory]}" "${R[logged]}" "${R[logged1]}" "$CONNS" "$SECS" "$RUNS" \
-  "" "$(peak "$PID_MEM")" "$(peak "$PID_LOG")" "$(peak "$PID_LOG1")" <<'PY'
+python3 - "${R[ceiling]}" "${R[memory]}" "${R[logged]}" "${R[logged1]}" "${R[ceiling_tls]}" \
+  "${R[logged_tls]}" "$CONNS" "$SECS" "$RUNS" \
+  "" "$(peak "$PID_MEM")" "$(peak "$PID_LOG")" "$(peak "$PID_LOG1")" "" "$(peak "$PID_LOG_TLS")" <<'PY'
 import statistics, sys
 names = ["ceiling (nginx, 202)", "http input, no state dir",
          "http input, --state-dir (fsynced log, checkpoints every 10 s)",
-         "http input, --state-dir (fsynced log, checkpoints every 1 s)"]
-rows = [[list(map(float, r.split())) for r in col.split(";") if r] for col in sys.argv[1:5]]
-conns, secs, runs = sys.argv[5:8]
-peaks = sys.argv[8:12]
-ceil = statistics.median(r[0] for r in rows[0])
+         "http input, --state-dir (fsynced log, checkpoints every 1 s)",
+         "ceiling over TLS (nginx, 202)",
+         "http input over TLS, --state-dir (checkpoints every 10 s)"]
+rows = [[list(map(float, r.split())) for r in col.split(";") if r] for col in sys.argv[1:7]]
+conns, secs, runs = sys.argv[7:10]
+peaks = sys.argv[10:16]
+ceilings = [statistics.median(r[0] for r in rows[i]) for i in (0, 4)]
 print(f"\n{runs} runs x {secs} s, {conns} connections, medians (min-max of posts/s):")
-print("| target | posts/s | ratio to ceiling | p50 ms | p99 ms | non-2xx | peak RSS MB | CPU µs/post |")
+print("| target | posts/s | ratio to its ceiling | p50 ms | p99 ms | non-2xx | peak RSS MB | CPU µs/post |")
 print("|---|---|---|---|---|---|---|---|")
-for name, rs, pk in zip(names, rows, peaks):
+for i, (name, rs, pk) in enumerate(zip(names, rows, peaks)):
+    ceil = ceilings[i >= 4]  # the TLS rows next to nginx over TLS
     rps = [r[0] for r in rs]
     med = statistics.median(rps)
     print(f"| {name} | {med:,.0f} ({min(rps):,.0f}-{max(rps):,.0f}) | {med / ceil:.2f} | "

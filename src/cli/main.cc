@@ -170,6 +170,7 @@ int Serve(const Args& args) {
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGINT);
   sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
   // A stop is honoured at any time. Before the graph serves (reading the
@@ -182,10 +183,25 @@ int Serve(const Args& args) {
   int stop_signal KAYAK_GUARDED_BY(stop_mu) = 0;
   std::atomic<bool> serving{false};
   std::atomic<GraphManager*> starting{nullptr};  // the graph, while Start may run
+  // SIGHUP loads the listener's certificate again; it stops nothing.
+  Mutex reload_mu;
+  http::Server* reloadable KAYAK_GUARDED_BY(reload_mu) = nullptr;
   std::thread([&, sigs] {
     sigset_t s = sigs;
     int sig = 0;
-    if (sigwait(&s, &sig) != 0) return;
+    // The next stop signal; SIGHUPs on the way are reloads.
+    auto next_stop = [&]() {
+      while (sigwait(&s, &sig) == 0) {
+        if (sig != SIGHUP) return true;
+        MutexLock lock(reload_mu);
+        if (reloadable != nullptr) {
+          KLOG_INFO("received SIGHUP, loading the listener's certificate again");
+          reloadable->ReloadTls();
+        }
+      }
+      return false;
+    };
+    if (!next_stop()) return;
     const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
     if (!serving.load()) {
       std::fprintf(stderr, "kayak: %s while starting; nothing ran yet, exiting\n", name);
@@ -199,7 +215,7 @@ int Serve(const Args& args) {
       stop_signal = sig;
     }
     stop_cv.notify_all();
-    if (sigwait(&s, &sig) == 0) {
+    if (next_stop()) {
       std::fprintf(stderr, "kayak: second signal, exiting at once\n");
       std::_Exit(kExitRuntime);
     }
@@ -311,6 +327,16 @@ int Serve(const Args& args) {
                           api.Handle(req, res);
                         });
   listener.SetIngest(graph.ingest());
+  if (!server.tls_cert_file.empty()) {
+    const http::ListenerTls tls{server.tls_cert_file, server.tls_key_file,
+                                server.tls_client_ca_file};
+    if (auto ctx = http::MakeListenerContext(tls); !ctx.ok()) {
+      std::fprintf(stderr, "%s: %s\n", args.server_config.c_str(),
+                   ctx.status().message().c_str());
+      return kExitUsage;
+    }
+    listener.SetTls(tls);
+  }
   listener.SetHeaderCheck(
       [&api](std::string_view target, std::string_view authorization, http::Response* res) {
         return api.RefusedOnHeader(target, authorization, res);
@@ -324,6 +350,19 @@ int Serve(const Args& args) {
   if (Status st = listener.Start(); !st.ok()) {
     KLOG_ERROR("{}", st.message());
     return kExitRuntime;
+  }
+  // Destroyed before the listener: no reload reaches it once it goes.
+  struct NoMoreReloads {
+    Mutex* mu;
+    http::Server** server;
+    ~NoMoreReloads() {
+      MutexLock lock(*mu);
+      *server = nullptr;
+    }
+  } no_more_reloads{&reload_mu, &reloadable};
+  {
+    MutexLock lock(reload_mu);
+    reloadable = &listener;
   }
   {
     auto text = checkpoint::ReadWholeFile(args.config);
@@ -344,7 +383,8 @@ int Serve(const Args& args) {
   const std::string host = server.listen_host.find(':') != std::string::npos
                                ? "[" + server.listen_host + "]"
                                : server.listen_host;
-  KLOG_INFO("kayak {} API listening on http://{}:{}", KAYAK_VERSION, host, listener.port());
+  KLOG_INFO("kayak {} API listening on {}://{}:{}", KAYAK_VERSION,
+            server.tls_cert_file.empty() ? "http" : "https", host, listener.port());
   if (!args.state_dir.empty()) KLOG_INFO("state directory {} (locked)", args.state_dir);
   starting = &graph;
   serving = true;  // from here a signal stops gracefully, cutting the start short

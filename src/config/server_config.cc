@@ -61,7 +61,29 @@ bool LoadServerConfigText(const std::string& text, const std::string& file, Serv
   };
   check_keys(root, "the server config",
              {"listen", "log_level", "auth", "checkpoint", "limits", "stop_timeout_secs",
-              "allowed_hosts"});
+              "allowed_hosts", "tls"});
+  if (auto n = root["tls"];
+      n.IsDefined() && check_keys(n, "tls", {"cert_file", "key_file", "client_ca_file"})) {
+    struct File {
+      const char* key;
+      std::string* field;
+    };
+    const File files[] = {{"cert_file", &out->tls_cert_file},
+                          {"key_file", &out->tls_key_file},
+                          {"client_ca_file", &out->tls_client_ca_file}};
+    for (const File& f : files) {
+      auto v = n[f.key];
+      if (!v.IsDefined()) continue;
+      if (!v.IsScalar() || v.Scalar().empty()) {
+        err(v, std::string("tls.") + f.key + " must be a path");
+        continue;
+      }
+      *f.field = v.Scalar();
+    }
+    if (out->tls_cert_file.empty() || out->tls_key_file.empty()) {
+      err(n, "tls needs cert_file and key_file (the listener's certificate and its key)");
+    }
+  }
   if (auto n = root["allowed_hosts"]; n.IsDefined()) {
     if (!n.IsSequence()) {
       err(n, "allowed_hosts must be a list of host names");

@@ -17,6 +17,11 @@ struct ServerConfig {
   std::string auth_token_file;  // "" = no authentication
   bool auth_none = false;       // `auth: none`: an open admin API on any listen address, said so
   std::vector<std::string> allowed_hosts;  // Host names besides the loopback ones
+  // The listener over TLS (`tls:`): all "" = plain HTTP. With a client CA,
+  // every client must present a certificate that chains to it.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
   int64_t checkpoint_interval_secs = defaults::kCheckpointIntervalSecs;
   int64_t checkpoint_timeout_secs = defaults::kCheckpointTimeoutSecs;
   // A graceful stop waits this long for its savepoint, then exits 1 saying

@@ -1,9 +1,12 @@
 #include "server/server.h"
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/version.hpp>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <pthread.h>
 
 #include <algorithm>
@@ -20,6 +23,7 @@
 #include "common/log.h"
 #include "kayak/ingest.h"
 #include "server/batch_send.h"
+#include "server/listener_tls.h"
 #include "server/ring_read.h"
 #include "kayak/thread_annotations.h"
 
@@ -46,6 +50,8 @@ using Socket = asio::basic_stream_socket<tcp, Executor>;
 using Acceptor = asio::basic_socket_acceptor<tcp, Executor>;
 using Clock = std::chrono::steady_clock;
 using Timer = asio::basic_waitable_timer<Clock, asio::wait_traits<Clock>, Executor>;
+// A TLS connection: OpenSSL over the session's own socket.
+using TlsStream = asio::ssl::stream<Socket&>;
 
 // A request as read off the wire, in storage its connection reuses: once a
 // keep-alive connection is warm, reading a request allocates nothing.
@@ -126,6 +132,7 @@ struct Shared {
   size_t probes KAYAK_GUARDED_BY(clients_mu) = 0;  // connections in probes' places
   RepeatedWarning refused{"connections refused"};
   RepeatedWarning full{"request bodies refused, limits.max_body_bytes_in_flight reached"};
+  RepeatedWarning handshakes{"TLS handshakes failed"};
 };
 
 // What a session's reader reports back, besides the request.
@@ -257,6 +264,7 @@ class AnswerQueue {
   std::vector<std::pair<std::shared_ptr<Session>, IngestReply>> draining_;  // I/O thread only
   BatchSender sender_;                  // I/O thread only
   std::vector<BatchSender::Item> sends_;  // I/O thread only
+  std::vector<Session*> batched_;         // whose answers sends_ holds; I/O thread only
 };
 
 class Session : public std::enable_shared_from_this<Session> {
@@ -264,7 +272,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Session(Socket socket, const ServerLimits& limits, const Handler& handler,
           const AsyncHandler& async, const HeaderCheck& header_check, IngestRouter* ingest,
           AnswerQueue* answers, RingReader* ring, std::atomic<size_t>* live, Shared* shared,
-          std::string client, bool probe_only)
+          std::string client, bool probe_only, std::shared_ptr<asio::ssl::context> tls)
       : socket_(std::move(socket)),
         timer_(socket_.get_executor()),
         buffer_(limits.max_header_bytes + 4 * kReadSize),
@@ -278,7 +286,15 @@ class Session : public std::enable_shared_from_this<Session> {
         live_(live),
         shared_(shared),
         client_(std::move(client)),
-        probe_only_(probe_only) {}
+        probe_only_(probe_only),
+        tls_context_(std::move(tls)) {
+    // A TLS connection reads and writes through OpenSSL, so neither the ring
+    // nor a batched send (both take the descriptor) may touch its socket.
+    if (tls_context_) {
+      tls_.emplace(socket_, *tls_context_);
+      ring_ = nullptr;
+    }
+  }
   ~Session() {
     ReleaseBody();
     {
@@ -294,8 +310,36 @@ class Session : public std::enable_shared_from_this<Session> {
     beast::error_code ec;
     socket_.non_blocking(true, ec);
     SetDeadline(limits_.read_timeout_ms);  // arms the timer
-    Read();
+    if (!tls_) return Read();
+    // The handshake is part of the first request's header: it must end
+    // within the header timeout.
+    SetDeadline(std::min(limits_.header_timeout_ms, limits_.read_timeout_ms));
+    tls_->async_handshake(TlsStream::server, [self = shared_from_this()](beast::error_code ec) {
+      if (!ec) return self->Read();
+      if (self->closed_) return;
+      self->shared_->handshakes.Note(self->client_ + ": " + ec.message());
+      if (ec.category() == asio::error::get_ssl_category() &&
+          ERR_GET_REASON(static_cast<unsigned long>(ec.value())) == SSL_R_HTTP_REQUEST) {
+        return self->RefusePlainHttp();
+      }
+      self->Close();
+    });
   }
+
+  // A plain HTTP request on the TLS listener is answered in plain HTTP,
+  // so the client is told what to change rather than seeing a reset.
+  void RefusePlainHttp() {
+    keep_alive_ = false;
+    raw_ = "HTTP/1.1 400 Bad Request\r\nServer: kayak\r\nContent-Type: application/json\r\n"
+           "Connection: close\r\nContent-Length: ";
+    const std::string body = R"({"error":"this listener speaks HTTPS (the server config's tls); )"
+                             R"(use https://"})";
+    raw_.append(std::to_string(body.size()) + "\r\n\r\n" + body);
+    asio::async_write(socket_, asio::buffer(raw_),
+                      [self = shared_from_this()](beast::error_code, size_t) { self->Close(); });
+  }
+
+  bool tls() const { return tls_.has_value(); }
 
  private:
   // Timeouts: one timer a connection that wakes at the deadline, which each
@@ -385,17 +429,19 @@ class Session : public std::enable_shared_from_this<Session> {
     // (try_speculative_), so after an answer, when the last read drained the
     // socket, the read waits in the reactor at no system call of its own.
     // An async_wait re-arms the descriptor with epoll_ctl every time.
-    socket_.async_read_some(
-        buffer_.prepare(std::min(kReadSize, room)),
-        [self = shared_from_this()](beast::error_code ec, size_t n) {
-          self->buffer_.commit(n);
-          if (ec) {
-            // End of stream, a reset, the timer closing it: nothing to answer.
-            self->Close();
-            return;
-          }
-          self->Parse();
-        });
+    OnStream([&](auto& stream) {
+      stream.async_read_some(buffer_.prepare(std::min(kReadSize, room)),
+                             [self = shared_from_this()](beast::error_code ec, size_t n) {
+                               self->buffer_.commit(n);
+                               if (ec) {
+                                 // End of stream, a reset, the timer closing it:
+                                 // nothing to answer.
+                                 self->Close();
+                                 return;
+                               }
+                               self->Parse();
+                             });
+    });
   }
 
   static void AfterRingRead(void* owner, int result) {
@@ -616,10 +662,12 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // Writes raw_ from `from` on through Asio (waiting for room as needed).
   void WriteRaw(size_t from) {
-    asio::async_write(socket_, asio::buffer(raw_.data() + from, raw_.size() - from),
-                      [self = shared_from_this()](beast::error_code wec, size_t) {
-                        self->AfterWrite(wec);
-                      });
+    OnStream([&](auto& stream) {
+      asio::async_write(stream, asio::buffer(raw_.data() + from, raw_.size() - from),
+                        [self = shared_from_this()](beast::error_code wec, size_t) {
+                          self->AfterWrite(wec);
+                        });
+    });
   }
 
   // The socket for a batched send of raw_, or -1 once closed.
@@ -645,8 +693,10 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     res_.prepare_payload();
     SetDeadline(limits_.read_timeout_ms);
-    bhttp::async_write(socket_, res_, [self = shared_from_this()](beast::error_code wec, size_t) {
-      self->AfterWrite(wec);
+    OnStream([&](auto& stream) {
+      bhttp::async_write(stream, res_, [self = shared_from_this()](beast::error_code wec, size_t) {
+        self->AfterWrite(wec);
+      });
     });
   }
 
@@ -672,11 +722,13 @@ class Session : public std::enable_shared_from_this<Session> {
   }
   void Discard() {
     buffer_.clear();
-    socket_.async_read_some(buffer_.prepare(kReadSize),
-                            [self = shared_from_this()](beast::error_code ec, size_t) {
-                              if (ec || self->closed_) return self->Close();
-                              self->Discard();
-                            });
+    OnStream([&](auto& stream) {
+      stream.async_read_some(buffer_.prepare(kReadSize),
+                             [self = shared_from_this()](beast::error_code ec, size_t) {
+                               if (ec || self->closed_) return self->Close();
+                               self->Discard();
+                             });
+    });
   }
 
   void Close() {
@@ -689,6 +741,17 @@ class Session : public std::enable_shared_from_this<Session> {
                      ec);
     socket_.close(ec);
     timer_.cancel();
+  }
+
+  // Calls f with what this connection reads and writes through: OpenSSL's
+  // stream over the socket, or the socket itself.
+  template <typename F>
+  void OnStream(F&& f) {
+    if (tls_) {
+      f(*tls_);
+    } else {
+      f(socket_);
+    }
   }
 
   Socket socket_;
@@ -713,6 +776,10 @@ class Session : public std::enable_shared_from_this<Session> {
   Shared* shared_;
   const std::string client_;  // the peer's address
   const bool probe_only_;     // in a place kept for probes
+  // The listener's TLS context when this connection began (a reload makes a
+  // new one for later connections), and the stream over socket_ it made.
+  const std::shared_ptr<asio::ssl::context> tls_context_;
+  std::optional<TlsStream> tls_;
   ReadState read_;
   Clock::time_point request_started_;
   bool keep_alive_ = false;
@@ -769,15 +836,23 @@ void AnswerQueue::Drain() {
     return;
   }
   // Every answer formatted, then all sent in one call, then each connection
-  // goes on (reads its next request, or writes the rest through Asio).
+  // goes on (reads its next request, or writes the rest through Asio). A
+  // TLS connection's answer is encrypted on its way out: written through its
+  // stream instead.
   sends_.clear();
+  batched_.clear();
   for (auto& [session, reply] : draining_) {
+    if (session->tls()) {
+      session->Answer(std::move(reply));
+      continue;
+    }
     session->Format(reply);
     sends_.push_back({session->SendFd(), session->raw_.data(), session->raw_.size(), 0});
+    batched_.push_back(session.get());
   }
   sender_.Send(&sends_);
-  for (size_t i = 0; i < draining_.size(); ++i) {
-    draining_[i].first->AfterSend(sends_[i].fd < 0 ? -EBADF : sends_[i].result);
+  for (size_t i = 0; i < batched_.size(); ++i) {
+    batched_[i]->AfterSend(sends_[i].fd < 0 ? -EBADF : sends_[i].result);
   }
   draining_.clear();
 }
@@ -824,8 +899,36 @@ struct Server::Impl {
     }
     live.fetch_add(1);
     std::make_shared<Session>(std::move(socket), limits, handler, async, header_check, ingest,
-                              &answers, &ring, &live, &shared, client, probe_only)
+                              &answers, &ring, &live, &shared, client, probe_only, tls_context)
         ->Start();
+  }
+
+  // Makes a new context when a file changed since the last load, or when
+  // `force`: later connections use it, open ones keep theirs. A new
+  // certificate that does not load leaves the last good one serving.
+  // On the I/O thread.
+  void ReloadTls(bool force) {
+    std::vector<long long> stamp = StampOf(tls);
+    if (!force && stamp == tls_stamp) return;
+    tls_stamp = std::move(stamp);
+    auto ctx = MakeListenerContext(tls);
+    if (!ctx.ok()) {
+      KLOG_ERROR("http: the listener's certificate was not reloaded, the last one still serves: {}",
+                 ctx.status().message());
+      return;
+    }
+    tls_context = std::move(ctx.value());
+    KLOG_INFO("http: the listener's certificate was reloaded from {}", tls.cert_file);
+  }
+
+  // Looks at the files' stamps once a second (a few stat calls).
+  void WatchTls() {
+    tls_timer.expires_after(std::chrono::seconds(1));
+    tls_timer.async_wait([this](beast::error_code ec) {
+      if (ec) return;
+      ReloadTls(false);
+      WatchTls();
+    });
   }
 
   // Sessions left in `io` refer to the members above it; it must go first.
@@ -834,11 +937,15 @@ struct Server::Impl {
   AsyncHandler async;
   HeaderCheck header_check;
   IngestRouter* ingest = nullptr;
+  ListenerTls tls;
+  std::vector<long long> tls_stamp;                 // the files' when tls_context was made
+  std::shared_ptr<asio::ssl::context> tls_context;  // null: plain HTTP; I/O thread only
   std::atomic<size_t> live{0};
   Shared shared;
   asio::io_context io{kThreads};
   Acceptor acceptor{io.get_executor()};
   AnswerQueue answers{io.get_executor()};
+  Timer tls_timer{io.get_executor()};
   // After `io`: destroyed first, it lets go of the sessions whose reads it
   // held (they deregister their sockets from `io`).
   RingReader ring{io.get_executor()};
@@ -867,11 +974,24 @@ void Server::SetAsyncHandler(AsyncHandler handler) { impl_->async = std::move(ha
 
 void Server::SetHeaderCheck(HeaderCheck check) { impl_->header_check = std::move(check); }
 
+void Server::SetTls(ListenerTls tls) { impl_->tls = std::move(tls); }
+
+void Server::ReloadTls() {
+  if (!impl_->tls.enabled() || impl_->threads.empty()) return;
+  asio::post(impl_->io, [impl = impl_.get()] { impl->ReloadTls(true); });
+}
+
 Status Server::Start() {
   beast::error_code ec;
   const auto addr = asio::ip::make_address(host_, ec);
   if (ec) return Status::Invalid("listen: '" + host_ + "' is not an IP address");
   const tcp::endpoint ep(addr, port_);
+  if (impl_->tls.enabled()) {
+    impl_->tls_stamp = StampOf(impl_->tls);
+    auto ctx = MakeListenerContext(impl_->tls);
+    if (!ctx.ok()) return ctx.status();
+    impl_->tls_context = std::move(ctx.value());
+  }
   auto& acc = impl_->acceptor;
   acc.open(ep.protocol(), ec);
   if (!ec) acc.set_option(asio::socket_base::reuse_address(true), ec);
@@ -883,6 +1003,7 @@ Status Server::Start() {
   }
   bound_port_ = acc.local_endpoint().port();
   impl_->Accept();
+  if (impl_->tls.enabled()) impl_->WatchTls();
   for (int i = 0; i < kThreads; ++i) {
     impl_->threads.emplace_back([this] {
       pthread_setname_np(pthread_self(), "kayak-http");  // in top -H and /proc
@@ -897,6 +1018,7 @@ void Server::Stop() {
   asio::post(impl_->io, [this] {
     beast::error_code ec;
     impl_->acceptor.close(ec);
+    impl_->tls_timer.cancel();
   });
   impl_->io.stop();
   for (auto& t : impl_->threads) t.join();

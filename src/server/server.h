@@ -27,6 +27,7 @@
 #include "common/defaults.h"
 #include "kayak/ingest.h"
 #include "kayak/status.h"
+#include "server/listener_tls.h"
 
 namespace kayak::http {
 
@@ -84,6 +85,13 @@ class Server {
   void SetAsyncHandler(AsyncHandler handler);
   // Requests the check refuses are answered on their header. Before Start.
   void SetHeaderCheck(HeaderCheck check);
+  // Serves HTTPS instead of HTTP (the server config's `tls`). Before Start,
+  // whose error then names a certificate or key that does not load.
+  void SetTls(ListenerTls tls);
+  // Loads the certificate and key again (SIGHUP) for the connections that
+  // come next; a change of the files is also noticed within a second. A
+  // failed load is logged and the last good certificate kept. Any thread.
+  void ReloadTls();
   // Binds and starts the I/O thread. An error if the address cannot be bound.
   Status Start();
   void Stop();

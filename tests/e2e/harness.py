@@ -36,11 +36,12 @@ def run(args, **kw):
     return subprocess.run([KAYAK] + args, capture_output=True, text=True, timeout=60, **kw)
 
 
-def http(method, url, body=None, headers=None):
-    """Returns (status, headers, body text)."""
+def http(method, url, body=None, headers=None, context=None):
+    """Returns (status, headers, body text); `context` is the ssl context of
+    an https url."""
     req = urllib.request.Request(url, data=body, method=method, headers=headers or {})
     try:
-        with urllib.request.urlopen(req, timeout=10) as r:
+        with urllib.request.urlopen(req, timeout=10, context=context) as r:
             return r.status, dict(r.headers), r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, dict(e.headers), e.read().decode()
@@ -49,7 +50,7 @@ def http(method, url, body=None, headers=None):
 def post_until_taken(s, path, body, headers=None):
     """Posts `body` to `path` until 202: an http input answers 503 while it starts."""
     def once():
-        status, _, text = http("POST", s.url + path, body, headers)
+        status, _, text = http("POST", s.url + path, body, headers, context=s.context)
         assert status in (202, 503), f"{status}: {text}"
         return status == 202
     wait_for(once, what=f"a 202 from {path}")
@@ -73,8 +74,9 @@ class Server:
 
     def __init__(self, workdir, config, server_config="listen: 127.0.0.1:0\n", state_dir=None,
                  stdout=subprocess.DEVNULL, extra_args=None, wait=True, capture_stdout=False,
-                 env=None):
+                 env=None, context=None):
         self.workdir = workdir
+        self.context = context  # the ssl context for a listener that serves https
         self.config_path = os.path.join(workdir, "pipelines.yaml")
         with open(self.config_path, "w") as f:
             f.write(config)
@@ -116,7 +118,7 @@ class Server:
         return "".join(self.stderr_lines)
 
     def _find_url(self):
-        m = re.search(r"API listening on (http://127\.0\.0\.1:\d+)", self.stderr())
+        m = re.search(r"API listening on (https?://127\.0\.0\.1:\d+)", self.stderr())
         if m:
             return m.group(1)
         if self.proc.poll() is not None:
@@ -124,7 +126,7 @@ class Server:
         return None
 
     def get(self, path):
-        status, _, body = http("GET", self.url + path)
+        status, _, body = http("GET", self.url + path, context=self.context)
         return status, body
 
     def get_json(self, path):

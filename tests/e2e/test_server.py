@@ -1,9 +1,15 @@
 """A running server: data through transforms to outputs, the status API, graceful stop."""
+from http.client import HTTPSConnection
 import json
 import os
+import shutil
 import signal
+import socket
+import ssl
 import subprocess
+import threading
 import time
+import urllib.error
 
 from harness import (EXAMPLES, KayakTest, Server, committed, http, post_until_taken, region_stats,
                      run, wait_for)
@@ -355,3 +361,162 @@ pipelines:
         self.assertEqual(o["pipelines"][0]["components"][-1]["retries"], 0)
         # every checkpoint so far is in the history (fewer than its bound of 50)
         self.assertEqual(len(history), region["committed"] + region["abandoned"])
+
+
+class ListenerTlsTest(KayakTest):
+    """The listener over TLS (the server config's `tls`), with certificates
+    from a throwaway CA (tls_ca.py): https with keep-alive, plain HTTP told to
+    use https, client certificates, and a certificate changed while serving."""
+
+    def setUp(self):
+        super().setUp()
+        import tls_ca
+        self.ca = tls_ca.make(self.path("ca"))
+        self.ca_file = os.path.join(self.ca, "ca.crt")
+
+    def context(self, client_cert=False):
+        ctx = ssl.create_default_context(cafile=self.ca_file)
+        if client_cert:
+            ctx.load_cert_chain(os.path.join(self.ca, "client.crt"),
+                                os.path.join(self.ca, "client.key"))
+        return ctx
+
+    def server_config(self, cert="server.crt", key="server.key", client_ca=None):
+        tls = f"cert_file: {self.cert(cert)}, key_file: {self.cert(key)}"
+        if client_ca:
+            tls += f", client_ca_file: {client_ca}"
+        return f"listen: 127.0.0.1:0\ntls: {{{tls}}}\n"
+
+    def cert(self, name):
+        return name if os.path.isabs(name) else os.path.join(self.ca, name)
+
+    def served_certificate(self, url):
+        """The certificate the listener presents now (DER), unverified."""
+        port = int(url.rsplit(":", 1)[1])
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            with ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+                return tls.getpeercert(binary_form=True)
+
+    def der(self, name):
+        with open(os.path.join(self.ca, name)) as f:
+            return ssl.PEM_cert_to_DER_cert(f.read())
+
+    def test_https_with_keep_alive_and_logged_posts(self):
+        config = ("pipelines:\n  p:\n    input: {http: {path: /in}}\n"
+                  "    outputs: [{file: {path: out}}]\n")
+        s = self.start(config, server_config=self.server_config() +
+                       "checkpoint: {interval_secs: 1}\n", state_dir=self.path("state"),
+                       context=self.context())
+        self.assertTrue(s.url.startswith("https://"), s.url)
+        self.assertEqual(s.get_json("/health")["status"], "ok")
+        port = int(s.url.rsplit(":", 1)[1])
+        post_until_taken(s, "/in", b'{"n": -1}')
+        # Several connections at once, each posting in turn over one kept-alive
+        # connection: answers from the log's group commit reach each.
+        errors = []
+
+        def poster(worker):
+            conn = HTTPSConnection("localhost", port, context=self.context(),
+                                               timeout=10)
+            try:
+                conn.connect()
+                first = conn.sock
+                for i in range(50):
+                    conn.request("POST", "/in", body=json.dumps({"n": worker * 100 + i}))
+                    r = conn.getresponse()
+                    body = r.read()
+                    if r.status != 202:
+                        errors.append((r.status, body))
+                    if conn.sock is not first:
+                        errors.append("the connection was not kept alive")
+            finally:
+                conn.close()
+        threads = [threading.Thread(target=poster, args=(w,)) for w in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        self.assertEqual(errors, [])
+        want = {-1} | {w * 100 + i for w in range(4) for i in range(50)}
+        wait_for(lambda: {json.loads(l)["n"] for l in self.read_output("out")} == want,
+                 what="every post in the output")
+        # Plain HTTP is answered in plain HTTP, saying to use https.
+        status, _, body = http("GET", s.url.replace("https://", "http://") + "/health")
+        self.assertEqual(status, 400)
+        self.assertIn("use https://", json.loads(body)["error"])
+        self.assertEqual(s.stop(), 0)
+        self.assertIn("TLS handshakes failed", s.stderr())
+
+    def test_a_client_ca_requires_a_client_certificate(self):
+        s = self.start("pipelines:\n  p:\n    input: {dummy: {count: 0}}\n",
+                       server_config=self.server_config(client_ca=self.ca_file),
+                       context=self.context(client_cert=True))
+        self.assertEqual(s.get_json("/health")["status"], "ok")
+        # Without one the handshake (or, under TLS 1.3, the first read) fails.
+        with self.assertRaises((ssl.SSLError, ConnectionError, urllib.error.URLError)):
+            http("GET", s.url + "/health", context=self.context())
+        self.assertEqual(s.stop(), 0)
+        # A client certificate that does not chain to the client CA is refused.
+        other = self.start("pipelines:\n  p:\n    input: {dummy: {count: 0}}\n",
+                           server_config=self.server_config(
+                               client_ca=os.path.join(self.ca, "other-ca.crt")),
+                           context=self.context(client_cert=True))
+        with self.assertRaises((ssl.SSLError, ConnectionError, urllib.error.URLError)):
+            http("GET", other.url + "/health", context=self.context(client_cert=True))
+        self.assertEqual(other.stop(), 0)
+
+    def test_a_changed_certificate_is_served_without_a_restart(self):
+        cert, key = self.path("live.crt"), self.path("live.key")
+        shutil.copy(os.path.join(self.ca, "server.crt"), cert)
+        shutil.copy(os.path.join(self.ca, "server.key"), key)
+        s = self.start("pipelines:\n  p:\n    input: {dummy: {count: 0}}\n",
+                       server_config=self.server_config(cert, key), context=self.context())
+        self.assertEqual(self.served_certificate(s.url), self.der("server.crt"))
+        port = int(s.url.rsplit(":", 1)[1])
+        kept = HTTPSConnection("localhost", port, context=self.context(), timeout=10)
+        kept.request("GET", "/health")
+        self.assertEqual(kept.getresponse().read(), b'{"status":"ok"}')
+        # A certificate and a key that do not match: the last good pair serves on.
+        shutil.copy(os.path.join(self.ca, "expired.crt"), cert + ".new")
+        os.replace(cert + ".new", cert)
+        wait_for(lambda: "was not reloaded" in s.stderr(), what="the failed reload logged")
+        self.assertIn("is not the key of tls.cert_file", s.stderr())
+        self.assertEqual(self.served_certificate(s.url), self.der("server.crt"))
+        # The key follows: the new pair serves the next connections.
+        shutil.copy(os.path.join(self.ca, "expired.key"), key + ".new")
+        os.replace(key + ".new", key)
+        wait_for(lambda: self.served_certificate(s.url) == self.der("expired.crt"),
+                 what="the new certificate served")
+        # The connection opened before it goes on with the old one.
+        kept.request("GET", "/health")
+        self.assertEqual(kept.getresponse().read(), b'{"status":"ok"}')
+        kept.close()
+        # SIGHUP loads the files again and stops nothing.
+        reloads = s.stderr().count("certificate was reloaded")
+        s.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: s.stderr().count("certificate was reloaded") > reloads,
+                 what="a reload on SIGHUP")
+        self.assertIsNone(s.proc.poll())
+        self.assertEqual(self.served_certificate(s.url), self.der("expired.crt"))
+        self.assertEqual(s.stop(), 0)
+
+    def test_a_certificate_that_does_not_load_stops_the_start(self):
+        with open(self.path("p.yaml"), "w") as f:
+            f.write("pipelines:\n  p:\n    input: {dummy: {count: 0}}\n")
+        cases = [
+            (self.server_config(key="expired.key"), "is not the key of tls.cert_file"),
+            (self.server_config(cert=self.path("absent.crt")), "tls.cert_file"),
+            (self.server_config(client_ca=self.path("absent.crt")), "tls.client_ca_file"),
+            ("listen: 127.0.0.1:0\ntls: {cert_file: x.crt}\n", "tls needs cert_file and key_file"),
+            ("listen: 127.0.0.1:0\ntls: {cert_file: x.crt, key_file: y, ca_file: z}\n",
+             "unknown key 'ca_file' in tls"),
+        ]
+        for server_config, says in cases:
+            with open(self.path("server.yaml"), "w") as f:
+                f.write(server_config)
+            r = run(["--config", self.path("p.yaml"), "--server-config", self.path("server.yaml")])
+            self.assertEqual(r.returncode, 2, (server_config, r.stderr))
+            self.assertIn(says, r.stderr, server_config)
