@@ -15,11 +15,10 @@ bool ParseUrl(std::string_view url, Address* out, std::string* error) {
   if (rest.substr(0, 8) == "redis://") {
     rest.remove_prefix(8);
   } else if (rest.substr(0, 9) == "rediss://") {
-    *error = "rediss:// (TLS) is not supported: the hiredis of Debian 12 (0.14) has no TLS; "
-             "reach the server through a TLS tunnel on loopback (docs/security.md)";
-    return false;
+    rest.remove_prefix(9);
+    out->tls = true;
   } else {
-    *error = "a redis URL begins with redis://";
+    *error = "a redis URL begins with redis:// (or rediss:// for TLS)";
     return false;
   }
   const size_t at = rest.rfind('@');
@@ -54,7 +53,13 @@ bool ParseUrl(std::string_view url, Address* out, std::string* error) {
 }
 
 std::string Client::Error(const std::string& doing) const {
-  return what_ + ": " + doing + ": " + (c_ != nullptr && c_->err ? c_->errstr : "not connected");
+  std::string why = c_ != nullptr && c_->err ? c_->errstr : "not connected";
+  // A server that wants a client certificate closes a TLS 1.3 connection
+  // after its handshake: say so where that may be why.
+  if (tunnel_ && c_ != nullptr && (c_->err == REDIS_ERR_EOF || c_->err == REDIS_ERR_IO)) {
+    why += ClientCertificateHint(tls_);
+  }
+  return what_ + ": " + doing + ": " + why;
 }
 
 Status Client::Broken(const std::string& doing) {
@@ -72,13 +77,22 @@ void Client::SetTimeout(int timeout_ms) {
 
 Status Client::Ensure() {
   if (c_ != nullptr) return Status::Ok();
-  timeval tv{2, 0};
-  c_ = redisConnectWithTimeout(address_.host.c_str(), address_.port, tv);
-  if (c_ == nullptr) return Status::Unavailable(what_ + ": out of memory");
   const std::string where = address_.host + ":" + std::to_string(address_.port);
+  if (tls_.enabled) {
+    auto tunnel = TlsTunnel::Open(address_.host, address_.port, tls_, 2000);
+    if (!tunnel.ok()) return Status::Unavailable(what_ + ": " + tunnel.status().message());
+    tunnel_ = std::move(tunnel.value());
+    c_ = redisConnectFd(tunnel_->TakeFd());
+  } else {
+    timeval tv{2, 0};
+    c_ = redisConnectWithTimeout(address_.host.c_str(), address_.port, tv);
+  }
+  if (c_ == nullptr) return Status::Unavailable(what_ + ": out of memory");
   if (c_->err) return Broken("cannot connect to " + where);
   timeout_ms_ = -1;
-  redisEnableKeepAlive(c_);
+  // The tunnel keeps its own TCP connection alive (keep-alive on its
+  // local socket would fail).
+  if (!tunnel_) redisEnableKeepAlive(c_);
   Reply r;
   auto ok = [&](const char* doing) -> Status {
     if (r && r->type == REDIS_REPLY_ERROR) {
@@ -108,6 +122,7 @@ Status Client::Ensure() {
 void Client::Close() {
   if (c_ != nullptr) redisFree(c_);
   c_ = nullptr;
+  tunnel_.reset();
 }
 
 void Client::Append(const std::vector<std::string_view>& args) {

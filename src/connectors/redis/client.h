@@ -1,6 +1,7 @@
 // The redis connector's client side (hiredis 0.14): a connection made on
 // first use and again after it broke, commands as argument vectors, replies
-// owned by a smart pointer, and the stream entry ids it compares.
+// owned by a smart pointer, and the stream entry ids it compares. hiredis
+// 0.14 has no TLS: over TLS it speaks through a TlsTunnel's local socket.
 #pragma once
 
 #include <hiredis/hiredis.h>
@@ -12,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "connectors/shared/tls.h"
+#include "connectors/shared/tls_client.h"
 #include "kayak/status.h"
 
 namespace kayak::redis {
@@ -21,8 +24,9 @@ struct ReplyFree {
 };
 using Reply = std::unique_ptr<redisReply, ReplyFree>;
 
-// redis://[[user]:password@]host[:port][/db]
+// redis://[[user]:password@]host[:port][/db], or rediss:// for TLS
 struct Address {
+  bool tls = false;  // rediss://
   std::string host = "127.0.0.1";
   int port = 6379;
   std::string user, password;
@@ -33,7 +37,11 @@ bool ParseUrl(std::string_view url, Address* out, std::string* error);
 
 class Client {
  public:
-  Client(Address address, std::string what) : address_(std::move(address)), what_(std::move(what)) {}
+  // Over TLS when the address is rediss:// or `tls.enabled`.
+  Client(Address address, std::string what, TlsOptions tls = {})
+      : address_(std::move(address)), what_(std::move(what)), tls_(std::move(tls)) {
+    tls_.enabled = tls_.enabled || address_.tls;
+  }
   ~Client() { Close(); }
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -63,6 +71,8 @@ class Client {
 
   const Address address_;
   const std::string what_;
+  TlsOptions tls_;
+  std::unique_ptr<TlsTunnel> tunnel_;  // over TLS: what c_'s socket leads through
   redisContext* c_ = nullptr;
   int timeout_ms_ = -1;
   std::vector<const char*> argv_;  // reused

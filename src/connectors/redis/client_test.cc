@@ -22,8 +22,15 @@ TEST(RedisUrl, Parts) {
   EXPECT_EQ(a.user, "u");
   EXPECT_EQ(a.password, "p");
   EXPECT_FALSE(ParseUrl("http://h", &a, &error));
-  EXPECT_FALSE(ParseUrl("rediss://h:6380", &a, &error));
-  EXPECT_NE(error.find("TLS"), std::string::npos) << error;
+  EXPECT_FALSE(a.tls);
+  ASSERT_TRUE(ParseUrl("rediss://:pw@h:6380/2", &a, &error)) << error;
+  EXPECT_TRUE(a.tls);
+  EXPECT_EQ(a.host, "h");
+  EXPECT_EQ(a.port, 6380);
+  EXPECT_EQ(a.password, "pw");
+  EXPECT_EQ(a.db, 2);
+  EXPECT_FALSE(ParseUrl("http://h", &a, &error));
+  EXPECT_NE(error.find("rediss://"), std::string::npos) << error;
   EXPECT_FALSE(ParseUrl("redis://h:99999", &a, &error));
   EXPECT_FALSE(ParseUrl("redis://h/x", &a, &error));
 }

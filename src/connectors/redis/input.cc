@@ -42,10 +42,10 @@ std::string_view Str(const redisReply* r) {
 
 class RedisInput final : public Input {
  public:
-  RedisInput(redis::Address address, std::string channel, StreamOptions so, int64_t batch_size,
-             BrokerPayload payload, const ComponentContext& ctx)
-      : client_(address, "redis input"),
-        acker_(address, "redis input (acknowledgements)"),
+  RedisInput(redis::Address address, TlsOptions tls, std::string channel, StreamOptions so,
+             int64_t batch_size, BrokerPayload payload, const ComponentContext& ctx)
+      : client_(address, "redis input", tls),
+        acker_(address, "redis input (acknowledgements)", tls),
         channel_(std::move(channel)),
         so_(std::move(so)),
         batch_size_(std::to_string(batch_size)),
@@ -454,10 +454,12 @@ ComponentDef RedisInputDef() {
                 "retried with its error on the card";
   d.props = {
       PropDef{"url", PropType::kString, true, "",
-              "redis://[:password@]host:port[/db]; a password as ${ENV}"}
+              "redis://[[user]:password@]host:port[/db] (rediss:// over TLS); a password as "
+              "${ENV} or ${file:...}"}
           .NonEmpty()
           .Secret()
           .Address(),
+      TlsPropDef(),
       {"channel", PropType::kString, false, "", "a pub/sub channel or pattern"},
       {"stream", PropType::kString, false, "", "a stream key, read through a consumer group"},
       {"group", PropType::kString, false, "", "with `stream`: the consumer group (default kayak)"},
@@ -480,6 +482,7 @@ ComponentDef RedisInputDef() {
     redis::Address address;
     std::string error;
     if (!redis::ParseUrl(o.String("url"), &address, &error)) o.Error("url", error);
+    TlsOptions tls = ReadTlsOptions(o);
     StreamOptions so;
     so.stream = o.String("stream");
     so.group = o.Has("group") ? o.String("group") : "kayak";
@@ -495,7 +498,7 @@ ComponentDef RedisInputDef() {
       }
     }
     if (o.failed()) return nullptr;
-    return std::make_unique<RedisInput>(address, o.String("channel"), std::move(so),
+    return std::make_unique<RedisInput>(address, std::move(tls), o.String("channel"), std::move(so),
                                         o.Int("batch_size"), ReadBrokerPayload(o), ctx);
   };
   return d;

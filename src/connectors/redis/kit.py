@@ -58,14 +58,19 @@ class RedisConnector(Connector):
     def bad_input_option(self):
         return f"{{redis: {{url: '{self.url}', stream: s, batch_size: 0}}}}", "0"
 
-    def direct(self):
-        return self.url.replace(f":{self.proxy.port}",
-                                f":{servers.port_of(servers.redis_url())}")
+    def direct_tls(self):
+        """The same server through its TLS port (server.sh: a throwaway CA),
+        with the same user: the url and the tls block."""
+        e = servers.env("redis")
+        tls_port = servers.port_of(e["REDIS_TLS_URL"])
+        url = self.url.replace("redis://", "rediss://").replace(
+            f"127.0.0.1:{self.proxy.port}", f"localhost:{tls_port}")
+        return {"url": url, "tls": {"ca_file": os.path.join(e["REDIS_TLS_DIR"], "ca.crt")}}
 
     def tuning(self, side):
         if side == "input":  # a new consumer name claims the old one's pending entries
-            return {"url": self.direct(), "consumer": f"{self.key}c2", "batch_size": 12}
-        return {"url": self.direct()}
+            return {**self.direct_tls(), "consumer": f"{self.key}c2", "batch_size": 12}
+        return self.direct_tls()
 
     def identity_change(self):
         return {"group": f"{self.key}g2"}
@@ -115,7 +120,7 @@ class RedisPubSubConnector(Subscribed, RedisConnector):
                                            "group"}}
 
     def tuning(self, side):
-        return {"url": self.direct(), "batch_size": 12}
+        return {**self.direct_tls(), "batch_size": 12}
 
     def identity_change(self):
         return None

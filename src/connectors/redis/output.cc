@@ -28,9 +28,9 @@ bool PassingRefusal(std::string_view error) {
 
 class RedisOutput final : public Output {
  public:
-  RedisOutput(redis::Address address, FieldTemplate key, bool stream, int64_t maxlen,
-              std::string payload_field, ComponentStats* stats)
-      : client_(std::move(address), "redis output"),
+  RedisOutput(redis::Address address, TlsOptions tls, FieldTemplate key, bool stream,
+              int64_t maxlen, std::string payload_field, ComponentStats* stats)
+      : client_(std::move(address), "redis output", std::move(tls)),
         key_(std::move(key)),
         stream_(stream),
         maxlen_(maxlen > 0 ? std::to_string(maxlen) : ""),
@@ -109,10 +109,12 @@ ComponentDef RedisOutputDef() {
                 "retried holding the pipeline, the whole batch again (at least once)";
   d.props = {
       PropDef{"url", PropType::kString, true, "",
-              "redis://[:password@]host:port[/db]; a password as ${ENV}"}
+              "redis://[[user]:password@]host:port[/db] (rediss:// over TLS); a password as "
+              "${ENV} or ${file:...}"}
           .NonEmpty()
           .Secret()
           .Address(),
+      TlsPropDef(),
       {"stream", PropType::kString, false, "", "a stream key to XADD to; `{{field}}` allowed"},
       {"channel", PropType::kString, false, "", "a channel to PUBLISH to; `{{field}}` allowed"},
       PropDef{"maxlen", PropType::kInt, false, "0",
@@ -125,6 +127,7 @@ ComponentDef RedisOutputDef() {
     redis::Address address;
     std::string error;
     if (!redis::ParseUrl(o.String("url"), &address, &error)) o.Error("url", error);
+    TlsOptions tls = ReadTlsOptions(o);
     const bool stream = !o.String("stream").empty();
     if (stream == !o.String("channel").empty()) {
       o.Error("stream", "give either `stream` (XADD) or `channel` (PUBLISH)");
@@ -138,7 +141,8 @@ ComponentDef RedisOutputDef() {
     FieldTemplate key;
     if (!FieldTemplate::Parse(o.String(name), &key, &error)) o.Error(name, error);
     if (o.failed()) return nullptr;
-    return std::make_unique<RedisOutput>(address, std::move(key), stream, o.Int("maxlen"),
+    return std::make_unique<RedisOutput>(address, std::move(tls), std::move(key), stream,
+                                         o.Int("maxlen"),
                                          o.String("payload_field"), ctx.stats);
   };
   return d;

@@ -12,7 +12,7 @@ import unittest
 
 from brokers import SERVER, BrokerTest, sums
 from harness import committed, http, wait_for
-from servers import Proxy, brokertool, port_of, redis_cli, redis_url
+from servers import Proxy, brokertool, env, port_of, redis_cli, redis_url
 
 
 def pending(stream, group, url=None):
@@ -270,6 +270,70 @@ class RedisTest(BrokerTest):
         code, text = self.check_config(self.graph("{redis: {url: 'http://x', channel: a}}"))
         self.assertNotEqual(code, 0)
         self.assertIn("redis://", text)
+
+
+class RedisTlsTest(BrokerTest):
+    """rediss:// and the tls block against redis-servers that speak TLS only
+    (a throwaway CA, server.sh): streams written and read over TLS and over
+    mutual TLS; a wrong CA, a wrong name, an expired certificate and a missing
+    client certificate refused with the reason on the card."""
+
+    def tls(self, *names, **kw):
+        return self.tls_block(env("redis")["REDIS_TLS_DIR"], *names, **kw)
+
+    def test_streams_over_tls_and_mutual_tls(self):
+        e = env("redis")
+        mutual_url = e["REDIS_MTLS_URL"].replace("rediss://", "redis://")  # TLS by the block
+        pipes = ""
+        for name, url, tls in [("tls", e["REDIS_TLS_URL"], self.tls("ca")),
+                               ("mutual", mutual_url, self.tls("ca", "cert"))]:
+            key = f"{self.tag}.{name}"
+            pipes += f"""  w_{name}:
+    input: {{dummy: {{rate_per_sec: 50}}}}
+    outputs: [{{redis: {{url: '{url}', stream: '{key}', {tls}}}}}]
+  r_{name}:
+    input: {{redis: {{url: '{url}', stream: '{key}', {tls}}}}}
+    outputs: [{{file: {{path: {self.path(name)}}}}}]
+"""
+        s = self.start("pipelines:\n" + pipes, server_config=SERVER,
+                       state_dir=self.path("state"))
+        for name in ("tls", "mutual"):
+            wait_for(lambda: len(self.seqs(name)) >= 20, timeout=30,
+                     what=f"entries over {name} TLS")
+            self.assertEqual(s.card(f"r_{name}", "input")["last_error"], "")
+        self.assertEqual(s.stop(), 0)
+        seqs = self.seqs("tls")
+        self.assertEqual(sorted(seqs), list(range(1, len(seqs) + 1)))  # dummy counts from 1
+
+    def test_a_wrong_ca_a_wrong_name_an_expired_certificate_and_no_client_certificate(self):
+        e = env("redis")
+        for url, tls, card, wants in [
+                (e["REDIS_TLS_URL"], self.tls("other_ca"), "input",
+                 ("unable to get local issuer certificate", "self-signed certificate in")),
+                (e["REDIS_TLS_URL"], self.tls("ca", server_name="wrong.example"), "outputs[0]",
+                 ("hostname mismatch",)),
+                (e["REDIS_EXPIRED_URL"], self.tls("ca"), "input", ("certificate has expired",)),
+                (e["REDIS_MTLS_URL"], self.tls("ca"), "input",
+                 ("certificate required", "requires a client certificate"))]:
+            with self.subTest(tls=tls, url=url):
+                redis = f"{{redis: {{url: '{url}', stream: '{self.tag}.x', {tls}}}}}"
+                if card == "input":
+                    config = self.graph(redis)
+                else:
+                    config = self.graph("{dummy: {rate_per_sec: 10}}", outputs=f"[{redis}]")
+                self.assert_refused(config, wants, card=card)
+
+    def test_tls_options_that_do_not_load(self):
+        url = env("redis")["REDIS_TLS_URL"]
+        d = env("redis")["REDIS_TLS_DIR"]
+        for tls, want in [(f"tls: {{cert_file: {d}/client.crt}}", "key_file"),
+                          (f"tls: {{ca_file: {self.path('absent.pem')}}}", "absent.pem"),
+                          ("tls: {verify: true}", "unknown key")]:
+            with self.subTest(tls=tls):
+                code, text = self.check_config(self.graph(
+                    f"{{redis: {{url: '{url}', stream: s, {tls}}}}}"))
+                self.assertNotEqual(code, 0)
+                self.assertIn(want, text)
 
 
 if __name__ == "__main__":

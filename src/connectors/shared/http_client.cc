@@ -13,6 +13,8 @@
 #include <optional>
 #include <vector>
 
+#include "connectors/shared/tls_client.h"
+
 namespace kayak {
 
 namespace asio = boost::asio;
@@ -93,25 +95,9 @@ struct HttpClient::Impl {
   // The TLS context, once: "" or what is wrong with the block's files.
   std::string MakeContext() {
     if (ssl || !ssl_error.empty()) return ssl_error;
-    auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
-    beast::error_code ec;
-    ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
-                     asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
-                     asio::ssl::context::no_tlsv1_1);
-    if (tls.ca_file.empty()) {
-      ctx->set_default_verify_paths(ec);
-    } else {
-      ctx->load_verify_file(tls.ca_file, ec);
-    }
-    if (ec) return ssl_error = "tls: the CA cannot be loaded: " + ec.message();
-    if (!tls.cert_file.empty()) {
-      ctx->use_certificate_chain_file(tls.cert_file, ec);
-      if (!ec) ctx->use_private_key_file(tls.key_file, asio::ssl::context::pem, ec);
-      if (ec) return ssl_error = "tls: the client certificate cannot be loaded: " + ec.message();
-    }
-    ctx->set_verify_mode(tls.insecure_skip_verify ? asio::ssl::verify_none
-                                                  : asio::ssl::verify_peer);
-    ssl = std::move(ctx);
+    auto ctx = MakeTlsClientContext(tls);
+    if (!ctx.ok()) return ssl_error = ctx.status().message();
+    ssl = std::move(ctx.value());
     return "";
   }
 
@@ -140,20 +126,16 @@ struct HttpClient::Impl {
       return "cannot connect to " + url.host + ":" + url.port + ": " + ec.message();
     }
     if (over_tls) {
-      // The name sent (SNI) and checked in the certificate: server_name, or
-      // the host the url names.
-      const std::string& name = tls.server_name.empty() ? url.host : tls.server_name;
-      SSL_set_tlsext_host_name(secure->native_handle(), name.c_str());
-      if (!tls.insecure_skip_verify) {
-        secure->set_verify_callback(asio::ssl::host_name_verification(name), ec);
-      }
+      PrepareTlsClient(secure->native_handle(), tls, url.host);
       lowest().expires_after(std::chrono::milliseconds(timeout_ms));
       secure->async_handshake(asio::ssl::stream_base::client, [&](beast::error_code e) { ec = e; });
       io.restart();
       io.run();
       if (ec) {
+        std::string why = "TLS handshake with " + url.host + ":" + url.port +
+                          " failed: " + HandshakeFailure(secure->native_handle(), ec);
         Drop();
-        return "TLS handshake with " + url.host + ":" + url.port + " failed: " + ec.message();
+        return why;
       }
     }
     return "";
@@ -162,11 +144,7 @@ struct HttpClient::Impl {
   // For a request that broke on a TLS connection made without a client
   // certificate: TLS 1.3 ends the client's handshake before the server checks
   // the client, so a refusal arrives as the connection closing.
-  std::string Hint() const {
-    if (!secure || !tls.cert_file.empty()) return "";
-    return " (the server closed the TLS connection; a server that requires a client "
-           "certificate does so: tls.cert_file)";
-  }
+  std::string Hint() const { return secure ? ClientCertificateHint(tls) : ""; }
 
   void Drop() {
     streaming.reset();
