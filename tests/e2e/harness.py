@@ -161,6 +161,62 @@ class Server:
                 stream.close()
 
 
+class Endpoint:
+    """A local HTTP server that records requests and answers from a script:
+    `plan` is a list of statuses for the first requests, then `default`."""
+
+    def __init__(self, plan=None, default=200, answer=b'{"ok":true}', tls=None):
+        """`tls`: (directory of tls_ca.py's files, certificate name, whether a
+        client certificate is required): https with that certificate."""
+        import http.server
+        outer = self
+        self.requests, self.plan, self.default, self.answer = [], list(plan or []), default, answer
+        self.lock = threading.Lock()
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n)
+                with outer.lock:
+                    status = outer.plan.pop(0) if outer.plan else outer.default
+                    outer.requests.append((self.command, dict(self.headers), body, status))
+                    answer = outer.answer
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            do_POST = do_GET = do_PUT = do
+
+            def log_message(self, *a):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        if tls:
+            import ssl
+            d, cert, client = tls
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(os.path.join(d, cert + ".crt"), os.path.join(d, cert + ".key"))
+            if client:
+                ctx.load_verify_locations(os.path.join(d, "ca.crt"))
+                ctx.verify_mode = ssl.CERT_REQUIRED
+            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+            self.url = "https" + self.url[4:]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def accepted(self):
+        with self.lock:
+            return [r for r in self.requests if 200 <= r[3] < 300]
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
 class KayakTest(unittest.TestCase):
     """A test with its own work directory and server cleanup."""
 

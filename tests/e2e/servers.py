@@ -344,18 +344,22 @@ def s3_env(server="s3"):
     return env(server)
 
 
-def s3_objects(prefix, server="s3"):
+def s3_objects(prefix, server="s3", tls=False):
     """{key: bytes} of every object under `prefix` in bucket kayak (moto
-    answers a list and a GET without a signature)."""
+    answers a list and a GET without a signature); with `tls`, of the moto
+    that speaks https beside `s3`."""
     import re
+    import ssl
     from urllib.parse import quote
-    base = s3_env(server)["S3_ENDPOINT"] + "/kayak"
+    e = s3_env(server)
+    base = e["S3_TLS_ENDPOINT" if tls else "S3_ENDPOINT"] + "/kayak"
+    ctx = ssl.create_default_context(cafile=os.path.join(e["S3_TLS_DIR"], "ca.crt")) if tls else None
     with urllib.request.urlopen(f"{base}?list-type=2&max-keys=1000&prefix={quote(prefix)}",
-                                timeout=30) as r:
+                                timeout=30, context=ctx) as r:
         keys = re.findall(r"<Key>([^<]*)</Key>", r.read().decode())
     out = {}
     for k in keys:
-        with urllib.request.urlopen(f"{base}/{quote(k)}", timeout=30) as r:
+        with urllib.request.urlopen(f"{base}/{quote(k)}", timeout=30, context=ctx) as r:
             out[k] = r.read()
     return out
 

@@ -107,6 +107,18 @@ Status Client::Send(const char* method, const std::string& key, const Pairs& que
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 300000L);
   if (!out->range.empty()) curl_easy_setopt(c, CURLOPT_RANGE, out->range.c_str());
+  curl_error_[0] = '\0';
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, curl_error_);
+  const TlsOptions& tls = e_.tls;
+  if (!tls.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, tls.ca_file.c_str());
+  if (!tls.cert_file.empty()) {
+    curl_easy_setopt(c, CURLOPT_SSLCERT, tls.cert_file.c_str());
+    curl_easy_setopt(c, CURLOPT_SSLKEY, tls.key_file.c_str());
+  }
+  if (tls.insecure_skip_verify) {
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+  }
   if (std::string_view(method) == "HEAD") {
     curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
   } else if (std::string_view(method) != "GET") {
@@ -124,7 +136,12 @@ Status Client::Send(const char* method, const std::string& key, const Pairs& que
   curl_slist_free_all(headers);
   const std::string what = std::string("s3: ") + method + " " + e_.bucket + "/" + key;
   if (!out->sink_status.ok()) return out->sink_status;
-  if (rc != CURLE_OK) return Status::Unavailable(what + ": " + curl_easy_strerror(rc));
+  if (rc != CURLE_OK) {
+    // libcurl's detail says which certificate check failed, where its
+    // code's text says only that one did.
+    return Status::Unavailable(what + ": " +
+                               (curl_error_[0] != '\0' ? curl_error_ : curl_easy_strerror(rc)));
+  }
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out->status);
   curl_off_t length = -1;
   if (curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) == CURLE_OK) {

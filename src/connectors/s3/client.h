@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "connectors/s3/sigv4.h"
+#include "connectors/shared/tls.h"
 #include "kayak/status.h"
 
 namespace kayak::s3 {
@@ -25,6 +26,7 @@ struct Endpoint {
   std::string bucket;
   bool path_style = false;
   Credentials credentials;
+  TlsOptions tls;  // for an https endpoint: a CA, a client certificate, no verification
 };
 
 class Client {
@@ -79,6 +81,7 @@ class Client {
   const Endpoint e_;
   std::string scheme_, host_;  // from the endpoint
   CURL* curl_ = nullptr;
+  char curl_error_[CURL_ERROR_SIZE] = {};  // libcurl's detail of a failed transfer
 };
 
 // The text of <tag>...</tag> in an S3 XML answer ("" when absent).

@@ -569,6 +569,7 @@ ComponentDef S3OutputDef() {
               PropRole::kTuning},
       PropDef{"region", PropType::kString, false, "us-east-1", "the region signed for",
               PropRole::kTuning},
+      TlsPropDef(),
       PropDef{"bucket", PropType::kString, true, "", "the bucket"}.NonEmpty(),
       PropDef{"key", PropType::kString, false, "kayak/{{date}}/{{hour}}/part-{{seq}}.ndjson",
               "the object key: {{date}}, {{hour}} and {{seq}} are replaced"}
@@ -615,6 +616,14 @@ ComponentDef S3OutputDef() {
     so.endpoint.path_style = o.Bool("path_style");
     so.endpoint.credentials = {o.String("access_key_id"), o.String("secret_access_key"),
                                o.String("session_token")};
+    so.endpoint.tls = ReadTlsOptions(o);
+    if (so.endpoint.tls.enabled && so.endpoint.endpoint.rfind("http://", 0) == 0) {
+      o.Error("tls", "the endpoint is http://: name it https:// to use TLS");
+    }
+    if (!so.endpoint.tls.server_name.empty()) {
+      o.Error("tls", "server_name is not supported by the s3 output: libcurl checks the "
+                     "endpoint's host; name the endpoint by the certificate's name");
+    }
     so.key = o.String("key");
     so.part_bytes = static_cast<uint64_t>(o.Int("part_bytes"));
     so.max_object_bytes = static_cast<uint64_t>(o.Int("max_object_bytes"));

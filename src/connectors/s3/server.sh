@@ -31,5 +31,24 @@ moto_start() {
     echo "S3_MIN_PART_BYTES=$min_part"; } >"$dir/env"
 }
 
-start_s3() { moto_start 1; }
+# `s3` has a second moto beside it that speaks https only, with a throwaway
+# CA (tests/e2e/tls_ca.py): a server of its own, with its own bucket kayak.
+start_s3() {
+  [ -f "$dir/tls.pid" ] && kill -TERM "$(cat "$dir/tls.pid")" 2>/dev/null
+  moto_start 1
+  python3 "$servers_dir/../e2e/tls_ca.py" "$dir/tls" || fail "no test CA"
+  local port; port=$(free_port)
+  S3_UPLOAD_PART_MIN_SIZE=1 "$servers_dir/python/venv/bin/moto_server" -H 127.0.0.1 -p "$port" \
+    -c "$dir/tls/server.crt" -k "$dir/tls/server.key" >"$dir/tls.log" 2>&1 &
+  echo $! >"$dir/tls.pid"
+  await "moto (https)" curl -s -o /dev/null --cacert "$dir/tls/ca.crt" "https://localhost:$port/"
+  curl -sSf -o /dev/null --cacert "$dir/tls/ca.crt" -X PUT "https://localhost:$port/kayak" ||
+    fail "moto (https): no bucket kayak"
+  { echo "S3_TLS_ENDPOINT=https://localhost:$port"; echo "S3_TLS_DIR=$dir/tls"; } >>"$dir/env"
+}
+
+stop_s3() {
+  [ -f "$dir/tls.pid" ] && kill -TERM "$(cat "$dir/tls.pid")" 2>/dev/null
+  stop_pid TERM
+}
 start_s3strict() { moto_start 5242880; }

@@ -13,7 +13,7 @@ import subprocess
 import time
 import unittest
 
-from harness import KAYAK, KayakTest, committed, wait_for
+from harness import KAYAK, Endpoint, KayakTest, committed, wait_for
 from servers import s3_env, s3_objects, s3_put, s3_uploads
 
 def decompress(body, compression):
@@ -57,9 +57,10 @@ class S3Base(KayakTest):
 
     server = "s3"
 
-    def s3(self, extra="", bucket="kayak", compression="none", key="{{seq}}.ndjson"):
+    def s3(self, extra="", bucket="kayak", compression="none", key="{{seq}}.ndjson",
+           endpoint=None):
         e = s3_env(self.server)
-        return (f"{{s3: {{endpoint: '{e['S3_ENDPOINT']}', bucket: {bucket}, path_style: true, "
+        return (f"{{s3: {{endpoint: '{endpoint or e['S3_ENDPOINT']}', bucket: {bucket}, path_style: true, "
                 f"access_key_id: {e['S3_ACCESS_KEY_ID']}, secret_access_key: "
                 f"{e['S3_SECRET_ACCESS_KEY']}, key: '{self.prefix}/{key}', "
                 f"compression: {compression}{', ' + extra if extra else ''}}}}}")
@@ -285,6 +286,83 @@ class S3RulesTest(S3Base):
                 self.assertEqual(len(keys), 1, keys)
                 self.assertEqual(got, data)
                 self.assertEqual(s3_uploads(self.prefix + "/", self.server), [])
+
+
+class S3TlsTest(S3Base):
+    """The s3 output over https with the tls block: against the moto that
+    speaks https beside `s3` (server.sh, a throwaway CA), and against local
+    https endpoints for an expired certificate and one that requires a client
+    certificate."""
+
+    def tls(self, *names):
+        d = s3_env()["S3_TLS_DIR"]
+        keys = {"ca": f"ca_file: {d}/ca.crt", "other_ca": f"ca_file: {d}/other-ca.crt",
+                "cert": f"cert_file: {d}/client.crt, key_file: {d}/client.key"}
+        return "tls: {" + ", ".join(keys[n] for n in names) + "}"
+
+    def graph(self, output):
+        return (f"pipelines:\n  p:\n    input: {{file: {{path: {self.path('in.ndjson')}}}}}\n"
+                f"    outputs: [{output}]\n")
+
+    def test_objects_over_https_with_the_ca(self):
+        data = self.input_file(500)
+        s = self.start(self.graph(self.s3(self.tls("ca") + ", part_bytes: 4096, "
+                                          "max_object_bytes: 16384, max_object_secs: 1",
+                                          endpoint=s3_env()["S3_TLS_ENDPOINT"])),
+                       server_config=SERVER, state_dir=self.path("state"))
+
+        def whole():
+            objs = s3_objects(self.prefix + "/", tls=True)
+            return b"".join(objs[k] for k in sorted(objs)) == data and len(objs)
+        n = wait_for(whole, timeout=60, what="every row in objects over https")
+        self.assertGreater(n, 1)
+        self.assertEqual(s.card("p", "outputs[0]")["last_error"], "")
+        self.assertEqual(s.stop(), 0)
+
+    def refused(self, endpoint, tls, wants):
+        self.input_file(20)
+        s = self.start(self.graph(self.s3(tls, endpoint=endpoint)))
+        try:
+            wait_for(lambda: any(w in s.card("p", "outputs[0]")["last_error"] for w in wants),
+                     timeout=30, what=f"{wants} on the card")
+        except AssertionError:
+            raise AssertionError(f"the card says {s.card('p', 'outputs[0]')}") from None
+        self.assertEqual(s.stop(), 0, s.stderr()[-2000:])
+
+    def test_a_wrong_ca_an_expired_certificate_and_no_client_certificate(self):
+        d = s3_env()["S3_TLS_DIR"]
+        self.refused(s3_env()["S3_TLS_ENDPOINT"], self.tls("other_ca"),
+                     ("unable to get local issuer certificate", "self-signed certificate"))
+        expired = Endpoint(tls=(d, "expired", False))
+        self.addCleanup(expired.close)
+        self.refused(expired.url.replace("127.0.0.1", "localhost"), self.tls("ca"),
+                     ("certificate has expired",))
+        self.assertEqual(expired.requests, [])
+        mutual = Endpoint(tls=(d, "server", True), default=500)
+        self.addCleanup(mutual.close)
+        self.refused(mutual.url, self.tls("ca"), ("certificate required", "alert"))
+        self.assertEqual(mutual.requests, [])
+        # With the client certificate the requests arrive (the endpoint is not
+        # S3: it answers 500, which the output retries).
+        self.input_file(20)
+        s = self.start(self.graph(self.s3(self.tls("ca", "cert"), endpoint=mutual.url)))
+        wait_for(lambda: len(mutual.requests) >= 1, timeout=30, what="a request with the client "
+                 "certificate")
+        self.assertEqual(s.stop(), 0)
+
+    def test_tls_options_that_do_not_fit(self):
+        d = s3_env()["S3_TLS_DIR"]
+        for endpoint, tls, want in [
+                (s3_env()["S3_ENDPOINT"], self.tls("ca"), "name it https://"),
+                (s3_env()["S3_TLS_ENDPOINT"], "tls: {server_name: other}", "server_name"),
+                (s3_env()["S3_TLS_ENDPOINT"], f"tls: {{cert_file: {d}/client.crt}}", "key_file")]:
+            with self.subTest(tls=tls):
+                with open(self.path("check.yaml"), "w") as f:
+                    f.write(self.graph(self.s3(tls, endpoint=endpoint)))
+                r = subprocess.run([KAYAK, "check", "--config", self.path("check.yaml")],
+                                   capture_output=True, text=True, timeout=30)
+                self.assertNotEqual(r.returncode, 0)
+                self.assertIn(want, r.stdout + r.stderr)
 
 
 if __name__ == "__main__":
