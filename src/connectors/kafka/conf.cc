@@ -1,8 +1,19 @@
 #include "connectors/kafka/conf.h"
 
+#include <mutex>
+
+#include "common/log.h"
 #include "connectors/shared/tls.h"
 
 namespace kayak::kafka {
+
+namespace {
+
+// librdkafka 2.6.1, in rd_kafka_version()'s 0xMMmmrrxx.
+constexpr int kScramFixedVersion = 0x020601ff;
+
+}  // namespace
+
 
 rd_kafka_conf_t* MakeConf(const Properties& props, std::string* error) {
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
@@ -76,12 +87,28 @@ Properties SecurityProperties(const Options& o) {
   } else if (sasl) {
     p.emplace_back("security.protocol", "SASL_PLAINTEXT");
   }
+  if (sasl && mechanism.rfind("SCRAM", 0) == 0 && rd_kafka_version() < kScramFixedVersion) {
+    static std::once_flag said;
+    std::call_once(said, [] {
+      KLOG_WARN("kafka: librdkafka {} logs in by SCRAM to Kafka 3 brokers only: Kafka 4 "
+                "refuses its proof (fixed in librdkafka 2.6.1)",
+                rd_kafka_version_str());
+    });
+  }
   if (sasl) {
     p.emplace_back("sasl.mechanisms", mechanism);
     p.emplace_back("sasl.username", username);
     p.emplace_back("sasl.password", password);
   }
   return p;
+}
+
+std::string ScramHint(std::string_view reason) {
+  if (rd_kafka_version() >= kScramFixedVersion) return "";
+  if (reason.find("SCRAM") == std::string_view::npos) return "";
+  return std::string(" (librdkafka ") + rd_kafka_version_str() +
+         " sends a SCRAM proof that Kafka 4 brokers refuse; librdkafka 2.6.1 fixed it: with "
+         "such a broker use PLAIN over TLS, or a newer librdkafka)";
 }
 
 std::string Brokers(const Options& o) {

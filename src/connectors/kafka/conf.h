@@ -5,6 +5,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -33,6 +34,11 @@ Properties SecurityProperties(const Options& o);
 
 // The `brokers` option as librdkafka's bootstrap list.
 std::string Brokers(const Options& o);
+
+// What to add to a failed login's text (`reason`, librdkafka's): librdkafka
+// before 2.6.1 repeats the client's nonce in its SCRAM proof, which Kafka 4
+// brokers refuse as invalid credentials (librdkafka#4895). "" otherwise.
+std::string ScramHint(std::string_view reason);
 
 // Takes librdkafka's error object: its text, and whether retrying may help.
 std::string TakeError(rd_kafka_error_t* e, bool* retriable = nullptr);

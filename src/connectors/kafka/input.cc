@@ -421,12 +421,12 @@ class KafkaInput final : public Input {
     if (err == RD_KAFKA_RESP_ERR__SSL || err == RD_KAFKA_RESP_ERR__AUTHENTICATION ||
         err == RD_KAFKA_RESP_ERR__TRANSPORT) {
       MutexLock lock(self->unreachable_mu_);
-      self->transport_why_ = reason;
+      self->transport_why_ = reason + kafka::ScramHint(reason);
     }
     if (self->ctx_.stats) {
       self->ctx_.stats->RecordError(std::string("kafka: ") +
                                     rd_kafka_err2str(static_cast<rd_kafka_resp_err_t>(err)) +
-                                    ": " + reason);
+                                    ": " + reason + kafka::ScramHint(reason));
     }
   }
 

@@ -602,6 +602,28 @@ pipelines:
         self.refused(e["KAFKA_SASL_BROKERS"], f"{self.tls()}, {self.sasl(password='wrong')}",
                      ("Authentication failed", "authentication failed"))
 
+    def test_scram(self):
+        """SCRAM-SHA-256 with the user the broker lists: librdkafka before 2.6.1
+        sends a proof Kafka 4 refuses, and the card says so; a newer one reads."""
+        version = subprocess.run(["pkg-config", "--modversion", "rdkafka"], capture_output=True,
+                                 text=True).stdout.strip()
+        if tuple(int(x) for x in version.split(".")[:3]) >= (2, 6, 1):
+            b = self.broker(topics=("in:1",))
+            b.produce("in", 10)
+            s = self.start(f"""
+pipelines:
+  p:
+    input: {{kafka: {{brokers: "{self.env['KAFKA_SASL_BROKERS']}", topics: ["{b.t('in')}"],
+                     group: {group_name()}, start: earliest, {self.tls()},
+                     {self.sasl("SCRAM-SHA-256")}}}}}
+    outputs: [{{file: {{path: {self.path('out')}}}}}]
+""")
+            wait_for(lambda: len(self.read_output("out")) == 10, timeout=60, what="10 messages")
+            self.assertEqual(s.stop(), 0)
+            return
+        self.refused(self.env["KAFKA_SASL_BROKERS"], f"{self.tls()}, {self.sasl('SCRAM-SHA-256')}",
+                     ("librdkafka 2.6.1 fixed it",))
+
     def test_sasl_and_tls_options_that_cannot_work_are_config_errors(self):
         for options, want in [("sasl: {mechanism: GSSAPI, username: a, password: b}", "GSSAPI"),
                               ("sasl: {mechanism: PLAIN, username: a}", "username and password"),
