@@ -241,6 +241,10 @@ class Output {
   // Called about twice a second when idle (for example, to roll a part by age).
   virtual void Tick(int64_t now_ms) { (void)now_ms; }
   virtual Status Close() { return Status::Ok(); }
+  // Called from another thread when a stop gives up on this output (its
+  // pipeline is aborted): a Write, Checkpoint or Close waiting on its server
+  // should return soon, with an error. Must be thread-safe.
+  virtual void Interrupt() {}
 
   // ---- checkpointing (with --state-dir) ----
   // At barrier `id` (0 for the checkpoint taken at start): makes everything

@@ -57,6 +57,7 @@ void OutputRunner::Abort() {
   }
   decide_cv_.notify_all();
   queue_.Close();
+  output_->Interrupt();
 }
 
 void OutputRunner::Decide(uint64_t id, bool committed) {

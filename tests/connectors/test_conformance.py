@@ -202,6 +202,16 @@ class Connector:
     def identity_change(self):
         return None
 
+    # tls (test_kit_tls.py): tls(side) gives the options that reach the same
+    # data over TLS: an address and a `tls` block whose ca_file is the
+    # ca.crt of a tls_ca.py directory (which also holds other-ca.crt); None
+    # with `no_tls` saying why the connector has no such way (another server,
+    # no TLS at all).
+    no_tls = ""
+
+    def tls(self, side):
+        return None
+
     # schema_change (test_kit_config.py): database connectors set `schema` and
     # implement alter(table, step) on their source ("src") or sink ("dst")
     # table: "prepare" adds a column `extra` before the run, "add" adds a

@@ -67,16 +67,18 @@ class ClickhouseConnector(Connector):
     tuning_exempt = {"input": {"lag_secs": "the kit's watermark is a UInt64: lag_secs needs a "
                                            "DateTime"}}
 
-    def tuning(self, side):
+    def tls(self, side):
         # the same server through its https port (servers.sh: a throwaway CA)
         e = servers.env("clickhouse")
-        direct = e["CLICKHOUSE_HTTPS_URL"]
-        tls = {"ca_file": os.path.join(e["CLICKHOUSE_TLS_DIR"], "ca.crt")}
+        return {"url": e["CLICKHOUSE_HTTPS_URL"],
+                "tls": {"ca_file": os.path.join(e["CLICKHOUSE_TLS_DIR"], "ca.crt")}}
+
+    def tuning(self, side):
         if side == "input":
-            return {"url": direct, "timeout_ms": 2500, "start_from": "0", "poll_secs": 0.03,
-                    "batch_size": 7, "tls": tls}
-        return {"url": direct, "timeout_ms": 2500, "batch_rows": 50, "batch_bytes": 1 << 20,
-                "batch_ms": 200, "tls": tls}
+            return {**self.tls(side), "timeout_ms": 2500, "start_from": "0", "poll_secs": 0.03,
+                    "batch_size": 7}
+        return {**self.tls(side), "timeout_ms": 2500, "batch_rows": 50, "batch_bytes": 1 << 20,
+                "batch_ms": 200}
 
     def identity_change(self):
         return {"query": f"SELECT seq, k FROM {self.db}.src WHERE seq >= 0"}

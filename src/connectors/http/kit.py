@@ -21,6 +21,9 @@ class HttpConnector(Endpoint, Connector):
     bad_data_refused = True  # a bad post is answered 400
     tuning_exempt = {"output": {"tls": "the kit's endpoint speaks plain http (test_http.py, "
                                        "HttpTlsTest, sends over https)"}}
+    no_tls = ("the input is served by the listener, whose TLS is the server config's "
+              "(test_server.py, ListenerTlsTest); the output's endpoint speaks plain http "
+              "(test_http.py, HttpTlsTest)")
 
     def use_credential(self, which):
         self.token = CANARY if which == CANARY else f"kit-token-{which}"
@@ -135,6 +138,7 @@ class HttpPollConnector(Endpoint, Connector):
 
     tuning_exempt = {"input": {"tls": "the kit's endpoint speaks plain http (test_http.py, "
                                       "HttpTlsTest, polls over https)"}}
+    no_tls = "the kit's endpoint speaks plain http (test_http.py, HttpTlsTest, polls over https)"
 
     def tuning(self, side):
         return {"url": f"http://localhost:{self.port}/items", "interval_ms": 25,

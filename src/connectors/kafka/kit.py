@@ -56,22 +56,22 @@ class KafkaConnector(Connector):
     def bad_input_option(self):
         return self.input_yaml(", start: middle"), "middle"
 
-    def tuning(self, side):
-        # the same broker through its SASL_SSL listener (kafka_cluster.py --tls),
-        # as a list; librdkafka properties of a client's own
+    def tls(self, side):
+        # the same broker through its SASL_SSL listener (kafka_cluster.py --tls)
         import servers  # noqa: E402 (tests/e2e)
         e = servers.env("kafka")
-        brokers = [e["KAFKA_SASL_BROKERS"]]
-        security = {"tls": {"ca_file": os.path.join(e["KAFKA_TLS_DIR"], "ca.crt")},
-                    "sasl": {"mechanism": "PLAIN", "username": "kayak",
-                             "password": e["KAFKA_SASL_PASSWORD"]}}
+        return {"brokers": [e["KAFKA_SASL_BROKERS"]],
+                "tls": {"ca_file": os.path.join(e["KAFKA_TLS_DIR"], "ca.crt")},
+                "sasl": {"mechanism": "PLAIN", "username": "kayak",
+                         "password": e["KAFKA_SASL_PASSWORD"]}}
+
+    def tuning(self, side):
+        # the brokers as a list; librdkafka properties of a client's own
         if side == "input":
-            return {"brokers": brokers, "batch_size": 15, "batch_wait_ms": 60,
+            return {**self.tls(side), "batch_size": 15, "batch_wait_ms": 60,
                     "properties": {"session.timeout.ms": "6000",
-                                   "heartbeat.interval.ms": "500", "client.id": "kit2"},
-                    **security}
-        return {"brokers": brokers, "compression": "gzip", "properties": {"linger.ms": "10"},
-                **security}
+                                   "heartbeat.interval.ms": "500", "client.id": "kit2"}}
+        return {**self.tls(side), "compression": "gzip", "properties": {"linger.ms": "10"}}
 
     def identity_change(self):
         return {"group": self.group + "-2"}

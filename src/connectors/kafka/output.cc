@@ -50,6 +50,10 @@ struct Transactions {
   std::string pipeline;      // for the error that asks for a restart
 };
 
+// How long a stop waits for the broker to acknowledge what the output
+// produced before it gives up on it.
+constexpr int64_t kCloseFlushMs = 10000;
+
 class KafkaOutput final : public Output {
  public:
   KafkaOutput(std::string brokers, std::string topic, std::shared_ptr<const expr::Expr> topic_expr,
@@ -75,6 +79,8 @@ class KafkaOutput final : public Output {
     rd_kafka_conf_t* conf = MakeConf(p, &error);
     if (conf == nullptr) return Status::Invalid("kafka output: " + error);
     rd_kafka_conf_set_dr_msg_cb(conf, &KafkaOutput::OnDelivery);
+    rd_kafka_conf_set_error_cb(conf, &KafkaOutput::OnError);
+    rd_kafka_conf_set_opaque(conf, this);
     char err[512];
     rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
     if (rk_ == nullptr) return Status::Invalid(std::string("kafka output: ") + err);
@@ -196,7 +202,7 @@ class KafkaOutput final : public Output {
   Status Checkpoint(uint64_t id, std::string* state) override {
     if (!txn_.on) return Drain();
     if (rk_ == nullptr) return Status::Unavailable("kafka output: not started");
-    AwaitReports();
+    if (!AwaitReports()) return NotAcknowledged();
     if (!txn_lost_.empty()) FailTransaction(txn_lost_);
     if (!txn_failed_.empty()) return Status::Unavailable(txn_failed_);
     if (txn_open_) {
@@ -300,11 +306,22 @@ class KafkaOutput final : public Output {
       Destroy();
       return Status::Ok();
     }
-    Status st = Drain();
-    if (!st.ok()) KLOG_ERROR("{}; they were not delivered", st.message());
+    // Bounded: a broker that cannot be reached does not hold the stop for
+    // the producer's message timeout. What is left is purged, and comes
+    // back from the last checkpoint on the next start (with --state-dir).
+    Status st = Drain(kCloseFlushMs);
+    if (!st.ok()) {
+      KLOG_ERROR("{}; they were not delivered", st.message());
+      if (rk_ != nullptr) {
+        rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+        rd_kafka_poll(rk_, 0);  // the purged messages' reports
+      }
+    }
     Destroy();
     return st;
   }
+
+  void Interrupt() override { interrupted_.store(true); }
 
  private:
   // A message the producer gave up on, as the delivery report gave it back.
@@ -452,7 +469,7 @@ class KafkaOutput final : public Output {
 
   // Produces again what the producer gave up on, and waits for it: while a
   // message keeps failing the pipeline is held (and the error is on the card).
-  Status Resend() {
+  Status Resend(int64_t budget_ms = -1) {
     if (undelivered_.empty()) return Status::Ok();
     std::vector<Undelivered> again;
     again.swap(undelivered_);
@@ -468,7 +485,7 @@ class KafkaOutput final : public Output {
                                    rd_kafka_err2str(e));
       }
     }
-    AwaitReports();
+    if (!AwaitReports(budget_ms)) return NotAcknowledged();
     if (!undelivered_.empty()) {
       return Status::Unavailable("kafka output: " + std::to_string(undelivered_.size()) +
                                  " messages not delivered (kept, produced again next time): " +
@@ -478,15 +495,55 @@ class KafkaOutput final : public Output {
   }
 
   // Every delivery report of what was produced so far is in.
-  void AwaitReports() {
-    while (rd_kafka_outq_len(rk_) > 0) rd_kafka_flush(rk_, 100);
+  // False when it gave up first: interrupted, or `budget_ms` (when not
+  // negative) passed.
+  bool AwaitReports(int64_t budget_ms = -1) {
+    const auto start = std::chrono::steady_clock::now();
+    while (rd_kafka_outq_len(rk_) > 0) {
+      if (interrupted_.load()) return false;
+      if (budget_ms >= 0 &&
+          std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(budget_ms)) {
+        return false;
+      }
+      rd_kafka_flush(rk_, 100);
+    }
+    return true;
+  }
+
+  Status NotAcknowledged() const {
+    return Status::Unavailable("kafka output: " + std::to_string(rd_kafka_outq_len(rk_)) +
+                               " messages not acknowledged by the broker" +
+                               (interrupted_.load() ? " when the stop gave up on them" : "") +
+                               (last_error_.empty() ? "" : " (" + last_error_ + ")"));
   }
 
   // Waits for every delivery report, then produces again what failed.
-  Status Drain() {
+  Status Drain(int64_t budget_ms = -1) {
     if (rk_ == nullptr) return Status::Ok();
-    AwaitReports();
-    return Resend();
+    if (!AwaitReports(budget_ms)) return NotAcknowledged();
+    return Resend(budget_ms);
+  }
+
+  // A broker the producer cannot reach, a refused handshake or login: on the
+  // card while the messages wait in the producer's queue (served by the
+  // output's own polls), so they are not shown as merely written.
+  static void OnError(rd_kafka_t* rk, int err, const char* reason, void* opaque) {
+    (void)rk;
+    auto* self = static_cast<KafkaOutput*>(opaque);
+    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN && !self->transport_why_.empty()) {
+      // Why the last connection failed (a handshake, a login) says more.
+      self->last_error_ = std::string(reason) + " (" + self->transport_why_ + ")";
+    } else {
+      self->last_error_ = reason + kafka::ScramHint(reason);
+    }
+    if (err == RD_KAFKA_RESP_ERR__SSL || err == RD_KAFKA_RESP_ERR__AUTHENTICATION ||
+        err == RD_KAFKA_RESP_ERR__TRANSPORT) {
+      self->transport_why_ = self->last_error_;
+    }
+    if (self->stats_ == nullptr) return;
+    self->stats_->RecordError(std::string("kafka output: ") +
+                              rd_kafka_err2str(static_cast<rd_kafka_resp_err_t>(err)) + ": " +
+                              self->last_error_);
   }
 
   static void OnDelivery(rd_kafka_t* rk, const rd_kafka_message_t* m, void* opaque) {
@@ -525,7 +582,7 @@ class KafkaOutput final : public Output {
 
   void Destroy() {
     if (rk_ == nullptr) return;
-    rd_kafka_flush(rk_, 10000);
+    rd_kafka_flush(rk_, interrupted_.load() ? 0 : 10000);
     if (topic_handle_ != nullptr) rd_kafka_topic_destroy(topic_handle_);
     topic_handle_ = nullptr;
     rd_kafka_destroy(rk_);
@@ -535,6 +592,11 @@ class KafkaOutput final : public Output {
   // Delivery reports run inside rd_kafka_poll/flush, on the output's thread.
   std::vector<Undelivered> undelivered_;
   std::string last_failure_;
+  // The last error callback's reason, and the last failed connection's
+  // (served on the output's thread, inside its polls).
+  std::string last_error_;
+  std::string transport_why_;
+  std::atomic<bool> interrupted_{false};  // a stop gave up on this output (Interrupt)
   const std::string brokers_;
   const std::string topic_;
   const std::shared_ptr<const expr::Expr> topic_expr_;  // per message, instead of topic_

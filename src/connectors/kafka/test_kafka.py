@@ -602,6 +602,36 @@ pipelines:
         self.refused(e["KAFKA_SASL_BROKERS"], f"{self.tls()}, {self.sasl(password='wrong')}",
                      ("Authentication failed", "authentication failed"))
 
+    def test_a_stop_does_not_wait_on_a_refused_broker_and_loses_nothing(self):
+        """An output whose broker refuses its handshake (another CA) holds
+        messages in librdkafka's queue: a stop gives up on them (not after the
+        producer's five-minute message timeout) and, with a state dir, the
+        next start over the right CA delivers every one."""
+        b = self.broker(topics=("out:1",))
+        other = os.path.join(self.env["KAFKA_TLS_DIR"], "other-ca.crt")
+
+        def cfg(ca):
+            return f"""
+pipelines:
+  p:
+    input: {{dummy: {{count: 50}}}}
+    outputs: [{{kafka: {{brokers: "{self.env['KAFKA_SASL_BROKERS']}", topic: "{b.t('out')}",
+                        {self.tls(ca)}, {self.sasl()}}}}}]
+"""
+        server = "listen: 127.0.0.1:0\nstop_timeout_secs: 3\ncheckpoint: {interval_secs: 1}\n"
+        for state in (None, self.path("state")):
+            s = self.start(cfg(other), server_config=server, state_dir=state)
+            wait_for(lambda: "SSL" in s.card("p", "outputs[0]")["last_error"], timeout=60,
+                     what="the refused handshake on the output's card")
+            # 3 s for the savepoint, at most 10 for the producer's queue (the
+            # harness allows 30 before it calls the stop hung)
+            self.assertEqual(s.stop(), 1 if state else 0, s.stderr()[-2000:])
+            self.assertIn("not acknowledged by the broker", s.stderr())
+        s = self.start(cfg(None), server_config=server, state_dir=self.path("state"))
+        got = b.read("out", n=50, seconds=60)
+        self.assertEqual(sorted(m["seq"] for m in got), list(range(1, 51)))
+        self.assertEqual(s.stop(), 0)
+
     def test_scram(self):
         """SCRAM-SHA-256 with the user the broker lists: librdkafka before 2.6.1
         sends a proof Kafka 4 refuses, and the card says so; a newer one reads."""

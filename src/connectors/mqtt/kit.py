@@ -60,15 +60,17 @@ class MqttConnector(Subscribed, Connector):
     def bad_input_option(self):
         return f"{{mqtt: {{url: '{self.url}', topics: [a], qos: 5}}}}", "qos: 5"
 
-    def tuning(self, side):
+    def tls(self, side):
         # The same broker through its TLS listener (servers.sh: a throwaway CA).
         e = servers.env("mosquitto")
-        direct = e["MQTT_TLS_URL"]
-        tls = {"ca_file": os.path.join(e["MQTT_TLS_DIR"], "ca.crt")}
+        return {"url": e["MQTT_TLS_URL"],
+                "tls": {"ca_file": os.path.join(e["MQTT_TLS_DIR"], "ca.crt")}}
+
+    def tuning(self, side):
         if side == "input":
-            return {"url": direct, "keepalive_secs": 30, "batch_size": 12, "buffer": 40000,
-                    "batch_wait_ms": 15, "tls": tls}
-        return {"url": direct, "keepalive_secs": 30, "max_inflight": 500, "tls": tls}
+            return {**self.tls(side), "keepalive_secs": 30, "batch_size": 12, "buffer": 40000,
+                    "batch_wait_ms": 15}
+        return {**self.tls(side), "keepalive_secs": 30, "max_inflight": 500}
 
     def output_yaml(self):
         if self.reader is not None:  # one reader, however often the yaml is asked for

@@ -74,13 +74,16 @@ class PostgresConnector(Connector):
     tuning_exempt = {"input": {"lag_secs": "the kit's watermark is a bigint: lag_secs needs a "
                                            "timestamp"}}
 
-    def tuning(self, side):
+    def tls(self, side):
         # The same server over TLS (servers.sh gives it a throwaway CA).
-        tls = {"ca_file": os.path.join(servers.env("postgres")["PG_TLS_DIR"], "ca.crt")}
+        return {"url": self.direct(),
+                "tls": {"ca_file": os.path.join(servers.env("postgres")["PG_TLS_DIR"], "ca.crt")}}
+
+    def tuning(self, side):
         if side == "input":
-            return {"url": self.direct(), "statement_timeout_secs": 50, "start_from": "0",
-                    "poll_secs": 0.03, "batch_size": 7, "tls": tls}
-        return {"url": self.direct(), "tls": tls}
+            return {**self.tls(side), "statement_timeout_secs": 50, "start_from": "0",
+                    "poll_secs": 0.03, "batch_size": 7}
+        return self.tls(side)
 
     def identity_change(self):
         return {"query": f"SELECT seq, k FROM {self.schema}.src WHERE seq >= 0"}

@@ -58,7 +58,7 @@ class RedisConnector(Connector):
     def bad_input_option(self):
         return f"{{redis: {{url: '{self.url}', stream: s, batch_size: 0}}}}", "0"
 
-    def direct_tls(self):
+    def tls(self, side):
         """The same server through its TLS port (server.sh: a throwaway CA),
         with the same user: the url and the tls block."""
         e = servers.env("redis")
@@ -69,8 +69,8 @@ class RedisConnector(Connector):
 
     def tuning(self, side):
         if side == "input":  # a new consumer name claims the old one's pending entries
-            return {**self.direct_tls(), "consumer": f"{self.key}c2", "batch_size": 12}
-        return self.direct_tls()
+            return {**self.tls(side), "consumer": f"{self.key}c2", "batch_size": 12}
+        return self.tls(side)
 
     def identity_change(self):
         return {"group": f"{self.key}g2"}
@@ -120,7 +120,7 @@ class RedisPubSubConnector(Subscribed, RedisConnector):
                                            "group"}}
 
     def tuning(self, side):
-        return {**self.direct_tls(), "batch_size": 12}
+        return {**self.tls(side), "batch_size": 12}
 
     def identity_change(self):
         return None
