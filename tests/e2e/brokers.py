@@ -1,12 +1,11 @@
 """What the broker tests (test_nats, test_redis, test_mqtt) share: a test
 with a config builder, its file output read back, `kayak check` on a config,
-the oracle of brokertool's messages, and a tls block with a refusal awaited
-on a card."""
+and the oracle of brokertool's messages."""
 import json
 import os
 import subprocess
 
-from harness import KAYAK, KayakTest, wait_for
+from harness import KAYAK, KayakTest
 
 SERVER = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 1, timeout_secs: 20}\n"
 
@@ -50,28 +49,6 @@ class BrokerTest(KayakTest):
         r = subprocess.run([KAYAK, "check", "--config", path], capture_output=True, text=True,
                            timeout=30)
         return r.returncode, r.stdout + r.stderr
-
-    def tls_block(self, tls_dir, *names, **kw):
-        """A `tls` block of tls_ca.py's files in `tls_dir`: "ca", "other_ca",
-        "cert" (the client's certificate and key), and any other key as given."""
-        keys = {"ca": "ca_file: {}/ca.crt", "other_ca": "ca_file: {}/other-ca.crt",
-                "cert": "cert_file: {0}/client.crt, key_file: {0}/client.key"}
-        parts = [keys[n].format(tls_dir) for n in names] + [f"{k}: {v}" for k, v in kw.items()]
-        return "tls: {" + ", ".join(parts) + "}"
-
-    def assert_refused(self, config, wants, card="input", timeout=30):
-        """Runs pipeline p of `config` until its `card` says one of `wants` in
-        last_error; nothing may reach the output, and the server must stop
-        cleanly (nothing left reporting to a card)."""
-        s = self.start(config)
-        try:
-            wait_for(lambda: any(w in s.card("p", card)["last_error"] for w in wants),
-                     timeout=timeout, what=f"{wants} on the card")
-        except AssertionError:
-            raise AssertionError(f"the card says {s.card('p', card)}") from None
-        self.assertEqual(self.out(), [])
-        self.assertEqual(s.stop(), 0, s.stderr()[-2000:])
-        return s
 
     def bucket(self, s, name, key):
         return s.get_json(f"/api/v1/buckets/{name}?key={key}")["value"]

@@ -161,6 +161,16 @@ class Server:
                 stream.close()
 
 
+def tls_block(tls_dir, *names, **kw):
+    """A connector's `tls` block of tls_ca.py's files in `tls_dir`: "ca",
+    "other_ca", "cert" (the client's certificate and key), and any other key
+    as given."""
+    keys = {"ca": "ca_file: {}/ca.crt", "other_ca": "ca_file: {}/other-ca.crt",
+            "cert": "cert_file: {0}/client.crt, key_file: {0}/client.key"}
+    parts = [keys[n].format(tls_dir) for n in names] + [f"{k}: {v}" for k, v in kw.items()]
+    return "tls: {" + ", ".join(parts) + "}"
+
+
 class Endpoint:
     """A local HTTP server that records requests and answers from a script:
     `plan` is a list of statuses for the first requests, then `default`."""
@@ -236,6 +246,21 @@ class KayakTest(unittest.TestCase):
 
     def path(self, *parts):
         return os.path.join(self.dir, *parts)
+
+    def assert_refused(self, config, wants, card="input", timeout=30, **start):
+        """Runs pipeline p of `config` until its `card` says one of `wants` in
+        last_error (a refused handshake, a login): nothing may reach the file
+        output `out`, and the server must stop cleanly (nothing left
+        reporting to a card). Returns the stopped server."""
+        s = self.start(config, **start)
+        try:
+            wait_for(lambda: any(w in s.card("p", card)["last_error"] for w in wants),
+                     timeout=timeout, what=f"{wants} on the card")
+        except AssertionError:
+            raise AssertionError(f"the card says {s.card('p', card)}") from None
+        self.assertEqual(self.read_output("out"), [])
+        self.assertEqual(s.stop(), 0, s.stderr()[-2000:])
+        return s
 
     def write_ndjson(self, name, rows):
         with open(self.path(name), "w") as f:

@@ -583,14 +583,7 @@ pipelines:
                      {options}}}}}
     outputs: [{{file: {{path: {self.path('out')}}}}}]
 """
-        s = self.start(cfg)
-        try:
-            wait_for(lambda: any(w in s.card("p", "input")["last_error"] for w in wants),
-                     timeout=60, what=f"{wants} on the card")
-        except AssertionError:
-            raise AssertionError(f"the card says {s.card('p', 'input')}") from None
-        # A refused connection stops cleanly too (nothing left reporting to a card).
-        self.assertEqual(s.stop(), 0, s.stderr()[-2000:])
+        self.assert_refused(cfg, wants, timeout=60)
 
     def test_a_wrong_ca_an_expired_certificate_no_client_certificate_and_a_wrong_password(self):
         e = self.env

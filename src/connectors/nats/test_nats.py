@@ -6,7 +6,7 @@ import json
 import unittest
 
 from brokers import SERVER, BrokerTest, sums
-from harness import committed, wait_for
+from harness import committed, tls_block, wait_for
 from servers import (Proxy, brokertool, brokertool_reader, env, nats_consumer,
                      nats_subscribed, nats_url, port_of)
 
@@ -300,11 +300,7 @@ class NatsTlsTest(BrokerTest):
     certificate refused with the reason on the card."""
 
     def tls(self, *names, **kw):
-        d = env("nats")["NATS_TLS_DIR"]
-        keys = {"ca": "ca_file: {}/ca.crt", "other_ca": "ca_file: {}/other-ca.crt",
-                "cert": "cert_file: {0}/client.crt, key_file: {0}/client.key"}
-        parts = [keys[n].format(d) for n in names] + [f"{k}: {v}" for k, v in kw.items()]
-        return "tls: {" + ", ".join(parts) + "}"
+        return tls_block(env("nats")["NATS_TLS_DIR"], *names, **kw)
 
     def test_publish_and_subscribe_over_tls_and_mutual_tls(self):
         e = env("nats")
@@ -326,15 +322,8 @@ class NatsTlsTest(BrokerTest):
         s.stop()
 
     def refused(self, url, tls, wants):
-        s = self.start(self.graph(f"{{nats: {{url: '{url}', subject: '{self.tag}.x', {tls}}}}}"))
-        try:
-            wait_for(lambda: any(w in s.card("p", "input")["last_error"] for w in wants),
-                     timeout=30, what=f"{wants} on the card")
-        except AssertionError:
-            raise AssertionError(f"the card says {s.card('p', 'input')}") from None
-        self.assertEqual(self.out(), [])
-        # A refused connection stops cleanly too (nothing left reporting to a card).
-        self.assertEqual(s.stop(), 0, s.stderr()[-2000:])
+        self.assert_refused(
+            self.graph(f"{{nats: {{url: '{url}', subject: '{self.tag}.x', {tls}}}}}"), wants)
 
     def test_a_wrong_ca_a_wrong_name_an_expired_certificate_and_no_client_certificate(self):
         e = env("nats")

@@ -401,14 +401,8 @@ class PostgresTlsTest(PostgresCase):
                 f"sslkey={d}/client.key")
 
     def refused(self, tls, want):
-        s = self.start(self.graph(self.pg_input(f"SELECT * FROM {self.t('r')}",
-                                                f"watermark: id, {tls}")))
-        wait_for(lambda: want in s.card("p", "input")["last_error"], timeout=30,
-                 what=f"'{want}' on the card")
-        self.assertEqual(s.card("p", "input")["state"], "retrying")
-        self.assertEqual(self.read_output("out"), [])
-        # A refused connection stops cleanly too (nothing left reporting to a card).
-        self.assertEqual(s.stop(), 0, s.stderr()[-2000:])
+        self.assert_refused(self.graph(self.pg_input(f"SELECT * FROM {self.t('r')}",
+                                                     f"watermark: id, {tls}")), (want,))
 
     def test_the_right_ca_reads_over_tls(self):
         psql(f"CREATE TABLE {self.t('r')} (id int PRIMARY KEY, v text);"

@@ -11,7 +11,7 @@ import time
 import unittest
 
 from brokers import SERVER, BrokerTest, sums
-from harness import committed, http, wait_for
+from harness import committed, http, tls_block, wait_for
 from servers import Proxy, brokertool, env, port_of, redis_cli, redis_url
 
 
@@ -279,7 +279,7 @@ class RedisTlsTest(BrokerTest):
     client certificate refused with the reason on the card."""
 
     def tls(self, *names, **kw):
-        return self.tls_block(env("redis")["REDIS_TLS_DIR"], *names, **kw)
+        return tls_block(env("redis")["REDIS_TLS_DIR"], *names, **kw)
 
     def test_streams_over_tls_and_mutual_tls(self):
         e = env("redis")

@@ -13,7 +13,7 @@ import subprocess
 import time
 import unittest
 
-from harness import KAYAK, Endpoint, KayakTest, committed, wait_for
+from harness import KAYAK, Endpoint, KayakTest, committed, tls_block, wait_for
 from servers import s3_env, s3_objects, s3_put, s3_uploads
 
 def decompress(body, compression):
@@ -295,10 +295,7 @@ class S3TlsTest(S3Base):
     certificate."""
 
     def tls(self, *names):
-        d = s3_env()["S3_TLS_DIR"]
-        keys = {"ca": f"ca_file: {d}/ca.crt", "other_ca": f"ca_file: {d}/other-ca.crt",
-                "cert": f"cert_file: {d}/client.crt, key_file: {d}/client.key"}
-        return "tls: {" + ", ".join(keys[n] for n in names) + "}"
+        return tls_block(s3_env()["S3_TLS_DIR"], *names)
 
     def graph(self, output):
         return (f"pipelines:\n  p:\n    input: {{file: {{path: {self.path('in.ndjson')}}}}}\n"
@@ -321,13 +318,7 @@ class S3TlsTest(S3Base):
 
     def refused(self, endpoint, tls, wants):
         self.input_file(20)
-        s = self.start(self.graph(self.s3(tls, endpoint=endpoint)))
-        try:
-            wait_for(lambda: any(w in s.card("p", "outputs[0]")["last_error"] for w in wants),
-                     timeout=30, what=f"{wants} on the card")
-        except AssertionError:
-            raise AssertionError(f"the card says {s.card('p', 'outputs[0]')}") from None
-        self.assertEqual(s.stop(), 0, s.stderr()[-2000:])
+        self.assert_refused(self.graph(self.s3(tls, endpoint=endpoint)), wants, card="outputs[0]")
 
     def test_a_wrong_ca_an_expired_certificate_and_no_client_certificate(self):
         d = s3_env()["S3_TLS_DIR"]
