@@ -351,14 +351,16 @@ int Serve(const Args& args) {
     KLOG_ERROR("{}", st.message());
     return kExitRuntime;
   }
-  // Destroyed before the listener: no reload reaches it once it goes.
+  // No reload reaches the listener once it stops (and, on an early return,
+  // once it goes: destroyed before it).
   struct NoMoreReloads {
     Mutex* mu;
     http::Server** server;
-    ~NoMoreReloads() {
+    void Now() {
       MutexLock lock(*mu);
       *server = nullptr;
     }
+    ~NoMoreReloads() { Now(); }
   } no_more_reloads{&reload_mu, &reloadable};
   {
     MutexLock lock(reload_mu);
@@ -395,6 +397,7 @@ int Serve(const Args& args) {
   }
   const bool clean = graph.Stop();
   api.StopReads();
+  no_more_reloads.Now();
   listener.Stop();
   if (!clean) {
     KLOG_ERROR("stopped without a savepoint in every region (see above); exit 1");

@@ -3,6 +3,8 @@
 #include <ctime>
 #include <mutex>
 
+#include "connectors/shared/tls_client.h"
+
 namespace kayak::s3 {
 
 std::string XmlText(std::string_view xml, std::string_view tag) {
@@ -139,8 +141,14 @@ Status Client::Send(const char* method, const std::string& key, const Pairs& que
   if (rc != CURLE_OK) {
     // libcurl's detail says which certificate check failed, where its
     // code's text says only that one did.
-    return Status::Unavailable(what + ": " +
-                               (curl_error_[0] != '\0' ? curl_error_ : curl_easy_strerror(rc)));
+    std::string why = curl_error_[0] != '\0' ? curl_error_ : curl_easy_strerror(rc);
+    // Under TLS 1.3 a server that wants a client certificate refuses it
+    // after the client's handshake: the next read or write fails.
+    if (scheme_ == "https" &&
+        (rc == CURLE_SEND_ERROR || rc == CURLE_RECV_ERROR || rc == CURLE_SSL_CONNECT_ERROR)) {
+      why += ClientCertificateHint(e_.tls);
+    }
+    return Status::Unavailable(what + ": " + why);
   }
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out->status);
   curl_off_t length = -1;
