@@ -177,15 +177,17 @@ int Serve(const Args& args) {
   // config, restoring state, building thousands of pipelines) nothing has
   // run that a stop must drain: the process exits at once, which is as safe
   // for the state directory as a kill. From then on the first signal stops
-  // gracefully and a second exits at once.
-  Mutex stop_mu;
-  std::condition_variable stop_cv;
-  int stop_signal KAYAK_GUARDED_BY(stop_mu) = 0;
+  // gracefully and a second exits at once. What the signal thread touches
+  // after it said the stop outlives this function (static): the thread
+  // waits for a second signal while the process exits.
+  static Mutex stop_mu;
+  static std::condition_variable stop_cv;
+  static int stop_signal KAYAK_GUARDED_BY(stop_mu) = 0;
   std::atomic<bool> serving{false};
   std::atomic<GraphManager*> starting{nullptr};  // the graph, while Start may run
   // SIGHUP loads the listener's certificate again; it stops nothing.
-  Mutex reload_mu;
-  http::Server* reloadable KAYAK_GUARDED_BY(reload_mu) = nullptr;
+  static Mutex reload_mu;
+  static http::Server* reloadable KAYAK_GUARDED_BY(reload_mu) = nullptr;
   std::thread([&, sigs] {
     sigset_t s = sigs;
     int sig = 0;
@@ -211,10 +213,12 @@ int Serve(const Args& args) {
     // Before the stop is said: the graph lives until the main thread sees it.
     if (GraphManager* g = starting.load()) g->CancelStart();
     {
+      // Notified under the lock: the main thread, once it sees the stop,
+      // runs to the end only after the notification is done.
       MutexLock lock(stop_mu);
       stop_signal = sig;
+      stop_cv.notify_all();
     }
-    stop_cv.notify_all();
     if (next_stop()) {
       std::fprintf(stderr, "kayak: second signal, exiting at once\n");
       std::_Exit(kExitRuntime);

@@ -167,7 +167,11 @@ class HttpInput final : public Input {
     o.segment_bytes = segment_bytes_;
     auto log = HttpLog::Open(o, consumed_);
     if (!log.ok()) return log.status();
-    log_ = std::move(log.value());
+    {
+      // Committed (the acknowledgement thread) may look at it meanwhile.
+      MutexLock lock(committed_mu_);
+      log_ = std::move(log.value());
+    }
     endpoint_->SetLog(log_);
     return Status::Ok();
   }
@@ -241,12 +245,14 @@ class HttpInput final : public Input {
     if (!j.is_object() || !j["seq"].is_number_unsigned()) return;
     const uint64_t seq = j["seq"].get<uint64_t>();
     uint64_t release = 0;
+    std::shared_ptr<HttpLog> log;
     {
       MutexLock lock(committed_mu_);
       release = last_committed_;
       last_committed_ = seq;
+      log = log_;
     }
-    if (log_ && release > 0) log_->Release(release);
+    if (log && release > 0) log->Release(release);
   }
 
  private:
@@ -256,7 +262,9 @@ class HttpInput final : public Input {
   const uint64_t max_backlog_;
   const uint64_t segment_bytes_;
   ComponentContext ctx_;
-  std::shared_ptr<HttpLog> log_;  // shared with the endpoint while posts are in flight
+  // Shared with the endpoint while posts are in flight. Set by Open under
+  // committed_mu_ (the pipeline thread reads it without: it is the only writer).
+  std::shared_ptr<HttpLog> log_;
   std::shared_ptr<HttpEndpoint> endpoint_;
   Status register_status_;
   std::vector<LogRecord> records_;  // reused for every read
