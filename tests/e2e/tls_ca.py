@@ -22,23 +22,28 @@ def openssl(*args, cwd):
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
 
 
-def key(name, cwd):
-    openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
-            "-out", name, cwd=cwd)
+def key(name, cwd, rsa_bits=0):
+    """An EC P-256 key, or RSA of `rsa_bits`."""
+    if rsa_bits:
+        openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", f"rsa_keygen_bits:{rsa_bits}",
+                "-out", name, cwd=cwd)
+    else:
+        openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
+                "-out", name, cwd=cwd)
     os.chmod(os.path.join(cwd, name), 0o600)
 
 
-def authority(name, cn, cwd):
-    key(name + ".key", cwd)
+def authority(name, cn, cwd, rsa_bits=0):
+    key(name + ".key", cwd, rsa_bits)
     openssl("req", "-x509", "-new", "-key", name + ".key", "-subj", "/CN=" + cn, "-days", "2",
             "-addext", "basicConstraints=critical,CA:TRUE",
             "-addext", "keyUsage=critical,keyCertSign,cRLSign", "-out", name + ".crt", cwd=cwd)
 
 
-def signed(name, cn, cwd, start, end, extensions):
-    """A certificate for `cn` signed by ca, valid from `start` to `end`
+def signed(name, cn, cwd, start, end, extensions, ca="ca", rsa_bits=0):
+    """A certificate for `cn` signed by `ca`, valid from `start` to `end`
     (openssl ca's YYMMDDHHMMSSZ), with `extensions` (config lines)."""
-    key(name + ".key", cwd)
+    key(name + ".key", cwd, rsa_bits)
     openssl("req", "-new", "-key", name + ".key", "-subj", "/CN=" + cn, "-out", name + ".csr",
             cwd=cwd)
     with open(os.path.join(cwd, "ca.cnf"), "w") as f:
@@ -61,9 +66,19 @@ commonName = supplied
     if not os.path.exists(os.path.join(cwd, "serial")):
         with open(os.path.join(cwd, "serial"), "w") as f:
             f.write("1000\n")
-    openssl("ca", "-batch", "-config", "ca.cnf", "-cert", "ca.crt", "-keyfile", "ca.key",
+    openssl("ca", "-batch", "-config", "ca.cnf", "-cert", ca + ".crt", "-keyfile", ca + ".key",
             "-in", name + ".csr", "-out", name + ".crt", "-startdate", start, "-enddate", end,
             "-extensions", "ext", "-notext", cwd=cwd)
+
+
+def self_signed(name, cn, cwd, rsa_bits, *extensions):
+    """A self-signed certificate of an RSA key, valid for two days."""
+    key(name + ".key", cwd, rsa_bits)
+    args = []
+    for e in extensions:
+        args += ["-addext", e]
+    openssl("req", "-x509", "-new", "-key", name + ".key", "-subj", "/CN=" + cn, "-days", "2",
+            *args, "-out", name + ".crt", cwd=cwd)
 
 
 def make(directory, client_cn="kayak"):

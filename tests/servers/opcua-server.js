@@ -2,6 +2,7 @@
 // pinned in tests/servers/npm). Binds 127.0.0.1 only.
 //
 //   node opcua-server.js PORT PKI_DIR [--items N [--bench-ms M]] [--secure-only] [--token-ms N]
+//                        [--trust CERT]... [--trust-user CERT]... [--cert CERT --key KEY]
 //
 // Namespace 1, under Objects/Plant, changing every 100 ms from one timer:
 //   Plant.Counter (UInt32, +1), Plant.Level (Int32, -Counter),
@@ -13,11 +14,22 @@
 // Under Objects/Kit, Kit.k0 .. Kit.k3 (UInt32), written by clients only.
 // --items N: Bench.V0 .. Bench.V<N-1> (Double), each changed every 100 ms
 // (--bench-ms M: every M ms instead).
+// Endpoints: None, and Basic256Sha256, Aes128_Sha256_RsaOaep and
+// Aes256_Sha256_RsaPss each with Sign and SignAndEncrypt. The server's
+// certificate (self-signed, made on the first start, or --cert with --key,
+// PEM) is written to PKI_DIR/server.pem.
 // --secure-only: only Basic256Sha256 SignAndEncrypt endpoints (no None).
+// --trust CERT (PEM, repeatable): only these client certificates are taken
+// (without it, any client certificate is).
+// --trust-user CERT (PEM, repeatable): user certificates it takes as logins
+// (without it, none).
 // --token-ms N: a secure channel's token lasts at most N ms (the client must
 // renew it; node-opcua closes a channel whose token ran out).
 // Logins: anonymous, or user "kayak" with password "kayak-pass".
 // Prints "OPCUA_READY <endpoint url>" once it listens.
+const fs = require("fs");
+const path = require("path");
+const { X509Certificate } = require("crypto");
 const { OPCUAServer, Variant, DataType, OPCUACertificateManager, MessageSecurityMode,
         SecurityPolicy, StatusCodes, coerceLocalizedText, coerceQualifiedName,
         coerceNodeId } = require("node-opcua");
@@ -30,17 +42,32 @@ const items = flag("--items") >= 0 ? parseInt(args[flag("--items") + 1], 10) : 0
 const benchMs = flag("--bench-ms") >= 0 ? parseInt(args[flag("--bench-ms") + 1], 10) : 100;
 const secureOnly = flag("--secure-only") >= 0;
 const tokenMs = flag("--token-ms") >= 0 ? parseInt(args[flag("--token-ms") + 1], 10) : 600000;
+const many = (name) => args.flatMap((a, i) => (a === name ? [args[i + 1]] : []));
+const trusted = many("--trust");
+const trustedUsers = many("--trust-user");
+const option = (name) => (flag(name) >= 0 ? args[flag(name) + 1] : undefined);
+const der = (file) => new X509Certificate(fs.readFileSync(file)).raw;
 
 (async () => {
   const serverCertificateManager = new OPCUACertificateManager({
-    automaticallyAcceptUnknownCertificate: true, rootFolder: pkiDir });
+    automaticallyAcceptUnknownCertificate: trusted.length === 0, rootFolder: pkiDir });
+  await serverCertificateManager.initialize();
+  for (const f of trusted) await serverCertificateManager.trustCertificate(der(f));
+  const userCertificateManager = new OPCUACertificateManager({
+    automaticallyAcceptUnknownCertificate: false, rootFolder: path.join(pkiDir, "user") });
+  await userCertificateManager.initialize();
+  for (const f of trustedUsers) await userCertificateManager.trustCertificate(der(f));
   const server = new OPCUAServer({
     port, host: "127.0.0.1", hostname: "127.0.0.1", resourcePath: "/UA/kayak",
-    serverCertificateManager,
+    serverCertificateManager, userCertificateManager,
+    certificateFile: option("--cert"), privateKeyFile: option("--key"),
     securityModes: secureOnly ? [MessageSecurityMode.SignAndEncrypt]
-                              : [MessageSecurityMode.None, MessageSecurityMode.SignAndEncrypt],
+                              : [MessageSecurityMode.None, MessageSecurityMode.Sign,
+                                 MessageSecurityMode.SignAndEncrypt],
     securityPolicies: secureOnly ? [SecurityPolicy.Basic256Sha256]
-                                 : [SecurityPolicy.None, SecurityPolicy.Basic256Sha256],
+                                 : [SecurityPolicy.None, SecurityPolicy.Basic256Sha256,
+                                    SecurityPolicy.Aes128_Sha256_RsaOaep,
+                                    SecurityPolicy.Aes256_Sha256_RsaPss],
     allowAnonymous: true,
     userManager: { isValidUser: (user, password) => user === "kayak" && password === "kayak-pass" },
     maxConnectionsPerEndpoint: 100,
@@ -121,6 +148,8 @@ const tokenMs = flag("--token-ms") >= 0 ? parseInt(args[flag("--token-ms") + 1],
   }, benchMs);
 
   await server.start();
+  const cert = new X509Certificate(server.getCertificate());
+  fs.writeFileSync(path.join(pkiDir, "server.pem"), cert.toString());
   console.log("OPCUA_READY " + server.getEndpointUrl());
   const stop = async () => { clearInterval(timer); clearInterval(benchTimer); await server.shutdown(100); process.exit(0); };
   process.on("SIGTERM", stop);

@@ -33,7 +33,8 @@ constexpr uint32_t kCreateMonitoredItemsRequest = 751, kCreateMonitoredItemsResp
 constexpr uint32_t kCreateSubscriptionRequest = 787, kCreateSubscriptionResponse = 790;
 constexpr uint32_t kPublishRequest = 826, kPublishResponse = 829;
 constexpr uint32_t kRepublishRequest = 832, kRepublishResponse = 835;
-constexpr uint32_t kAnonymousIdentityToken = 321, kUserNameIdentityToken = 324;
+constexpr uint32_t kAnonymousIdentityToken = 321, kUserNameIdentityToken = 324,
+                   kX509IdentityToken = 327;
 constexpr uint32_t kDataChangeNotification = 811, kStatusChangeNotification = 820;
 }  // namespace type_id
 

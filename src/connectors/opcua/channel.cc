@@ -12,11 +12,12 @@
 #include <chrono>
 #include <cstring>
 
+#include <openssl/crypto.h>
+
 namespace kayak::opcua {
 
 namespace {
 
-constexpr std::string_view kPolicyNone = "http://opcfoundation.org/UA/SecurityPolicy#None";
 constexpr uint32_t kRequestedLifetimeMs = 3600 * 1000;
 // A message header: type (3), chunk type (1), size (4).
 constexpr size_t kHeaderBytes = 8;
@@ -122,6 +123,10 @@ Status Channel::Fail(const std::string& what) {
 Status Channel::Open(const Endpoint& ep) {
   Abort();
   endpoint_url_ = ep.url;
+  if (secure()) {
+    if (!sec_.identity) return Status::Invalid("a secure channel needs kayak's certificate");
+    KAYAK_RETURN_IF_ERROR(PublicKey(sec_.server_certificate, &server_key_));
+  }
   const std::string where = ep.host + ":" + std::to_string(ep.port);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -215,44 +220,130 @@ Status Channel::Open(const Endpoint& ep) {
 }
 
 Status Channel::SendOpen(uint32_t request_type, int64_t now_ms) {
+  const bool sealed = secure();
+  client_nonce_ = sealed ? RandomBytes(kNonceBytes) : std::string();
   std::string m;
   BeginChunk(&m, "OPN", 'F');
   Writer w(&m);
   w.U32(channel_id_);
-  w.String(kPolicyNone);
-  w.NullString();  // sender certificate
-  w.NullString();  // receiver certificate thumbprint
-  w.U32(++sequence_);
+  if (sealed) {
+    w.String(sec_.policy->uri);
+    w.String(sec_.identity->certificate);
+    w.String(Thumbprint(sec_.server_certificate));
+  } else {
+    w.String(kPolicyNoneUri);
+    w.NullString();  // sender certificate
+    w.NullString();  // receiver certificate thumbprint
+  }
+  std::string plain;
+  Writer p(&plain);
+  p.U32(++sequence_);
   const uint32_t request = ++request_id_;
-  w.U32(request);
-  w.NodeId(NodeId::Numeric(0, type_id::kOpenSecureChannelRequest));
-  w.RequestHeader(NodeId{}, NowTicks(), request, static_cast<uint32_t>(timeout_ms_));
-  w.U32(0);             // client protocol version
-  w.U32(request_type);  // 0 issue, 1 renew
-  w.U32(1);             // message security mode None
-  w.String("");         // client nonce: none for SecurityPolicy None
-  w.U32(kRequestedLifetimeMs);
-  PatchU32(&m, 4, static_cast<uint32_t>(m.size()));
+  p.U32(request);
+  p.NodeId(NodeId::Numeric(0, type_id::kOpenSecureChannelRequest));
+  p.RequestHeader(NodeId{}, NowTicks(), request, static_cast<uint32_t>(timeout_ms_));
+  p.U32(0);             // client protocol version
+  p.U32(request_type);  // 0 issue, 1 renew
+  p.U32(sealed ? sec_.mode : kModeNone);
+  p.String(client_nonce_);
+  p.U32(kRequestedLifetimeMs);
+  if (sealed) {
+    KAYAK_RETURN_IF_ERROR(SealOpen(&m, std::move(plain)));
+  } else {
+    m += plain;
+    PatchU32(&m, 4, static_cast<uint32_t>(m.size()));
+  }
   renew_request_ = request;
   token_at_ms_ = now_ms;  // the renewal clock starts when it was asked
   return WriteAll(m);
 }
 
-Status Channel::TakeOpenResponse(std::string_view body, int64_t now_ms) {
-  Reader r(body);
-  r.U32();  // secure channel id
-  const std::string_view policy = r.String();
-  r.String();  // sender certificate
-  r.String();  // receiver thumbprint
-  r.U32();     // sequence number
-  r.U32();     // request id
+// Part 6, 6.7.2: the sequence header, body, padding and signature are
+// encrypted with the server's public key in blocks; the signature, made with
+// kayak's key, covers everything before it in plain text, with the size of
+// the message as sent.
+Status Channel::SealOpen(std::string* m, std::string plain) {
+  const Policy& policy = *sec_.policy;
+  EVP_PKEY* own = sec_.identity->key.get();
+  const size_t signature = KeyBytes(own);
+  const size_t block = PlainBlockBytes(policy, server_key_.get());
+  const size_t cipher_block = KeyBytes(server_key_.get());
+  // Keys past 2048 bits take a second byte of padding size.
+  const bool extra = cipher_block > 256;
+  const size_t fixed = plain.size() + 1 + (extra ? 1 : 0) + signature;
+  const size_t pad = (block - fixed % block) % block;
+  plain.append(pad + 1, static_cast<char>(pad & 0xff));
+  if (extra) plain.push_back(static_cast<char>(pad >> 8));
+  const size_t total = m->size() + (plain.size() + signature) / block * cipher_block;
+  if (total > send_chunk_) {
+    return Fail("an OpenSecureChannel of " + std::to_string(total) +
+                " bytes does not fit the server's buffer of " + std::to_string(send_chunk_) +
+                " (a certificate too large?)");
+  }
+  PatchU32(m, 4, static_cast<uint32_t>(total));
+  std::string sig;
+  std::string to_sign = *m + plain;
+  KAYAK_RETURN_IF_ERROR(Sign(policy, own, to_sign, &sig));
+  plain += sig;
+  std::string cipher;
+  KAYAK_RETURN_IF_ERROR(Encrypt(policy, server_key_.get(), plain, &cipher));
+  *m += cipher;
+  return Status::Ok();
+}
+
+Status Channel::TakeOpenResponse(const std::string& head, std::string_view body, int64_t now_ms) {
+  Reader h(body);
+  h.U32();  // secure channel id
+  const std::string_view policy = h.String();
+  const std::string_view sender = h.String();
+  h.String();  // receiver thumbprint
+  if (h.failed()) return Fail("a malformed OpenSecureChannel answer: " + h.why());
+  const size_t at = body.size() - h.left();
+  std::string plain;
+  if (secure()) {
+    if (policy != sec_.policy->uri) {
+      return Fail("an OpenSecureChannel answer under another policy (" + std::string(policy) +
+                  ")");
+    }
+    if (sender != sec_.server_certificate) {
+      return Fail("the OpenSecureChannel answer comes with another certificate than the "
+                  "server's endpoint gave");
+    }
+    KAYAK_RETURN_IF_ERROR(
+        Decrypt(*sec_.policy, sec_.identity->key.get(), body.substr(at), &plain));
+    const size_t signature = KeyBytes(server_key_.get());
+    if (plain.size() < signature + 9) return Fail("a truncated OpenSecureChannel answer");
+    const std::string_view sig = std::string_view(plain).substr(plain.size() - signature);
+    std::string signed_part = head;
+    signed_part.append(body.substr(0, at));
+    signed_part.append(plain, 0, plain.size() - signature);
+    if (!Verify(*sec_.policy, server_key_.get(), signed_part, sig)) {
+      return Fail("the server's OpenSecureChannel answer has a signature that does not verify "
+                  "with its certificate");
+    }
+    plain.resize(plain.size() - signature);
+    size_t strip = static_cast<uint8_t>(plain.back()) + 1u;
+    if (KeyBytes(sec_.identity->key.get()) > 256) {
+      strip = ((static_cast<size_t>(static_cast<uint8_t>(plain.back())) << 8) |
+               static_cast<uint8_t>(plain[plain.size() - 2])) +
+              2;
+    }
+    if (strip + 8 > plain.size()) return Fail("an OpenSecureChannel answer of bad padding");
+    plain.resize(plain.size() - strip);
+  } else {
+    if (policy != kPolicyNoneUri) return Fail("an OpenSecureChannel answer of another policy");
+    plain.assign(body.substr(at));
+  }
+  Reader r(plain);
+  r.U32();  // sequence number
+  r.U32();  // request id
   const NodeId type = r.NodeId();
   if (r.failed()) return Fail("a malformed OpenSecureChannel answer: " + r.why());
   if (type.numeric == type_id::kServiceFault) {
     return Fail("the server refused to open a secure channel: " + StatusName(r.ResponseHeader()));
   }
-  if (policy != kPolicyNone || type.numeric != type_id::kOpenSecureChannelResponse) {
-    return Fail("an OpenSecureChannel answer of another policy or type");
+  if (type.numeric != type_id::kOpenSecureChannelResponse) {
+    return Fail("an OpenSecureChannel answer of another type");
   }
   const uint32_t result = r.ResponseHeader();
   if (IsBad(result)) {
@@ -263,8 +354,18 @@ Status Channel::TakeOpenResponse(std::string_view body, int64_t now_ms) {
   token_id_ = r.U32();
   r.I64();  // created at
   lifetime_ms_ = r.U32();
-  r.String();  // server nonce
+  const std::string_view server_nonce = r.String();
   if (r.failed()) return Fail("a malformed OpenSecureChannel answer: " + r.why());
+  if (secure()) {
+    if (server_nonce.size() != kNonceBytes) {
+      return Fail("the server's nonce has " + std::to_string(server_nonce.size()) +
+                  " bytes, not " + std::to_string(kNonceBytes));
+    }
+    keys_[1] = std::move(keys_[0]);
+    keys_[0].id = token_id_;
+    keys_[0].local = DeriveKeys(*sec_.policy, server_nonce, client_nonce_);
+    keys_[0].remote = DeriveKeys(*sec_.policy, client_nonce_, server_nonce);
+  }
   token_at_ms_ = now_ms;
   renew_request_ = 0;
   return Status::Ok();
@@ -276,6 +377,78 @@ bool Channel::RenewDue(int64_t now_ms) const {
 }
 
 Status Channel::SendRenew(int64_t now_ms) { return SendOpen(1, now_ms); }
+
+size_t Channel::ChunkPayload() const {
+  // After the header: channel id, token id, then the sequence header.
+  size_t room = send_chunk_ - kHeaderBytes - 8;
+  if (!secure()) return room - 8;
+  const bool encrypt = sec_.mode == kModeSignAndEncrypt;
+  if (encrypt) room -= room % kAesBlock;
+  return room - 8 - kSymSignatureBytes - (encrypt ? 1 : 0);
+}
+
+// Part 6, 6.7.2 with symmetric keys: padding to whole AES blocks when
+// encrypting, an HMAC of all before it, then the sequence header onwards
+// encrypted with the token's key and IV.
+Status Channel::AppendChunk(std::string* out, const char type[3], char chunk, uint32_t request,
+                            std::string_view piece) {
+  const size_t start = out->size();
+  BeginChunk(out, type, chunk);
+  Writer c(out);
+  c.U32(channel_id_);
+  c.U32(token_id_);
+  c.U32(++sequence_);
+  c.U32(request);
+  out->append(piece.data(), piece.size());
+  if (!secure()) {
+    PatchU32(out, start + 4, static_cast<uint32_t>(out->size() - start));
+    return Status::Ok();
+  }
+  const bool encrypt = sec_.mode == kModeSignAndEncrypt;
+  const size_t plain_at = start + kHeaderBytes + 8;
+  if (encrypt) {
+    const size_t n = out->size() - plain_at + 1 + kSymSignatureBytes;
+    const size_t pad = (kAesBlock - n % kAesBlock) % kAesBlock;
+    out->append(pad + 1, static_cast<char>(pad));
+  }
+  PatchU32(out, start + 4, static_cast<uint32_t>(out->size() - start + kSymSignatureBytes));
+  out->append(HmacSha256(keys_[0].local.signing, {std::string_view(*out).substr(start)}));
+  if (encrypt) {
+    KAYAK_RETURN_IF_ERROR(
+        AesCbc(true, keys_[0].local, out->data() + plain_at, out->size() - plain_at));
+  }
+  return Status::Ok();
+}
+
+Status Channel::Unseal(const std::string& head, std::string* body) {
+  if (body->size() < 8) return Fail("the server sent a truncated chunk");
+  const uint32_t token = ReadU32(*body, 4);
+  const TokenKeys* k = token == keys_[0].id   ? &keys_[0]
+                       : token == keys_[1].id ? &keys_[1]
+                                              : nullptr;
+  if (k == nullptr || token == 0) {
+    return Fail("the server used security token " + std::to_string(token) +
+                ", which this channel was not given");
+  }
+  const bool encrypt = sec_.mode == kModeSignAndEncrypt;
+  if (encrypt) {
+    KAYAK_RETURN_IF_ERROR(AesCbc(false, k->remote, body->data() + 8, body->size() - 8));
+  }
+  if (body->size() < 8 + 8 + kSymSignatureBytes) return Fail("the server sent a truncated chunk");
+  const size_t end = body->size() - kSymSignatureBytes;
+  const std::string mac =
+      HmacSha256(k->remote.signing, {head, std::string_view(*body).substr(0, end)});
+  if (CRYPTO_memcmp(mac.data(), body->data() + end, kSymSignatureBytes) != 0) {
+    return Fail("the server sent a chunk whose signature does not verify");
+  }
+  body->resize(end);
+  if (encrypt) {
+    const size_t strip = static_cast<uint8_t>(body->back()) + 1u;
+    if (strip + 16 > body->size()) return Fail("the server sent a chunk of bad padding");
+    body->resize(body->size() - strip);
+  }
+  return Status::Ok();
+}
 
 Status Channel::Send(uint32_t type_id, std::string_view body, uint32_t* request_id) {
   if (fd_ < 0) return Status::Unavailable("the connection is closed");
@@ -291,20 +464,13 @@ Status Channel::Send(uint32_t type_id, std::string_view body, uint32_t* request_
   }
   const uint32_t request = ++request_id_;
   *request_id = request;
-  const size_t per_chunk = send_chunk_ - kHeaderBytes - kSymmetricBytes;
+  const size_t per_chunk = ChunkPayload();
   std::string out;
   for (size_t at = 0; at < payload.size() || at == 0;) {
     const size_t n = std::min(per_chunk, payload.size() - at);
     const bool last = at + n >= payload.size();
-    const size_t start = out.size();
-    BeginChunk(&out, "MSG", last ? 'F' : 'C');
-    Writer c(&out);
-    c.U32(channel_id_);
-    c.U32(token_id_);
-    c.U32(++sequence_);
-    c.U32(request);
-    out.append(payload, at, n);
-    PatchU32(&out, start + 4, static_cast<uint32_t>(out.size() - start));
+    KAYAK_RETURN_IF_ERROR(AppendChunk(&out, "MSG", last ? 'F' : 'C', request,
+                                      std::string_view(payload).substr(at, n)));
     at += n;
     if (last) break;
   }
@@ -339,11 +505,12 @@ Status Channel::Receive(int wait_ms, Response* out, bool* got) {
     }
     if (type == "OPN") {
       // A renewal's answer: taken here; the caller waits on.
-      return TakeOpenResponse(body, SteadyMs());
+      return TakeOpenResponse(head, body, SteadyMs());
     }
     if (type != "MSG") {
       return Fail("the server sent a message of unknown type " + std::string(type));
     }
+    if (secure()) KAYAK_RETURN_IF_ERROR(Unseal(head, &body));
     if (body.size() < kSymmetricBytes) return Fail("the server sent a truncated chunk");
     const uint32_t request = ReadU32(body, 12);
     if (chunk == 'A') {
@@ -392,18 +559,13 @@ Status Channel::Call(uint32_t type_id, std::string_view body, Response* out) {
 
 void Channel::Close() {
   if (fd_ < 0) return;
-  std::string m;
-  BeginChunk(&m, "CLO", 'F');
-  Writer w(&m);
-  w.U32(channel_id_);
-  w.U32(token_id_);
-  w.U32(++sequence_);
+  std::string body;
+  Writer w(&body);
   const uint32_t request = ++request_id_;
-  w.U32(request);
   w.NodeId(NodeId::Numeric(0, type_id::kCloseSecureChannelRequest));
   w.RequestHeader(NodeId{}, NowTicks(), request, static_cast<uint32_t>(timeout_ms_));
-  PatchU32(&m, 4, static_cast<uint32_t>(m.size()));
-  (void)WriteAll(m);
+  std::string m;
+  if (AppendChunk(&m, "CLO", 'F', request, body).ok()) (void)WriteAll(m);
   Abort();
 }
 
@@ -417,6 +579,8 @@ void Channel::Abort() {
   channel_id_ = token_id_ = 0;
   lifetime_ms_ = 0;
   renew_request_ = 0;
+  keys_[0] = keys_[1] = TokenKeys{};
+  client_nonce_.clear();
 }
 
 Status Channel::WriteAll(std::string_view bytes) {

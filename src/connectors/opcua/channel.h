@@ -1,15 +1,21 @@
-// The OPC UA TCP transport and a secure channel with SecurityPolicy None
-// (OPC UA Part 6, sections 6.7 and 7.1): Hello/Acknowledge, message chunks,
-// OpenSecureChannel (issue and renew), CloseSecureChannel, error messages.
+// The OPC UA TCP transport and a secure channel (OPC UA Part 6, sections 6.7
+// and 7.1): Hello/Acknowledge, message chunks, OpenSecureChannel (issue and
+// renew), CloseSecureChannel, error messages. With SecurityPolicy None the
+// chunks go as they are; under a policy of security.h, OpenSecureChannel is
+// signed with kayak's key and encrypted for the server's, and every chunk
+// after is signed (mode Sign) or signed and encrypted (SignAndEncrypt) with
+// the keys of its security token.
 // One thread uses a channel; every wait is bounded by a timeout.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 
 #include "connectors/opcua/binary.h"
+#include "connectors/opcua/security.h"
 #include "kayak/status.h"
 
 namespace kayak::opcua {
@@ -35,6 +41,16 @@ struct Response {
   std::string body;
 };
 
+// MessageSecurityMode.
+constexpr uint32_t kModeNone = 1, kModeSign = 2, kModeSignAndEncrypt = 3;
+
+struct ChannelSecurity {
+  const Policy* policy = nullptr;  // nullptr: SecurityPolicy None
+  uint32_t mode = kModeNone;
+  std::shared_ptr<const Identity> identity;  // kayak's certificate and key
+  std::string server_certificate;            // DER, from the server's endpoint
+};
+
 class Channel {
  public:
   // `timeout_ms` bounds connecting and every exchange of the opening.
@@ -47,6 +63,9 @@ class Channel {
   // server cannot be reached or refuses; the message says which step.
   Status Open(const Endpoint& ep);
   bool is_open() const { return fd_ >= 0; }
+  // The security of the channels opened from now on (None until set).
+  void Secure(ChannelSecurity security) { sec_ = std::move(security); }
+  bool secure() const { return sec_.policy != nullptr && sec_.mode != kModeNone; }
 
   // Sends a request: `body` is the encoded request after its type id,
   // split into chunks the server takes. Sets `*request_id`.
@@ -76,7 +95,20 @@ class Channel {
   // did not come in time.
   Status ReadExact(size_t n, std::string* out, int wait_ms, bool* got);
   Status SendOpen(uint32_t request_type, int64_t now_ms);
-  Status TakeOpenResponse(std::string_view body, int64_t now_ms);
+  // Signs and encrypts an OPN message whose header (up to the asymmetric
+  // security header's end) is in `*m` and whose sequence header and body
+  // are `plain`; appends the result.
+  Status SealOpen(std::string* m, std::string plain);
+  Status TakeOpenResponse(const std::string& head, std::string_view body, int64_t now_ms);
+  // Appends one symmetric chunk (MSG or CLO) of `piece`, secured as the
+  // channel is.
+  Status AppendChunk(std::string* out, const char type[3], char chunk, uint32_t request,
+                     std::string_view piece);
+  // The most bytes of a message one chunk carries.
+  size_t ChunkPayload() const;
+  // Checks and strips a received MSG or CLO chunk's security in place:
+  // `body` is what follows the header.
+  Status Unseal(const std::string& head, std::string* body);
   Status Fail(const std::string& what);
 
   const int timeout_ms_;
@@ -94,6 +126,16 @@ class Channel {
   uint32_t sequence_ = 0;
   uint32_t request_id_ = 0;
   uint32_t renew_request_ = 0;  // the request id of a renewal under way, else 0
+  ChannelSecurity sec_;
+  EvpKey server_key_{nullptr, EVP_PKEY_free};
+  std::string client_nonce_;  // of the last OpenSecureChannel sent
+  // The keys of the newest security token and of the one before, which the
+  // server may still use until it sees the new one.
+  struct TokenKeys {
+    uint32_t id = 0;
+    SymKeys local, remote;
+  };
+  TokenKeys keys_[2];
   // Chunks of responses not yet whole, by request id.
   std::unordered_map<uint32_t, std::string> partial_;
   size_t partial_bytes_ = 0;

@@ -1,9 +1,5 @@
 #include "connectors/opcua/client.h"
 
-#include <openssl/evp.h>
-#include <openssl/rsa.h>
-#include <openssl/x509.h>
-
 #include <algorithm>
 #include <memory>
 
@@ -13,9 +9,8 @@ namespace kayak::opcua {
 
 namespace {
 
-constexpr std::string_view kPolicyNone = "http://opcfoundation.org/UA/SecurityPolicy#None";
-constexpr uint32_t kModeNone = 1;
-constexpr uint32_t kTokenAnonymous = 0, kTokenUserName = 1;
+constexpr uint32_t kTokenAnonymous = 0, kTokenUserName = 1, kTokenCertificate = 2;
+constexpr std::string_view kDefaultApplicationUri = "urn:kayak:opcua-input";
 constexpr uint32_t kAttributeValue = 13;
 constexpr uint32_t kTimestampsBoth = 2;
 constexpr uint32_t kMonitoringReporting = 2;
@@ -25,80 +20,24 @@ constexpr uint32_t kLifetimeCount = 60;  // 6 keep-alives without a Publish: the
 constexpr uint32_t kMaxNotificationsPerPublish = 10000;
 constexpr size_t kItemsPerCall = 500;
 
-// The user token policies a password can be sent under, best first, with
-// the RSA-OAEP digest each encrypts it with (Part 7's security policies).
-struct PasswordPolicy {
-  std::string_view uri;
-  const char* digest;  // "" for the plain text of SecurityPolicy None
-  std::string_view algorithm;
-};
-constexpr PasswordPolicy kPasswordPolicies[] = {
-    {"", "", ""},
-    {kPolicyNone, "", ""},
-    {"http://opcfoundation.org/UA/SecurityPolicy#Basic256Sha256", "SHA1",
-     "http://www.w3.org/2001/04/xmlenc#rsa-oaep"},
-    {"http://opcfoundation.org/UA/SecurityPolicy#Aes128_Sha256_RsaOaep", "SHA1",
-     "http://www.w3.org/2001/04/xmlenc#rsa-oaep"},
-    {"http://opcfoundation.org/UA/SecurityPolicy#Aes256_Sha256_RsaPss", "SHA256",
-     "http://opcfoundation.org/UA/security/rsa-oaep-sha2-256"},
-    {"http://opcfoundation.org/UA/SecurityPolicy#Basic256", "SHA1",
-     "http://www.w3.org/2001/04/xmlenc#rsa-oaep"},
-};
-
-const PasswordPolicy* FindPasswordPolicy(std::string_view uri) {
-  for (const auto& p : kPasswordPolicies) {
-    if (p.uri == uri) return &p;
-  }
-  return nullptr;
-}
-
 // The legacy encrypted secret of Part 4, 7.36.2.2: the length, the password
-// and the server's nonce, RSA-OAEP encrypted block by block with the public
-// key of the server's certificate.
-Status EncryptPassword(const std::string& certificate_der, const PasswordPolicy& policy,
+// and the server's nonce, RSA-OAEP encrypted with the public key of the
+// server's certificate.
+Status EncryptPassword(const std::string& certificate_der, const Policy& policy,
                        const std::string& password, const std::string& nonce, std::string* out) {
-  const auto* p = reinterpret_cast<const unsigned char*>(certificate_der.data());
-  std::unique_ptr<X509, decltype(&X509_free)> cert(
-      d2i_X509(nullptr, &p, static_cast<long>(certificate_der.size())), X509_free);
-  if (!cert) {
-    return Status::Invalid("the server's certificate cannot be read to encrypt the password");
-  }
-  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(X509_get_pubkey(cert.get()),
-                                                          EVP_PKEY_free);
-  if (!key || EVP_PKEY_get_base_id(key.get()) != EVP_PKEY_RSA) {
-    return Status::Invalid("the server's certificate has no RSA key to encrypt the password with");
-  }
+  EvpKey key(nullptr, EVP_PKEY_free);
+  const Status st = PublicKey(certificate_der, &key);
+  if (!st.ok()) return Status::Invalid("the password cannot be encrypted: " + st.message());
   std::string plain;
   Writer w(&plain);
   w.U32(static_cast<uint32_t>(password.size() + nonce.size()));
   plain += password;
   plain += nonce;
-  const size_t key_bytes = static_cast<size_t>(EVP_PKEY_get_size(key.get()));
-  const size_t digest_bytes = std::string_view(policy.digest) == "SHA256" ? 32 : 20;
-  const size_t block = key_bytes - 2 * digest_bytes - 2;
-  std::unique_ptr<EVP_PKEY_CTX, decltype(&EVP_PKEY_CTX_free)> ctx(
-      EVP_PKEY_CTX_new(key.get(), nullptr), EVP_PKEY_CTX_free);
-  if (!ctx || EVP_PKEY_encrypt_init(ctx.get()) <= 0 ||
-      EVP_PKEY_CTX_set_rsa_padding(ctx.get(), RSA_PKCS1_OAEP_PADDING) <= 0 ||
-      EVP_PKEY_CTX_set_rsa_oaep_md(ctx.get(), EVP_get_digestbyname(policy.digest)) <= 0) {
-    return Status::Internal("OpenSSL cannot set up RSA-OAEP");
-  }
-  out->clear();
-  for (size_t at = 0; at < plain.size(); at += block) {
-    const size_t n = std::min(block, plain.size() - at);
-    size_t len = key_bytes;
-    std::string cipher(key_bytes, '\0');
-    if (EVP_PKEY_encrypt(ctx.get(), reinterpret_cast<unsigned char*>(cipher.data()), &len,
-                         reinterpret_cast<const unsigned char*>(plain.data() + at), n) <= 0) {
-      return Status::Internal("OpenSSL failed to encrypt the password");
-    }
-    out->append(cipher.data(), len);
-  }
-  return Status::Ok();
+  return Encrypt(policy, key.get(), plain, out);
 }
 
-void WriteClientDescription(Writer* w) {
-  w->String("urn:kayak:opcua-input");  // application URI
+void WriteClientDescription(Writer* w, std::string_view application_uri) {
+  w->String(application_uri);
   w->String("urn:kayak");              // product URI
   w->Byte(0x02);                       // LocalizedText with text only
   w->String("kayak");
@@ -201,11 +140,37 @@ Status Subscriber::Lost(const std::string& why) {
 
 Status Session::Open() {
   Abort();
+  // Discovery on a None channel, which servers keep open for it.
+  channel_.Secure(ChannelSecurity{});
   KAYAK_RETURN_IF_ERROR(channel_.Open(o_.endpoint));
   Status st = CheckEndpoints();
+  if (st.ok() && o_.policy != nullptr) {
+    channel_.Close();
+    st = OpenSecure();
+  }
   if (st.ok()) st = CreateSession();
   if (st.ok()) st = ActivateSession();
   if (!st.ok()) Abort();
+  return st;
+}
+
+Status Session::OpenSecure() {
+  server_thumbprint_ = Hex(Thumbprint(server_certificate_));
+  std::string why;
+  if (!o_.server_trust_file.empty() &&
+      !TrustCertificate(server_certificate_, o_.server_trust_file, &why)) {
+    return Status::Invalid(why);
+  }
+  channel_.Secure(ChannelSecurity{o_.policy, o_.mode, o_.identity, server_certificate_});
+  const Status st = channel_.Open(o_.endpoint);
+  if (st.ok()) return st;
+  for (const char* refusal : {"BadSecurityChecksFailed", "BadCertificate"}) {
+    if (st.message().find(refusal) != std::string::npos) {
+      return Status::Unavailable(
+          st.message() + "; the server may not trust kayak's certificate (SHA-1 " +
+          Hex(Thumbprint(o_.identity->certificate)) + "): add it to the server's trusted ones");
+    }
+  }
   return st;
 }
 
@@ -265,65 +230,79 @@ Status Session::CheckEndpoints() {
   std::vector<EndpointInfo> endpoints;
   for (size_t i = 0; i < n && !r.failed(); ++i) endpoints.push_back(ReadEndpoint(&r));
   if (r.failed()) return Status::Unavailable("a malformed GetEndpoints answer: " + r.why());
+  const std::string_view policy_uri = o_.policy != nullptr ? o_.policy->uri : kPolicyNoneUri;
+  const std::string wanted = o_.policy != nullptr
+                                 ? std::string(o_.policy->name) + " and mode " + ModeName(o_.mode)
+                                 : std::string("None");
   const EndpointInfo* chosen = nullptr;
   std::string offered;
   for (const auto& e : endpoints) {
     offered += (offered.empty() ? "" : ", ") + PolicyName(e.policy) + "/" + ModeName(e.mode);
-    if (chosen == nullptr && e.mode == kModeNone && e.policy == kPolicyNone) chosen = &e;
+    if (chosen == nullptr && e.mode == o_.mode && e.policy == policy_uri) chosen = &e;
   }
   if (chosen == nullptr) {
     return Status::Invalid("the server at " + o_.endpoint.url +
-                           " offers no endpoint with SecurityPolicy None (it offers: " +
+                           " offers no endpoint with SecurityPolicy " + wanted + " (it offers: " +
                            (offered.empty() ? "nothing" : offered) +
-                           "); encrypted channels are not supported by the opcua input");
+                           "); set security_policy and security_mode to one of them");
   }
   server_certificate_ = chosen->certificate;
+  if (o_.policy != nullptr && server_certificate_.empty()) {
+    return Status::Unavailable("the server's " + wanted + " endpoint has no certificate");
+  }
   user_policy_id_.clear();
-  user_policy_uri_.clear();
-  const uint32_t want = o_.username.empty() ? kTokenAnonymous : kTokenUserName;
-  // For a password, the policy that protects it best among those it can
-  // send; the list is ordered plain first, which a None channel gives
-  // anyway, then by strength.
-  const PasswordPolicy* best = nullptr;
-  bool found = false;
+  user_policy_ = nullptr;
+  const uint32_t want = o_.user ? kTokenCertificate
+                        : o_.username.empty() ? kTokenAnonymous
+                                              : kTokenUserName;
+  // The token policy to log in under. A password goes encrypted where a
+  // policy can encrypt it (the token's own, else the channel's), in plain
+  // text only where the server offers nothing else; a user certificate's
+  // proof needs a policy to be signed under.
+  int best = -1;
   for (const auto& t : chosen->tokens) {
     if (t.type != want) continue;
-    if (want == kTokenAnonymous) {
+    const bool none = t.policy_uri == kPolicyNoneUri;
+    const Policy* p = t.policy_uri.empty() ? o_.policy : none ? nullptr : FindPolicy(t.policy_uri);
+    if (p == nullptr && !t.policy_uri.empty() && !none) continue;  // a policy not supported
+    if (want == kTokenCertificate && p == nullptr) continue;
+    const int rank = want == kTokenAnonymous ? 1 : p != nullptr ? 1 : 0;
+    if (rank > best) {
+      best = rank;
       user_policy_id_ = t.policy_id;
-      found = true;
-      break;
-    }
-    const PasswordPolicy* p = FindPasswordPolicy(t.policy_uri);
-    if (p == nullptr) continue;
-    if (best == nullptr || p < best) {
-      best = p;
-      found = true;
-      user_policy_id_ = t.policy_id;
-      user_policy_uri_ = t.policy_uri;
+      user_policy_ = p;
     }
   }
-  if (!found) {
-    return Status::Invalid(
-        o_.username.empty()
-            ? "the server at " + o_.endpoint.url +
-                  " takes no anonymous logins on its SecurityPolicy None endpoint; set username "
-                  "and password"
-            : "the server at " + o_.endpoint.url +
-                  " takes no user name and password on its SecurityPolicy None endpoint under a "
-                  "policy the opcua input can encrypt for");
+  if (best < 0) {
+    const std::string login = want == kTokenAnonymous ? "anonymous logins"
+                              : want == kTokenUserName
+                                  ? "a user name and password under a policy kayak can encrypt for"
+                                  : "user certificates under a policy kayak can sign for";
+    return Status::Invalid("the server at " + o_.endpoint.url + " takes no " + login +
+                           " on its " + wanted + " endpoint" +
+                           (want == kTokenAnonymous ? "; set username and password" : ""));
   }
   return Status::Ok();
 }
 
 Status Session::CreateSession() {
+  const bool sealed = o_.policy != nullptr;
+  client_nonce_ = sealed ? RandomBytes(kNonceBytes) : std::string();
   std::string body = Header(static_cast<uint32_t>(o_.timeout_ms));
   Writer w(&body);
-  WriteClientDescription(&w);
+  WriteClientDescription(&w, sealed && !o_.identity->application_uri.empty()
+                                 ? std::string_view(o_.identity->application_uri)
+                                 : kDefaultApplicationUri);
   w.NullString();  // server URI
   w.String(o_.endpoint.url);
   w.String(o_.session_name);
-  w.NullString();  // client nonce: none on a None channel
-  w.NullString();  // client certificate
+  if (sealed) {
+    w.String(client_nonce_);
+    w.String(o_.identity->certificate);
+  } else {
+    w.NullString();  // client nonce: none on a None channel
+    w.NullString();  // client certificate
+  }
   w.Double(kSessionTimeoutMs);
   w.U32(kMaxMessageBytes);
   Response resp;
@@ -335,52 +314,105 @@ Status Session::CreateSession() {
   r.Double();  // revised session timeout
   server_nonce_ = std::string(r.String());
   const std::string_view cert = r.String();
-  if (!cert.empty()) server_certificate_ = std::string(cert);
   if (r.failed()) return Status::Unavailable("a malformed CreateSession answer: " + r.why());
+  if (!sealed) {
+    if (!cert.empty()) server_certificate_ = std::string(cert);
+    return Status::Ok();
+  }
+  // The server proves it holds its certificate's key: it signs kayak's
+  // certificate and nonce.
+  const size_t endpoints = r.ArrayLength(16);
+  for (size_t i = 0; i < endpoints && !r.failed(); ++i) ReadEndpoint(&r);
+  const size_t software = r.ArrayLength(8);
+  for (size_t i = 0; i < software && !r.failed(); ++i) {
+    r.SkipString();
+    r.SkipString();
+  }
+  r.SkipString();  // signature algorithm
+  const std::string_view signature = r.String();
+  if (r.failed()) return Status::Unavailable("a malformed CreateSession answer: " + r.why());
+  if (cert != server_certificate_) {
+    return Status::Unavailable("CreateSession was answered with another certificate than the "
+                               "server's endpoint gave");
+  }
+  if (server_nonce_.size() < kNonceBytes) {
+    return Status::Unavailable("the server's session nonce is shorter than " +
+                               std::to_string(kNonceBytes) + " bytes");
+  }
+  EvpKey key(nullptr, EVP_PKEY_free);
+  KAYAK_RETURN_IF_ERROR(PublicKey(server_certificate_, &key));
+  if (!Verify(*o_.policy, key.get(), o_.identity->certificate + client_nonce_, signature)) {
+    return Status::Unavailable("the server's session signature does not verify with its "
+                               "certificate");
+  }
   return Status::Ok();
 }
 
 Status Session::ActivateSession() {
   std::string body = Header(static_cast<uint32_t>(o_.timeout_ms));
   Writer w(&body);
-  w.NullString();  // client signature: algorithm
-  w.NullString();  // and signature
-  w.NullArray();   // client software certificates
-  w.NullArray();   // locale ids
+  if (o_.policy != nullptr) {
+    // kayak proves it holds its certificate's key: it signs the server's
+    // certificate and nonce.
+    std::string sig;
+    KAYAK_RETURN_IF_ERROR(
+        Sign(*o_.policy, o_.identity->key.get(), server_certificate_ + server_nonce_, &sig));
+    w.String(o_.policy->signature_uri);
+    w.String(sig);
+  } else {
+    w.NullString();  // client signature: algorithm
+    w.NullString();  // and signature
+  }
+  w.NullArray();  // client software certificates
+  w.NullArray();  // locale ids
   std::string token;
   Writer t(&token);
   t.String(user_policy_id_);
-  if (o_.username.empty()) {
+  std::string user_signature, user_algorithm;
+  if (o_.user) {
+    t.String(o_.user->certificate);
+    w.ExtensionObject(type_id::kX509IdentityToken, token);
+    KAYAK_RETURN_IF_ERROR(Sign(*user_policy_, o_.user->key.get(),
+                               server_certificate_ + server_nonce_, &user_signature));
+    user_algorithm = std::string(user_policy_->signature_uri);
+  } else if (o_.username.empty()) {
     w.ExtensionObject(type_id::kAnonymousIdentityToken, token);
   } else {
-    const PasswordPolicy* p = FindPasswordPolicy(user_policy_uri_);
     t.String(o_.username);
-    if (p == nullptr || p->algorithm.empty()) {
+    if (user_policy_ == nullptr) {
       t.String(o_.password);
       t.NullString();
     } else {
       std::string secret;
       KAYAK_RETURN_IF_ERROR(
-          EncryptPassword(server_certificate_, *p, o_.password, server_nonce_, &secret));
+          EncryptPassword(server_certificate_, *user_policy_, o_.password, server_nonce_, &secret));
       t.String(secret);
-      t.String(p->algorithm);
+      t.String(user_policy_->oaep_uri);
     }
     w.ExtensionObject(type_id::kUserNameIdentityToken, token);
   }
-  w.NullString();  // user token signature: algorithm
-  w.NullString();  // and signature
+  if (user_algorithm.empty()) {
+    w.NullString();  // user token signature: algorithm
+    w.NullString();  // and signature
+  } else {
+    w.String(user_algorithm);
+    w.String(user_signature);
+  }
   Response resp;
   KAYAK_RETURN_IF_ERROR(channel_.Call(type_id::kActivateSessionRequest, body, &resp));
   Reader r(resp.body);
   const Status st = Expect(resp, type_id::kActivateSessionResponse, "ActivateSession", &r);
   if (!st.ok() && (st.message().find("BadIdentityToken") != std::string::npos ||
-                   st.message().find("BadUserAccessDenied") != std::string::npos)) {
+                   st.message().find("BadUserAccessDenied") != std::string::npos ||
+                   st.message().find("BadUserSignatureInvalid") != std::string::npos ||
+                   st.message().find("BadCertificate") != std::string::npos)) {
     // A refused login stays refused; the card says so and the pipeline
     // stops rather than knocking on.
-    return Status::Invalid(
-        "the server refused the login" +
-        (o_.username.empty() ? std::string(" (anonymous)") : " of user '" + o_.username + "'") +
-        ": " + st.message());
+    const std::string who = o_.user ? " with the user certificate (SHA-1 " +
+                                          Hex(Thumbprint(o_.user->certificate)) + ")"
+                            : o_.username.empty() ? std::string(" (anonymous)")
+                                                  : " of user '" + o_.username + "'";
+    return Status::Invalid("the server refused the login" + who + ": " + st.message());
   }
   return st;
 }

@@ -1,6 +1,8 @@
 // An OPC UA client of the services an input needs (OPC UA Part 4): finds the
-// server's SecurityPolicy None endpoint (GetEndpoints), opens a session
-// (CreateSession, ActivateSession: anonymous or user name and password),
+// server's endpoint of the configured SecurityPolicy and mode (GetEndpoints
+// on a None channel), opens a channel to it, opens a session (CreateSession,
+// ActivateSession: anonymous, user name and password, or a user certificate;
+// on a secure channel each side proves it holds its certificate's key),
 // browses and reads (Browse, BrowseNext, Read: the `kayak tool opcua`
 // helper), subscribes to data changes of a list of variables
 // (CreateSubscription, CreateMonitoredItems) and keeps Publish requests in
@@ -13,6 +15,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -25,26 +28,39 @@ namespace kayak::opcua {
 
 struct SessionOptions {
   Endpoint endpoint;
-  std::string username;  // empty: anonymous
+  // The channel's security: SecurityPolicy None unless `policy` is set,
+  // with kayak's application instance certificate.
+  const Policy* policy = nullptr;
+  uint32_t mode = kModeNone;
+  std::shared_ptr<const Identity> identity;
+  // Certificates (or issuers) the server's certificate must be one of or
+  // chain to; empty: the endpoint's certificate is taken as it comes.
+  std::string server_trust_file;
+  std::string username;  // empty: anonymous (or a user certificate)
   std::string password;
+  std::shared_ptr<const Identity> user;  // log in with a user certificate
   int timeout_ms = 5000;
   std::string session_name = "kayak";
 };
 
-// A secure channel (SecurityPolicy None) and a session activated on it, with
-// the one-shot services a caller may want besides a subscription.
+// A secure channel and a session activated on it, with the one-shot services
+// a caller may want besides a subscription.
 class Session {
  public:
   explicit Session(SessionOptions options) : o_(std::move(options)), channel_(o_.timeout_ms) {}
   ~Session() { Close(); }
 
-  // Connects, finds the None endpoint and its token policy, creates and
-  // activates the session. Invalid for what connecting again will not mend
-  // (no SecurityPolicy None endpoint, no token policy for the login, a
-  // refused login); Unavailable otherwise.
+  // Connects, finds the endpoint and its token policy, opens its channel,
+  // creates and activates the session. Invalid for what connecting again
+  // will not mend (no endpoint of the policy and mode, no token policy for
+  // the login, a refused login, an untrusted server certificate);
+  // Unavailable otherwise.
   Status Open();
   bool is_open() const { return channel_.is_open() && !auth_token_.IsNull(); }
   Channel& channel() { return channel_; }
+  // The SHA-1 thumbprint (hex) of the server's certificate, once opened
+  // under a policy; empty with SecurityPolicy None.
+  const std::string& server_thumbprint() const { return server_thumbprint_; }
   // A RequestHeader carrying the session's token.
   std::string Header(uint32_t timeout_ms);
 
@@ -69,6 +85,9 @@ class Session {
 
  private:
   Status CheckEndpoints();
+  // Checks the chosen endpoint's certificate and opens a channel under the
+  // policy.
+  Status OpenSecure();
   Status CreateSession();
   Status ActivateSession();
 
@@ -77,8 +96,12 @@ class Session {
   NodeId auth_token_;
   std::string server_nonce_;
   std::string server_certificate_;  // DER, from the chosen endpoint
+  std::string server_thumbprint_;
+  std::string client_nonce_;
   std::string user_policy_id_;
-  std::string user_policy_uri_;  // the user token's own security policy
+  // The policy that encrypts the password or signs the user certificate's
+  // proof: the token's own, else the channel's; nullptr: none (plain text).
+  const Policy* user_policy_ = nullptr;
   uint32_t request_handle_ = 0;
 };
 
@@ -98,10 +121,10 @@ class Subscriber final : public NotificationSink {
   ~Subscriber() override { Disconnect(); }
 
   // Connects and subscribes. Invalid for what connecting again will not
-  // mend (no SecurityPolicy None endpoint, no token policy for the login);
-  // Unavailable otherwise.
+  // mend (Session::Open); Unavailable otherwise.
   Status Connect();
   bool connected() const { return session_.is_open() && subscription_id_ != 0; }
+  const Session& session() const { return session_; }
 
   // Waits up to `wait_ms` for data changes and appends up to `max` of them,
   // each one message of JSON text, to `out`; a change that cannot be handed

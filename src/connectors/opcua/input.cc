@@ -1,6 +1,7 @@
 // The opcua input: subscribes to data changes of OPC UA variables over the
-// binary protocol with SecurityPolicy None (client.h), on its pipeline's
-// thread. Each change is one message. Not rewindable: changes made while
+// binary protocol (client.h), with SecurityPolicy None or signed and
+// encrypted under Basic256Sha256 and its successors (security.h), on its
+// pipeline's thread. Each change is one message. Not rewindable: changes made while
 // kayak or the connection is down are not received (the card says for how
 // long). docs/components.md, "opcua"; docs/durability.md.
 #include <chrono>
@@ -22,6 +23,11 @@ class OpcuaInput final : public Input {
  public:
   OpcuaInput(opcua::SubscriberOptions o, int64_t batch_size, const ComponentContext& ctx)
       : url_(o.session.endpoint.url),
+        security_(o.session.policy == nullptr
+                      ? std::string()
+                      : std::string(o.session.policy->name) +
+                            (o.session.mode == opcua::kModeSign ? "/Sign" : "/SignAndEncrypt")),
+        verified_(!o.session.server_trust_file.empty()),
         nodes_(o.nodes.size()),
         batch_size_(static_cast<size_t>(batch_size)),
         ctx_(ctx),
@@ -53,6 +59,14 @@ class OpcuaInput final : public Input {
         KLOG_INFO("opcua input: subscribed to {} nodes at {} (publishing every {} ms)", nodes_,
                   url_, sub_.revised_publishing_ms());
       }
+      const std::string& thumbprint = sub_.session().server_thumbprint();
+      if (!thumbprint.empty() && !verified_ && thumbprint != warned_thumbprint_) {
+        KLOG_WARN(
+            "opcua input: {}: the server's certificate (SHA-1 {}) was taken from its endpoint "
+            "without a check; set server_certificate_file to verify it",
+            url_, thumbprint);
+        warned_thumbprint_ = thumbprint;
+      }
       ever_connected_ = true;
       down_since_ms_ = 0;
     }
@@ -82,12 +96,20 @@ class OpcuaInput final : public Input {
     if (sub_.missed() > 0) {
       s += "; " + std::to_string(sub_.missed()) + " notifications lost before they were received";
     }
+    const std::string& thumbprint = sub_.session().server_thumbprint();
+    if (!thumbprint.empty()) {
+      s += "; " + security_ + ", server certificate SHA-1 " + thumbprint +
+           (verified_ ? " (verified)" : " (not verified)");
+    }
     if (!last_outage_.empty()) s += "; " + last_outage_;
     return s;
   }
 
  private:
   const std::string url_;
+  const std::string security_;  // "Basic256Sha256/SignAndEncrypt", or empty for None
+  const bool verified_;         // the server's certificate is checked against a file
+  std::string warned_thumbprint_;
   const size_t nodes_;
   const size_t batch_size_;
   ComponentContext ctx_;
@@ -106,21 +128,27 @@ ComponentDef OpcuaInputDef() {
   d.type = "opcua";
   d.help =
       "Subscribes to data changes of OPC UA variables (`nodes`, as NodeIds like "
-      "ns=1;s=Plant.Counter) on a server's SecurityPolicy None endpoint, with kayak's own "
-      "client of the OPC UA binary protocol. Each change is one message: {\"node\": ..., "
-      "\"value\": ..., \"status\": \"Good\", \"source_ts\": ..., \"server_ts\": ...}. Logs in "
-      "anonymously, or with `username` and `password` (encrypted with the server's "
-      "certificate when its token policy asks). Encrypted channels (Basic256Sha256 and the "
-      "like) are not supported: a server that offers only those is a start error. Not "
-      "rewindable: changes made while the connection is down are not received.";
+      "ns=1;s=Plant.Counter), with kayak's own client of the OPC UA binary protocol. Each "
+      "change is one message: {\"node\": ..., \"value\": ..., \"status\": \"Good\", "
+      "\"source_ts\": ..., \"server_ts\": ...}. SecurityPolicy None by default; with "
+      "`security_policy` (Basic256Sha256, Aes128_Sha256_RsaOaep, Aes256_Sha256_RsaPss) every "
+      "message is signed, or signed and encrypted (`security_mode`), under kayak's application "
+      "instance certificate (`certificate_file`, `private_key_file`, its application URI in "
+      "subjectAltName), and the server's certificate is checked against "
+      "`server_certificate_file` when given. Logs in anonymously, with `username` and "
+      "`password` (encrypted with the server's certificate where a policy allows), or with a "
+      "user certificate (`user_certificate_file`, `user_private_key_file`). Not rewindable: "
+      "changes made while the connection is down are not received.";
   d.checkpoint =
       "nothing: state stays consistent; changes made while kayak is down are not received";
   d.bad_input =
       "a value of a type the input does not decode (a structure) is an error on the card and "
       "no message; a lost connection is retried with backoff (the card says retrying) and the "
       "session and subscription are made again, the card saying how long the outage was; a "
-      "server without a None endpoint, a refused login or an unknown node stop the pipeline "
-      "at its start";
+      "server without an endpoint of the policy and mode, a refused login, a server "
+      "certificate that server_certificate_file does not trust or an unknown node stop the "
+      "pipeline at its start; a server that does not trust kayak's certificate is retried, "
+      "the card naming the certificate's thumbprint";
   d.props = {
       PropDef{"endpoint", PropType::kString, true, "",
               "the server's endpoint URL with its path, opc.tcp://host:port/path"}
@@ -143,6 +171,30 @@ ComponentDef OpcuaInputDef() {
               "is dropped",
               PropRole::kTuning}
           .Range(1, 100000),
+      PropDef{"security_policy", PropType::kString, false, "None",
+              "the SecurityPolicy of the channel: None sends everything as it is",
+              PropRole::kTuning}
+          .OneOf(opcua::PolicyNames()),
+      PropDef{"security_mode", PropType::kString, false, "SignAndEncrypt",
+              "under a policy other than None: Sign, or SignAndEncrypt", PropRole::kTuning}
+          .OneOf({"Sign", "SignAndEncrypt"}),
+      PropDef{"certificate_file", PropType::kString, false, "",
+              "kayak's application instance certificate (PEM or DER, an RSA key, the "
+              "application URI in its subjectAltName): needed under a policy other than None; "
+              "the server must trust it",
+              PropRole::kTuning},
+      PropDef{"private_key_file", PropType::kString, false, "",
+              "the certificate's private key (PEM or DER, not encrypted)", PropRole::kTuning},
+      PropDef{"server_certificate_file", PropType::kString, false, "",
+              "the server's certificate, or the issuer it chains to (PEM or DER): under a "
+              "policy, a server whose certificate is not it is refused; without it the "
+              "endpoint's certificate is used unchecked (its thumbprint logged and on the card)",
+              PropRole::kTuning},
+      PropDef{"user_certificate_file", PropType::kString, false, "",
+              "log in with this user certificate (PEM or DER) instead of a user name",
+              PropRole::kTuning},
+      PropDef{"user_private_key_file", PropType::kString, false, "",
+              "the user certificate's private key", PropRole::kTuning},
       PropDef{"username", PropType::kString, false, "", "log in with this user name",
               PropRole::kTuning},
       PropDef{"password", PropType::kString, false, "", "its password; as ${ENV}",
@@ -158,8 +210,10 @@ ComponentDef OpcuaInputDef() {
   };
   d.tool = opcua::BrowseTool;
   d.tool_usage =
-      "ENDPOINT [--node ID] [--depth N] [--username USER]: the nodes under Objects (or ID), "
-      "with each variable's value (password: $KAYAK_OPCUA_PASSWORD)";
+      "ENDPOINT [--node ID] [--depth N] [--username USER] [--security-policy POLICY "
+      "--certificate FILE --private-key FILE [--security-mode MODE] [--server-certificate "
+      "FILE]]: the nodes under Objects (or ID), with each variable's value (password: "
+      "$KAYAK_OPCUA_PASSWORD)";
   d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
     opcua::SubscriberOptions so;
     std::string why;
@@ -182,6 +236,62 @@ ComponentDef OpcuaInputDef() {
     }
     if (so.session.username.empty() && !so.session.password.empty()) {
       o.Error("username", "a password needs a username");
+    }
+    const std::string policy = o.String("security_policy");
+    so.session.policy = opcua::FindPolicy(policy);
+    const std::string cert = o.String("certificate_file"), key = o.String("private_key_file");
+    if (so.session.policy != nullptr) {
+      so.session.mode =
+          o.String("security_mode") == "Sign" ? opcua::kModeSign : opcua::kModeSignAndEncrypt;
+      if (cert.empty() || key.empty()) {
+        o.Error(cert.empty() ? "certificate_file" : "private_key_file",
+                "security_policy " + policy +
+                    " needs kayak's certificate and key (certificate_file and private_key_file)");
+      } else {
+        auto identity = std::make_shared<opcua::Identity>();
+        const Status st = opcua::LoadIdentity(cert, key, identity.get());
+        if (!st.ok()) {
+          o.Error("certificate_file", st.message());
+        } else {
+          const int bits = EVP_PKEY_get_bits(identity->key.get());
+          if (bits < so.session.policy->min_key_bits || bits > so.session.policy->max_key_bits) {
+            o.Error("private_key_file",
+                    "a key of " + std::to_string(bits) + " bits; " + policy + " takes " +
+                        std::to_string(so.session.policy->min_key_bits) + " to " +
+                        std::to_string(so.session.policy->max_key_bits));
+          }
+          if (identity->application_uri.empty()) {
+            o.Error("certificate_file",
+                    cert + " has no URI in its subjectAltName: OPC UA takes it as the "
+                           "application URI (add URI:urn:... when making the certificate)");
+          }
+          so.session.identity = std::move(identity);
+        }
+      }
+      so.session.server_trust_file = o.String("server_certificate_file");
+    } else {
+      for (const char* name : {"certificate_file", "private_key_file", "server_certificate_file"}) {
+        if (!o.String(name).empty()) {
+          o.Error(name, "is used only under a security_policy other than None");
+        }
+      }
+    }
+    const std::string user_cert = o.String("user_certificate_file");
+    const std::string user_key = o.String("user_private_key_file");
+    if (user_cert.empty() != user_key.empty()) {
+      o.Error(user_cert.empty() ? "user_certificate_file" : "user_private_key_file",
+              "user_certificate_file and user_private_key_file go together");
+    } else if (!user_cert.empty()) {
+      if (!so.session.username.empty()) {
+        o.Error("user_certificate_file", "log in with a user certificate or a username, not both");
+      }
+      auto user = std::make_shared<opcua::Identity>();
+      const Status st = opcua::LoadIdentity(user_cert, user_key, user.get());
+      if (!st.ok()) {
+        o.Error("user_certificate_file", st.message());
+      } else {
+        so.session.user = std::move(user);
+      }
     }
     so.sampling_ms = o.Number("sampling_ms");
     so.publishing_ms = o.Number("publishing_ms");

@@ -3,7 +3,11 @@ and reads back its sink (tests/connectors/test_conformance.py finds this file by
 place, src/connectors/<name>/kit.py, and takes its INPUTS and OUTPUTS)."""
 import json
 import os
+import shutil
 import subprocess
+import tempfile
+
+import tls_ca
 
 from test_conformance import Connector, HERE, KEYS, Subscribed, servers
 
@@ -79,15 +83,35 @@ class OpcuaConnector(Subscribed, Connector):
         assert "outage" in s.card("p", "input")["position"], s.card("p", "input")["position"]
 
     ANONYMOUS = "the test server is run for anonymous sessions: no credential to change"
-    tuning_exempt = {"input": {"username": ANONYMOUS, "password": ANONYMOUS}}
+    NO_USER_CERT = ("the suite's server trusts no user certificate (test_opcua.py's servers of "
+                    "their own do)")
+    tuning_exempt = {"input": {"username": ANONYMOUS, "password": ANONYMOUS,
+                               "user_certificate_file": NO_USER_CERT,
+                               "user_private_key_file": NO_USER_CERT}}
 
     def tuning(self, side):
+        # Straight to the server, and from SecurityPolicy None to a signed and
+        # encrypted channel under a certificate made here, the server's own
+        # certificate checked.
         direct = self.url.replace(f":{self.proxy.port}/", f":{self.proxy.target[1]}/")
+        self.certs = tempfile.mkdtemp(prefix="kayak-opcua-kit-")
+        tls_ca.self_signed("app", "kayak", self.certs, 2048,
+                           "subjectAltName=URI:urn:kayak:kit",
+                           "keyUsage=critical,digitalSignature,nonRepudiation,keyEncipherment,"
+                           "dataEncipherment")
         return {"endpoint": direct,
+                "security_policy": "Basic256Sha256", "security_mode": "SignAndEncrypt",
+                "certificate_file": os.path.join(self.certs, "app.crt"),
+                "private_key_file": os.path.join(self.certs, "app.key"),
+                "server_certificate_file": servers.env("opcua")["OPCUA_SERVER_CERT"],
                 "sampling_ms": 5, "publishing_ms": 60, "queue_size": 900, "timeout_ms": 2500,
                 "batch_size": 800}
 
+    certs = None
+
     def close(self):
+        if self.certs:
+            shutil.rmtree(self.certs, ignore_errors=True)
         self.proxy.close()
         self.writer.stdin.close()
         self.writer.wait(timeout=30)

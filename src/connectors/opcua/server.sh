@@ -9,7 +9,8 @@
 # node-opcua (npm, pinned in tests/servers/npm), the test server of
 # tests/servers/opcua-server.js: OPCUA_PORT fixes the port (a test that
 # restarts a server on the same address), OPCUA_ARGS adds its options
-# (--items N, --secure-only).
+# (--items N, --secure-only, --trust CERT, ...). OPCUA_SERVER_CERT is the
+# server's certificate (PEM), for a client that checks it.
 start_opcua() {
   if [ -f "$dir/pid" ]; then stop_pid TERM; fi
   rm -rf "$dir"; mkdir -p "$dir"
@@ -21,5 +22,8 @@ start_opcua() {
     ${OPCUA_ARGS:-} >"$dir/server.log" 2>&1 &
   echo $! >"$dir/pid"
   await opcua grep -q OPCUA_READY "$dir/server.log"
-  echo "OPCUA_URL=opc.tcp://127.0.0.1:$port/UA/kayak" >"$dir/env"
+  {
+    echo "OPCUA_URL=opc.tcp://127.0.0.1:$port/UA/kayak"
+    echo "OPCUA_SERVER_CERT=$dir/pki/server.pem"
+  } >"$dir/env"
 }

@@ -3,15 +3,21 @@ run by the CTest fixture; tests that kill or change the server start their
 own): four changing variables in order with their timestamps, every built-in
 type the input decodes, a structure value as an error on the card, a login,
 the server killed and started again, a server that stops answering, kill -9
-of kayak with a state dir, and start errors that name their cause."""
+of kayak with a state dir, and start errors that name their cause. Under
+each security policy and mode: the same data signed and encrypted, the
+server's certificate checked, kayak's certificate refused by a server that
+does not trust it, logins by password and by user certificate, renewals
+with a 4096-bit key."""
 import os
 import signal
 import subprocess
+import tempfile
 import time
 import unittest
 
 import servers
 
+import tls_ca
 from brokers import SERVER, BrokerTest
 from harness import wait_for
 from servers import Proxy, env, port_of
@@ -33,7 +39,7 @@ def start_server(directory, port=None, args=""):
         e["OPCUA_PORT"] = str(port)
     subprocess.run([SERVERS_SH, "start", "opcua", directory], check=True, env=e, timeout=120)
     with open(os.path.join(directory, "env")) as f:
-        return f.read().strip().split("=", 1)[1]
+        return dict(line.strip().split("=", 1) for line in f if "=" in line)["OPCUA_URL"]
 
 
 def stop_server(directory):
@@ -89,7 +95,7 @@ class DropOnePublish(Proxy):
         self.hang_up(a, b)
 
 
-class OpcuaTest(BrokerTest):
+class OpcuaBase(BrokerTest):
     def opcua_input(self, nodes, url=None, extra=""):
         quoted = ", ".join(f"'{n}'" for n in nodes)
         return (f"{{opcua: {{endpoint: '{url or opcua_url()}', nodes: [{quoted}]"
@@ -119,6 +125,8 @@ class OpcuaTest(BrokerTest):
         url = start_server(d, port, args)
         return d, url
 
+
+class OpcuaTest(OpcuaBase):
     def test_four_variables_arrive_in_order_with_their_timestamps(self):
         s = self.start(self.graph(self.opcua_input(
             PLANT, extra="sampling_ms: 50, publishing_ms: 200, queue_size: 20")))
@@ -360,6 +368,199 @@ class OpcuaTest(BrokerTest):
         ]:
             with self.subTest(want=want):
                 code, text = self.check_config(self.graph(inp))
+                self.assertNotEqual(code, 0)
+                self.assertIn(want, text)
+
+
+OPCUA_KEY_USAGE = "keyUsage=critical,digitalSignature,nonRepudiation,keyEncipherment,dataEncipherment"
+
+
+def opcua_certs(d):
+    """RSA certificates for the security tests, in `d`: app (kayak's, with
+    its application URI), big (the same with a 4096-bit key), user (a user
+    certificate), nouri (no URI), small (1024 bits), and for servers of their
+    own a CA (ca) with server (valid) and expired."""
+    uri = "subjectAltName=URI:urn:kayak:test,DNS:localhost"
+    tls_ca.self_signed("app", "kayak", d, 2048, uri, OPCUA_KEY_USAGE)
+    tls_ca.self_signed("big", "kayak", d, 4096, uri, OPCUA_KEY_USAGE)
+    tls_ca.self_signed("user", "operator", d, 2048, "keyUsage=critical,digitalSignature")
+    tls_ca.self_signed("nouri", "kayak", d, 2048, OPCUA_KEY_USAGE)
+    tls_ca.self_signed("small", "kayak", d, 1024, uri, OPCUA_KEY_USAGE)
+    tls_ca.authority("ca", "kayak OPC UA test CA", d, 2048)
+    ext = ("subjectAltName=URI:urn:kayak:test-server,DNS:localhost,IP:127.0.0.1\n" +
+           OPCUA_KEY_USAGE)
+    tls_ca.signed("server", "localhost", d, "200101000000Z", "491231000000Z", ext, rsa_bits=2048)
+    tls_ca.signed("expired", "localhost", d, "200101000000Z", "200102000000Z", ext, rsa_bits=2048)
+    return d
+
+
+class OpcuaSecurityTest(OpcuaBase):
+    POLICIES = ["Basic256Sha256", "Aes128_Sha256_RsaOaep", "Aes256_Sha256_RsaPss"]
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls._certs = tempfile.TemporaryDirectory(prefix="kayak-opcua-certs-")
+        cls.certs = opcua_certs(cls._certs.name)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._certs.cleanup()
+        super().tearDownClass()
+
+    def secure(self, policy="Basic256Sha256", mode="SignAndEncrypt", cert="app", extra=""):
+        c = self.certs
+        return (f"security_policy: {policy}, security_mode: {mode}, "
+                f"certificate_file: {c}/{cert}.crt, private_key_file: {c}/{cert}.key"
+                + (", " + extra if extra else ""))
+
+    def test_every_policy_and_mode_carries_the_data_with_the_server_checked(self):
+        # One pipeline per policy and mode, each logging in with a password
+        # (encrypted under the policy) and checking the server's certificate.
+        server_cert = env("opcua")["OPCUA_SERVER_CERT"]
+        names, pipelines = [], []
+        for policy in self.POLICIES:
+            for mode in ("Sign", "SignAndEncrypt"):
+                name = f"{policy}_{mode}".lower()
+                names.append(name)
+                extra = (f"server_certificate_file: {server_cert}, username: kayak, "
+                         f"password: kayak-pass, publishing_ms: 100")
+                pipelines.append(
+                    f"  {name}:\n    input: {self.opcua_input(PLANT[:1], extra=self.secure(policy, mode, extra=extra))}\n"
+                    f"    outputs:\n      - file: {{path: {self.path(name)}}}\n")
+        s = self.start("pipelines:\n" + "".join(pipelines))
+        for name in names:
+            wait_for(lambda: len(self.out(name)) >= 10, timeout=60, what=f"changes over {name}")
+        cards = {n: s.card(n, "input") for n in names}
+        s.stop()
+        thumbprint = subprocess.run(
+            ["openssl", "x509", "-in", server_cert, "-noout", "-fingerprint", "-sha1"],
+            capture_output=True, text=True, check=True).stdout.split("=", 1)[1].strip()
+        thumbprint = thumbprint.replace(":", "").lower()
+        for policy in self.POLICIES:
+            for mode in ("Sign", "SignAndEncrypt"):
+                name = f"{policy}_{mode}".lower()
+                with self.subTest(name):
+                    counter = [m["value"] for m in self.out(name)]
+                    self.assertEqual(counter, sorted(set(counter)))
+                    self.assertEqual(cards[name]["errors"], 0, cards[name])
+                    self.assertIn(f"{policy}/{mode}, server certificate SHA-1 {thumbprint} "
+                                  "(verified)", cards[name]["position"])
+
+    def test_a_server_that_trusts_only_its_own_list(self):
+        c = self.certs
+        d, url = self.private_server(
+            "trusting", args=f"--trust {c}/big.crt --trust-user {c}/user.crt --token-ms 1500")
+        # kayak's certificate is not on the list: the card names it, retrying.
+        s = self.start(self.graph(self.opcua_input(PLANT[:1], url=url, extra=self.secure())))
+        wait_for(lambda: "may not trust kayak's certificate" in
+                 (s.card("p", "input")["last_error"] or ""), timeout=30, what="the refusal")
+        card = s.card("p", "input")
+        self.assertEqual(card["state"], "retrying", card)
+        self.assertIn("BadSecurityChecksFailed", card["last_error"])
+        app_sha1 = subprocess.run(
+            ["openssl", "x509", "-in", f"{c}/app.crt", "-noout", "-fingerprint", "-sha1"],
+            capture_output=True, text=True, check=True).stdout.split("=", 1)[1].strip()
+        self.assertIn(app_sha1.replace(":", "").lower(), card["last_error"])
+        self.assertEqual(self.out(), [])
+        s.stop()
+        # A user certificate not on its list is a refused login.
+        s = self.start(self.graph(self.opcua_input(PLANT[:1], url=url, extra=self.secure(
+            cert="big", extra=f"user_certificate_file: {c}/app.crt, "
+                              f"user_private_key_file: {c}/app.key"))))
+        wait_for(lambda: s.card("p", "input")["state"] == "failed", timeout=30,
+                 what="the refused login")
+        self.assertIn("refused the login with the user certificate",
+                      s.card("p", "input")["last_error"])
+        s.stop()
+        # The trusted 4096-bit certificate (two bytes of padding size) and the
+        # trusted user: data flows, and the 1.5 s tokens are renewed under
+        # the policy for 6 s without a loss of the channel.
+        s = self.start(self.graph(self.opcua_input(PLANT[:1], url=url, extra=self.secure(
+            cert="big", extra=f"user_certificate_file: {c}/user.crt, "
+                              f"user_private_key_file: {c}/user.key, publishing_ms: 100"))))
+        wait_for(lambda: len(self.out()) >= 3, timeout=30, what="the first changes")
+        n = len(self.out())
+        deadline = time.monotonic() + 6
+        while time.monotonic() < deadline:
+            card = s.card("p", "input")
+            self.assertEqual((card["state"], card["errors"]), ("running", 0), card)
+            time.sleep(0.2)
+        self.assertNotIn("outage", s.card("p", "input")["position"])
+        counter = [m["value"] for m in self.out()]
+        self.assertGreaterEqual(len(counter), n + 40)
+        self.assertEqual(counter, sorted(set(counter)))
+
+    def test_the_servers_certificate_is_checked_against_its_issuer(self):
+        c = self.certs
+        _, good = self.private_server("signed", args=f"--cert {c}/server.crt --key {c}/server.key")
+        _, expired = self.private_server("expired",
+                                         args=f"--cert {c}/expired.crt --key {c}/expired.key")
+        pin = f"server_certificate_file: {c}/ca.crt, publishing_ms: 100"
+        s = self.start(self.graph(self.opcua_input(PLANT[:1], url=good, extra=self.secure(extra=pin))))
+        wait_for(lambda: len(self.out()) >= 3, timeout=30, what="changes from the CA's server")
+        self.assertIn("(verified)", s.card("p", "input")["position"])
+        s.stop()
+        before = len(self.out())
+        for url, extra, want in [
+            (expired, pin, "certificate has expired"),
+            # Another server's certificate pinned: this one is refused.
+            (opcua_url(), f"server_certificate_file: {c}/server.crt", "is not trusted by"),
+        ]:
+            with self.subTest(want=want):
+                s = self.start(self.graph(self.opcua_input(PLANT[:1], url=url,
+                                                           extra=self.secure(extra=extra))))
+                wait_for(lambda: s.card("p", "input")["state"] == "failed", timeout=30,
+                         what="the refusal")
+                self.assertIn(want, s.card("p", "input")["last_error"])
+                self.assertEqual(len(self.out()), before)
+                s.stop()
+
+    def test_a_secure_only_server_is_reached_under_its_policy(self):
+        d, url = self.private_server("secure", args="--secure-only")
+        s = self.start(self.graph(self.opcua_input(PLANT[:1], url=url, extra=self.secure(
+            extra="publishing_ms: 100"))))
+        wait_for(lambda: len(self.out()) >= 3, timeout=30, what="changes")
+        self.assertIn("(not verified)", s.card("p", "input")["position"])
+        s.stop()
+        # The browser goes the same way.
+        from harness import KAYAK
+        c = self.certs
+        r = subprocess.run([KAYAK, "tool", "opcua", url, "--node", "ns=1;s=Plant.Counter",
+                            "--security-policy", "Basic256Sha256", "--certificate",
+                            f"{c}/app.crt", "--private-key", f"{c}/app.key"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual((r.returncode, r.stdout), (0, "ns=1;s=Plant.Counter\n"), r.stderr)
+        r = subprocess.run([KAYAK, "tool", "opcua", url, "--node", "ns=1;s=Plant.Counter"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("offers no endpoint with SecurityPolicy None", r.stderr)
+        # Sign alone is not offered there; the error lists what is.
+        s = self.start(self.graph(self.opcua_input(PLANT[:1], url=url,
+                                                   extra=self.secure(mode="Sign"))))
+        wait_for(lambda: s.card("p", "input")["state"] == "failed", timeout=30, what="failed")
+        self.assertIn("offers no endpoint with SecurityPolicy Basic256Sha256 and mode Sign "
+                      "(it offers: Basic256Sha256/SignAndEncrypt)",
+                      s.card("p", "input")["last_error"])
+
+    def test_security_options_that_do_not_fit(self):
+        c = self.certs
+        for extra, want in [
+            ("security_policy: Basic256Sha256", "needs kayak's certificate and key"),
+            (self.secure(cert="nouri"), "no URI in its subjectAltName"),
+            (self.secure(cert="small"), "a key of 1024 bits; Basic256Sha256 takes 2048 to 4096"),
+            (f"security_policy: Basic256Sha256, certificate_file: {c}/app.crt, "
+             f"private_key_file: {c}/user.key", "is not the key of"),
+            (f"security_policy: Basic256Sha256, certificate_file: {c}/nope.crt, "
+             f"private_key_file: {c}/app.key", "nope.crt cannot be read"),
+            (f"server_certificate_file: {c}/ca.crt", "only under a security_policy"),
+            ("security_policy: Basic128Rsa15", "security_policy"),
+            (f"user_certificate_file: {c}/user.crt", "go together"),
+            (f"user_certificate_file: {c}/user.crt, user_private_key_file: {c}/user.key, "
+             "username: kayak, password: x", "not both"),
+        ]:
+            with self.subTest(want=want):
+                code, text = self.check_config(self.graph(self.opcua_input(PLANT, extra=extra)))
                 self.assertNotEqual(code, 0)
                 self.assertIn(want, text)
 

@@ -1,5 +1,7 @@
-// `kayak tool opcua ENDPOINT [--node ID] [--depth N] [--username USER]`: the
-// opcua input's browser. Connects as the input does (SecurityPolicy None),
+// `kayak tool opcua ENDPOINT [--node ID] [--depth N] [--username USER]
+// [--security-policy P --certificate F --private-key F [--security-mode M]
+// [--server-certificate F]]`: the opcua input's browser. Connects as the
+// input does (SecurityPolicy None unless given),
 // walks the hierarchical references down from a node (Objects, i=85, unless
 // --node says) and prints one line per node with its NodeId, class and name,
 // and for a variable its current value: what to put in `nodes`. The password
@@ -78,7 +80,9 @@ struct Walk {
 int Usage(const std::string& problem) {
   std::fprintf(stderr,
                "kayak tool opcua: %s\nusage: kayak tool opcua ENDPOINT [--node ID] [--depth N] "
-               "[--username USER]   (password: $KAYAK_OPCUA_PASSWORD)\n",
+               "[--username USER] [--security-policy POLICY --certificate FILE --private-key "
+               "FILE [--security-mode Sign|SignAndEncrypt] [--server-certificate FILE]]   "
+               "(password: $KAYAK_OPCUA_PASSWORD)\n",
                problem.c_str());
   return 2;
 }
@@ -89,7 +93,7 @@ int BrowseTool(const std::vector<std::string>& args) {
   SessionOptions so;
   NodeId start = NodeId::Numeric(0, 85);  // Objects
   int depth = 3;
-  std::string endpoint, why;
+  std::string endpoint, why, policy, mode = "SignAndEncrypt", cert, key;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     const bool has_value = i + 1 < args.size();
@@ -100,6 +104,16 @@ int BrowseTool(const std::vector<std::string>& args) {
       if (depth < 1 || depth > 20) return Usage("--depth takes 1 to 20");
     } else if (a == "--username" && has_value) {
       so.username = args[++i];
+    } else if (a == "--security-policy" && has_value) {
+      policy = args[++i];
+    } else if (a == "--security-mode" && has_value) {
+      mode = args[++i];
+    } else if (a == "--certificate" && has_value) {
+      cert = args[++i];
+    } else if (a == "--private-key" && has_value) {
+      key = args[++i];
+    } else if (a == "--server-certificate" && has_value) {
+      so.server_trust_file = args[++i];
     } else if (endpoint.empty() && a.rfind("--", 0) != 0) {
       endpoint = a;
     } else {
@@ -108,6 +122,19 @@ int BrowseTool(const std::vector<std::string>& args) {
   }
   if (endpoint.empty()) return Usage("give the server's endpoint URL");
   if (!ParseEndpoint(endpoint, &so.endpoint, &why)) return Usage(why);
+  if (!policy.empty() && policy != "None") {
+    so.policy = FindPolicy(policy);
+    if (so.policy == nullptr) return Usage("no security policy '" + policy + "'");
+    if (mode != "Sign" && mode != "SignAndEncrypt") {
+      return Usage("--security-mode takes Sign or SignAndEncrypt");
+    }
+    so.mode = mode == "Sign" ? kModeSign : kModeSignAndEncrypt;
+    if (cert.empty() || key.empty()) return Usage("--security-policy needs --certificate and --private-key");
+    auto identity = std::make_shared<Identity>();
+    const Status st = LoadIdentity(cert, key, identity.get());
+    if (!st.ok()) return Usage(st.message());
+    so.identity = std::move(identity);
+  }
   if (!so.username.empty()) {
     const char* pw = std::getenv("KAYAK_OPCUA_PASSWORD");
     if (pw == nullptr) return Usage("set KAYAK_OPCUA_PASSWORD to the user's password");
