@@ -3,16 +3,25 @@
 // data changes it receives.
 //
 //   node opcua_client.js URL ITEMS SAMPLING_MS PUBLISHING_MS QUEUE WARMUP_S SECONDS
+//                        [POLICY PKI_DIR]
 //
+// POLICY other than None: SignAndEncrypt under it, with a certificate the
+// client makes in PKI_DIR.
 // Prints one JSON line: changes received in the SECONDS after WARMUP_S, and
 // the process's CPU time in that window.
 const { OPCUAClient, AttributeIds, TimestampsToReturn, MessageSecurityMode, SecurityPolicy,
-        ClientMonitoredItemGroup } = require("node-opcua");
-const [url, items, sampling, publishing, queue, warmup, seconds] = process.argv.slice(2);
+        ClientMonitoredItemGroup, OPCUACertificateManager } = require("node-opcua");
+const [url, items, sampling, publishing, queue, warmup, seconds, policy, pki] =
+  process.argv.slice(2);
+const secure = policy && policy !== "None";
 
 (async () => {
   const client = OPCUAClient.create({ endpointMustExist: false,
-    securityMode: MessageSecurityMode.None, securityPolicy: SecurityPolicy.None });
+    securityMode: secure ? MessageSecurityMode.SignAndEncrypt : MessageSecurityMode.None,
+    securityPolicy: secure ? SecurityPolicy[policy] : SecurityPolicy.None,
+    clientCertificateManager: secure
+      ? new OPCUACertificateManager({ rootFolder: pki, automaticallyAcceptUnknownCertificate: true })
+      : undefined });
   await client.connect(url);
   const session = await client.createSession();
   const sub = await session.createSubscription2({

@@ -1,5 +1,7 @@
 #include "connectors/nats/conn.h"
 
+#include <unistd.h>
+
 #include "common/log.h"
 
 namespace kayak::nats {
@@ -39,13 +41,41 @@ std::vector<PropDef> LoginProps() {
       PropDef{"token", PropType::kString, false, "",
               "log in with this token instead, as ${ENV} or ${file:...}", PropRole::kTuning}
           .Secret(),
+      PropDef{"nkey", PropType::kString, false, "",
+              "log in as this nkey user (its public key, U...), proving it with "
+              "`nkey_seed_file`",
+              PropRole::kTuning},
+      PropDef{"nkey_seed_file", PropType::kString, false, "",
+              "the file holding the nkey's seed (SU...), read at each connection",
+              PropRole::kTuning},
+      PropDef{"credentials_file", PropType::kString, false, "",
+              "log in with a .creds file (a user JWT and its nkey seed, as `nsc` writes it), "
+              "read at each connection",
+              PropRole::kTuning},
   };
 }
 
 Login ReadLogin(const Options& o) {
-  Login l{o.String("user"), o.String("password"), o.String("token")};
+  Login l{o.String("user"),  o.String("password"),       o.String("token"),
+          o.String("nkey"),  o.String("nkey_seed_file"), o.String("credentials_file")};
   if (!l.password.empty() && l.user.empty()) o.Error("password", "give `user` too");
-  if (!l.token.empty() && !l.user.empty()) o.Error("token", "a token or a user, not both");
+  const int ways = !l.user.empty() + !l.token.empty() + !l.nkey.empty() +
+                   !l.credentials_file.empty();
+  if (ways > 1) {
+    o.Error(!l.token.empty() ? "token" : !l.nkey.empty() ? "nkey" : "credentials_file",
+            "one way to log in: user, token, nkey or credentials_file, not two");
+  }
+  if (l.nkey.empty() != l.nkey_seed_file.empty()) {
+    o.Error(l.nkey.empty() ? "nkey" : "nkey_seed_file", "nkey and nkey_seed_file go together");
+  } else if (!l.nkey.empty() && l.nkey[0] != 'U') {
+    o.Error("nkey", "a user's public nkey starts with U (the seed goes in nkey_seed_file)");
+  }
+  for (const char* name : {"nkey_seed_file", "credentials_file"}) {
+    const std::string file = o.String(name);
+    if (!file.empty() && access(file.c_str(), R_OK) != 0) {
+      o.Error(name, file + " cannot be read");
+    }
+  }
   return l;
 }
 
@@ -102,6 +132,14 @@ Status Connection::Ensure() {
     natsOptions_SetUserInfo(opts, login_.user.c_str(), login_.password.c_str());
   } else if (!login_.token.empty()) {
     natsOptions_SetToken(opts, login_.token.c_str());
+  } else if (!login_.nkey.empty()) {
+    s = natsOptions_SetNKeyFromSeed(opts, login_.nkey.c_str(), login_.nkey_seed_file.c_str());
+  } else if (!login_.credentials_file.empty()) {
+    s = natsOptions_SetUserCredentialsFromFiles(opts, login_.credentials_file.c_str(), nullptr);
+  }
+  if (s != NATS_OK) {
+    natsOptions_Destroy(opts);
+    return Status::Invalid(Error("cannot use the login's files", s));
   }
   s = natsConnection_Connect(&nc_, opts);
   natsOptions_Destroy(opts);

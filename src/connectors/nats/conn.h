@@ -16,14 +16,18 @@
 
 namespace kayak::nats {
 
-// A login by name: `user` and `password`, or a `token` (beside what the url
-// may carry, nats://user:password@host).
+// A login: `user` and `password`, a `token` (beside what the url may carry,
+// nats://user:password@host), an nkey (its public key and its seed's file),
+// or a `.creds` file (a user JWT and its seed). The files are read by the
+// client at each connection, so a rotated one is taken at the next.
 struct Login {
   std::string user, password, token;
+  std::string nkey, nkey_seed_file, credentials_file;
 };
 
 // The login and TLS options both components take, and reading them (a
-// password without a user, or a token with a user, is an error on `o`).
+// password without a user, two ways to log in at once, an nkey without its
+// seed or a file that cannot be read are errors on `o`).
 std::vector<PropDef> LoginProps();
 Login ReadLogin(const Options& o);
 

@@ -79,7 +79,8 @@ class NatsConnector(Subscribed, Connector):
     NO_LOGIN = ("the suite's nats-servers that require a login are other servers, without the "
                 "kit's streams (test_nats.py, NatsLoginTest)")
     no_tls = NO_TLS
-    OWN_SERVERS = {"tls": NO_TLS, "user": NO_LOGIN, "password": NO_LOGIN, "token": NO_LOGIN}
+    OWN_SERVERS = {"tls": NO_TLS, "user": NO_LOGIN, "password": NO_LOGIN, "token": NO_LOGIN,
+                   "nkey": NO_LOGIN, "nkey_seed_file": NO_LOGIN, "credentials_file": NO_LOGIN}
     tuning_exempt = {"input": {"ack_wait_secs": NO_ACKS, "max_ack_pending": NO_ACKS,
                                **OWN_SERVERS},
                      "output": OWN_SERVERS}

@@ -67,11 +67,33 @@ CONF
     echo "NATS_$(echo "$name" | tr a-z A-Z)_URL=nats://127.0.0.1:$tport" >>"$dir/env"
   done
   { echo "NATS_LOGIN_PASSWORD=kayak-nats-password"; echo "NATS_TOKEN=kayak-nats-token"; } >>"$dir/env"
+  # Two that log in by key (natsauth, from the NATS project's nkeys and jwt
+  # libraries, writes the keys into $dir/auth): an nkey user, and operator
+  # (JWT) mode with one account, whose users log in with a .creds file.
+  [ -x "$here/go/bin/natsauth" ] || fail "natsauth is not built: run scripts/install-deps.sh"
+  "$here/go/bin/natsauth" "$dir/auth" || fail "natsauth could not write the test's keys"
+  for name in nkey jwt; do
+    auth="authorization { users: [ { nkey: $(cat "$dir/auth/user.pub") } ] }"
+    [ "$name" = jwt ] && auth=$(cat "$dir/auth/operator.conf")
+    tport=$(free_port); tmon=$(free_port)
+    cat >"$dir/$name.conf" <<CONF
+host: 127.0.0.1
+port: $tport
+http: 127.0.0.1:$tmon
+$auth
+CONF
+    "$here/go/bin/nats-server" -c "$dir/$name.conf" >"$dir/$name.log" 2>&1 &
+    echo $! >"$dir/$name.pid"
+    await "nats ($name)" curl -sf "http://127.0.0.1:$tmon/healthz"
+    echo "NATS_$(echo "$name" | tr a-z A-Z)_URL=nats://127.0.0.1:$tport" >>"$dir/env"
+  done
+  echo "NATS_AUTH_DIR=$dir/auth" >>"$dir/env"
 }
 
 stop_nats() {
   local f
-  for f in "$dir"/tls.pid "$dir"/mtls.pid "$dir"/expired.pid "$dir"/login.pid "$dir"/token.pid; do
+  for f in "$dir"/tls.pid "$dir"/mtls.pid "$dir"/expired.pid "$dir"/login.pid "$dir"/token.pid \
+    "$dir"/nkey.pid "$dir"/jwt.pid; do
     [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null
   done
   stop_pid TERM

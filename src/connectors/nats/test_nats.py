@@ -3,6 +3,7 @@
 durable acknowledged only after the checkpoint, kill -9 and restart, the
 server going away, subjects made from fields, and options that do not fit."""
 import json
+import os
 import unittest
 
 from brokers import SERVER, BrokerTest, sums
@@ -376,6 +377,60 @@ class NatsLoginTest(BrokerTest):
             f"{{nats: {{url: '{e['NATS_LOGIN_URL']}', subject: x, password: p}}}}"))
         self.assertEqual(code, 2, text)
         self.assertIn("give `user` too", text)
+
+    def test_an_nkey_and_a_creds_file_log_in_and_strangers_are_refused(self):
+        # natsauth (servers.sh) made an nkey user that one server knows, and
+        # operator mode on another whose account's user has a .creds file.
+        e = env("nats")
+        auth = e["NATS_AUTH_DIR"]
+        with open(os.path.join(auth, "user.pub")) as f:
+            pub = f.read().strip()
+        subject = f"{self.tag}.keys"
+        nkey = f"nkey: {pub}, nkey_seed_file: {auth}/user.nk"
+        creds = f"credentials_file: {auth}/user.creds"
+        pipes = ""
+        for name, url, login in [("nkey", e["NATS_NKEY_URL"], nkey),
+                                 ("creds", e["NATS_JWT_URL"], creds)]:
+            pipes += f"""  sub_{name}:
+    input: {{nats: {{url: '{url}', subject: '{subject}', {login}}}}}
+    outputs: [{{file: {{path: {self.path(name)}}}}}]
+  pub_{name}:
+    input: {{dummy: {{rate_per_sec: 50}}}}
+    outputs: [{{nats: {{url: '{url}', subject: '{subject}', {login}}}}}]
+"""
+        s = self.start("pipelines:\n" + pipes)
+        for name in ("nkey", "creds"):
+            wait_for(lambda: len(self.seqs(name)) >= 5, timeout=30,
+                     what=f"messages logged in with the {name}")
+        self.assertEqual(s.stop(), 0)
+        with open(os.path.join(auth, "user.nk")) as f:
+            seed = f.read().strip()
+        self.assertNotIn(seed, s.stderr())
+        # Another user's seed, a user of an account the server does not
+        # know, and no login at all: refused with the server's reason.
+        for url, login in [(e["NATS_NKEY_URL"], f"nkey: {pub}, nkey_seed_file: {auth}/other.nk"),
+                           (e["NATS_JWT_URL"], f"credentials_file: {auth}/stranger.creds"),
+                           (e["NATS_JWT_URL"], "")]:
+            with self.subTest(login=login):
+                extra = f", {login}" if login else ""
+                s = self.start(self.graph(
+                    f"{{nats: {{url: '{url}', subject: '{subject}'{extra}}}}}"))
+                wait_for(lambda: "Authorization" in (s.card("p", "input")["last_error"] or ""),
+                         timeout=30, what="the refused login on the card")
+                self.assertEqual(s.card("p", "input")["state"], "retrying")
+                self.assertEqual(s.stop(), 0)
+        for login, want in [
+            (f"nkey: {pub}", "nkey and nkey_seed_file go together"),
+            (f"nkey: {seed}, nkey_seed_file: {auth}/user.nk", "starts with U"),
+            (f"{creds}, user: kayak", "one way to log in"),
+            (f"credentials_file: {auth}/missing.creds", "missing.creds cannot be read"),
+        ]:
+            with self.subTest(want=want):
+                code, text = self.check_config(self.graph(
+                    f"{{nats: {{url: '{e['NATS_JWT_URL']}', subject: x, {login}}}}}"))
+                self.assertEqual(code, 2, text)
+                self.assertIn(want, text)
+                self.assertNotIn(seed, text)
 
 
 if __name__ == "__main__":
