@@ -791,8 +791,9 @@ class Poster:
     broke) is *in doubt*: it may have been logged before the kill, so it may
     come twice; every other post must come exactly once."""
 
-    def __init__(self, n, rng):
+    def __init__(self, n, rng, context=None):
         self.n, self.url, self.acked = n, None, 0
+        self.context = context  # an https listener's
         self.in_doubt = set()
         self.stop = False
         self.thread = threading.Thread(target=self.run, daemon=True)
@@ -810,7 +811,7 @@ class Poster:
             body = json.dumps({"seq": i, "k": f"h{i % 7}"}).encode()
             try:
                 req = urllib.request.Request(url + "/ingest/h", data=body, method="POST")
-                with urllib.request.urlopen(req, timeout=10) as r:
+                with urllib.request.urlopen(req, timeout=10, context=self.context) as r:
                     if r.status == 202:
                         i += 1
                         self.acked = i
@@ -824,12 +825,23 @@ class Poster:
                 time.sleep(0.01)
 
 
-def part_http(d, kills, rng, n, c, verbose):
+def part_http(d, kills, rng, n, c, verbose, tls=False):
     """An http input (write-ahead log) counted into a bucket and written to a
     file, killed while a client posts. Every post answered 202 is in the
     output; the bucket equals the output (state exactly once); a post comes
-    twice only if it was in doubt."""
+    twice only if it was in doubt. With `tls` the listener serves https
+    (a throwaway CA, tls_ca.py) and every post goes over it, so a kill also
+    cuts TLS sessions mid-record."""
     os.makedirs(d, exist_ok=True)
+    server_config, context, label = SERVER, None, "http"
+    if tls:
+        import ssl
+        import tls_ca
+        ca = tls_ca.make(os.path.join(d, "tls"))
+        server_config = SERVER + (f"tls: {{cert_file: {ca}/server.crt, "
+                                  f"key_file: {ca}/server.key}}\n")
+        context = ssl.create_default_context(cafile=f"{ca}/ca.crt")
+        label = "https"
     cfg = f"""
 buckets:
   hc: {{}}
@@ -840,39 +852,41 @@ pipelines:
       - bucket: {{name: hc, key: k, op: count}}
     outputs: [{{file: {{path: {d}/out}}}}]
 """
-    poster = Poster(n, rng)
+    poster = Poster(n, rng, context)
     try:
         for _ in range(kills):
-            s = Server(d, cfg, server_config=SERVER, state_dir=f"{d}/state")
+            s = Server(d, cfg, server_config=server_config, state_dir=f"{d}/state",
+                       context=context)
             poster.url = s.url
             start_acked = poster.acked
             wait_for(lambda: poster.acked > start_acked or poster.acked >= n, timeout=60,
-                     what="http: posts taken")
+                     what=f"{label}: posts taken")
             time.sleep(rng.uniform(0.1, 1.0))  # the random instant is what is tested
             poster.url = None
             kill_now(s)
             c.kill_points += 1
             if verbose:
-                print(f"  http kill {c.kill_points}: {poster.acked} posts acknowledged", flush=True)
-        s = Server(d, cfg, server_config=SERVER, state_dir=f"{d}/state")
+                print(f"  {label} kill {c.kill_points}: {poster.acked} posts acknowledged", flush=True)
+        s = Server(d, cfg, server_config=server_config, state_dir=f"{d}/state",
+                       context=context)
         poster.url = s.url
-        wait_for(lambda: poster.acked >= n, timeout=300, what="http: every post acknowledged")
+        wait_for(lambda: poster.acked >= n, timeout=300, what=f"{label}: every post acknowledged")
         wait_for(lambda: len({json.loads(l)["seq"] for l in lines_of(f"{d}/out")})
-                 >= n, timeout=120, what="http: every post in the output")
+                 >= n, timeout=120, what=f"{label}: every post in the output")
         rows = [json.loads(l) for l in lines_of(f"{d}/out")]
         seqs = [r["seq"] for r in rows]
         missing = set(range(n)) - set(seqs)
         twice = {q for q in seqs if seqs.count(q) > 1} if len(seqs) != len(set(seqs)) else set()
         if missing:
             c.lost += len(missing)
-            print(f"http: acknowledged posts missing from the output: {sorted(missing)[:10]}")
+            print(f"{label}: acknowledged posts missing from the output: {sorted(missing)[:10]}")
         if twice - poster.in_doubt:
             c.double += len(twice - poster.in_doubt)
-            print(f"http: posts twice that were not in doubt: {sorted(twice - poster.in_doubt)[:10]}")
+            print(f"{label}: posts twice that were not in doubt: {sorted(twice - poster.in_doubt)[:10]}")
         per_key = {}
         for r in rows:
             per_key[r["k"]] = per_key.get(r["k"], 0) + 1
-        check_bucket(s, "hc", per_key, c, "http")
+        check_bucket(s, "hc", per_key, c, label)
         s.stop()
         c.messages += n
     finally:
@@ -1285,6 +1299,9 @@ def run(args):
                    args.slow, c, args.verbose)
         part_http(os.path.join(base, "http"), args.http_kills, rng, max(n // 6, 300), c,
                   args.verbose)
+        if args.https_kills:
+            part_http(os.path.join(base, "https"), args.https_kills, rng, max(n // 12, 300), c,
+                      args.verbose, tls=True)
         if args.db_rows:
             for make in (PostgresSource, ClickhouseSource):
                 part_database(make, os.path.join(base, make.name), args.db_kills, rng,
@@ -1322,6 +1339,8 @@ def main():
     ap.add_argument("--crash-states", type=int, default=3, help="power-loss states to restart from")
     ap.add_argument("--kafka-kills", type=int, default=4, help="kills of the kafka workload")
     ap.add_argument("--http-kills", type=int, default=4, help="kills of the http workload")
+    ap.add_argument("--https-kills", type=int, default=3,
+                    help="kills of the http workload with the listener over TLS (0: none)")
     ap.add_argument("--db-kills", type=int, default=5,
                     help="kills of each database workload (postgres, clickhouse)")
     ap.add_argument("--db-rows", type=int, default=100_000,
