@@ -18,7 +18,9 @@ ceiling and kayak alternately:
           writes the file, next to kayak's nats input into a file output
   redis   N entries already in a stream, read by a hiredis XREADGROUP loop
           (COUNT 1000, XACK per batch) into the file, next to kayak's redis input
-          (a consumer group, batches of 1000) into a file output
+          (a consumer group, batches of 1000) into a file output, and the same
+          input over TLS (rediss:// to the server's TLS port, through kayak's
+          TlsTunnel: hiredis 0.14 has no TLS of its own)
 
 A live case is timed from the publisher's start to the last byte of the N
 messages in the file (the subscriber is ready before); the stream case from the
@@ -231,7 +233,9 @@ def bench_redis(a, work, n):
     want = message_bytes(n)
     try:
         tool("redis-pub", url, "readings", n)
-        rates = {k: [] for k in ("c_xreadgroup", "kayak_stream")}
+        rates = {k: [] for k in ("c_xreadgroup", "kayak_stream", "kayak_stream_tls")}
+        tls_url = env["REDIS_TLS_URL"].replace("127.0.0.1", "localhost")
+        tls_extra = f", tls: {{ca_file: {env['REDIS_TLS_DIR']}/ca.crt}}"
         for r in range(a.runs):
             out = os.path.join(work, "c.out")
             t0 = time.monotonic()
@@ -239,22 +243,25 @@ def bench_redis(a, work, n):
             rates["c_xreadgroup"].append(n / (time.monotonic() - t0))
             if os.path.getsize(out) != want:
                 raise SystemExit("the plain reader wrote the wrong number of bytes")
-            dd = tempfile.mkdtemp(dir=work)
-            k = Kayak(work, f"pipelines:\n  p:\n    input: {{redis: {{url: '{url}', stream: "
-                            f"readings, group: k{r}, batch_size: 1000}}}}\n"
-                            f"    outputs: [{{file: {{path: {dd}}}}}]\n")
-            try:
-                t1 = wait(lambda: dir_bytes(dd) >= want and time.monotonic(), 600,
-                          "every entry in kayak's file", 0.005)
-                rates["kayak_stream"].append(n / (t1 - k.started))
-            finally:
-                k.stop()
-                shutil.rmtree(k.dir, ignore_errors=True)
-                shutil.rmtree(dd, ignore_errors=True)
+            for name, (u, extra) in (("kayak_stream", (url, "")),
+                                     ("kayak_stream_tls", (tls_url, tls_extra))):
+                dd = tempfile.mkdtemp(dir=work)
+                k = Kayak(work, f"pipelines:\n  p:\n    input: {{redis: {{url: '{u}', stream: "
+                                f"readings, group: {name}{r}, batch_size: 1000{extra}}}}}\n"
+                                f"    outputs: [{{file: {{path: {dd}}}}}]\n")
+                try:
+                    t1 = wait(lambda: dir_bytes(dd) >= want and time.monotonic(), 600,
+                              "every entry in kayak's file", 0.005)
+                    rates[name].append(n / (t1 - k.started))
+                finally:
+                    k.stop()
+                    shutil.rmtree(k.dir, ignore_errors=True)
+                    shutil.rmtree(dd, ignore_errors=True)
             print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:,.0f} msg/s"
                                                  for k, v in rates.items()), flush=True)
         report(n, a.runs, rates, (("c_xreadgroup", "c_xreadgroup"),
-                                  ("kayak_stream", "c_xreadgroup")))
+                                  ("kayak_stream", "c_xreadgroup"),
+                                  ("kayak_stream_tls", "c_xreadgroup")))
     finally:
         subprocess.run([SERVERS, "stop", "redis", d])
 

@@ -86,7 +86,7 @@ struct TlsTunnel::Impl {
   std::optional<asio::local::stream_protocol::socket> inner;  // the tunnel's end of the pair
   int outer = -1;                                             // the library's end
   std::array<char, 16 * 1024> up{};    // from the library, on its way to the server
-  std::array<char, 16 * 1024> down{};  // from the server, on its way to the library
+  std::array<char, 64 * 1024> down{};  // from the server, on its way to the library
   bool shut = false;
   std::thread thread;
 
@@ -175,6 +175,10 @@ Result<std::unique_ptr<TlsTunnel>> TlsTunnel::Open(const std::string& host, int 
   }
   if (ec) return Status::Unavailable("cannot connect to " + where + ": " + ec.message());
   im.tls->lowest_layer().set_option(asio::socket_base::keep_alive(true), ec);
+  // As hiredis does for its own sockets: a request is one small write, and
+  // Nagle's algorithm would hold it for the server's delayed ACK (40 ms a
+  // round trip: a measured 14x loss on the redis stream benchmark).
+  im.tls->lowest_layer().set_option(tcp::no_delay(true), ec);
   PrepareTlsClient(im.tls->native_handle(), tls, host);
   done = false;
   im.tls->async_handshake(asio::ssl::stream_base::client, [&](boost::system::error_code e) {
