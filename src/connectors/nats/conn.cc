@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <chrono>
+
 #include "common/log.h"
 
 namespace kayak::nats {
@@ -124,6 +126,7 @@ Status Connection::Ensure() {
   natsOptions_SetReconnectBufSize(opts, 8 * 1024 * 1024);
   natsOptions_SetDisconnectedCB(opts, &Connection::OnDisconnected, this);
   natsOptions_SetReconnectedCB(opts, &Connection::OnReconnected, this);
+  natsOptions_SetClosedCB(opts, &Connection::OnClosed, this);
   if (Status st = SetTls(opts); !st.ok()) {
     natsOptions_Destroy(opts);
     return st;
@@ -141,10 +144,18 @@ Status Connection::Ensure() {
     natsOptions_Destroy(opts);
     return Status::Invalid(Error("cannot use the login's files", s));
   }
+  {
+    std::lock_guard<std::mutex> lock(closed_mu_);
+    closed_ = false;
+  }
   s = natsConnection_Connect(&nc_, opts);
   natsOptions_Destroy(opts);
   if (s != NATS_OK) {
     nc_ = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(closed_mu_);
+      closed_ = true;  // never connected: no callback comes
+    }
     std::string why = Error("cannot connect to " + url_, s);
     if (tls_.enabled && tls_.cert_file.empty() &&
         (s == NATS_PROTOCOL_ERROR || s == NATS_CONNECTION_CLOSED || s == NATS_IO_ERROR)) {
@@ -203,9 +214,25 @@ void Connection::Close() {
   js_ = nullptr;
   if (nc_ != nullptr) {
     natsConnection_Close(nc_);
+    // cnats delivers the disconnected and closed callbacks on its own thread,
+    // after Close returns; they reach this object, so it waits for the last.
+    std::unique_lock<std::mutex> lock(closed_mu_);
+    if (!closed_cv_.wait_for(lock, std::chrono::seconds(10), [this] { return closed_; })) {
+      KLOG_WARN("{}: the client library did not report the connection closed within 10 s",
+                what_);
+    }
+    lock.unlock();
     natsConnection_Destroy(nc_);
   }
   nc_ = nullptr;
+}
+
+void Connection::OnClosed(natsConnection* nc, void* self) {
+  (void)nc;
+  auto* c = static_cast<Connection*>(self);
+  std::lock_guard<std::mutex> lock(c->closed_mu_);
+  c->closed_ = true;
+  c->closed_cv_.notify_all();
 }
 
 void Connection::OnDisconnected(natsConnection* nc, void* self) {

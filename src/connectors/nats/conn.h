@@ -6,6 +6,7 @@
 #include <nats/nats.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -79,6 +80,9 @@ class Connection {
  private:
   static void OnDisconnected(natsConnection* nc, void* self);
   static void OnReconnected(natsConnection* nc, void* self);
+  // The last callback cnats makes for a connection, on its own thread: Close
+  // waits for it, so that no callback runs on a Connection that is gone.
+  static void OnClosed(natsConnection* nc, void* self);
 
   // The tls block onto the options; Invalid for files cnats refuses.
   Status SetTls(natsOptions* opts) const;
@@ -90,6 +94,9 @@ class Connection {
   natsConnection* nc_ = nullptr;
   jsCtx* js_ = nullptr;
   std::atomic<bool> down_{false};
+  std::mutex closed_mu_;
+  std::condition_variable closed_cv_;
+  bool closed_ = true;  // no connection whose callbacks could still come
   std::atomic<uint64_t> losses_{0};
   uint64_t made_ = 0;  // connections made by Ensure (each a new cnats connection)
   natsStatistics* stats_ = nullptr;  // made by Ensure, reused by connections()
