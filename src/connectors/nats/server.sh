@@ -30,64 +30,45 @@ CONF
   # (tests/e2e/tls_ca.py): one that verifies nothing of the client, one that
   # requires a client certificate, one whose certificate has expired.
   python3 "$servers_dir/../e2e/tls_ca.py" "$dir/tls" || fail "no test CA"
-  local name cert verify tport tmon
-  for name in tls mtls expired; do
-    cert=server verify=false
-    [ "$name" = mtls ] && verify=true
-    [ "$name" = expired ] && cert=expired
-    tport=$(free_port); tmon=$(free_port)
-    cat >"$dir/$name.conf" <<CONF
-host: 127.0.0.1
-port: $tport
-http: 127.0.0.1:$tmon
-tls { cert_file: "$dir/tls/$cert.crt", key_file: "$dir/tls/$cert.key", ca_file: "$dir/tls/ca.crt", verify: $verify }
-CONF
-    "$here/go/bin/nats-server" -c "$dir/$name.conf" >"$dir/$name.log" 2>&1 &
-    echo $! >"$dir/$name.pid"
-    await "nats ($name)" curl -sf "http://127.0.0.1:$tmon/healthz"
-    echo "NATS_$(echo "$name" | tr a-z A-Z)_URL=tls://127.0.0.1:$tport" >>"$dir/env"
-  done
+  local tls='tls { cert_file: "%s/tls/%s.crt", key_file: "%s/tls/%s.key", ca_file: "%s/tls/ca.crt", verify: %s }'
+  # shellcheck disable=SC2059
+  start_nats_extra tls tls "$(printf "$tls" "$dir" server "$dir" server "$dir" false)"
+  # shellcheck disable=SC2059
+  start_nats_extra mtls tls "$(printf "$tls" "$dir" server "$dir" server "$dir" true)"
+  # shellcheck disable=SC2059
+  start_nats_extra expired tls "$(printf "$tls" "$dir" expired "$dir" expired "$dir" false)"
   echo "NATS_TLS_DIR=$dir/tls" >>"$dir/env"
   # Two that require a login: a user and password, a token (a test server's,
   # not secrets).
-  local auth
-  for name in login token; do
-    auth='user: kayak, password: "kayak-nats-password"'
-    [ "$name" = token ] && auth='token: "kayak-nats-token"'
-    tport=$(free_port); tmon=$(free_port)
-    cat >"$dir/$name.conf" <<CONF
-host: 127.0.0.1
-port: $tport
-http: 127.0.0.1:$tmon
-authorization { $auth }
-CONF
-    "$here/go/bin/nats-server" -c "$dir/$name.conf" >"$dir/$name.log" 2>&1 &
-    echo $! >"$dir/$name.pid"
-    await "nats ($name)" curl -sf "http://127.0.0.1:$tmon/healthz"
-    echo "NATS_$(echo "$name" | tr a-z A-Z)_URL=nats://127.0.0.1:$tport" >>"$dir/env"
-  done
+  start_nats_extra login nats 'authorization { user: kayak, password: "kayak-nats-password" }'
+  start_nats_extra token nats 'authorization { token: "kayak-nats-token" }'
   { echo "NATS_LOGIN_PASSWORD=kayak-nats-password"; echo "NATS_TOKEN=kayak-nats-token"; } >>"$dir/env"
   # Two that log in by key (natsauth, from the NATS project's nkeys and jwt
   # libraries, writes the keys into $dir/auth): an nkey user, and operator
   # (JWT) mode with one account, whose users log in with a .creds file.
   [ -x "$here/go/bin/natsauth" ] || fail "natsauth is not built: run scripts/install-deps.sh"
   "$here/go/bin/natsauth" "$dir/auth" || fail "natsauth could not write the test's keys"
-  for name in nkey jwt; do
-    auth="authorization { users: [ { nkey: $(cat "$dir/auth/user.pub") } ] }"
-    [ "$name" = jwt ] && auth=$(cat "$dir/auth/operator.conf")
-    tport=$(free_port); tmon=$(free_port)
-    cat >"$dir/$name.conf" <<CONF
+  start_nats_extra nkey nats "authorization { users: [ { nkey: $(cat "$dir/auth/user.pub") } ] }"
+  start_nats_extra jwt nats "$(cat "$dir/auth/operator.conf")"
+  echo "NATS_AUTH_DIR=$dir/auth" >>"$dir/env"
+}
+
+# start_nats_extra NAME SCHEME CONFIG: a nats-server of its own on free ports
+# with CONFIG (its tls or authorization lines), pid in $dir/NAME.pid, its URL
+# as NATS_<NAME>_URL in $dir/env.
+start_nats_extra() {
+  local name=$1 scheme=$2 extra=$3 tport tmon
+  tport=$(free_port); tmon=$(free_port)
+  cat >"$dir/$name.conf" <<CONF
 host: 127.0.0.1
 port: $tport
 http: 127.0.0.1:$tmon
-$auth
+$extra
 CONF
-    "$here/go/bin/nats-server" -c "$dir/$name.conf" >"$dir/$name.log" 2>&1 &
-    echo $! >"$dir/$name.pid"
-    await "nats ($name)" curl -sf "http://127.0.0.1:$tmon/healthz"
-    echo "NATS_$(echo "$name" | tr a-z A-Z)_URL=nats://127.0.0.1:$tport" >>"$dir/env"
-  done
-  echo "NATS_AUTH_DIR=$dir/auth" >>"$dir/env"
+  "$servers_dir/go/bin/nats-server" -c "$dir/$name.conf" >"$dir/$name.log" 2>&1 &
+  echo $! >"$dir/$name.pid"
+  await "nats ($name)" curl -sf "http://127.0.0.1:$tmon/healthz"
+  echo "NATS_$(echo "$name" | tr a-z A-Z)_URL=$scheme://127.0.0.1:$tport" >>"$dir/env"
 }
 
 stop_nats() {
