@@ -253,6 +253,85 @@ Status Store::LoadKey() {
   return Status::Ok();
 }
 
+namespace {
+
+// Where in a file its frame's fault lies, for a reader with a hex viewer.
+std::string FaultPlace(const std::string& reason, uint64_t file_bytes) {
+  if (reason.find("header") != std::string::npos || reason.find("magic") != std::string::npos ||
+      reason.find("kind") != std::string::npos || reason.find("version") != std::string::npos) {
+    return " (in the header, bytes 0-" + std::to_string(kHeaderBytes - 1) + ")";
+  }
+  if (reason.find("truncated") != std::string::npos) {
+    return " (the file ends at byte " + std::to_string(file_bytes) + ")";
+  }
+  if (reason.find("payload checksum") != std::string::npos && file_bytes > kHeaderBytes) {
+    return " (in the payload, bytes " + std::to_string(kHeaderBytes) + "-" +
+           std::to_string(file_bytes - 1) + ")";
+  }
+  return "";
+}
+
+uint64_t FileBytes(const std::string& path) {
+  struct stat st{};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+}
+
+}  // namespace
+
+Status Store::Inspect(bool verify, Inventory* out) {
+  std::vector<std::string> names;
+  KAYAK_RETURN_IF_ERROR(ListDir(dir_, &names));
+  std::sort(names.begin(), names.end());
+  std::set<std::string> named;
+  std::map<std::string, std::vector<Inventory::Checkpoint>> by_region;
+  for (const auto& name : names) {
+    std::string region;
+    uint64_t id = 0;
+    if (!ParseManifestName(name, &region, &id)) continue;
+    const uint64_t file_bytes = FileBytes(dir_ + "/" + name);
+    auto m = ReadManifest(name);
+    if (!m.ok()) {
+      const std::string why = m.status().message();
+      out->faults.push_back(why + FaultPlace(why, file_bytes));
+      named.insert(name);  // a manifest, if a broken one: not left over
+      continue;
+    }
+    named.insert(name);
+    Inventory::Checkpoint c{name, m->region, m->id, m->created_ms, file_bytes, {}};
+    for (const auto& [unit, rec] : m->units) {
+      Inventory::Unit u{unit, {rec.full.chunk, rec.full.bytes}, {}};
+      for (const auto& d : rec.deltas) u.deltas.push_back({d.chunk, d.bytes});
+      c.units.push_back(std::move(u));
+      named.insert(rec.full.chunk);
+      for (const auto& d : rec.deltas) named.insert(d.chunk);
+      if (!verify) continue;
+      std::vector<const Link*> links{&rec.full};
+      for (const auto& d : rec.deltas) links.push_back(&d);
+      for (const Link* l : links) {
+        ++out->chunks_checked;
+        const Status st = CheckChunk(*l, nullptr);
+        if (!st.ok()) {
+          out->faults.push_back(st.message() + FaultPlace(st.message(),
+                                                          FileBytes(dir_ + "/" + l->chunk)) +
+                                ", named by " + name + " for unit " + unit);
+        }
+      }
+    }
+    by_region[c.region].push_back(std::move(c));
+  }
+  for (auto& [region, list] : by_region) {
+    std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.id > b.id; });
+    for (auto& c : list) out->checkpoints.push_back(std::move(c));
+  }
+  for (const auto& name : names) {
+    const bool ours = name.rfind("chunk-", 0) == 0 || name.rfind("MANIFEST-", 0) == 0;
+    if (ours && named.count(name) == 0) {
+      out->unreferenced.emplace_back(name, FileBytes(dir_ + "/" + name));
+    }
+  }
+  return Status::Ok();
+}
+
 std::string Store::Seal(std::string_view canonical) const {
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int len = 0;

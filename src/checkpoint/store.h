@@ -95,6 +95,35 @@ struct RestoredUnit {
   std::string region;  // whose manifest it came from
 };
 
+// What a state directory holds, read without changing anything
+// (Store::Inspect; `kayak state`).
+struct Inventory {
+  struct Chunk {
+    std::string file;
+    uint64_t bytes = 0;  // payload bytes, as the manifest says
+  };
+  struct Unit {
+    std::string unit;
+    Chunk full;
+    std::vector<Chunk> deltas;  // oldest first
+  };
+  struct Checkpoint {
+    std::string file;  // the manifest
+    std::string region;
+    uint64_t id = 0;
+    int64_t created_ms = 0;
+    uint64_t file_bytes = 0;
+    std::vector<Unit> units;
+  };
+  std::vector<Checkpoint> checkpoints;  // by region, newest first within one
+  // Chunk and manifest files no readable manifest names, with their sizes:
+  // what an interrupted checkpoint left (the next start removes them).
+  std::vector<std::pair<std::string, uint64_t>> unreferenced;
+  // What verification found wrong, in the order met: "file: reason".
+  std::vector<std::string> faults;
+  uint64_t chunks_checked = 0;
+};
+
 struct CommitStats {
   uint64_t bytes_written = 0;
   uint64_t bytes_reused = 0;
@@ -114,6 +143,14 @@ class Store {
   // `out` gets each unit's state; `max_id` the highest checkpoint id seen.
   Status Recover(std::map<std::string, RestoredUnit>* out, uint64_t* max_id,
                  const std::set<std::string>& discard = {});
+
+  // Lists the directory's checkpoints and reads every manifest, without
+  // Recover and without writing or removing anything. With `verify`, reads
+  // every chunk a manifest names and checks it (its frame, its CRC-32C, its
+  // size and CRC against the manifest entry); each fault goes to
+  // out->faults with the file and what is wrong. An error only when the
+  // directory cannot be listed.
+  Status Inspect(bool verify, Inventory* out);
 
   // After Recover: the region's newest checkpoint is not to be restored (a
   // two-phase output's commit of it did not happen). Removes its manifest

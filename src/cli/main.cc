@@ -27,6 +27,7 @@
 
 #include "common/format.h"
 #include "common/host_port.h"
+#include "cli/state_cmd.h"
 #include "cli/state_dir.h"
 #include "common/log.h"
 #include "components.h"
@@ -51,6 +52,7 @@ const char* kUsage =
     "  kayak --config FILE [--state-dir DIR [--discard-state REGION]...] [--server-config FILE]\n"
     "  kayak check FILE\n"
     "  kayak tool TYPE ARGS...   (kayak tool, alone, lists them)\n"
+    "  kayak state DIR [ls|verify] [--json] [--force-read]\n"
     "  kayak --version\n";
 
 int Usage(const std::string& problem) {
@@ -433,6 +435,9 @@ int Tool(int argc, char** argv) {
 
 int Main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "tool") == 0) return Tool(argc, argv);
+  if (argc >= 2 && std::strcmp(argv[1], "state") == 0) {
+    return StateCommand(std::vector<std::string>(argv + 2, argv + argc));
+  }
   Args args;
   std::string problem;
   if (!ParseArgs(argc, argv, &args, &problem)) return Usage(problem);

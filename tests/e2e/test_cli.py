@@ -3,7 +3,7 @@ import os
 import re
 import signal
 
-from harness import EXAMPLES, KayakTest, Server, run, wait_for
+from harness import EXAMPLES, KayakTest, Server, committed, run, wait_for
 
 BAD = """\
 buckets:
@@ -184,3 +184,107 @@ class CliTest(KayakTest):
 if __name__ == "__main__":
     import unittest
     unittest.main()
+
+
+class StateCommandTest(KayakTest):
+    """`kayak state DIR ls|verify`: a real state directory listed and checked
+    offline; refused while a server runs on it unless --force-read; a chunk
+    and a manifest corrupted byte by byte found with their files."""
+    CONFIG = """\
+buckets:
+  totals: {}
+pipelines:
+  p:
+    input: {dummy: {rate_per_sec: 500}}
+    transforms:
+      - bucket: {name: totals, key: 'string(seq % 7)', op: count}
+    outputs: [{file: {path: out}}]
+"""
+    SERVER = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 1}\n"
+
+    def state_after_checkpoints(self):
+        state = self.path("state")
+        s = self.start(self.CONFIG, state_dir=state, server_config=self.SERVER)
+        wait_for(lambda: committed(s) >= 3, timeout=30, what="three checkpoints")
+        return s, state
+
+    def test_ls_and_verify_a_directory_and_refuse_a_running_server(self):
+        import json
+        s, state = self.state_after_checkpoints()
+        r = run(["state", state])
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(f"a server is running on {state} (pid {s.proc.pid})", r.stderr)
+        self.assertIn("--force-read", r.stderr)
+        r = run(["state", state, "ls", "--force-read"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("region p", r.stdout)
+        self.assertEqual(s.stop(), 0)
+        r = run(["state", state, "ls"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"^\S+: 1 regions, 2 checkpoints, 0 unreferenced files\n")
+        self.assertRegex(r.stdout, r"\n  checkpoint \d+  \d+ s ago  3 units  ")
+        for unit in ("b.totals", "p.p.input", "p.p.o0"):
+            self.assertRegex(r.stdout, rf"\n    {re.escape(unit)} +\d+")
+        j = json.loads(run(["state", state, "ls", "--json"]).stdout)
+        self.assertEqual([c["region"] for c in j["checkpoints"]], ["p", "p"])
+        newest, before = j["checkpoints"]
+        self.assertGreater(newest["id"], before["id"])
+        self.assertEqual(sorted(u["unit"] for u in newest["units"]),
+                         ["b.totals", "p.p.input", "p.p.o0"])
+        for u in newest["units"]:
+            self.assertTrue(os.path.exists(os.path.join(state, u["chunk"]["file"])))
+        r = run(["state", state, "verify"])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertRegex(r.stdout, r": 2 checkpoints and 6 chunks verified: every checksum matches")
+        # Reading changed nothing: the server starts on it and goes on.
+        before_files = sorted(os.listdir(state))
+        run(["state", state, "verify", "--json"])
+        self.assertEqual(sorted(os.listdir(state)), before_files)
+        s = self.start(self.CONFIG, state_dir=state, server_config=self.SERVER)
+        self.assertEqual(s.stop(), 0)
+
+    def test_verify_names_each_corrupt_file_and_where(self):
+        import json
+        s, state = self.state_after_checkpoints()
+        self.assertEqual(s.stop(), 0)
+        j = json.loads(run(["state", state, "ls", "--json"]).stdout)
+        newest = j["checkpoints"][0]
+        bucket = next(u for u in newest["units"] if u["unit"] == "b.totals")["chunk"]["file"]
+        # One byte of the bucket's chunk's payload flipped.
+        path = os.path.join(state, bucket)
+        with open(path, "r+b") as f:
+            f.seek(os.path.getsize(path) - 1)
+            b = f.read(1)
+            f.seek(os.path.getsize(path) - 1)
+            f.write(bytes([b[0] ^ 0x40]))
+        # The older manifest cut short.
+        older = os.path.join(state, j["checkpoints"][1]["manifest"])
+        with open(older, "r+b") as f:
+            f.truncate(os.path.getsize(older) - 3)
+        r = run(["state", state, "verify"])
+        self.assertEqual(r.returncode, 1, r.stdout)
+        size = os.path.getsize(path)
+        self.assertIn(f"fault: {bucket}: payload checksum mismatch (in the payload, bytes 32-"
+                      f"{size - 1}), named by {newest['manifest']} for unit b.totals", r.stdout)
+        self.assertIn(f"fault: {j['checkpoints'][1]['manifest']}: truncated or padded payload "
+                      f"(the file ends at byte {os.path.getsize(older)})", r.stdout)
+        self.assertRegex(r.stdout, r": 2 faults in 1 checkpoints and \d+ chunks\n$")
+        v = json.loads(run(["state", state, "verify", "--json"]).stdout)
+        self.assertFalse(v["ok"])
+        self.assertEqual(len(v["faults"]), 2)
+        # What verify found is what a start refuses.
+        r = Server(self.dir, self.CONFIG, server_config=self.SERVER, state_dir=state, wait=False)
+        self.servers.append(r)
+        self.assertNotEqual(r.proc.wait(timeout=30), 0)
+
+    def test_bad_command_lines(self):
+        for args, code, want in [
+            (["state"], 2, "give the state directory"),
+            (["state", self.path("none")], 1, "is not a directory"),
+            (["state", self.dir, "show"], 2, "no command 'show'"),
+            (["state", self.dir, "ls", "--bogus"], 2, "unknown option '--bogus'"),
+        ]:
+            with self.subTest(args=args):
+                r = run(args)
+                self.assertEqual(r.returncode, code, r.stderr)
+                self.assertIn(want, r.stderr)

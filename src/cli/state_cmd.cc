@@ -1,0 +1,226 @@
+// `kayak state DIR [ls|verify] [--json] [--force-read]`: a state directory
+// read offline, without changing it (docs/operations.md).
+//
+//   ls      its regions' checkpoints (id, age, units, bytes), each unit's
+//           chunk and delta chain, and the files no checkpoint names
+//   verify  every manifest and every chunk they name checked (frame,
+//           CRC-32C, size and CRC against the manifest); exit 1 with each
+//           fault's file and where in it
+//
+// It takes the directory's lock shared, so a server cannot start on the
+// directory while it reads (nor it on a running server's) unless
+// --force-read: a running server writes and removes files under it.
+#include "cli/state_cmd.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/store.h"
+
+namespace kayak {
+
+namespace {
+
+constexpr int kOk = 0, kFault = 1, kUsage = 2;
+
+int Usage(const std::string& problem) {
+  std::fprintf(stderr,
+               "kayak state: %s\nusage: kayak state DIR [ls|verify] [--json] [--force-read]\n",
+               problem.c_str());
+  return kUsage;
+}
+
+std::string Size(uint64_t bytes) {
+  char buf[32];
+  if (bytes < 1024) {
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  } else if (bytes < 1024 * 1024) {
+    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(bytes) / 1024);
+  } else if (bytes < 1024ull * 1024 * 1024) {
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024 * 1024));
+  } else {
+    std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
+  }
+  return buf;
+}
+
+std::string Age(int64_t created_ms, int64_t now_ms) {
+  if (created_ms <= 0) return "age unknown";
+  const int64_t s = (now_ms - created_ms) / 1000;
+  if (s < 120) return std::to_string(s) + " s ago";
+  if (s < 7200) return std::to_string(s / 60) + " min ago";
+  if (s < 172800) return std::to_string(s / 3600) + " h ago";
+  return std::to_string(s / 86400) + " days ago";
+}
+
+uint64_t UnitBytes(const checkpoint::Inventory::Unit& u) {
+  uint64_t n = u.full.bytes;
+  for (const auto& d : u.deltas) n += d.bytes;
+  return n;
+}
+
+// The lock a server takes exclusively, taken shared. Held until exit.
+int LockShared(const std::string& dir, bool force, std::string* error) {
+  const std::string path = dir + "/LOCK";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    if (errno == ENOENT) return kOk;  // no server ever ran on it
+    *error = path + ": " + std::strerror(errno);
+    return kFault;
+  }
+  if (::flock(fd, LOCK_SH | LOCK_NB) == 0) return kOk;  // kept: released at exit
+  const int err = errno;
+  char buf[32] = {0};
+  const ssize_t n = ::pread(fd, buf, sizeof(buf) - 1, 0);
+  ::close(fd);
+  if (err != EWOULDBLOCK) {
+    *error = "cannot lock " + path + ": " + std::strerror(err);
+    return kFault;
+  }
+  if (force) return kOk;
+  const long pid = n > 0 ? std::strtol(buf, nullptr, 10) : 0;
+  *error = "a server is running on " + dir +
+           (pid > 0 ? " (pid " + std::to_string(pid) + ")" : std::string()) +
+           " and changes it while it runs; stop it, or read anyway with --force-read";
+  return kFault;
+}
+
+nlohmann::json ToJson(const checkpoint::Inventory& inv, const std::string& dir, bool verify) {
+  nlohmann::json j;
+  j["dir"] = dir;
+  j["checkpoints"] = nlohmann::json::array();
+  for (const auto& c : inv.checkpoints) {
+    nlohmann::json units = nlohmann::json::array();
+    for (const auto& u : c.units) {
+      nlohmann::json deltas = nlohmann::json::array();
+      for (const auto& d : u.deltas) deltas.push_back({{"file", d.file}, {"bytes", d.bytes}});
+      units.push_back({{"unit", u.unit},
+                       {"chunk", {{"file", u.full.file}, {"bytes", u.full.bytes}}},
+                       {"deltas", deltas},
+                       {"bytes", UnitBytes(u)}});
+    }
+    j["checkpoints"].push_back({{"region", c.region},
+                                {"id", c.id},
+                                {"created_ms", c.created_ms},
+                                {"manifest", c.file},
+                                {"units", units}});
+  }
+  j["unreferenced"] = nlohmann::json::array();
+  for (const auto& [file, bytes] : inv.unreferenced) {
+    j["unreferenced"].push_back({{"file", file}, {"bytes", bytes}});
+  }
+  if (verify) {
+    j["chunks_checked"] = inv.chunks_checked;
+    j["faults"] = inv.faults;
+    j["ok"] = inv.faults.empty();
+  }
+  return j;
+}
+
+void PrintList(const checkpoint::Inventory& inv, const std::string& dir, int64_t now_ms) {
+  std::set<std::string> regions;
+  for (const auto& c : inv.checkpoints) regions.insert(c.region);
+  std::printf("%s: %zu regions, %zu checkpoints, %zu unreferenced files\n", dir.c_str(),
+              regions.size(), inv.checkpoints.size(), inv.unreferenced.size());
+  std::string last_region;
+  for (const auto& c : inv.checkpoints) {
+    if (c.region != last_region) {
+      std::printf("region %s\n", c.region.c_str());
+      last_region = c.region;
+    }
+    uint64_t bytes = 0;
+    for (const auto& u : c.units) bytes += UnitBytes(u);
+    std::printf("  checkpoint %llu  %s  %zu units  %s  %s\n",
+                static_cast<unsigned long long>(c.id), Age(c.created_ms, now_ms).c_str(),
+                c.units.size(), Size(bytes).c_str(), c.file.c_str());
+    for (const auto& u : c.units) {
+      std::string deltas;
+      if (!u.deltas.empty()) {
+        uint64_t d = 0;
+        for (const auto& x : u.deltas) d += x.bytes;
+        deltas = " + " + std::to_string(u.deltas.size()) + " deltas of " + Size(d);
+      }
+      std::printf("    %-28s %s%s  %s\n", u.unit.c_str(), Size(u.full.bytes).c_str(),
+                  deltas.c_str(), u.full.file.c_str());
+    }
+  }
+  for (const auto& [file, bytes] : inv.unreferenced) {
+    std::printf("unreferenced %s (%s): left by a checkpoint that did not commit; the next start "
+                "removes it\n",
+                file.c_str(), Size(bytes).c_str());
+  }
+}
+
+}  // namespace
+
+int StateCommand(const std::vector<std::string>& args) {
+  std::string dir, command;
+  bool json = false, force = false;
+  for (const auto& a : args) {
+    if (a == "--json") {
+      json = true;
+    } else if (a == "--force-read") {
+      force = true;
+    } else if (a.rfind("-", 0) == 0) {
+      return Usage("unknown option '" + a + "'");
+    } else if (dir.empty()) {
+      dir = a;
+    } else if (command.empty()) {
+      command = a;
+    } else {
+      return Usage("unexpected '" + a + "'");
+    }
+  }
+  if (dir.empty()) return Usage("give the state directory");
+  if (command.empty()) command = "ls";
+  if (command != "ls" && command != "verify") return Usage("no command '" + command + "'");
+  struct stat st{};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    std::fprintf(stderr, "kayak state: %s is not a directory\n", dir.c_str());
+    return kFault;
+  }
+  std::string error;
+  if (LockShared(dir, force, &error) != kOk) {
+    std::fprintf(stderr, "kayak state: %s\n", error.c_str());
+    return kFault;
+  }
+  const bool verify = command == "verify";
+  checkpoint::Inventory inv;
+  checkpoint::Store store(dir);
+  if (Status s = store.Inspect(verify, &inv); !s.ok()) {
+    std::fprintf(stderr, "kayak state: %s\n", s.message().c_str());
+    return kFault;
+  }
+  if (json) {
+    std::printf("%s\n", ToJson(inv, dir, verify).dump(2).c_str());
+  } else if (!verify) {
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+    PrintList(inv, dir, now_ms);
+  } else if (inv.faults.empty()) {
+    std::printf("%s: %zu checkpoints and %llu chunks verified: every checksum matches\n",
+                dir.c_str(), inv.checkpoints.size(),
+                static_cast<unsigned long long>(inv.chunks_checked));
+  } else {
+    for (const auto& f : inv.faults) std::printf("fault: %s\n", f.c_str());
+    std::printf("%s: %zu faults in %zu checkpoints and %llu chunks\n", dir.c_str(),
+                inv.faults.size(), inv.checkpoints.size(),
+                static_cast<unsigned long long>(inv.chunks_checked));
+  }
+  return verify && !inv.faults.empty() ? kFault : kOk;
+}
+
+}  // namespace kayak
