@@ -332,6 +332,17 @@ Status Store::Inspect(bool verify, Inventory* out) {
   return Status::Ok();
 }
 
+Status Store::ReadUnit(const std::string& manifest_file, const std::string& unit,
+                       RestoredUnit* out) {
+  auto m = ReadManifest(manifest_file);
+  if (!m.ok()) return m.status();
+  auto it = m->units.find(unit);
+  if (it == m->units.end()) return Status::NotFound(manifest_file + " has no unit " + unit);
+  out->checkpoint_id = m->id;
+  out->region = m->region;
+  return ReadRecord(it->second, out);
+}
+
 std::string Store::Seal(std::string_view canonical) const {
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int len = 0;

@@ -151,6 +151,9 @@ class Store {
   // out->faults with the file and what is wrong. An error only when the
   // directory cannot be listed.
   Status Inspect(bool verify, Inventory* out);
+  // Without Recover: `unit`'s chunks as the manifest `manifest_file` names
+  // them, read and checked (its full chunk and deltas into `out`).
+  Status ReadUnit(const std::string& manifest_file, const std::string& unit, RestoredUnit* out);
 
   // After Recover: the region's newest checkpoint is not to be restored (a
   // two-phase output's commit of it did not happen). Removes its manifest

@@ -1,11 +1,15 @@
-// `kayak state DIR [ls|verify] [--json] [--force-read]`: a state directory
-// read offline, without changing it (docs/operations.md).
+// `kayak state DIR [ls|verify|show BUCKET [KEY]|export BUCKET] [--json]
+// [--force-read]`: a state directory read offline, without changing it
+// (docs/operations.md).
 //
 //   ls      its regions' checkpoints (id, age, units, bytes), each unit's
 //           chunk and delta chain, and the files no checkpoint names
 //   verify  every manifest and every chunk they name checked (frame,
 //           CRC-32C, size and CRC against the manifest); exit 1 with each
 //           fault's file and where in it
+//   show    a bucket as its newest checkpoint holds it: its size and first
+//           entries, or one key's entry
+//   export  every entry of a bucket, one JSON object a line, in key order
 //
 // It takes the directory's lock shared, so a server cannot start on the
 // directory while it reads (nor it on a running server's) unless
@@ -22,12 +26,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/store.h"
+#include "common/json_util.h"
+#include "state/bucket.h"
 
 namespace kayak {
 
@@ -37,7 +44,8 @@ constexpr int kOk = 0, kFault = 1, kUsage = 2;
 
 int Usage(const std::string& problem) {
   std::fprintf(stderr,
-               "kayak state: %s\nusage: kayak state DIR [ls|verify] [--json] [--force-read]\n",
+               "kayak state: %s\nusage: kayak state DIR [ls | verify | show BUCKET [KEY] | "
+               "export BUCKET] [--json] [--force-read]\n",
                problem.c_str());
   return kUsage;
 }
@@ -163,10 +171,98 @@ void PrintList(const checkpoint::Inventory& inv, const std::string& dir, int64_t
   }
 }
 
+// {"key":...,"value":...,"last_write_ms":...}, as the API answers for a key.
+std::string EntryJson(const std::string& key, const Bucket::Entry& e) {
+  return "{\"key\":" + nlohmann::json(key).dump() + ",\"value\":" + DumpJson(e.value) +
+         ",\"last_write_ms\":" + std::to_string(e.last_write_ms) + "}";
+}
+
+// The bucket `name` as the newest checkpoint holding it has it (its full
+// chunk and deltas applied, nothing expired).
+int LoadBucket(checkpoint::Store* store, const checkpoint::Inventory& inv,
+               const std::string& name, std::unique_ptr<Bucket>* out, std::string* where) {
+  const std::string unit = "b." + name;
+  const checkpoint::Inventory::Checkpoint* newest = nullptr;
+  std::set<std::string> buckets;
+  for (const auto& c : inv.checkpoints) {
+    for (const auto& u : c.units) {
+      if (u.unit.rfind("b.", 0) == 0) buckets.insert(u.unit.substr(2));
+      if (u.unit == unit && (newest == nullptr || c.id > newest->id)) newest = &c;
+    }
+  }
+  if (newest == nullptr) {
+    std::string known;
+    for (const auto& b : buckets) known += (known.empty() ? "" : ", ") + b;
+    std::fprintf(stderr, "kayak state: no checkpoint holds bucket '%s' (buckets: %s)\n",
+                 name.c_str(), known.empty() ? "none" : known.c_str());
+    return kFault;
+  }
+  checkpoint::RestoredUnit u;
+  Status st = store->ReadUnit(newest->file, unit, &u);
+  auto bucket = std::make_unique<Bucket>(name, 0);  // offline: nothing expires
+  if (st.ok()) st = bucket->RestoreState(u.data);
+  for (size_t i = 0; st.ok() && i < u.deltas.size(); ++i) st = bucket->ApplyDelta(u.deltas[i]);
+  if (!st.ok()) {
+    std::fprintf(stderr, "kayak state: bucket '%s' cannot be read: %s\n", name.c_str(),
+                 st.message().c_str());
+    return kFault;
+  }
+  *where = "checkpoint " + std::to_string(newest->id) + " of region " + newest->region;
+  *out = std::move(bucket);
+  return kOk;
+}
+
+int Show(checkpoint::Store* store, const checkpoint::Inventory& inv,
+         const std::vector<std::string>& rest, bool json) {
+  std::unique_ptr<Bucket> bucket;
+  std::string where;
+  if (int rc = LoadBucket(store, inv, rest[0], &bucket, &where); rc != kOk) return rc;
+  if (rest.size() == 2) {
+    auto e = bucket->Get(rest[1], 0);
+    if (!e) {
+      std::fprintf(stderr, "kayak state: bucket '%s' has no key '%s' (%s)\n", rest[0].c_str(),
+                   rest[1].c_str(), where.c_str());
+      return kFault;
+    }
+    std::printf("%s\n", EntryJson(rest[1], *e).c_str());
+    return kOk;
+  }
+  constexpr size_t kShown = 20;
+  const auto page = bucket->Page("", kShown, 0);
+  if (json) {
+    std::string out = "{\"bucket\":" + nlohmann::json(rest[0]).dump() +
+                      ",\"keys\":" + std::to_string(bucket->Size()) +
+                      ",\"from\":" + nlohmann::json(where).dump() + ",\"first\":[";
+    for (size_t i = 0; i < page.size(); ++i) {
+      out += (i ? "," : "") + EntryJson(page[i].first, page[i].second);
+    }
+    std::printf("%s]}\n", out.c_str());
+    return kOk;
+  }
+  std::printf("bucket %s: %zu keys (%s)\n", rest[0].c_str(), bucket->Size(), where.c_str());
+  for (const auto& [key, e] : page) std::printf("%s\n", EntryJson(key, e).c_str());
+  if (bucket->Size() > page.size()) {
+    std::printf("... %zu more (export gives them all)\n", bucket->Size() - page.size());
+  }
+  return kOk;
+}
+
+int Export(checkpoint::Store* store, const checkpoint::Inventory& inv, const std::string& name) {
+  std::unique_ptr<Bucket> bucket;
+  std::string where;
+  if (int rc = LoadBucket(store, inv, name, &bucket, &where); rc != kOk) return rc;
+  for (const auto& [key, e] : bucket->Page("", bucket->Size(), 0)) {
+    const std::string line = EntryJson(key, e) + "\n";
+    std::fwrite(line.data(), 1, line.size(), stdout);
+  }
+  return std::fflush(stdout) == 0 ? kOk : kFault;
+}
+
 }  // namespace
 
 int StateCommand(const std::vector<std::string>& args) {
   std::string dir, command;
+  std::vector<std::string> rest;  // a command's own arguments
   bool json = false, force = false;
   for (const auto& a : args) {
     if (a == "--json") {
@@ -180,12 +276,18 @@ int StateCommand(const std::vector<std::string>& args) {
     } else if (command.empty()) {
       command = a;
     } else {
-      return Usage("unexpected '" + a + "'");
+      rest.push_back(a);
     }
   }
   if (dir.empty()) return Usage("give the state directory");
   if (command.empty()) command = "ls";
-  if (command != "ls" && command != "verify") return Usage("no command '" + command + "'");
+  if (command != "ls" && command != "verify" && command != "show" && command != "export") {
+    return Usage("no command '" + command + "'");
+  }
+  const size_t most = command == "show" ? 2 : command == "export" ? 1 : 0;
+  const size_t least = command == "show" || command == "export" ? 1 : 0;
+  if (rest.size() < least) return Usage(command + " needs a bucket's name");
+  if (rest.size() > most) return Usage("unexpected '" + rest[most] + "'");
   struct stat st{};
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     std::fprintf(stderr, "kayak state: %s is not a directory\n", dir.c_str());
@@ -203,6 +305,8 @@ int StateCommand(const std::vector<std::string>& args) {
     std::fprintf(stderr, "kayak state: %s\n", s.message().c_str());
     return kFault;
   }
+  if (command == "show") return Show(&store, inv, rest, json);
+  if (command == "export") return Export(&store, inv, rest[0]);
   if (json) {
     std::printf("%s\n", ToJson(inv, dir, verify).dump(2).c_str());
   } else if (!verify) {
