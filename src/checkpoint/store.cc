@@ -332,6 +332,21 @@ Status Store::Inspect(bool verify, Inventory* out) {
   return Status::Ok();
 }
 
+Status Store::DropRegion(const std::string& region, std::vector<std::string>* removed) {
+  std::vector<std::string> names;
+  KAYAK_RETURN_IF_ERROR(ListDir(dir_, &names));
+  for (const auto& name : names) {
+    std::string r;
+    uint64_t id = 0;
+    if (!ParseManifestName(name, &r, &id) || r != region) continue;
+    if (::unlink((dir_ + "/" + name).c_str()) != 0 && errno != ENOENT) {
+      return Status::FromErrno("remove " + dir_ + "/" + name, errno);
+    }
+    removed->push_back(name);
+  }
+  return removed->empty() ? Status::Ok() : SyncDir(dir_);
+}
+
 Status Store::ReadUnit(const std::string& manifest_file, const std::string& unit,
                        RestoredUnit* out) {
   auto m = ReadManifest(manifest_file);

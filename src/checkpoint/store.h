@@ -151,6 +151,11 @@ class Store {
   // out->faults with the file and what is wrong. An error only when the
   // directory cannot be listed.
   Status Inspect(bool verify, Inventory* out);
+  // Without Recover, for a directory no server holds: removes every
+  // manifest of `region` (what --discard-state does at a start) and fsyncs
+  // the directory; their chunks go at the next start. `removed` gets the
+  // files; none is not an error.
+  Status DropRegion(const std::string& region, std::vector<std::string>* removed);
   // Without Recover: `unit`'s chunks as the manifest `manifest_file` names
   // them, read and checked (its full chunk and deltas into `out`).
   Status ReadUnit(const std::string& manifest_file, const std::string& unit, RestoredUnit* out);

@@ -52,7 +52,8 @@ const char* kUsage =
     "  kayak --config FILE [--state-dir DIR [--discard-state REGION]...] [--server-config FILE]\n"
     "  kayak check FILE\n"
     "  kayak tool TYPE ARGS...   (kayak tool, alone, lists them)\n"
-    "  kayak state DIR [ls | verify | show BUCKET [KEY] | export BUCKET] [--json] [--force-read]\n"
+    "  kayak state DIR [ls | verify | show BUCKET [KEY] | export BUCKET | drop REGION [--yes]]\n"
+    "                  [--json] [--force-read]\n"
     "  kayak --version\n";
 
 int Usage(const std::string& problem) {

@@ -10,6 +10,9 @@
 //   show    a bucket as its newest checkpoint holds it: its size and first
 //           entries, or one key's entry
 //   export  every entry of a bucket, one JSON object a line, in key order
+//   drop    a region's checkpoints removed, as --discard-state does at a
+//           start, after the region's name is typed (or --yes); it takes
+//           the lock as a server does
 //
 // It takes the directory's lock shared, so a server cannot start on the
 // directory while it reads (nor it on a running server's) unless
@@ -21,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -33,6 +37,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/store.h"
+#include "cli/state_dir.h"
 #include "common/json_util.h"
 #include "state/bucket.h"
 
@@ -45,7 +50,7 @@ constexpr int kOk = 0, kFault = 1, kUsage = 2;
 int Usage(const std::string& problem) {
   std::fprintf(stderr,
                "kayak state: %s\nusage: kayak state DIR [ls | verify | show BUCKET [KEY] | "
-               "export BUCKET] [--json] [--force-read]\n",
+               "export BUCKET | drop REGION [--yes]] [--json] [--force-read]\n",
                problem.c_str());
   return kUsage;
 }
@@ -258,15 +263,83 @@ int Export(checkpoint::Store* store, const checkpoint::Inventory& inv, const std
   return std::fflush(stdout) == 0 ? kOk : kFault;
 }
 
+int Drop(const std::string& dir, const std::string& region, bool yes) {
+  StateDirLock lock;
+  long holder = 0;
+  std::string error;
+  switch (lock.Acquire(dir, &holder, &error)) {
+    case StateDirLock::Outcome::kLocked:
+      break;
+    case StateDirLock::Outcome::kHeldByOther:
+      std::fprintf(stderr,
+                   "kayak state: a server is running on %s (pid %ld); stop it before dropping "
+                   "a region\n",
+                   dir.c_str(), holder);
+      return kFault;
+    default:
+      std::fprintf(stderr, "kayak state: %s\n", error.c_str());
+      return kFault;
+  }
+  checkpoint::Store store(dir);
+  checkpoint::Inventory inv;
+  if (Status s = store.Inspect(false, &inv); !s.ok()) {
+    std::fprintf(stderr, "kayak state: %s\n", s.message().c_str());
+    return kFault;
+  }
+  std::set<std::string> regions, units;
+  uint64_t newest = 0;
+  for (const auto& c : inv.checkpoints) {
+    regions.insert(c.region);
+    if (c.region != region) continue;
+    newest = std::max(newest, c.id);
+    for (const auto& u : c.units) units.insert(u.unit);
+  }
+  if (!regions.count(region)) {
+    std::string known;
+    for (const auto& r : regions) known += (known.empty() ? "" : ", ") + r;
+    std::fprintf(stderr, "kayak state: %s holds no checkpoint of region '%s' (regions: %s)\n",
+                 dir.c_str(), region.c_str(), known.empty() ? "none" : known.c_str());
+    return kFault;
+  }
+  std::string unit_list;
+  for (const auto& u : units) unit_list += (unit_list.empty() ? "" : ", ") + u;
+  if (!yes) {
+    std::printf("drop region %s: its checkpoints up to %llu and the state of %s. The region "
+                "starts empty and its inputs start from their configured beginning.\n"
+                "Type the region's name to drop it: ",
+                region.c_str(), static_cast<unsigned long long>(newest), unit_list.c_str());
+    std::fflush(stdout);
+    char line[512] = {0};
+    const bool got = std::fgets(line, sizeof line, stdin) != nullptr;
+    std::string typed = got ? line : "";
+    while (!typed.empty() && (typed.back() == '\n' || typed.back() == '\r')) typed.pop_back();
+    if (typed != region) {
+      std::fprintf(stderr, "kayak state: not confirmed; nothing dropped\n");
+      return kFault;
+    }
+  }
+  std::vector<std::string> removed;
+  if (Status s = store.DropRegion(region, &removed); !s.ok()) {
+    std::fprintf(stderr, "kayak state: %s\n", s.message().c_str());
+    return kFault;
+  }
+  for (const auto& f : removed) std::printf("removed %s\n", f.c_str());
+  std::printf("dropped region %s (%zu checkpoints); its chunks go at the next start\n",
+              region.c_str(), removed.size());
+  return kOk;
+}
+
 }  // namespace
 
 int StateCommand(const std::vector<std::string>& args) {
   std::string dir, command;
   std::vector<std::string> rest;  // a command's own arguments
-  bool json = false, force = false;
+  bool json = false, force = false, yes = false;
   for (const auto& a : args) {
     if (a == "--json") {
       json = true;
+    } else if (a == "--yes") {
+      yes = true;
     } else if (a == "--force-read") {
       force = true;
     } else if (a.rfind("-", 0) == 0) {
@@ -281,18 +354,22 @@ int StateCommand(const std::vector<std::string>& args) {
   }
   if (dir.empty()) return Usage("give the state directory");
   if (command.empty()) command = "ls";
-  if (command != "ls" && command != "verify" && command != "show" && command != "export") {
+  if (command != "ls" && command != "verify" && command != "show" && command != "export" &&
+      command != "drop") {
     return Usage("no command '" + command + "'");
   }
-  const size_t most = command == "show" ? 2 : command == "export" ? 1 : 0;
-  const size_t least = command == "show" || command == "export" ? 1 : 0;
-  if (rest.size() < least) return Usage(command + " needs a bucket's name");
+  const bool named = command == "show" || command == "export" || command == "drop";
+  const size_t most = command == "show" ? 2 : named ? 1 : 0;
+  if (named && rest.empty()) {
+    return Usage(command + (command == "drop" ? " needs a region's name" : " needs a bucket's name"));
+  }
   if (rest.size() > most) return Usage("unexpected '" + rest[most] + "'");
   struct stat st{};
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     std::fprintf(stderr, "kayak state: %s is not a directory\n", dir.c_str());
     return kFault;
   }
+  if (command == "drop") return Drop(dir, rest[0], yes);
   std::string error;
   if (LockShared(dir, force, &error) != kOk) {
     std::fprintf(stderr, "kayak state: %s\n", error.c_str());

@@ -316,12 +316,50 @@ pipelines:
             self.assertEqual(r.returncode, 1)
             self.assertIn(want_text, r.stderr)
 
+    def test_drop_asks_for_the_regions_name_and_the_region_starts_empty(self):
+        import json
+        s, state = self.state_after_checkpoints()
+        r = run(["state", state, "drop", "p", "--yes"])
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(f"a server is running on {state} (pid {s.proc.pid})", r.stderr)
+        self.assertEqual(s.stop(), 0)
+        r = run(["state", state, "drop", "q"], input="q\n")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("holds no checkpoint of region 'q' (regions: p)", r.stderr)
+        r = run(["state", state, "drop", "p"], input="P\n")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("Type the region's name to drop it", r.stdout)
+        self.assertIn("b.totals, p.p.input, p.p.o0", r.stdout)
+        self.assertIn("not confirmed; nothing dropped", r.stderr)
+        self.assertEqual(len(json.loads(run(["state", state, "ls", "--json"]).stdout)
+                             ["checkpoints"]), 2)
+        r = run(["state", state, "drop", "p"], input="p\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("dropped region p (2 checkpoints)", r.stdout)
+        listing = json.loads(run(["state", state, "ls", "--json"]).stdout)
+        self.assertEqual(listing["checkpoints"], [])
+        self.assertTrue(listing["unreferenced"])
+        # The next start: the region is empty (the dummy input counts from 1
+        # again, the bucket from nothing) and the left chunks are gone.
+        s = self.start(self.CONFIG, state_dir=state, server_config=self.SERVER)
+        wait_for(lambda: committed(s) >= 1, timeout=30, what="a checkpoint")
+        self.assertEqual(s.stop(), 0)
+        listing = json.loads(run(["state", state, "ls", "--json"]).stdout)
+        self.assertEqual(listing["unreferenced"], [])
+        rows = [json.loads(l) for l in run(["state", state, "export", "totals"]).stdout.split()]
+        total = sum(r["value"] for r in rows)
+        out = self.read_output("out")
+        first_run = len(out) - total  # what the file got before the drop
+        self.assertGreater(first_run, 0)
+        self.assertEqual([json.loads(l)["seq"] for l in out[first_run:first_run + 3]], [1, 2, 3])
+
     def test_bad_command_lines(self):
         for args, code, want in [
             (["state"], 2, "give the state directory"),
             (["state", self.path("none")], 1, "is not a directory"),
-            (["state", self.dir, "drop"], 2, "no command 'drop'"),
+            (["state", self.dir, "fix"], 2, "no command 'fix'"),
             (["state", self.dir, "show"], 2, "show needs a bucket's name"),
+            (["state", self.dir, "drop"], 2, "drop needs a region's name"),
             (["state", self.dir, "export", "a", "b"], 2, "unexpected 'b'"),
             (["state", self.dir, "ls", "--bogus"], 2, "unknown option '--bogus'"),
         ]:
