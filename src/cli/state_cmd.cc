@@ -1,6 +1,6 @@
-// `kayak state DIR [ls|verify|show BUCKET [KEY]|export BUCKET] [--json]
-// [--force-read]`: a state directory read offline, without changing it
-// (docs/operations.md).
+// `kayak state DIR [ls|verify|show BUCKET [KEY]|export BUCKET|drop REGION
+// [--yes]] [--json] [--force-read]`: a state directory read offline, without
+// changing it, or a region's state dropped (docs/operations.md).
 //
 //   ls      its regions' checkpoints (id, age, units, bytes), each unit's
 //           chunk and delta chain, and the files no checkpoint names
@@ -14,9 +14,9 @@
 //           start, after the region's name is typed (or --yes); it takes
 //           the lock as a server does
 //
-// It takes the directory's lock shared, so a server cannot start on the
-// directory while it reads (nor it on a running server's) unless
-// --force-read: a running server writes and removes files under it.
+// The reading commands take the directory's lock shared, so a server cannot
+// start on the directory while they read, and they refuse a running
+// server's unless --force-read: it writes and removes files under them.
 #include "cli/state_cmd.h"
 
 #include <fcntl.h>

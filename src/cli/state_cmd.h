@@ -1,4 +1,4 @@
-// `kayak state DIR [ls|verify] [--json] [--force-read]` (state_cmd.cc).
+// `kayak state DIR ...`: a state directory, offline (state_cmd.cc).
 #pragma once
 
 #include <string>
