@@ -11,8 +11,10 @@ int64_t SystemClock::NowMs() const {
 }
 
 SystemClock* SystemClock::Get() {
-  static SystemClock clock;
-  return &clock;
+  // Never destroyed: a thread still running at exit (a fuzzer's graph that
+  // lives as long as the process) may read it after static destructors ran.
+  static SystemClock* const clock = new SystemClock();
+  return clock;
 }
 
 int64_t MonotonicMs() {
