@@ -234,6 +234,7 @@ void Checkpointer::StartCheckpoint(size_t r, bool stop_after) {
   in.expected = rs.region.pipelines.size() + rs.region.outputs + rs.region.buckets.size();
   in.stop_after = stop_after;
   in.full = rs.needs_full;
+  for (const auto* p : rs.region.sources) in.messages_read += p->MessagesRead();
   KLOG_DEBUG("checkpoint {} of region {} started", in.id, rs.region.name);
   for (auto* p : rs.region.sources) p->RequestBarrier(in.id, stop_after);
 }
@@ -336,6 +337,7 @@ void Checkpointer::CommitReady() {
     const bool stop_after = in.stop_after;
     const int64_t started = in.started_mono_ms;
     const bool full = in.full;
+    const uint64_t messages_read = in.messages_read;
     std::vector<checkpoint::UnitState> units = std::move(in.units);
     struct Encode {
       size_t index;
@@ -379,6 +381,7 @@ void Checkpointer::CommitReady() {
     if (st.ok()) {
       rs.status.last_committed_id = id;
       rs.status.last_committed_ms = now_ms;
+      rs.status.messages_at_commit = messages_read;
       rs.status.last_duration_ms = done - started;
       rs.status.bytes_written = stats.bytes_written;
       rs.status.bytes_reused = stats.bytes_reused;
@@ -589,7 +592,15 @@ bool Checkpointer::CheckpointNow(int64_t wait_ms) {
 std::vector<RegionStatus> Checkpointer::Regions() const {
   MutexLock lock(mu_);
   std::vector<RegionStatus> out;
-  for (const auto& rs : regions_) out.push_back(rs.status);
+  const int64_t now = clock_->SteadyMs();
+  for (const auto& rs : regions_) {
+    out.push_back(rs.status);
+    RegionStatus& r = out.back();
+    r.messages_read = 0;
+    for (const auto* p : rs.region.sources) r.messages_read += p->MessagesRead();
+    r.inflight_id = rs.inflight.id;
+    r.inflight_ms = rs.inflight.id != 0 ? now - rs.inflight.started_mono_ms : 0;
+  }
   return out;
 }
 

@@ -42,6 +42,8 @@ class CheckpointedPipeline {
                                  std::string* position) const = 0;
   // A checkpoint holding `position` committed; on the acknowledgement thread.
   virtual void InputCommitted(std::string_view position) = 0;
+  // Messages its input has read since the start (a source's; any thread).
+  virtual uint64_t MessagesRead() const { return 0; }
 };
 
 // An output whose writes become visible only when it commits a durable
@@ -84,6 +86,15 @@ struct RegionStatus {
   int64_t longest_barrier_pause_us = 0;
   std::string held_back;  // why the region is not checkpointing, or ""
   std::string last_error;
+  // What a kill -9 now would replay: the messages the region's inputs read
+  // since the barrier of its last committed checkpoint was asked for (an
+  // upper bound: a pipeline takes the barrier between two batches), from
+  // `messages_read` now and `messages_at_commit`.
+  uint64_t messages_read = 0;
+  uint64_t messages_at_commit = 0;
+  // The checkpoint under way (0: none) and since when (steady ms ago).
+  uint64_t inflight_id = 0;
+  int64_t inflight_ms = 0;
   uint64_t bytes_written_total = 0;  // over every checkpoint since the start
   uint64_t bytes_reused_total = 0;
   std::deque<CheckpointRecord> history;  // the newest last, at most kHistory
@@ -184,6 +195,7 @@ class Checkpointer {
     std::vector<checkpoint::UnitState> units;
     bool stop_after = false;
     bool full = false;  // every unit hands over its whole state
+    uint64_t messages_read = 0;  // by the region's inputs when the barrier was asked for
     // Bucket units whose chunk is encoded at commit, off the pipeline
     // threads: (index in `units`, bucket).
     std::vector<std::pair<size_t, Bucket*>> encode;

@@ -154,6 +154,7 @@ class PipelineRunner final : public CheckpointedPipeline {
   // Tells the input a checkpoint holding `position` committed. Called on
   // the acknowledgement thread (checkpoint/acknowledger.h).
   void InputCommitted(std::string_view position) override;
+  uint64_t MessagesRead() const override { return input_card_ ? input_card_->in() : 0; }
   size_t region() const { return region_; }
   const std::vector<Bucket*>& written_buckets() const { return written_buckets_; }
 

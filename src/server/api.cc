@@ -604,10 +604,31 @@ Json HistoryJson(const std::deque<CheckpointRecord>& history) {
   return out;
 }
 
+// What a kill -9 now would cost the region, and why it is not committing
+// when it is not.
+Json ExposureJson(const RegionStatus& r, int64_t now_ms) {
+  std::string why = r.held_back;
+  if (why.empty() && r.inflight_id != 0 && r.inflight_ms > 10'000) {
+    why = "checkpoint " + std::to_string(r.inflight_id) + " has waited " +
+          std::to_string(r.inflight_ms / 1000) + " s for its barrier to pass every pipeline";
+  }
+  if (why.empty() && !r.history.empty() && !r.history.back().committed) {
+    why = "the last checkpoint was abandoned: " + r.history.back().reason;
+  }
+  return Json{{"messages", r.messages_read > r.messages_at_commit
+                               ? r.messages_read - r.messages_at_commit
+                               : 0},
+              {"since_commit_ms", r.last_committed_ms > 0 ? now_ms - r.last_committed_ms : -1},
+              {"checkpoint_in_progress", r.inflight_id},
+              {"in_progress_ms", r.inflight_ms},
+              {"not_committing", why}};
+}
+
 // GET /api/v1/checkpoints's body.
 Json CheckpointsJson(const RunningGraph& g) {
   if (!g.checkpointing()) return Json{{"checkpointing", false}, {"regions", Json::array()}};
   Json regions = Json::array();
+  const int64_t now_ms = SystemClock::Get()->NowMs();
   for (const auto& r : g.Regions()) {
     regions.push_back(Json{{"region", r.name},
                            {"pipelines", r.pipelines},
@@ -624,6 +645,7 @@ Json CheckpointsJson(const RunningGraph& g) {
                            {"last_error", r.last_error},
                            {"bytes_written_total", r.bytes_written_total},
                            {"bytes_reused_total", r.bytes_reused_total},
+                           {"exposure", ExposureJson(r, now_ms)},
                            {"history", HistoryJson(r.history)}});
   }
   return Json{{"checkpointing", true}, {"regions", std::move(regions)}};

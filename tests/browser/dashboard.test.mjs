@@ -110,6 +110,8 @@ describe('the dashboard against a running graph', () => {
     assert.ok(rows <= 50);
     assert.match(await region.locator('tbody tr').first().textContent(), /#\d+\s*committed/);
     assert.match(await region.locator('.summary').textContent(), /last committed\s*#\d+/);
+    assert.match(await region.locator('.summary').textContent(),
+                 /a kill now replays\s*at most [\d,]+ messages/);
     // the region whose output fails commits nothing, and the page says why it is not ready
     assert.match(await page.textContent('#reasons'), /failing/);
   });

@@ -597,6 +597,35 @@ pipelines:
         self.assertIn("dropped a batch", s.stderr())
         self.assertEqual(s.stop(), 0)
 
+    def test_the_exposure_says_what_a_kill_now_would_replay(self):
+        # Checkpoints only when asked: what the input reads piles up as
+        # exposure until a checkpoint commits it.
+        s = self.start("""
+pipelines:
+  p:
+    input: {dummy: {rate_per_sec: 2000}}
+    outputs: [{file: {path: out}}]
+""", server_config="listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 3600}\n",
+            state_dir=self.path("state"))
+
+        def exposure():
+            return s.get_json("/api/v1/checkpoints")["regions"][0]["exposure"]
+
+        wait_for(lambda: exposure()["messages"] >= 2000, timeout=30, what="a second of reads")
+        e = exposure()
+        self.assertEqual(e["not_committing"], "")
+        self.assertEqual(e["checkpoint_in_progress"], 0)
+        read = s.card("p", "input")["messages_in"]
+        self.assertLessEqual(e["messages"], read)
+        self.assertGreater(e["since_commit_ms"], 500)
+        status, _, _ = http("POST", s.url + "/api/v1/checkpoints")
+        self.assertEqual(status, 200)
+        after = exposure()
+        # Since the new checkpoint's barrier: a fraction of a second of reads.
+        self.assertLess(after["messages"], e["messages"])
+        self.assertLess(after["since_commit_ms"], e["since_commit_ms"])
+        self.assertLess(after["since_commit_ms"], 5000)
+
     def test_failed_pipeline_holds_back_its_region_only(self):
         ok_src = self.write_ndjson("ok.ndjson", [{"i": 1}])
         s = self.start(f"""
@@ -621,6 +650,8 @@ pipelines:
                  what="commits elsewhere")
         held = regions()["after_broken"]
         self.assertEqual(held["committed"], before)
+        self.assertIn("broken", held["exposure"]["not_committing"])
+        self.assertEqual(regions()["fine"]["exposure"]["not_committing"], "")
         self.assertIn("held back", s.stderr())
         status, metrics = s.get("/metrics")
         self.assertIn('kayak_checkpoint_held_back{region="after_broken"} 1', metrics)

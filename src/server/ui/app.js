@@ -559,10 +559,14 @@ function checkpointsView() {
           ['barrier pause', (r.barrier_pause_us / 1000).toFixed(1) + ' ms (longest ' + (r.longest_barrier_pause_us / 1000).toFixed(1) + ' ms)'],
           ['committed / abandoned', num(r.committed) + ' / ' + num(r.abandoned)],
         ];
+        if (r.exposure) facts.push(['a kill now replays', 'at most ' + num(r.exposure.messages) + ' messages']);
+        if (r.exposure && r.exposure.not_committing && !r.held_back) {
+          facts.push(['not committing', r.exposure.not_committing]);
+        }
         if (r.held_back) facts.push(['held back', r.held_back]);
         if (r.last_error) facts.push(['last error', r.last_error]);
         $('.summary', sec).replaceChildren(...facts.map(([k, v]) =>
-          el('div', { class: 'card' + (k === 'held back' || k === 'last error' ? ' failed' : '') },
+          el('div', { class: 'card' + (k === 'held back' || k === 'last error' || k === 'not committing' ? ' failed' : '') },
             el('dt', { class: 'muted', text: k }), el('dd', { text: v }))));
         $('tbody', sec).replaceChildren(...(r.history || []).map(h => el('tr', { class: h.status },
           el('td', { text: '#' + h.id }), el('td', { class: h.status === 'committed' ? null : 'error', text: h.status }),
