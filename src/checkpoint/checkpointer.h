@@ -90,9 +90,10 @@ struct RegionStatus {
   // since the barrier of its last committed checkpoint was asked for (an
   // upper bound: a pipeline takes the barrier between two batches), from
   // `messages_read` now and `messages_at_commit`.
-  uint64_t messages_read = 0;
   uint64_t messages_at_commit = 0;
-  // The checkpoint under way (0: none) and since when (steady ms ago).
+  // Filled by Regions() as it answers, not kept: the inputs' count now, and
+  // the checkpoint under way (0: none) and how long it has been.
+  uint64_t messages_read = 0;
   uint64_t inflight_id = 0;
   int64_t inflight_ms = 0;
   uint64_t bytes_written_total = 0;  // over every checkpoint since the start

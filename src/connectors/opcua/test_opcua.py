@@ -95,6 +95,28 @@ class DropOnePublish(Proxy):
         self.hang_up(a, b)
 
 
+class Recording(Proxy):
+    """A proxy (servers.Proxy) that keeps every byte the client sends."""
+
+    def __init__(self, port):
+        self.sent = bytearray()
+        super().__init__("127.0.0.1", port)
+
+    def _pipe(self, a, b, replies, hung=False):
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                if not replies:
+                    with self.lock:
+                        self.sent += data
+                b.sendall(data)
+        except OSError:
+            pass
+        self.hang_up(a, b)
+
+
 class OpcuaBase(BrokerTest):
     def opcua_input(self, nodes, url=None, extra=""):
         quoted = ", ".join(f"'{n}'" for n in nodes)
@@ -446,6 +468,27 @@ class OpcuaSecurityTest(OpcuaBase):
                     self.assertEqual(cards[name]["errors"], 0, cards[name])
                     self.assertIn(f"{policy}/{mode}, server certificate SHA-1 {thumbprint} "
                                   "(verified)", cards[name]["position"])
+
+    def test_sign_and_encrypt_hides_what_sign_shows(self):
+        # The bytes kayak sends, seen by a proxy: under SignAndEncrypt the
+        # node it subscribes to (in CreateMonitoredItems) never shows; under
+        # Sign it travels in clear. The password is encrypted in both.
+        proxy = Recording(port_of_opc(opcua_url()))
+        self.addCleanup(proxy.close)
+        url = f"opc.tcp://127.0.0.1:{proxy.port}/UA/kayak"
+        for mode, visible in (("SignAndEncrypt", False), ("Sign", True)):
+            with self.subTest(mode=mode):
+                with proxy.lock:
+                    proxy.sent.clear()
+                n = len(self.out())
+                s = self.start(self.graph(self.opcua_input(PLANT[:1], url=url, extra=self.secure(
+                    mode=mode, extra="username: kayak, password: kayak-pass, publishing_ms: 100"))))
+                wait_for(lambda: len(self.out()) >= n + 3, timeout=30, what="changes")
+                self.assertEqual(s.stop(), 0)
+                with proxy.lock:
+                    sent = bytes(proxy.sent)
+                self.assertEqual(b"Plant.Counter" in sent, visible)
+                self.assertNotIn(b"kayak-pass", sent)
 
     def test_a_server_that_trusts_only_its_own_list(self):
         c = self.certs
