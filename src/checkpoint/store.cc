@@ -226,7 +226,9 @@ Status Store::Unreadable(const std::string& region, uint64_t id, const Status& w
       " to start that region empty (its inputs then begin from their configured start)");
 }
 
-Status Store::LoadKey() {
+Status Store::LoadKeyReadOnly() { return LoadKey(/*create=*/false); }
+
+Status Store::LoadKey(bool create) {
   const std::string path = dir_ + "/KEY";
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
@@ -242,6 +244,7 @@ Status Store::LoadKey() {
     return Status::Ok();
   }
   if (errno != ENOENT) return Status::FromErrno("stat " + path, errno);
+  if (!create) return Status::Ok();
   std::string key(kKeyBytes, '\0');
   if (RAND_bytes(reinterpret_cast<unsigned char*>(key.data()), static_cast<int>(key.size())) !=
       1) {
@@ -299,7 +302,7 @@ Status Store::Inspect(bool verify, Inventory* out) {
     named.insert(name);
     Inventory::Checkpoint c{name, m->region, m->id, m->created_ms, file_bytes, {}};
     for (const auto& [unit, rec] : m->units) {
-      Inventory::Unit u{unit, {rec.full.chunk, rec.full.bytes}, {}};
+      Inventory::Unit u{unit, rec.fingerprint, {rec.full.chunk, rec.full.bytes}, {}};
       for (const auto& d : rec.deltas) u.deltas.push_back({d.chunk, d.bytes});
       c.units.push_back(std::move(u));
       named.insert(rec.full.chunk);
@@ -330,6 +333,39 @@ Status Store::Inspect(bool verify, Inventory* out) {
     }
   }
   return Status::Ok();
+}
+
+CommittedUnits CommittedUnitsOf(const Inventory& inv) {
+  CommittedUnits out;
+  std::set<std::string> seen_region;
+  for (const auto& c : inv.checkpoints) {  // newest first within a region
+    if (!seen_region.insert(c.region).second) continue;
+    for (const auto& u : c.units) {
+      auto it = out.find(u.unit);
+      if (it != out.end() && it->second.checkpoint_id > c.id) continue;
+      uint64_t bytes = u.full.bytes;
+      for (const auto& d : u.deltas) bytes += d.bytes;
+      out[u.unit] = CommittedUnit{u.fingerprint, c.region, c.id, c.created_ms, bytes};
+    }
+  }
+  return out;
+}
+
+CommittedUnits Store::Committed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  CommittedUnits out;
+  for (const auto& [region, kept] : manifests_) {
+    if (kept.empty()) continue;
+    const Manifest& m = kept.back();
+    for (const auto& [unit, rec] : m.units) {
+      auto it = out.find(unit);
+      if (it != out.end() && it->second.checkpoint_id > m.id) continue;
+      uint64_t bytes = rec.full.bytes;
+      for (const auto& d : rec.deltas) bytes += d.bytes;
+      out[unit] = CommittedUnit{rec.fingerprint, m.region, m.id, m.created_ms, bytes};
+    }
+  }
+  return out;
 }
 
 Status Store::DropRegion(const std::string& region, std::vector<std::string>* removed) {

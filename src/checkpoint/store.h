@@ -104,6 +104,7 @@ struct Inventory {
   };
   struct Unit {
     std::string unit;
+    std::string fingerprint;  // sealed (Store::Seal)
     Chunk full;
     std::vector<Chunk> deltas;  // oldest first
   };
@@ -123,6 +124,19 @@ struct Inventory {
   std::vector<std::string> faults;
   uint64_t chunks_checked = 0;
 };
+
+// A unit as its newest committed checkpoint holds it: what a start would
+// restore, without its bytes (Store::Committed, CommittedUnitsOf).
+struct CommittedUnit {
+  std::string fingerprint;  // sealed
+  std::string region;
+  uint64_t checkpoint_id = 0;
+  int64_t created_ms = 0;
+  uint64_t bytes = 0;  // its full chunk and deltas
+};
+using CommittedUnits = std::map<std::string, CommittedUnit>;
+// For each unit, the newest checkpoint of `inv` holding it.
+CommittedUnits CommittedUnitsOf(const Inventory& inv);
 
 struct CommitStats {
   uint64_t bytes_written = 0;
@@ -159,6 +173,14 @@ class Store {
   // Without Recover: `unit`'s chunks as the manifest `manifest_file` names
   // them, read and checked (its full chunk and deltas into `out`).
   Status ReadUnit(const std::string& manifest_file, const std::string& unit, RestoredUnit* out);
+
+  // After Recover: each unit of the regions' newest committed checkpoints,
+  // read from the manifests kept in memory (no file is read).
+  CommittedUnits Committed() const;
+  // Without Recover, for a directory read and not changed (`kayak plan`):
+  // reads DIR/KEY so Seal gives what the server's store would. No key is
+  // not an error (nothing was sealed with one; Seal then matches nothing).
+  Status LoadKeyReadOnly();
 
   // After Recover: the region's newest checkpoint is not to be restored (a
   // two-phase output's commit of it did not happen). Removes its manifest
@@ -218,8 +240,8 @@ class Store {
   const std::string& dir() const { return dir_; }
 
  private:
-  // Reads DIR/KEY, or writes a new random one when there is none.
-  Status LoadKey();
+  // Reads DIR/KEY, or (`create`) writes a new random one when there is none.
+  Status LoadKey(bool create = true);
   struct Link {
     std::string chunk;
     uint64_t bytes = 0;
@@ -251,7 +273,7 @@ class Store {
   const std::string dir_;
   std::string key_;  // set by Recover, then read only
   std::atomic<uint64_t> next_id_{1};
-  std::mutex mu_;  // guards what follows, and orders commits
+  mutable std::mutex mu_;  // guards what follows, and orders commits
   // Kept manifests per region, newest last (at most two).
   std::map<std::string, std::vector<Manifest>> manifests_;
   // The newest committed record of each unit, for reuse when unchanged.

@@ -27,6 +27,7 @@
 
 #include "common/format.h"
 #include "common/host_port.h"
+#include "cli/plan_cmd.h"
 #include "cli/state_cmd.h"
 #include "cli/state_dir.h"
 #include "common/log.h"
@@ -54,6 +55,7 @@ const char* kUsage =
     "  kayak tool TYPE ARGS...   (kayak tool, alone, lists them)\n"
     "  kayak state DIR [ls | verify | show BUCKET [KEY] | export BUCKET | drop REGION [--yes]]\n"
     "                  [--json] [--force-read]\n"
+    "  kayak plan NEW.yaml --state-dir DIR [--json] [--force-read]\n"
     "  kayak --version\n";
 
 int Usage(const std::string& problem) {
@@ -438,6 +440,9 @@ int Main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "tool") == 0) return Tool(argc, argv);
   if (argc >= 2 && std::strcmp(argv[1], "state") == 0) {
     return StateCommand(std::vector<std::string>(argv + 2, argv + argc));
+  }
+  if (argc >= 2 && std::strcmp(argv[1], "plan") == 0) {
+    return PlanCommand(std::vector<std::string>(argv + 2, argv + argc));
   }
   Args args;
   std::string problem;

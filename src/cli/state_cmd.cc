@@ -38,6 +38,7 @@
 
 #include "checkpoint/store.h"
 #include "cli/state_dir.h"
+#include "common/human.h"
 #include "common/json_util.h"
 #include "state/bucket.h"
 
@@ -55,19 +56,7 @@ int Usage(const std::string& problem) {
   return kUsage;
 }
 
-std::string Size(uint64_t bytes) {
-  char buf[32];
-  if (bytes < 1024) {
-    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
-  } else if (bytes < 1024 * 1024) {
-    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(bytes) / 1024);
-  } else if (bytes < 1024ull * 1024 * 1024) {
-    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024 * 1024));
-  } else {
-    std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
-  }
-  return buf;
-}
+std::string Size(uint64_t bytes) { return HumanBytes(bytes); }
 
 std::string Age(int64_t created_ms, int64_t now_ms) {
   if (created_ms <= 0) return "age unknown";
@@ -83,6 +72,8 @@ uint64_t UnitBytes(const checkpoint::Inventory::Unit& u) {
   for (const auto& d : u.deltas) n += d.bytes;
   return n;
 }
+
+}  // namespace
 
 // The lock a server takes exclusively, taken shared. Held until exit.
 int LockShared(const std::string& dir, bool force, std::string* error) {
@@ -109,6 +100,8 @@ int LockShared(const std::string& dir, bool force, std::string* error) {
            " and changes it while it runs; stop it, or read anyway with --force-read";
   return kFault;
 }
+
+namespace {
 
 nlohmann::json ToJson(const checkpoint::Inventory& inv, const std::string& dir, bool verify) {
   nlohmann::json j;

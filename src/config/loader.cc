@@ -559,4 +559,28 @@ bool LoadGraphFile(const std::string& path, const ComponentRegistry& registry, G
   return LoadGraphText(ss.str(), path, registry, out, errors);
 }
 
+std::map<std::string, std::string> IdentityOptions(const ComponentSpec& c) {
+  std::map<std::string, std::string> out;
+  if (c.def == nullptr) return out;
+  if (c.def->shape != Shape::kOptions || !c.value.IsMap()) {
+    Canonical(c.value, &out[""]);
+    return out;
+  }
+  for (const auto& o : c.value) {
+    const std::string name = o.first.IsScalar() ? o.first.Scalar() : "";
+    const PropDef* prop = nullptr;
+    for (const auto& p : c.def->props) {
+      if (p.name == name) prop = &p;
+    }
+    if (prop != nullptr && prop->role == PropRole::kTuning) continue;
+    std::string& v = out[name];
+    if (prop != nullptr && prop->address && o.second.IsScalar()) {
+      v = "\"" + AddressIdentity(o.second.Scalar()) + "\"";
+    } else {
+      Canonical(o.second, &v);
+    }
+  }
+  return out;
+}
+
 }  // namespace kayak

@@ -3,6 +3,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,11 @@ bool LoadGraphText(const std::string& text, const std::string& file,
                    const ComponentRegistry& registry, GraphSpec* out, ErrorList* errors);
 bool LoadGraphFile(const std::string& path, const ComponentRegistry& registry, GraphSpec* out,
                    ErrorList* errors);
+
+// A component's identity options (its tuning options left out), each as the
+// canonical text its fingerprint holds; a shorthand value is the one entry
+// "". Two components of one type with equal maps have equal fingerprints.
+std::map<std::string, std::string> IdentityOptions(const ComponentSpec& c);
 
 // True for a valid pipeline id or bucket name: [a-z0-9_-]{1,64}.
 bool IsValidId(const std::string& id);

@@ -157,20 +157,46 @@ bool GraphManager::WaitStarted(MutexLock& lock) {
   return started_ && !stopped_;
 }
 
+namespace {
+
+// A graph that is not valid, as an answer: the first error, located, and all.
+GraphManager::Answer InvalidGraph(Json errors) {
+  std::string first = errors.empty() ? "invalid" : errors[0]["message"].get<std::string>();
+  if (!errors.empty() && errors[0]["line"].get<int>() > 0) {
+    first = "line " + std::to_string(errors[0]["line"].get<int>()) + ", column " +
+            std::to_string(errors[0]["column"].get<int>()) + ": " + first;
+  }
+  return {GraphManager::Outcome::kInvalid, Json{{"error", first}, {"errors", std::move(errors)}}};
+}
+
+}  // namespace
+
+std::optional<GraphManager::Answer> GraphManager::PlanOf(const GraphHistory::Composed& c,
+                                                         Plan* plan) {
+  GraphSpec after;
+  Json errors;
+  if (!history_.Validate(c, &after, &errors)) return InvalidGraph(std::move(errors));
+  checkpoint::CommittedUnits committed;
+  PlanInput in;
+  in.before = &regions_.spec();
+  in.after = &after;
+  in.live = true;
+  if (const checkpoint::Store* store = regions_.store()) {
+    committed = store->Committed();
+    in.committed = &committed;
+    in.seal = [store](std::string_view fp) { return store->Seal(fp); };
+  }
+  *plan = MakePlan(in);
+  return std::nullopt;
+}
+
 GraphManager::Answer GraphManager::Apply(Entries buckets, Entries pipelines,
                                          const std::string& kind, const std::string& name,
                                          Outcome ok_status) {
   const GraphHistory::Composed c = history_.Compose(buckets, pipelines, kind, name);
   GraphSpec check;
   Json errors;
-  if (!history_.Validate(c, &check, &errors)) {
-    std::string first = errors.empty() ? "invalid" : errors[0]["message"].get<std::string>();
-    if (!errors.empty() && errors[0]["line"].get<int>() > 0) {
-      first = "line " + std::to_string(errors[0]["line"].get<int>()) + ", column " +
-              std::to_string(errors[0]["column"].get<int>()) + ": " + first;
-    }
-    return {Outcome::kInvalid, Json{{"error", first}, {"errors", std::move(errors)}}};
-  }
+  if (!history_.Validate(c, &check, &errors)) return InvalidGraph(std::move(errors));
   const std::string old_text = history_.Current().text;
   history_.Swap(&buckets, &pipelines);
   history_.Publish();
@@ -210,7 +236,7 @@ GraphManager::Answer GraphManager::Apply(Entries buckets, Entries pipelines,
 }
 
 GraphManager::Answer GraphManager::Put(const std::string& kind, const std::string& name,
-                                       const std::string& body) {
+                                       const std::string& body, PutOptions options) {
   MutexLock lock(mu_);
   if (!WaitStarted(lock)) return {Outcome::kUnavailable, Json{{"error", "the server is stopping"}}};
   if (!IsValidId(name)) {
@@ -236,7 +262,38 @@ GraphManager::Answer GraphManager::Put(const std::string& kind, const std::strin
   Entries& es = kind == "bucket" ? buckets : pipelines;
   Entry& e = es[name];
   const bool created = !e.live();
-  if (!created && e.versions.back().body == text) {
+  const bool unchanged = !created && e.versions.back().body == text;
+  if (options.dry_run || (!unchanged && opt_.engine.checkpointing && !options.accept_state_loss)) {
+    Entries b = buckets, p = pipelines;
+    Entry& te = (kind == "bucket" ? b : p)[name];
+    if (!unchanged) {
+      te.versions.push_back(Version{te.versions.empty() ? 1 : te.versions.back().number + 1,
+                                    history_.NowMs(), created ? "created" : "updated", text});
+    }
+    Plan plan;
+    if (auto no = PlanOf(history_.Compose(b, p, kind, name), &plan)) return *no;
+    const char* what = kind == "bucket" ? "bucket" : "id";
+    if (options.dry_run) {
+      return {Outcome::kOk, Json{{what, name},
+                                 {"dry_run", true},
+                                 {"change", unchanged ? "unchanged" : created ? "created" : "updated"},
+                                 {"plan", std::move(plan.json)}}};
+    }
+    if (plan.drops_state) {
+      std::string which;
+      for (const auto& c : plan.json["components"]) {
+        if (!c["loses_state"].get<bool>() || c["kind"] != "state") continue;
+        which += (which.empty() ? "" : "; ") + c["component"].get<std::string>() + ": " +
+                 c["why"].get<std::string>();
+      }
+      return {Outcome::kConflict,
+              Json{{what, name},
+                   {"error", "this change drops committed state (" + which +
+                                 "); send it again with ?accept_state_loss=1 to make it"},
+                   {"plan", std::move(plan.json)}}};
+    }
+  }
+  if (unchanged) {
     return {Outcome::kOk, Json{{kind == "bucket" ? "bucket" : "id", name},
                       {"version", e.versions.back().number},
                       {"change", "unchanged"}}};

@@ -33,11 +33,21 @@
 #include "kayak/thread_annotations.h"
 #include "config/loader.h"
 #include "engine/graph_history.h"
+#include "engine/plan.h"
 #include "engine/region_manager.h"
 #include "engine/running_graph.h"
 #include "kayak/ingest.h"
 
 namespace kayak {
+
+// How a PUT of a pipeline or bucket is made.
+struct GraphPutOptions {
+  // Answer with the change's plan (engine/plan.h) and make nothing.
+  bool dry_run = false;
+  // With a state directory, a change that drops committed state is refused
+  // (409 with its plan) unless this is set.
+  bool accept_state_loss = false;
+};
 
 class GraphManager {
  public:
@@ -99,8 +109,10 @@ class GraphManager {
   static constexpr size_t kMaxQueuedChanges = 16;
   bool Submit(std::function<Answer()> change, std::function<void(Answer)> done);
 
+  using PutOptions = GraphPutOptions;
   // kind: "pipeline" or "bucket". `body` is YAML or JSON holding one.
-  Answer Put(const std::string& kind, const std::string& name, const std::string& body);
+  Answer Put(const std::string& kind, const std::string& name, const std::string& body,
+             PutOptions options = {});
   Answer Delete(const std::string& id);
   Answer Revert(const std::string& id);
   Answer Restart(const std::string& id);
@@ -122,6 +134,9 @@ class GraphManager {
   // graph before back when they do not start.
   Answer Apply(Entries buckets, Entries pipelines, const std::string& kind,
                const std::string& name, Outcome ok_status) KAYAK_REQUIRES(mu_);
+  // What making `c` the graph does to state; `c` valid, else the answer
+  // saying why not.
+  std::optional<Answer> PlanOf(const GraphHistory::Composed& c, Plan* plan) KAYAK_REQUIRES(mu_);
   // Makes the history's current graph run; `persist` stores it first.
   Status Run(bool persist, std::vector<Checkpointer::Missed>* missed = nullptr,
              const std::string& restart = "") KAYAK_REQUIRES(mu_);

@@ -60,6 +60,22 @@ bool QueryParam(const std::string& query, const std::string& key, std::string* v
 
 namespace {
 
+// A yes/no query parameter: absent or 0/false/no is no; present alone or
+// 1/true/yes is yes; anything else is false with `error` set.
+bool FlagParam(const std::string& query, const std::string& key, bool* value,
+               std::string* error) {
+  std::string v;
+  *value = false;
+  if (!QueryParam(query, key, &v)) return true;
+  if (v.empty() || v == "1" || v == "true" || v == "yes") {
+    *value = true;
+  } else if (v != "0" && v != "false" && v != "no") {
+    *error = key + " must be 1 or 0, not '" + v + "'";
+    return false;
+  }
+  return true;
+}
+
 // The graph the request being answered on this thread holds: the listener's
 // thread and the reader thread each answer one request at a time.
 thread_local const RunningGraph* t_graph = nullptr;
@@ -400,6 +416,16 @@ bool Api::HandleAsync(const Request& req, IngestDone done) {
     return true;
   }
   std::function<GraphManager::Answer()> change;
+  GraphManager::PutOptions put;
+  std::string bad_flag;
+  if (method == bhttp::verb::put) {
+    const size_t q = target.find('?');
+    const std::string query = q == std::string::npos ? "" : target.substr(q + 1);
+    if (!FlagParam(query, "dry_run", &put.dry_run, &bad_flag) ||
+        !FlagParam(query, "accept_state_loss", &put.accept_state_loss, &bad_flag)) {
+      put = {};
+    }
+  }
   if (path.rfind(kPipelines, 0) == 0 && path.size() > kPipelines.size()) {
     const std::string rest = path.substr(kPipelines.size());
     const size_t slash = rest.find('/');
@@ -407,7 +433,7 @@ bool Api::HandleAsync(const Request& req, IngestDone done) {
     const std::string action = slash == std::string::npos ? "" : rest.substr(slash + 1);
     GraphManager* g = graph_;
     if (action.empty() && method == bhttp::verb::put) {
-      change = [g, id, body = req.body()] { return g->Put("pipeline", id, body); };
+      change = [g, id, body = req.body(), put] { return g->Put("pipeline", id, body, put); };
     } else if (action.empty() && method == bhttp::verb::delete_) {
       change = [g, id] { return g->Delete(id); };
     } else if (action == "revert" && method == bhttp::verb::post) {
@@ -418,15 +444,18 @@ bool Api::HandleAsync(const Request& req, IngestDone done) {
   } else if (path.rfind(kBuckets, 0) == 0 && path.size() > kBuckets.size() &&
              path.find('/', kBuckets.size()) == std::string::npos &&
              method == bhttp::verb::put) {
-    change = [g = graph_, name = UrlDecode(path.substr(kBuckets.size())), body = req.body()] {
-      return g->Put("bucket", name, body);
-    };
+    change = [g = graph_, name = UrlDecode(path.substr(kBuckets.size())), body = req.body(),
+              put] { return g->Put("bucket", name, body, put); };
   } else if (path == "/api/v1/checkpoints" && method == bhttp::verb::post) {
     change = [this] { return TakeCheckpoint(); };
   }
   if (!change) return false;
   Response refused;
   if (!Authorized(req, path, &refused)) return false;  // Handle answers 401 or 403
+  if (!bad_flag.empty()) {
+    done(IngestReply{400, DumpJson(Json{{"error", bad_flag}}), 0});
+    return true;
+  }
   auto reply = [done](const GraphManager::Answer& a) {
     done(IngestReply{HttpStatus(a.outcome), DumpJson(a.body),
                      a.outcome == Outcome::kUnavailable ? 1u : 0u});

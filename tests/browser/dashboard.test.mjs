@@ -25,6 +25,11 @@ pipelines:
     input: {dummy: {rate_per_sec: 20}}
     outputs:
       - http: {url: 'http://127.0.0.1:9/refused', retry: {base_ms: 20, max_ms: 50}}
+  win:
+    input: {dummy: {rate_per_sec: 20, template: '{"k":"a","v":1}'}}
+    transforms:
+      - rolling_window: {key: k, field: v, window_messages: 100, aggregates: [count]}
+    outputs: [{file: {path: win}}]
   reader:
     input: {dummy: {rate_per_sec: 5, template: '{"k":"k1"}'}}
     transforms:
@@ -178,6 +183,37 @@ describe('the dashboard against a running graph', () => {
     await waitFor(async () => new URL(page.url()).hash === '#/graph', 'the graph after the delete', 30000);
     assert.equal((await kayak.api('GET', '/api/v1/pipelines/reader')).status, 404);
     await waitFor(async () => (await page.$('g.node[data-id="p:reader"]')) === null, 'the node to go');
+  });
+
+  test('Plan shows what a change drops; Apply asks once more before it drops it', async () => {
+    await waitFor(async () => ((await kayak.api('GET', '/api/v1/checkpoints')).json.regions || [])
+      .some(r => r.region === 'win' && r.last_committed_id > 0), 'a checkpoint of region win');
+    await page.goto(kayak.url + '/#/pipeline/win');
+    await waitFor(async () => (await page.inputValue('#yaml')).includes('window_messages: 100'), 'the YAML');
+    await page.fill('#yaml', (await page.inputValue('#yaml')).replace('window_messages: 100', 'window_messages: 50'));
+    await page.click('#plan-change');
+    const lost = '#plan li.loses[data-component="pipeline win transforms[0] (rolling_window)"]';
+    await page.waitForSelector(lost);
+    assert.match(await page.textContent(lost), /starts empty .*'window_messages' changed/);
+    assert.match(await page.textContent('#note'), /drops the committed state of 1 component/);
+    assert.match(await page.textContent('#plan li[data-component="pipeline win input (dummy)"]'), /kept/);
+    assert.equal((await kayak.api('GET', '/api/v1/pipelines/win')).json.version, 1, 'a plan changes nothing');
+
+    await page.click('#apply');
+    await waitFor(async () => (await page.textContent('#apply')) === 'Apply and lose state', 'the second step');
+    assert.equal((await kayak.api('GET', '/api/v1/pipelines/win')).json.version, 1, 'refused without consent');
+    await page.click('#apply');
+    await waitFor(async () => /applied: version 2/.test(await page.textContent('#note')), 'version 2', 30000);
+    assert.equal((await kayak.api('GET', '/api/v1/pipelines/win')).json.config.transforms[0].rolling_window.window_messages, 50);
+    assert.equal(await page.textContent('#apply'), 'Apply');
+
+    // A tuning change keeps the state: Apply makes it at once.
+    await page.fill('#yaml', (await page.inputValue('#yaml')).replace('rate_per_sec: 20', 'rate_per_sec: 25'));
+    await page.click('#plan-change');
+    await waitFor(async () => /keeps all committed state/.test(await page.textContent('#note')), 'the plan');
+    assert.equal(await page.$('#plan li.loses'), null);
+    await page.click('#apply');
+    await waitFor(async () => /applied: version 3/.test(await page.textContent('#note')), 'version 3', 30000);
   });
 
   test('a refused delete says why', async () => {

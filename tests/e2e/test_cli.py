@@ -367,3 +367,113 @@ pipelines:
                 r = run(args)
                 self.assertEqual(r.returncode, code, r.stderr)
                 self.assertIn(want, r.stderr)
+
+
+class PlanCommandTest(KayakTest):
+    """`kayak plan NEW.yaml --state-dir DIR`: a change judged against a real
+    state directory offline. The same graph keeps everything (exit 0); a
+    changed window, a window moved by an inserted transform and a bucket left
+    out are named with why (exit 3); a start on the planned config does what
+    the plan said."""
+    CONFIG = """\
+buckets:
+  totals: {}
+pipelines:
+  p:
+    input: {dummy: {rate_per_sec: 400, template: '{"seq":{{seq}}}'}}
+    transforms:
+      - map: {k: 'seq % 5'}
+      - rolling_window: {key: k, field: seq, window_messages: 50, aggregates: [count]}
+      - bucket: {name: totals, key: k, op: count}
+    outputs: [{file: {path: out}}]
+"""
+    SERVER = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 1}\n"
+
+    def write(self, name, text):
+        with open(self.path(name), "w") as f:
+            f.write(text)
+        return self.path(name)
+
+    def plan(self, state, text, *extra):
+        import json
+        cfg = self.write("new.yaml", text)
+        r = run(["plan", cfg, "--state-dir", state, *extra])
+        j = None
+        if "--json" in extra and r.stdout.strip():
+            j = json.loads(r.stdout)
+        return r, j
+
+    def test_a_plan_names_what_a_change_keeps_and_drops_and_a_start_agrees(self):
+        state = self.path("state")
+        s = self.start(self.CONFIG, state_dir=state, server_config=self.SERVER)
+        wait_for(lambda: committed(s) >= 2, timeout=30, what="two checkpoints")
+        r, _ = self.plan(state, self.CONFIG)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(f"a server is running on {state} (pid {s.proc.pid})", r.stderr)
+        self.assertIn("dry_run=1", r.stderr)
+        r, _ = self.plan(state, self.CONFIG, "--force-read")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(s.stop(), 0)
+        before = sorted(os.listdir(state))
+
+        r, j = self.plan(state, self.CONFIG, "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertFalse(j["drops_state"])
+        states = {c["component"]: c["state"] for c in j["components"]}
+        self.assertEqual(states["pipeline p transforms[1] (rolling_window)"], "kept")
+        self.assertEqual(states["bucket totals"], "kept")
+        self.assertEqual(states["pipeline p input (dummy)"], "kept")
+        self.assertEqual(states["pipeline p transforms[0] (map)"], "none")
+        self.assertEqual([r["action"] for r in j["regions"]], ["starts"])
+
+        # The window's identity changes: it starts empty, by name.
+        changed = self.CONFIG.replace("window_messages: 50", "window_messages: 20")
+        r, _ = self.plan(state, changed)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertRegex(r.stdout, r"STARTS EMPTY +pipeline p transforms\[1\] \(rolling_window\) +"
+                                   r"identity option .window_messages. changed; loses [\d.]+ (B|KiB)")
+        self.assertIn("this change drops state: 1 component(s) lose", r.stdout)
+        # A tuning option only: everything kept.
+        r, _ = self.plan(state, self.CONFIG.replace("rate_per_sec: 400", "rate_per_sec: 300"))
+        self.assertEqual(r.returncode, 0, r.stdout)
+        # A filter inserted before the window moves it; the bucket left out goes.
+        moved = self.CONFIG.replace("      - rolling_window", "      - filter: 'seq >= 0'\n"
+                                    "      - rolling_window")
+        moved = moved.replace("      - bucket: {name: totals, key: k, op: count}\n", "")
+        moved = moved.replace("buckets:\n  totals: {}\n", "")
+        r, j = self.plan(state, moved, "--json")
+        self.assertEqual(r.returncode, 3, r.stderr)
+        lost = {c["component"]: c for c in j["components"] if c["loses_state"]}
+        self.assertEqual(sorted(lost), ["bucket totals", "pipeline p transforms[1] (rolling_window)"])
+        self.assertIn("moved to transforms[2]", lost["pipeline p transforms[1] (rolling_window)"]["why"])
+        self.assertEqual(lost["bucket totals"]["state"], "dropped")
+        self.assertEqual(j["losing_components"], 2)
+        # Planning changed nothing in the directory.
+        self.assertEqual(sorted(os.listdir(state)), before)
+
+        # A start on the changed window does what the plan said: the window
+        # starts empty, the bucket is restored.
+        s = self.start(changed, state_dir=state, server_config=self.SERVER)
+        self.assertIn("its config changed since checkpoint", s.stderr())
+        self.assertIn("bucket totals (b.totals) restored from checkpoint", s.stderr())
+
+    def test_bad_invocations_and_configs(self):
+        state = self.path("state")
+        os.makedirs(state)
+        good = self.write("good.yaml", self.CONFIG)
+        bad = self.write("bad.yaml", self.CONFIG.replace("rolling_window:", "rolling_windw:"))
+        for args, code, want in [
+            (["plan"], 2, "give the new config file"),
+            (["plan", good], 2, "--state-dir"),
+            (["plan", good, "--state-dir", state, "--bogus"], 2, "unknown option '--bogus'"),
+            (["plan", bad, "--state-dir", state], 2, "unknown transform type 'rolling_windw'"),
+            (["plan", good, "--state-dir", self.path("nowhere")], 1, "is not a directory"),
+        ]:
+            with self.subTest(args=args):
+                r = run(args)
+                self.assertEqual(r.returncode, code, r.stderr)
+                self.assertIn(want, r.stderr)
+        # An empty directory: nothing committed, nothing to lose.
+        r = run(["plan", good, "--state-dir", state])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("starts with nothing committed", r.stdout)

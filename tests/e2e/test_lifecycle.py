@@ -61,8 +61,26 @@ class LifecycleTest(KayakTest):
         self.assertEqual(self.wait_rows(1, "out2")[-1]["v_count"], 6)
         self.assertEqual(s.get_json("/api/v1/pipelines/w")["version"], 2)
 
-        # The window itself changes: it starts empty.
+        # The window itself changes: refused with the plan until the loss is
+        # accepted; then it starts empty.
+        status, a = self.put(s, "w?dry_run=1", body(self.path("out2"), window=999))
+        self.assertEqual((status, a["dry_run"], a["change"]), (200, True, "updated"), a)
+        lost = [c for c in a["plan"]["components"] if c["loses_state"]]
+        self.assertEqual([(c["component"], c["state"], c["kind"]) for c in lost],
+                         [("pipeline w transforms[0] (rolling_window)", "starts_empty", "state")])
+        self.assertGreater(lost[0]["bytes"], 0)
+        actions = [(r["region"], r["action"]) for r in a["plan"]["regions"]]
+        self.assertIn(("w", "stops"), actions)
+        self.assertIn(("w", "starts"), actions)
+        self.assertEqual(s.get_json("/api/v1/pipelines/w")["version"], 2, "a dry run changes nothing")
+        self.assertEqual(self.put(s, "w?dry_run=perhaps", "x")[0], 400)
         status, a = self.put(s, "w", body(self.path("out2"), window=999))
+        self.assertEqual(status, 409, a)
+        self.assertIn("pipeline w transforms[0] (rolling_window): identity option", a["error"])
+        self.assertEqual([c["state"] for c in a["plan"]["components"] if c["loses_state"]],
+                         ["starts_empty"])
+        self.assertEqual(s.get_json("/api/v1/pipelines/w")["version"], 2)
+        status, a = self.put(s, "w?accept_state_loss=1", body(self.path("out2"), window=999))
         self.assertEqual((status, a["version"]), (200, 3))
         self.post(s, 6)
         self.assertEqual(self.wait_rows(2, "out2")[-1]["v_count"], 1)
@@ -187,8 +205,16 @@ class LifecycleTest(KayakTest):
                  what="the count after the restart")
         self.assertEqual(s.get_json("/api/v1/pipelines/counter")["status"], "running")
         self.assertEqual(http("POST", s.url + "/api/v1/pipelines/none/restart", b"")[0], 404)
-        # A changed bucket declaration empties the bucket.
+        # A changed bucket declaration empties the bucket: refused (409, with
+        # the plan naming the bucket and the option) until the loss is accepted.
         status, _, b = http("PUT", s.url + "/api/v1/buckets/sums", b"{idle_timeout_secs: 3600}")
+        self.assertEqual(status, 409, b)
+        refused = json.loads(b)
+        self.assertIn("bucket sums: identity option 'idle_timeout_secs' changed", refused["error"])
+        self.assertTrue(refused["plan"]["drops_state"])
+        self.assertEqual(s.get_json("/api/v1/buckets/sums?key=a")["value"], 4, "nothing changed")
+        status, _, b = http("PUT", s.url + "/api/v1/buckets/sums?accept_state_loss=1",
+                            b"{idle_timeout_secs: 3600}")
         self.assertEqual(status, 200, b)
         self.assertEqual(s.get("/api/v1/buckets/sums?key=a")[0], 404)
         # A new bucket, then a pipeline that writes it.

@@ -401,8 +401,11 @@ function pipelineView(id) {
                                 autocapitalize: 'off', autocomplete: 'off' });
   const problems = el('ul', { class: 'problems', id: 'problems', role: 'alert' });
   const note = el('p', { class: 'note', id: 'note', role: 'status' });
+  const planList = el('ul', { class: 'plan', id: 'plan', 'aria-label': 'what the change does to state' });
   let bad = new Set();
   let versions = [];
+  let lossArmed = false;  // a 409 showed what the change drops: the next Apply accepts it
+  const disarmLoss = () => { lossArmed = false; const b = $('#apply'); if (b) b.textContent = 'Apply'; };
 
   const paintGutter = () => {
     const lines = text.value.split('\n').length;
@@ -410,7 +413,9 @@ function pipelineView(id) {
       el('div', { class: bad.has(i + 1) ? 'bad' : null, text: String(i + 1) })));
     gutter.scrollTop = text.scrollTop;
   };
-  text.addEventListener('input', () => { bad = new Set(); text.removeAttribute('aria-invalid'); paintGutter(); });
+  text.addEventListener('input', () => {
+    bad = new Set(); text.removeAttribute('aria-invalid'); paintGutter(); disarmLoss(); planList.replaceChildren();
+  });
   text.addEventListener('scroll', () => { gutter.scrollTop = text.scrollTop; });
 
   const goToLine = line => {
@@ -450,14 +455,7 @@ function pipelineView(id) {
     finally { all.forEach(b => { b.disabled = false; }); $('#revert').disabled = versions.length < 2; }
   };
 
-  const apply = () => act(async () => {
-    problems.replaceChildren(); say('applying…');
-    const r = await api('PUT', `/api/v1/pipelines/${encodeURIComponent(id)}`, text.value);
-    if (r.ok) {
-      say(`applied: version ${r.json.version} (${r.json.change})` + savepointNote(r.json));
-      await loadVersions(false);
-      return;
-    }
+  const showErrors = r => {
     const errs = r.json.errors || [];
     bad = new Set(errs.map(e => e.line).filter(Boolean));
     paintGutter();
@@ -467,6 +465,49 @@ function pipelineView(id) {
       ' ' + e.message)));
     say(r.json.error || `refused (${r.status})`, true);
     if (errs.length && errs[0].line) goToLine(errs[0].line);
+  };
+  // The plan of a change (PUT ?dry_run=1, or a 409's): one line per
+  // component that keeps state or loses it, one per region.
+  const showPlan = plan => {
+    const words = { kept: 'kept', starts_empty: 'starts empty', dropped: 'dropped', new: 'new' };
+    const rows = (plan.components || []).filter(c => c.state !== 'none').map(c => el('li', {
+      class: c.loses_state && c.kind === 'state' ? 'loses' : null, 'data-state': c.state,
+      'data-component': c.component,
+      text: `${c.component}: ${words[c.state] || c.state} (${c.why})` }));
+    const regions = (plan.regions || []).map(r => el('li', { class: 'muted', 'data-region': r.region,
+      text: `region ${r.region}: ${r.says}` }));
+    planList.replaceChildren(...rows, ...regions);
+  };
+  const lossSummary = plan => `this change drops the committed state of ${plan.losing_components} ` +
+    `component${plan.losing_components === 1 ? '' : 's'} (${bytes(plan.lost_bytes)})`;
+  const planChange = () => act(async () => {
+    problems.replaceChildren(); say('planning…');
+    const r = await api('PUT', `/api/v1/pipelines/${encodeURIComponent(id)}?dry_run=1`, text.value);
+    if (!r.ok) { planList.replaceChildren(); showErrors(r); return; }
+    showPlan(r.json.plan);
+    say(r.json.plan.drops_state ? lossSummary(r.json.plan) + '; Apply asks before it does'
+                                : 'this change keeps all committed state', r.json.plan.drops_state);
+  });
+  const apply = () => act(async () => {
+    problems.replaceChildren(); say('applying…');
+    const accept = lossArmed;
+    disarmLoss();
+    const r = await api('PUT', `/api/v1/pipelines/${encodeURIComponent(id)}` +
+                        (accept ? '?accept_state_loss=1' : ''), text.value);
+    if (r.ok) {
+      planList.replaceChildren();
+      say(`applied: version ${r.json.version} (${r.json.change})` + savepointNote(r.json));
+      await loadVersions(false);
+      return;
+    }
+    if (r.status === 409 && r.json.plan && r.json.plan.drops_state) {
+      showPlan(r.json.plan);
+      lossArmed = true;
+      $('#apply').textContent = 'Apply and lose state';
+      say(lossSummary(r.json.plan) + ': press "Apply and lose state" to make it anyway', true);
+      return;
+    }
+    showErrors(r);
   });
   const revert = () => act(async () => {
     say('reverting…');
@@ -498,7 +539,9 @@ function pipelineView(id) {
     el('div', { class: 'actions' }, select),
     el('div', { class: 'editor' }, gutter, text),
     problems,
+    planList,
     el('div', { class: 'actions' },
+      el('button', { id: 'plan-change', type: 'button', onclick: planChange, text: 'Plan' }),
       el('button', { id: 'apply', type: 'button', onclick: apply, text: 'Apply' }),
       el('button', { id: 'revert', type: 'button', onclick: revert, text: 'Revert to previous version' }),
       el('button', { id: 'restart', type: 'button', onclick: restart, text: 'Restart' }),
