@@ -78,10 +78,13 @@ class ComponentStats {
   // transform (docs/durability.md, "A message that stops the process").
   void AddSetAside() { set_aside_.fetch_add(1, std::memory_order_relaxed); }
   uint64_t set_aside() const { return set_aside_.load(std::memory_order_relaxed); }
+  // Messages sent to the pipeline's dead-letter output from this component.
+  void AddDeadLettered(uint64_t n) { dead_lettered_.fetch_add(n, std::memory_order_relaxed); }
+  uint64_t dead_lettered() const { return dead_lettered_.load(std::memory_order_relaxed); }
 
  private:
   const std::string name_, kind_, type_;
-  std::atomic<uint64_t> in_{0}, out_{0}, errors_{0}, retries_{0}, set_aside_{0};
+  std::atomic<uint64_t> in_{0}, out_{0}, errors_{0}, retries_{0}, set_aside_{0}, dead_lettered_{0};
   std::atomic<int64_t> lag_{-1};
   std::atomic<const char*> lag_unit_{""};
   std::atomic<int> state_{static_cast<int>(ComponentState::kStarting)};

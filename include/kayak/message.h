@@ -95,10 +95,22 @@ struct FieldSpan {
   uint32_t value_begin = 0, value_end = 0;
 };
 
+// A message a transform could not handle, with why: set aside for the
+// pipeline's dead-letter output (docs/config.md, "Dead letters").
+struct Rejected {
+  Message message;
+  std::string reason;
+};
+
 struct Batch {
   std::vector<Message> messages;
   bool empty() const { return messages.empty(); }
   size_t size() const { return messages.size(); }
+  // Set by a pipeline with a dead-letter output while its transforms run: a
+  // transform's error on one message then moves that message here with the
+  // reason, and the rest of the batch goes on. Null: the first error fails
+  // the whole batch.
+  std::vector<Rejected>* rejected = nullptr;
 
   // The top-level members of `m` (a message of this batch whose payload is a
   // JSON object at byte `*root`), if a transform before found them: the

@@ -21,6 +21,7 @@ inline std::string TransformUnit(const std::string& pipeline, size_t i) {
 inline std::string OutputUnit(const std::string& pipeline, size_t k) {
   return "p." + pipeline + ".o" + std::to_string(k);
 }
+inline std::string DeadLetterUnit(const std::string& pipeline) { return "p." + pipeline + ".dead"; }
 inline std::string BucketUnit(const std::string& bucket) { return "b." + bucket; }
 
 inline std::string GraphDir(const std::string& state_dir) { return state_dir + "/graph"; }

@@ -375,9 +375,9 @@ class GraphLoader {
     }
     for (const auto& kv : body) {
       const std::string k = kv.first.Scalar();
-      if (k != "input" && k != "transforms" && k != "outputs") {
+      if (k != "input" && k != "transforms" && k != "outputs" && k != "dead_letter") {
         Err(kv.first, "unknown key '" + k + "' in pipeline '" + p->id +
-                          "' (known: input, transforms, outputs)");
+                          "' (known: input, transforms, outputs, dead_letter)");
         ok = false;
       }
     }
@@ -400,6 +400,14 @@ class GraphLoader {
     }
     ok = LoadList("transform", body["transforms"], &p->transforms) && ok;
     ok = LoadList("output", body["outputs"], &p->outputs) && ok;
+    if (const YAML::Node dead = body["dead_letter"]; dead.IsDefined() && !dead.IsNull()) {
+      if (ComponentSpec c; LoadComponent("output", dead, &c)) {
+        p->outputs.push_back(std::move(c));
+        p->dead_letter = static_cast<int>(p->outputs.size()) - 1;
+      } else {
+        ok = false;
+      }
+    }
     return ok;
   }
 

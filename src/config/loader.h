@@ -37,8 +37,17 @@ struct PipelineSpec {
   SourceMark mark;
   ComponentSpec input;
   std::vector<ComponentSpec> transforms;
+  // The outputs; the pipeline's dead-letter output, when it has one, is the
+  // last of them (index `dead_letter`), and takes only what was set aside.
   std::vector<ComponentSpec> outputs;
+  int dead_letter = -1;
   std::vector<std::string> upstreams;  // ids, for a `pipeline` input
+
+  bool IsDeadLetter(size_t k) const { return dead_letter >= 0 && k == static_cast<size_t>(dead_letter); }
+  // "outputs[k]", or "dead_letter": the output's name on its card and in logs.
+  std::string OutputName(size_t k) const {
+    return IsDeadLetter(k) ? "dead_letter" : "outputs[" + std::to_string(k) + "]";
+  }
 };
 
 struct BucketSpec {

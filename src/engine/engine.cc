@@ -117,6 +117,10 @@ std::vector<size_t> GroupIntoRegions(const GraphSpec& spec) {
   return out;
 }
 
+std::string OutputUnitOf(const PipelineSpec& p, size_t k) {
+  return p.IsDeadLetter(k) ? layout::DeadLetterUnit(p.id) : layout::OutputUnit(p.id, k);
+}
+
 std::vector<RegionSpec> SplitIntoRegions(const GraphSpec& spec) {
   const std::vector<size_t> group = GroupIntoRegions(spec);
   std::map<size_t, size_t> slot;  // group -> index in out
@@ -257,8 +261,7 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
     for (size_t i = 0; i < p.outputs.size(); ++i) {
       const ComponentSpec& o = p.outputs[i];
       YamlOptions opts(o.def, o.value, o.mark, errors);
-      auto card = std::make_unique<ComponentStats>("outputs[" + std::to_string(i) + "]", "output",
-                                                   o.def->type);
+      auto card = std::make_unique<ComponentStats>(p.OutputName(i), "output", o.def->type);
       ctx.stats = card.get();
       auto out = o.def->make_output(opts, ctx);
       if (out == nullptr || opts.failed()) continue;
@@ -267,6 +270,7 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
                                                        options.clock);
       runner->AddOutput(std::move(runner_out), std::move(card));
     }
+    if (p.dead_letter >= 0) runner->SetDeadLetter(static_cast<size_t>(p.dead_letter));
     runner->SetPerMessage(TransformsShareState(p));
     if (options.checkpointing && !options.state_dir.empty() && !p.transforms.empty()) {
       if (!crash_dir_made) {
@@ -357,10 +361,10 @@ Status Engine::SetUpCheckpointing(const GraphSpec& spec) {
       if (u != nullptr) p->TransformRestored(t, u->data.size(), DeltaBytes(*u));
     }
     for (size_t k = 0; k < ps.outputs.size(); ++k) {
-      const std::string unit = layout::OutputUnit(ps.id, k);
+      const std::string unit = OutputUnitOf(ps, k);
       p->output(k)->SetCheckpointing(checkpointer_.get(), region, unit, ps.outputs[k].fingerprint);
       RestoreUnit(o, unit, ps.outputs[k].fingerprint,
-                  ("pipeline " + ps.id + " outputs[" + std::to_string(k) + "]").c_str(),
+                  ("pipeline " + ps.id + " " + ps.OutputName(k)).c_str(),
                   [&](std::string_view d) { return p->output(k)->output()->RestoreState(d); });
     }
   }
@@ -384,7 +388,7 @@ Status Engine::ConfirmTwoPhaseCommits(const GraphSpec& spec) {
     for (size_t k = 0; k < ps.outputs.size(); ++k) {
       Output* out = pipelines_[i]->output(k)->output();
       if (!out->TwoPhase()) continue;
-      auto it = o.restored->find(layout::OutputUnit(ps.id, k));
+      auto it = o.restored->find(OutputUnitOf(ps, k));
       if (it == o.restored->end() || it->second.fingerprint != ps.outputs[k].fingerprint ||
           fell_back.count(it->second.region)) {
         continue;
@@ -436,7 +440,8 @@ Status Engine::CommitInitialCheckpoint() {
       if (Status st = p->output(i)->InitialCheckpoint(&u); st.ok()) {
         units.push_back(std::move(u));
       } else {
-        KLOG_WARN("pipeline {} outputs[{}] cannot start: {}", p->id(), i, st.message());
+        KLOG_WARN("pipeline {} {} cannot start: {}", p->id(), p->spec().OutputName(i),
+                  st.message());
         incomplete.insert(p->region());
       }
     }

@@ -124,6 +124,10 @@ class PipelineRunner final : public CheckpointedPipeline {
   // set aside (engine/crash_guard.h). Opened on the pipeline thread.
   void SetCrashGuard(std::string path) { crash_path_ = std::move(path); }
   void AddOutput(std::unique_ptr<OutputRunner> out, std::unique_ptr<ComponentStats> card);
+  // Output `k` is the pipeline's dead-letter output: it gets no batch the
+  // chain emits, only what was set aside (a message a transform failed on,
+  // or one the process died on), one envelope a message.
+  void SetDeadLetter(size_t k) { dead_letter_ = static_cast<int>(k); }
   // Batches this pipeline emits go also to `lane` of `inbox`.
   void AddDownstream(Inbox* inbox, size_t lane) { downstream_.push_back({inbox, lane}); }
   Inbox* upstream_inbox() { return inbox_.get(); }
@@ -185,6 +189,10 @@ class PipelineRunner final : public CheckpointedPipeline {
   void OpenCrashGuard();
   void SetAsideMessage(const Message& m, size_t first);
   void Emit(Batch batch);
+  // Sends `rejected` (set aside by transform `stage`, or by the crash guard)
+  // to the dead-letter output, one envelope each, and counts them on the
+  // transform's card.
+  void DeadLetter(std::vector<Rejected>* rejected, size_t stage);
   void TickTransforms(int64_t now_ms);
   bool ReadSource(Batch* batch);
   bool ReadUpstream(Batch* batch, bool* all_ended);
@@ -200,6 +208,8 @@ class PipelineRunner final : public CheckpointedPipeline {
   std::vector<bool> lane_ended_;
   std::vector<std::unique_ptr<Transform>> transforms_;
   std::vector<std::unique_ptr<OutputRunner>> outputs_;
+  int dead_letter_ = -1;                 // index in outputs_, -1: none
+  std::vector<Rejected> rejected_;       // pipeline thread only: what the transforms set aside
   std::vector<std::unique_ptr<ComponentStats>> cards_;  // input, transforms..., outputs...
   ComponentStats* input_card_ = nullptr;
   std::vector<ComponentStats*> transform_cards_;
@@ -292,6 +302,8 @@ struct RegionSpec {
   GraphSpec spec;
 };
 std::vector<RegionSpec> SplitIntoRegions(const GraphSpec& spec);
+// The checkpoint unit of output `k` of `p` (its dead-letter output's own).
+std::string OutputUnitOf(const PipelineSpec& p, size_t k);
 
 class Engine {
  public:

@@ -1,8 +1,13 @@
 #include <algorithm>
 #include <exception>
 
+#include <nlohmann/json.hpp>
+
 #include "common/crash_point.h"
+#include "common/base64.h"
+#include "common/json_text.h"
 #include "common/log.h"
+#include "common/utf8.h"
 #include "checkpoint/chain_policy.h"
 #include "engine/engine.h"
 #include "checkpoint/state_layout.h"
@@ -231,7 +236,7 @@ std::vector<std::pair<std::string, size_t>> PipelineRunner::QueueDepths() const 
     }
   }
   for (size_t i = 0; i < outputs_.size(); ++i) {
-    out.emplace_back("outputs[" + std::to_string(i) + "]", outputs_[i]->queue().TotalDepth());
+    out.emplace_back(spec_.OutputName(i), outputs_[i]->queue().TotalDepth());
   }
   return out;
 }
@@ -530,7 +535,8 @@ void PipelineRunner::OpenCrashGuard() {
 }
 
 void PipelineRunner::SetAsideMessage(const Message& m, size_t first) {
-  ComponentStats* card = transform_cards_[std::max<size_t>(death_stage_, first)];
+  const size_t stage = std::max<size_t>(death_stage_, first);
+  ComponentStats* card = transform_cards_[stage];
   card->AddSetAside();
   const std::string where = input_ ? input_->Position() : std::string("its upstream pipelines");
   card->RecordError("set aside a message (" + std::to_string(m.payload().size()) +
@@ -541,6 +547,13 @@ void PipelineRunner::SetAsideMessage(const Message& m, size_t first) {
              id_, m.payload().size(), CrashGuard::Hash(m.payload()),
              CrashGuard::kDeathsToSetAside + 1, card->name(), card->type(),
              input_ ? input_card_->type() : "upstream", where);
+  if (dead_letter_ >= 0) {
+    std::vector<Rejected> one;
+    one.push_back(Rejected{m, "the process died on it " +
+                                  std::to_string(CrashGuard::kDeathsToSetAside + 1) +
+                                  " times in a row"});
+    DeadLetter(&one, stage);
+  }
 }
 
 void PipelineRunner::Run() {
@@ -701,6 +714,9 @@ bool PipelineRunner::RunTransforms(Batch* batch, size_t first) {
     }
     card->AddIn(batch->size());
     Status st;
+    // With a dead-letter output, a message the transform fails on goes
+    // there and the rest of the batch goes on.
+    if (dead_letter_ >= 0) batch->rejected = &rejected_;
     // A transform that throws on a message (a library's exception, an
     // allocation that failed) fails that batch like an error it returns,
     // not the process: a replay after a restart would throw again.
@@ -709,8 +725,20 @@ bool PipelineRunner::RunTransforms(Batch* batch, size_t first) {
     } catch (const std::exception& e) {
       st = Status::Internal(std::string("the transform threw: ") + e.what());
     }
+    batch->rejected = nullptr;
+    if (!rejected_.empty()) {
+      card->RecordError(rejected_.back().reason, rejected_.size());
+      DeadLetter(&rejected_, i);
+    }
     if (!st.ok()) {
       card->RecordError(st.message());
+      if (dead_letter_ >= 0) {
+        // Failed as a whole: every message of it goes to the dead letters.
+        for (auto& m : batch->messages) rejected_.push_back(Rejected{std::move(m), st.message()});
+        batch->messages.clear();
+        DeadLetter(&rejected_, i);
+        return false;
+      }
       KLOG_WARN("pipeline {}: transform {} ({}) dropped a batch of {} messages: {}", id_,
                 card->name(), card->type(), batch->size(), st.message());
       return false;
@@ -721,11 +749,74 @@ bool PipelineRunner::RunTransforms(Batch* batch, size_t first) {
   return true;
 }
 
+namespace {
+
+// `s` with each byte that does not begin well-formed UTF-8 as '?', for a
+// JSON string.
+std::string SafeText(std::string s) {
+  for (size_t at = FirstInvalidUtf8(s); at < s.size();
+       at = at + 1 + FirstInvalidUtf8(std::string_view(s).substr(at + 1))) {
+    s[at] = '?';
+  }
+  return s;
+}
+
+}  // namespace
+
+void PipelineRunner::DeadLetter(std::vector<Rejected>* rejected, size_t stage) {
+  ComponentStats* card = transform_cards_[stage];
+  card->AddDeadLettered(rejected->size());
+  Batch out;
+  out.messages.reserve(rejected->size());
+  const std::string position = input_ ? input_->Position() : std::string("upstream");
+  const int64_t now = clock_->NowMs();
+  for (auto& r : *rejected) {
+    std::string env = "{\"reason\":";
+    jtext::AppendString(&env, SafeText(r.reason));
+    env += ",\"pipeline\":";
+    jtext::AppendString(&env, id_);
+    env += ",\"component\":";
+    jtext::AppendString(&env, card->name());
+    env += ",\"type\":";
+    jtext::AppendString(&env, card->type());
+    env += ",\"position\":";
+    jtext::AppendString(&env, SafeText(position));
+    env += ",\"at_ms\":";
+    jtext::AppendInt(&env, now);
+    env += ",\"ts_ms\":";
+    jtext::AppendInt(&env, r.message.ts_ms());
+    const std::string& payload = r.message.payload();
+    if (nlohmann::json::accept(payload)) {
+      env += ",\"message\":";
+      env += payload;
+    } else if (FirstInvalidUtf8(payload) == payload.size()) {
+      env += ",\"message_text\":";
+      jtext::AppendString(&env, payload);
+    } else {
+      env += ",\"message_base64\":";
+      env += '"';
+      AppendBase64(payload, &env);
+      env += '"';
+    }
+    env += "}";
+    Message m(std::move(env), r.message.ts_ms());
+    m.MarkJson();
+    m.set_key(r.message.key());
+    m.headers() = std::move(r.message.headers());
+    out.messages.push_back(std::move(m));
+  }
+  rejected->clear();
+  auto shared = std::make_shared<const Batch>(std::move(out));
+  outputs_[static_cast<size_t>(dead_letter_)]->Push(Item{Item::Kind::kBatch, shared, 0});
+}
+
 void PipelineRunner::Emit(Batch batch) {
   if (batch.empty()) return;
   batch.DropFields();  // only the transforms read them
   auto shared = std::make_shared<const Batch>(std::move(batch));
-  for (auto& o : outputs_) o->Push(Item{Item::Kind::kBatch, shared, 0});
+  for (size_t k = 0; k < outputs_.size(); ++k) {
+    if (static_cast<int>(k) != dead_letter_) outputs_[k]->Push(Item{Item::Kind::kBatch, shared, 0});
+  }
   for (auto& e : downstream_) e.inbox->Push(e.lane, Item{Item::Kind::kBatch, shared, 0});
 }
 

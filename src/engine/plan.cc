@@ -45,9 +45,7 @@ std::vector<Place> PlacesOf(const GraphSpec& g) {
       add(p, "transforms[" + std::to_string(i) + "]", layout::TransformUnit(p.id, i),
           p.transforms[i]);
     }
-    for (size_t k = 0; k < p.outputs.size(); ++k) {
-      add(p, "outputs[" + std::to_string(k) + "]", layout::OutputUnit(p.id, k), p.outputs[k]);
-    }
+    for (size_t k = 0; k < p.outputs.size(); ++k) add(p, p.OutputName(k), OutputUnitOf(p, k), p.outputs[k]);
   }
   for (const auto& b : g.buckets) {
     out.push_back(Place{"", "", layout::BucketUnit(b.name), "bucket", nullptr, &b});
@@ -132,7 +130,7 @@ std::string UnitKind(const std::string& unit) {
   if (unit.size() > 6 && unit.compare(unit.size() - 6, 6, ".input") == 0) return "position";
   const size_t dot = unit.rfind('.');
   if (unit.rfind("p.", 0) == 0 && dot != std::string::npos && dot + 1 < unit.size() &&
-      unit[dot + 1] == 'o') {
+      (unit[dot + 1] == 'o' || unit.compare(dot, std::string::npos, ".dead") == 0)) {
     return "output";
   }
   return "state";

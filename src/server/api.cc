@@ -189,7 +189,10 @@ Json PipelineJson(const PipelineRunner& p, bool with_config, int version) {
       if (c->lag() >= 0) card["lag"] = Json{{"value", c->lag()}, {"unit", c->lag_unit()}};
     }
     if (c->kind() == "output") card["retries"] = c->retries();
-    if (c->kind() == "transform") card["set_aside"] = c->set_aside();
+    if (c->kind() == "transform") {
+      card["set_aside"] = c->set_aside();
+      card["dead_letters"] = c->dead_lettered();
+    }
     cards.push_back(std::move(card));
   }
   j["components"] = std::move(cards);
@@ -205,7 +208,13 @@ Json PipelineJson(const PipelineRunner& p, bool with_config, int version) {
     cfg["transforms"] = Json::array();
     for (const auto& t : s.transforms) cfg["transforms"].push_back(ComponentConfig(t));
     cfg["outputs"] = Json::array();
-    for (const auto& o : s.outputs) cfg["outputs"].push_back(ComponentConfig(o));
+    for (size_t k = 0; k < s.outputs.size(); ++k) {
+      if (s.IsDeadLetter(k)) {
+        cfg["dead_letter"] = ComponentConfig(s.outputs[k]);
+      } else {
+        cfg["outputs"].push_back(ComponentConfig(s.outputs[k]));
+      }
+    }
     j["config"] = std::move(cfg);
   }
   return j;
@@ -801,6 +810,9 @@ void Api::Metrics(Response* res) {
   cards("kayak_output_retries_total", "counter",
         "Writes and commits an output tried again after a failure.", "output",
         [](const ComponentStats& c) { return static_cast<double>(c.retries()); });
+  cards("kayak_messages_dead_lettered_total", "counter",
+        "Messages a transform failed on (or set aside), sent to its pipeline's dead-letter output.",
+        "transform", [](const ComponentStats& c) { return static_cast<double>(c.dead_lettered()); });
   cards("kayak_messages_set_aside_total", "counter",
         "Messages a transform set aside: the process died with each inside it three times "
         "in a row.",

@@ -136,19 +136,10 @@ inline std::string AtMessage(size_t i, const std::string& what) {
   return "message " + std::to_string(i + 1) + " of the batch: " + what;
 }
 
-// Calls fn(message) for each message; the first error, with the message's
-// place in the batch, fails the whole batch.
-template <typename F>
-Status ForEachMessage(Batch* batch, F&& fn) {
-  for (size_t i = 0; i < batch->messages.size(); ++i) {
-    Status st = fn(batch->messages[i]);
-    if (!st.ok()) return Status::Invalid(AtMessage(i, st.message()));
-  }
-  return Status::Ok();
-}
-
-// Keeps the messages for which fn(message, &keep) sets keep, in order; the
-// first error fails the whole batch.
+// Keeps the messages for which fn(message, &keep) sets keep, in order. An
+// error on a message fails the whole batch, with the message's place in it;
+// with a dead-letter output (batch->rejected) the message goes there with
+// the error instead, and the rest go on.
 template <typename F>
 Status KeepMessages(Batch* batch, F&& fn) {
   auto& msgs = batch->messages;
@@ -156,7 +147,11 @@ Status KeepMessages(Batch* batch, F&& fn) {
   for (size_t i = 0; i < msgs.size(); ++i) {
     bool keep = false;
     Status st = fn(msgs[i], &keep);
-    if (!st.ok()) return Status::Invalid(AtMessage(i, st.message()));
+    if (!st.ok()) {
+      if (batch->rejected == nullptr) return Status::Invalid(AtMessage(i, st.message()));
+      batch->rejected->push_back(Rejected{std::move(msgs[i]), st.message()});
+      continue;
+    }
     if (keep) {
       if (kept != i) msgs[kept] = std::move(msgs[i]);
       ++kept;
@@ -164,6 +159,23 @@ Status KeepMessages(Batch* batch, F&& fn) {
   }
   msgs.resize(kept);
   return Status::Ok();
+}
+
+// Calls fn(message) for each message; an error is handled as KeepMessages
+// handles it.
+template <typename F>
+Status ForEachMessage(Batch* batch, F&& fn) {
+  if (batch->rejected == nullptr) {
+    for (size_t i = 0; i < batch->messages.size(); ++i) {
+      Status st = fn(batch->messages[i]);
+      if (!st.ok()) return Status::Invalid(AtMessage(i, st.message()));
+    }
+    return Status::Ok();
+  }
+  return KeepMessages(batch, [&](Message& m, bool* keep) {
+    *keep = true;
+    return fn(m);
+  });
 }
 
 }  // namespace kayak
