@@ -8,6 +8,7 @@
 //
 // A unit is one piece of state: "p.<pipeline>.input" (an input's position),
 // "p.<pipeline>.t<i>" (transform i), "p.<pipeline>.o<i>" (output i),
+// "p.<pipeline>.dead" (its dead-letter output),
 // "b.<bucket>". A manifest names, for every unit of its region, the chunk
 // holding its state (possibly written by an earlier checkpoint) and the delta
 // chunks after it, the fingerprint of the component's config, and each

@@ -26,10 +26,12 @@ pipelines:
     outputs:
       - http: {url: 'http://127.0.0.1:9/refused', retry: {base_ms: 20, max_ms: 50}}
   win:
-    input: {dummy: {rate_per_sec: 20, template: '{"k":"a","v":1}'}}
+    input: {dummy: {rate_per_sec: 20, template: '{"k":"a","v":1,"seq":{{seq}}}'}}
     transforms:
       - rolling_window: {key: k, field: v, window_messages: 100, aggregates: [count]}
+      - map: {w: '100 / (seq % 4 - 1)'}
     outputs: [{file: {path: win}}]
+    dead_letter: {file: {path: dead}}
   reader:
     input: {dummy: {rate_per_sec: 5, template: '{"k":"k1"}'}}
     transforms:
@@ -183,6 +185,16 @@ describe('the dashboard against a running graph', () => {
     await waitFor(async () => new URL(page.url()).hash === '#/graph', 'the graph after the delete', 30000);
     assert.equal((await kayak.api('GET', '/api/v1/pipelines/reader')).status, 404);
     await waitFor(async () => (await page.$('g.node[data-id="p:reader"]')) === null, 'the node to go');
+  });
+
+  test("a transform's card counts what went to the dead letters", async () => {
+    await page.goto(kayak.url + '/#/pipeline/win');
+    const card = 'section.pipeline[data-id="win"] .card[data-name="transforms[1]"]';
+    await waitFor(async () => Number(await page.getAttribute(card, 'data-dead-letters').catch(() => 0)) >= 2,
+                  'dead letters on the card');
+    assert.match(await page.textContent(card), /dead letters\s*\d+/);
+    const api = (await kayak.api('GET', '/api/v1/pipelines/win')).json;
+    assert.ok(api.components.find(c => c.name === 'dead_letter').messages_out >= 1);
   });
 
   test('Plan shows what a change drops; Apply asks once more before it drops it', async () => {

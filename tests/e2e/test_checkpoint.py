@@ -666,3 +666,73 @@ pipelines:
 if __name__ == "__main__":
     import unittest
     unittest.main()
+
+
+class DeadLetterTest(KayakTest):
+    """`dead_letter:` on a pipeline: a message a transform fails on goes there
+    in an envelope (why, where, the message) while the rest of its batch goes
+    on; under checkpointing it is an output like the others, so across a
+    kill -9 every message is in exactly one of the two files, once."""
+
+    CONFIG = """\
+pipelines:
+  p:
+    input: {dummy: {rate_per_sec: 1500, count: 3000, batch_size: 50, template: '{"seq":{{seq}}}'}}
+    transforms:
+      - map: {w: '100 / (seq % 10 - 3)'}
+      - filter: 'seq > 0'
+    outputs: [{file: {path: out}}]
+    dead_letter: {file: {path: dead}}
+"""
+    SERVER = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 1}\n"
+
+    def rows(self, d):
+        return [json.loads(l) for l in self.read_output(d)]
+
+    def test_failed_messages_go_to_the_dead_letters_once_across_a_kill(self):
+        state = self.path("state")
+        s = self.start(self.CONFIG, state_dir=state, server_config=self.SERVER)
+        wait_for(lambda: len(self.rows("dead")) >= 50, timeout=30, what="dead letters")
+        s.kill()
+        s = self.start(self.CONFIG, state_dir=state, server_config=self.SERVER)
+        wait_for(lambda: len(self.rows("out")) + len(self.rows("dead")) >= 3000, timeout=60,
+                 what="every message in one of the two files")
+        out, dead = self.rows("out"), self.rows("dead")
+        good = [i for i in range(1, 3001) if i % 10 != 3]
+        self.assertEqual(sorted(r["seq"] for r in out), good, "each good message once")
+        self.assertEqual(sorted(r["message"]["seq"] for r in dead),
+                         [i for i in range(1, 3001) if i % 10 == 3], "each failed one once")
+        for r in dead[:5]:
+            self.assertEqual((r["pipeline"], r["component"], r["type"]), ("p", "transforms[0]", "map"))
+            self.assertEqual(r["reason"], "'w': division by zero")
+            self.assertTrue(r["position"].startswith("generated "), r)
+            self.assertGreater(r["at_ms"], 0)
+        # The cards count them: the map's dead letters since this start, the
+        # dead-letter output's writes.
+        card = s.card("p", "transforms[0]")
+        self.assertGreater(card["dead_letters"], 0, card)
+        self.assertEqual(card["dead_letters"], card["errors"])
+        dl = s.card("p", "dead_letter")
+        self.assertEqual(dl["type"], "file")
+        self.assertEqual(dl["messages_out"], card["dead_letters"])
+        self.assertEqual(s.get_json("/api/v1/pipelines/p")["config"]["dead_letter"],
+                         {"file": {"path": "dead"}})
+        self.assertIn('kayak_messages_dead_lettered_total{pipeline="p",component="transforms[0]"',
+                      s.get("/metrics")[1])
+        self.assertEqual(s.stop(), 0)
+
+    def test_without_a_dead_letter_a_failure_drops_its_batch_and_bad_ones_are_config_errors(self):
+        s = self.start(self.CONFIG.replace("    dead_letter: {file: {path: dead}}\n", ""))
+        wait_for(lambda: s.card("p", "transforms[0]")["errors"] > 0, what="a failed batch")
+        self.assertEqual(s.card("p", "transforms[0]")["dead_letters"], 0)
+        self.assertEqual(s.stop(), 0)
+        for bad, want in [("    dead_letter: {fyle: {path: dead}}\n", "unknown output type 'fyle'"),
+                          ("    dead_letter: [{file: {path: dead}}]\n", "one-key map")]:
+            cfg = self.CONFIG.replace("    dead_letter: {file: {path: dead}}\n", bad)
+            with open(self.path("bad.yaml"), "w") as f:
+                f.write(cfg)
+            r = subprocess.run([os.environ["KAYAK_BIN"], "check", self.path("bad.yaml")],
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(want, r.stderr)
+            self.assertRegex(r.stderr, r"bad.yaml:8:\d+: ")

@@ -609,6 +609,7 @@ pipelines:
     transforms:
       - bucket: {name: kept, key: k, op: set, field: v}
     outputs: [{file: {path: out}}]
+    dead_letter: {file: {path: dead}}
 """
 
     def out_keys(self):
@@ -642,12 +643,18 @@ pipelines:
         s.url = wait_for(s._find_url, what="the API address")
         card = s.card("p", "transforms[0]")
         self.assertEqual(card["set_aside"], 1, card)
+        self.assertEqual(card["dead_letters"], 1, card)
         self.assertIn("set aside", card["last_error"])
         # The state saw every other message once: the bucket holds each key with its value.
         for i in range(12):
             status, body = s.get(f"/api/v1/buckets/kept?key={'POISON' if i == 6 else f'k{i}'}")
             self.assertEqual(status, 404 if i == 6 else 200, body)
         self.assertEqual(s.stop(), 0, s.stderr())
+        # The poison went to the dead letters, once, with why.
+        dead = [json.loads(l) for l in self.read_output("dead")]
+        self.assertEqual([d["message"]["k"] for d in dead], ["POISON"], dead)
+        self.assertEqual(dead[0]["reason"], "the process died on it 3 times in a row")
+        self.assertEqual((dead[0]["component"], dead[0]["type"]), ("transforms[0]", "bucket"))
         # A restart does not die on it again: it is behind the committed position.
         s = self.start(self.CONFIG, state_dir=state, env=env)
         self.assertTrue(alive(s))

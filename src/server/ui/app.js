@@ -314,6 +314,8 @@ function cardContent(p, c, now) {
     if (c.lag) rows.push(['lag', num(c.lag.value) + ' ' + c.lag.unit]);
   }
   if (c.kind === 'output' && c.retries) rows.push(['retries', num(c.retries)]);
+  if (c.dead_letters) rows.push(['dead letters', num(c.dead_letters)]);
+  if (c.set_aside) rows.push(['set aside', num(c.set_aside)]);
   const q = (p.queues || []).find(x => x.name === c.name || (c.kind === 'input' && x.name.startsWith('edge:')));
   if (q && c.kind !== 'transform') rows.push(['queue', num(q.depth) + ' batches']);
   if (c.state !== 'running' && c.state_since_ms) rows.push([c.state + ' since', time(c.state_since_ms)]);
@@ -340,6 +342,7 @@ function updateCards(host, p, now) {
     card.className = 'card ' + c.state;
     card.dataset.errors = c.errors;
     card.dataset.out = c.messages_out;
+    if (c.kind === 'transform') card.dataset.deadLetters = c.dead_letters || 0;
     card.replaceChildren(...cardContent(p, c, now).filter(Boolean));
   }
   for (const card of [...host.children]) {
