@@ -27,6 +27,7 @@
 
 #include "common/format.h"
 #include "common/host_port.h"
+#include "cli/crashtest_cmd.h"
 #include "cli/plan_cmd.h"
 #include "cli/state_cmd.h"
 #include "cli/state_dir.h"
@@ -56,6 +57,8 @@ const char* kUsage =
     "  kayak state DIR [ls | verify | show BUCKET [KEY] | export BUCKET | drop REGION [--yes]]\n"
     "                  [--json] [--force-read]\n"
     "  kayak plan NEW.yaml --state-dir DIR [--json] [--force-read]\n"
+    "  kayak crashtest CONFIG --input PIPELINE=FILE... [--kills N] [--seed S] [--dir DIR]\n"
+    "                  [--json]\n"
     "  kayak --version\n";
 
 int Usage(const std::string& problem) {
@@ -440,6 +443,9 @@ int Main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "tool") == 0) return Tool(argc, argv);
   if (argc >= 2 && std::strcmp(argv[1], "state") == 0) {
     return StateCommand(std::vector<std::string>(argv + 2, argv + argc));
+  }
+  if (argc >= 2 && std::strcmp(argv[1], "crashtest") == 0) {
+    return CrashtestCommand(std::vector<std::string>(argv + 2, argv + argc));
   }
   if (argc >= 2 && std::strcmp(argv[1], "plan") == 0) {
     return PlanCommand(std::vector<std::string>(argv + 2, argv + argc));

@@ -205,3 +205,46 @@ TEST(PlanTest, TheTextNamesWhatIsLost) {
 
 }  // namespace
 }  // namespace kayak
+
+namespace kayak {
+namespace {
+
+TEST(PlanTest, ADeadLetterOutputIsItsOwnUnitAndAnOutputAddedBeforeItMovesNothing) {
+  const std::string base = R"(
+pipelines:
+  p:
+    input: {dummy: {rate_per_sec: 100}}
+    outputs: [{file: {path: /tmp/plan-a}}]
+    dead_letter: {file: {path: /tmp/plan-dead}}
+)";
+  const GraphSpec before = Load(base);
+  std::string more = base;
+  more.replace(more.find("outputs: [{file: {path: /tmp/plan-a}}]"),
+               std::string("outputs: [{file: {path: /tmp/plan-a}}]").size(),
+               "outputs: [{file: {path: /tmp/plan-a}}, {stdout: {}}]");
+  const GraphSpec after = Load(more);
+  ASSERT_EQ(after.pipelines[0].dead_letter, 2);
+  const checkpoint::CommittedUnits committed = CommitAll(before);
+  checkpoint::CommittedUnits with_dead = committed;
+  with_dead["p.p.dead"] = {Seal(before.pipelines[0].outputs[1].fingerprint), "p", 7, 0, 30};
+  PlanInput in;
+  in.before = &before;
+  in.after = &after;
+  in.committed = &with_dead;
+  in.seal = Seal;
+  const Plan plan = MakePlan(in);
+  EXPECT_FALSE(plan.drops_state) << plan.json.dump(2);
+  bool seen = false;
+  for (const auto& c : plan.json["components"]) {
+    if (c["unit"] == "p.p.dead") {
+      seen = true;
+      EXPECT_EQ(c["component"], "pipeline p dead_letter (file)");
+      EXPECT_EQ(c["state"], "kept");
+      EXPECT_EQ(c["kind"], "output");
+    }
+  }
+  EXPECT_TRUE(seen);
+}
+
+}  // namespace
+}  // namespace kayak

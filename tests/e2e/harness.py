@@ -33,7 +33,8 @@ def wait_for(cond, timeout=20.0, interval=0.05, what="condition"):
 
 
 def run(args, **kw):
-    return subprocess.run([KAYAK] + args, capture_output=True, text=True, timeout=60, **kw)
+    kw.setdefault("timeout", 60)
+    return subprocess.run([KAYAK] + args, capture_output=True, text=True, **kw)
 
 
 def http(method, url, body=None, headers=None, context=None):

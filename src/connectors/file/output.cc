@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
+#include "common/crash_point.h"
 #include "common/io.h"
 #include "common/json_util.h"
 #include "kayak/component.h"
@@ -151,13 +152,16 @@ class FileOutput final : public Output {
                                 " bytes the checkpoint recorded; bytes it counted as durable "
                                 "are gone");
     }
-    if (::ftruncate(fd, static_cast<off_t>(restore_length_)) != 0) {
+    // KAYAK_MUTATION=file_keep_tail breaks the promise on purpose, keeping
+    // what was written after the checkpoint (the crash tools must see it).
+    const bool keep_tail = Mutation("file_keep_tail");
+    if (!keep_tail && ::ftruncate(fd, static_cast<off_t>(restore_length_)) != 0) {
       const int err = errno;
       ::close(fd);
       return Status::FromErrno("truncate " + part_path_, err);
     }
     fd_ = fd;
-    part_bytes_ = restore_length_;
+    part_bytes_ = keep_tail ? static_cast<uint64_t>(st.st_size) : restore_length_;
     part_opened_ms_ = clock_->NowMs();
     return Status::Ok();
   }
