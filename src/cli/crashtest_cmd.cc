@@ -29,6 +29,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
@@ -61,7 +62,8 @@ constexpr int kSame = 0, kDiffers = 1, kUsage = 2;
 int Usage(const std::string& problem) {
   std::fprintf(stderr,
                "kayak crashtest: %s\nusage: kayak crashtest CONFIG --input PIPELINE=FILE... "
-               "[--kills N] [--seed S] [--dir DIR] [--no-commit-kills] [--json]\n",
+               "[--kills N] [--seed S] [--feed-secs T] [--dir DIR] [--no-commit-kills] "
+               "[--json]\n",
                problem.c_str());
   return kUsage;
 }
@@ -174,10 +176,12 @@ struct RunResult {
   uint64_t messages = 0;
 };
 
-// Waits until every source pipeline finished, takes a checkpoint, reads the
+// Waits until every source pipeline finished (one fed by the run: its
+// recorded input all written and read), takes a checkpoint, reads the
 // buckets, and stops the server.
-bool Finish(Child* c, const std::vector<std::string>& sources,
-            const std::vector<std::string>& buckets, RunResult* r, std::string* error) {
+bool Finish(Child* c, const std::vector<std::string>& sources, const std::set<std::string>& fed,
+            const std::atomic<bool>& fed_all, const std::vector<std::string>& buckets,
+            RunResult* r, std::string* error) {
   const int64_t deadline = NowMs() + 30 * 60 * 1000;
   for (;;) {
     int status = 0;
@@ -197,7 +201,16 @@ bool Finish(Child* c, const std::vector<std::string>& sources,
           *error = "pipeline " + id + " failed (its log: " + c->log + ")";
           return false;
         }
-        if (st == "finished") ++finished;
+        if (!fed.count(id)) {
+          if (st == "finished") ++finished;
+          continue;
+        }
+        for (const auto& card : p.value("components", JsonDoc::array())) {
+          if (card.value("name", "") == "input" && fed_all && card.contains("lag") &&
+              card["lag"].value("value", -1) == 0) {
+            ++finished;
+          }
+        }
       }
       if (finished == sources.size()) break;
     }
@@ -248,8 +261,9 @@ void ReadOutputs(const std::string& out_dir, RunResult* r) {
     for (const auto& f : fs::directory_iterator(d.path(), ec)) parts.push_back(f.path());
     std::sort(parts.begin(), parts.end());
     const std::string name = d.path().filename();
-    // A dead letter says when it was sent and the message's time (a file
-    // input's is its arrival): not part of what a run computed.
+    // A dead letter says when it was sent, the message's time (a file
+    // input's is its arrival) and the input's position after its batch
+    // (batches are cut as data comes): not part of what a run computed.
     const bool dead = name.size() > 5 && name.compare(name.size() - 5, 5, ".dead") == 0;
     auto& lines = r->outputs[name];
     for (const auto& part : parts) {
@@ -260,6 +274,7 @@ void ReadOutputs(const std::string& out_dir, RunResult* r) {
           if (j.is_object()) {
             j.erase("at_ms");
             j.erase("ts_ms");
+            j.erase("position");
             line = DumpJson(j);
           }
         }
@@ -289,6 +304,7 @@ int CrashtestCommand(const std::vector<std::string>& args) {
   std::map<std::string, std::string> inputs;
   int kills = 5;
   bool commit_steps = true;
+  int64_t feed_ms = 10000;
   uint64_t seed = static_cast<uint64_t>(NowMs());
   bool json = false;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -310,6 +326,9 @@ int CrashtestCommand(const std::vector<std::string>& args) {
     } else if (a == "--kills" && value(&v)) {
       kills = std::atoi(v.c_str());
       if (kills < 0 || kills > 1000) return Usage("--kills takes 0 to 1000");
+    } else if (a == "--feed-secs" && value(&v)) {
+      feed_ms = static_cast<int64_t>(std::atof(v.c_str()) * 1000);
+      if (feed_ms < 0 || feed_ms > 3600 * 1000) return Usage("--feed-secs takes 0 to 3600");
     } else if (a == "--seed" && value(&v)) {
       seed = std::strtoull(v.c_str(), nullptr, 10);
     } else if (a == "--dir" && value(&v)) {
@@ -346,6 +365,7 @@ int CrashtestCommand(const std::vector<std::string>& args) {
   if (dir.empty()) dir = fs::temp_directory_path() / ("kayak-crashtest-" + std::to_string(seed));
   dir = fs::absolute(dir);
   std::vector<std::string> sources, buckets;
+  std::map<std::string, std::string> fed;  // pipeline -> its recorded input
   for (auto kv : root["buckets"]) buckets.push_back(kv.first.Scalar());
   for (auto kv : root["pipelines"]) {
     const std::string id = kv.first.Scalar();
@@ -354,9 +374,14 @@ int CrashtestCommand(const std::vector<std::string>& args) {
     if (type != "pipeline") {
       sources.push_back(id);
       if (auto it = inputs.find(id); it != inputs.end()) {
+        // The run writes the recorded input into this file as it goes
+        // (Feed), so that kills land while it is being read.
         YAML::Node in;
-        in["file"]["path"] = it->second;
+        in["file"]["path"] = "in/" + id + ".ndjson";
+        in["file"]["follow"] = true;
+        in["file"]["poll_ms"] = 20;
         p["input"] = in;
+        fed[id] = it->second;
         inputs.erase(it);
       } else {
         YAML::Node opts = p["input"].begin()->second;
@@ -407,11 +432,52 @@ int CrashtestCommand(const std::vector<std::string>& args) {
     RunResult result;
     std::string error;
   };
+  // The recorded inputs, line by line.
+  std::map<std::string, std::vector<std::string>> recorded;
+  std::set<std::string> fed_ids;
+  for (const auto& [id, path] : fed) {
+    std::ifstream in(path);
+    if (!in) return Usage("cannot read " + path);
+    for (std::string line; std::getline(in, line);) recorded[id].push_back(line + "\n");
+    fed_ids.insert(id);
+  }
   auto run = [&](Run* r) {
     const std::string d = dir + "/" + r->name;
     std::error_code ec;
     fs::remove_all(d, ec);
-    fs::create_directories(d, ec);
+    fs::create_directories(d + "/in", ec);
+    for (const auto& id : fed_ids) std::ofstream(d + "/in/" + id + ".ndjson");
+    // Writes each recorded input into the run's file, evenly over
+    // feed_ms, whatever the servers do meanwhile (a live source).
+    std::atomic<bool> fed_all{fed_ids.empty()}, stop_feeding{false};
+    std::thread feeder([&, d] {
+      std::map<std::string, std::ofstream> files;
+      std::map<std::string, size_t> done;
+      for (const auto& id : fed_ids) files[id].open(d + "/in/" + id + ".ndjson", std::ios::app);
+      const int64_t start = NowMs();
+      for (bool more = !fed_ids.empty(); more && !stop_feeding;) {
+        const double share = std::min(1.0, static_cast<double>(NowMs() - start) / feed_ms);
+        more = share < 1.0;
+        for (const auto& id : fed_ids) {
+          const auto& lines = recorded[id];
+          const size_t upto = share >= 1.0 ? lines.size() : static_cast<size_t>(share * lines.size());
+          std::string chunk;
+          for (size_t& i = done[id]; i < upto; ++i) chunk += lines[i];
+          files[id] << chunk;
+          files[id].flush();
+        }
+        if (more) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+      }
+      fed_all = true;
+    });
+    struct Joiner {
+      std::thread* t;
+      std::atomic<bool>* stop;
+      ~Joiner() {
+        *stop = true;
+        t->join();
+      }
+    } joiner{&feeder, &stop_feeding};
     std::ofstream(d + "/graph.yaml") << graph;
     std::ofstream(d + "/server.yaml") << "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 1}\n";
     std::uniform_int_distribution<int64_t> when(20, 2500);
@@ -439,7 +505,7 @@ int CrashtestCommand(const std::vector<std::string>& args) {
       Child c;
       if (!StartServer(d, "", &c, &r->error)) return false;
       if (i == r->kills) {
-        const bool ok = Finish(&c, sources, buckets, &r->result, &r->error);
+        const bool ok = Finish(&c, sources, fed_ids, fed_all, buckets, &r->result, &r->error);
         Kill(&c, SIGKILL);
         if (!ok) return false;
         break;

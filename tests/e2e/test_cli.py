@@ -512,7 +512,7 @@ pipelines:
 
     def test_a_deterministic_graph_agrees_across_kills(self):
         r = run(["crashtest", self.path("graph.yaml"), "--input", f"p={self.path('recorded.ndjson')}",
-                 "--kills", "3", "--seed", "11", "--dir", self.path("runs"), "--json"], timeout=600)
+                 "--kills", "3", "--seed", "11", "--feed-secs", "3", "--dir", self.path("runs"), "--json"], timeout=600)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         report = json.loads(r.stdout)
         self.assertTrue(report["same"], report)
@@ -537,7 +537,7 @@ pipelines:
         self.assertEqual(lines("q.o0"), len([i for i in range(1, 40001) if i % 1000 and i % 7 == 0]))
         # The human report says the same.
         r = run(["crashtest", self.path("graph.yaml"), "--input", f"p={self.path('recorded.ndjson')}",
-                 "--kills", "1", "--seed", "5", "--dir", self.path("runs2")], timeout=600)
+                 "--kills", "1", "--seed", "5", "--feed-secs", "2", "--dir", self.path("runs2")], timeout=600)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("seed 5 (run again with --seed 5)", r.stdout)
         self.assertIn("same: every output line and every bucket entry agree", r.stdout)
@@ -570,7 +570,7 @@ pipelines:
         with open(self.path("clocked.yaml"), "w") as f:
             f.write(clocked)
         r = run(["crashtest", self.path("clocked.yaml"), "--input", f"p={self.path('recorded.ndjson')}",
-                 "--kills", "1", "--seed", "3", "--dir", self.path("runs")], timeout=600)
+                 "--kills", "1", "--seed", "3", "--feed-secs", "2", "--dir", self.path("runs")], timeout=600)
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertIn("DIFFERS output p.o0", r.stdout)
         self.assertIn("the runs differ", r.stdout)
