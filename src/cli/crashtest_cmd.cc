@@ -1,7 +1,7 @@
 // `kayak crashtest CONFIG --input PIPELINE=FILE... [--kills N] [--seed S]
 // [--dir DIR] [--no-commit-kills] [--json]`: the user's own graph on their
-// recorded input, once without interruption and once killed at each step of
-// a commit and then with N kill -9s at random instants, each run a kayak
+// recorded input, once without interruption and once with N kill -9s at
+// random instants and then killed at each step of a commit, each run a kayak
 // server of this binary with its own state directory; then the buckets and
 // the outputs of the two are compared (docs/operations.md).
 //
@@ -481,27 +481,29 @@ int CrashtestCommand(const std::vector<std::string>& args) {
     std::ofstream(d + "/graph.yaml") << graph;
     std::ofstream(d + "/server.yaml") << "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 1}\n";
     std::uniform_int_distribution<int64_t> when(20, 2500);
-    if (r->commit_steps) {
-      for (const auto& step : kCommitSteps) {
-        Child c;
-        if (!StartServer(d, step, &c, &r->error)) return false;
-        // It dies at the step at its second commit; one that does not
-        // within 10 s (nothing left to commit) is killed from here.
-        int st = 0;
-        const int64_t until = NowMs() + 10000;
-        pid_t done = 0;
-        while (NowMs() < until && (done = ::waitpid(c.pid, &st, WNOHANG)) == 0) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
-        if (done == c.pid) {
-          c.pid = -1;
-          r->commit_kills.push_back(step);
-        } else {
-          Kill(&c, SIGKILL);
+    for (int i = 0; i <= r->kills; ++i) {
+      // The random kills first, while the input is being fed; then the
+      // commit steps; then the run to the end.
+      if (i == r->kills && r->commit_steps) {
+        for (const auto& step : kCommitSteps) {
+          Child c;
+          if (!StartServer(d, step, &c, &r->error)) return false;
+          // It dies at the step at its second commit; one that does not
+          // within 10 s (nothing left to commit) is killed from here.
+          int st = 0;
+          const int64_t until = NowMs() + 10000;
+          pid_t done = 0;
+          while (NowMs() < until && (done = ::waitpid(c.pid, &st, WNOHANG)) == 0) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          }
+          if (done == c.pid) {
+            c.pid = -1;
+            r->commit_kills.push_back(step);
+          } else {
+            Kill(&c, SIGKILL);
+          }
         }
       }
-    }
-    for (int i = 0; i <= r->kills; ++i) {
       Child c;
       if (!StartServer(d, "", &c, &r->error)) return false;
       if (i == r->kills) {
