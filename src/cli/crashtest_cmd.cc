@@ -46,6 +46,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/config_file.h"
 #include "common/json_util.h"
 #include "components.h"
 #include "config/loader.h"
@@ -342,7 +343,6 @@ int CrashtestCommand(const std::vector<std::string>& args) {
     }
   }
   if (config.empty()) return Usage("give the config file");
-  const ComponentRegistry& registry = BuiltinComponents();
 
   // The graph with its edges replaced (see the top of this file).
   YAML::Node root;
@@ -352,16 +352,7 @@ int CrashtestCommand(const std::vector<std::string>& args) {
     std::fprintf(stderr, "kayak crashtest: %s: %s\n", config.c_str(), e.what());
     return kUsage;
   }
-  {
-    GraphSpec spec;
-    ErrorList errors;
-    LoadGraphFile(config, registry, &spec, &errors);
-    ValidateComponents(spec, &errors, /*checkpointing=*/true);
-    if (!errors.empty()) {
-      std::fputs(errors.ToString().c_str(), stderr);
-      return kUsage;
-    }
-  }
+  if (GraphSpec spec; !LoadConfig(config, &spec)) return kUsage;
   if (dir.empty()) dir = fs::temp_directory_path() / ("kayak-crashtest-" + std::to_string(seed));
   dir = fs::absolute(dir);
   std::vector<std::string> sources, buckets;

@@ -27,6 +27,7 @@
 
 #include "common/format.h"
 #include "common/host_port.h"
+#include "cli/config_file.h"
 #include "cli/crashtest_cmd.h"
 #include "cli/plan_cmd.h"
 #include "cli/state_cmd.h"
@@ -143,21 +144,6 @@ bool ParseArgs(int argc, char** argv, Args* a, std::string* problem) {
   }
   if (!a->discard_state.empty() && a->state_dir.empty()) {
     *problem = "--discard-state needs --state-dir";
-    return false;
-  }
-  return true;
-}
-
-// Loads and validates the pipelines file; prints every error and returns
-// false on any.
-bool LoadConfig(const std::string& path, GraphSpec* spec, bool checkpointing = true) {
-  ErrorList errors;
-  LoadGraphFile(path, BuiltinComponents(), spec, &errors);
-  ValidateComponents(*spec, &errors, checkpointing);
-  if (!errors.empty()) {
-    std::fputs(errors.ToString().c_str(), stderr);
-    std::fprintf(stderr, "kayak: %zu error%s in %s\n", errors.size(),
-                 errors.size() == 1 ? "" : "s", path.c_str());
     return false;
   }
   return true;

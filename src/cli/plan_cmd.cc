@@ -18,6 +18,7 @@
 
 #include "common/format.h"
 #include "checkpoint/store.h"
+#include "cli/config_file.h"
 #include "cli/state_cmd.h"
 #include "common/clock.h"
 #include "common/json_util.h"
@@ -68,18 +69,7 @@ int PlanCommand(const std::vector<std::string>& args) {
   (void)SetLogLevel("warn");  // to stderr: what composing the graph warns of
   if (dir.empty()) return Usage("give the state directory (--state-dir DIR)");
   const ComponentRegistry& registry = BuiltinComponents();
-  {
-    GraphSpec spec;
-    ErrorList errors;
-    LoadGraphFile(config, registry, &spec, &errors);
-    ValidateComponents(spec, &errors, /*checkpointing=*/true);
-    if (!errors.empty()) {
-      std::fputs(errors.ToString().c_str(), stderr);
-      std::fprintf(stderr, "kayak plan: %zu error%s in %s\n", errors.size(),
-                   errors.size() == 1 ? "" : "s", config.c_str());
-      return kUsage;
-    }
-  }
+  if (GraphSpec spec; !LoadConfig(config, &spec)) return kUsage;
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     std::fprintf(stderr, "kayak plan: %s is not a directory\n", dir.c_str());

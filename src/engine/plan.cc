@@ -32,6 +32,21 @@ struct Place {
   }
 };
 
+// A graph's places, and where each pipeline's are (a plan of a graph of
+// thousands of pipelines looks a moved component up in its own pipeline).
+struct Places {
+  std::vector<Place> all;
+  std::map<std::string, std::vector<const Place*>> by_pipeline;
+  Places() = default;
+  explicit Places(std::vector<Place> v) : all(std::move(v)) {
+    for (const auto& p : all) {
+      if (p.bucket == nullptr) by_pipeline[p.pipeline].push_back(&p);
+    }
+  }
+  Places(const Places&) = delete;
+  Places& operator=(const Places&) = delete;
+};
+
 std::vector<Place> PlacesOf(const GraphSpec& g) {
   std::vector<Place> out;
   auto add = [&](const PipelineSpec& p, std::string place, std::string unit,
@@ -90,22 +105,23 @@ std::string Quoted(const std::vector<std::string>& names) {
 
 // The place in `c`'s pipeline of `places` where a component the same as `c`
 // sits at another place than `c`'s (null for none).
-const Place* Moved(const Place& c, const std::vector<Place>& places) {
-  for (const auto& p : places) {
-    if (p.pipeline == c.pipeline && p.place != c.place && p.bucket == nullptr && Same(p, c)) {
-      return &p;
-    }
+const Place* Moved(const Place& c, const Places& places) {
+  if (c.bucket != nullptr) return nullptr;
+  auto it = places.by_pipeline.find(c.pipeline);
+  if (it == places.by_pipeline.end()) return nullptr;
+  for (const Place* p : it->second) {
+    if (p->place != c.place && Same(*p, c)) return p;
   }
   return nullptr;
 }
 
-std::string MovedTo(const Place& c, const std::vector<Place>& places) {
+std::string MovedTo(const Place& c, const Places& places) {
   const Place* p = Moved(c, places);
   return p != nullptr ? p->place : "";
 }
 
 // Why the component at `now`'s place does not get the state committed there.
-std::string WhyNotRestored(const Place* was, const Place& now, const std::vector<Place>& before,
+std::string WhyNotRestored(const Place* was, const Place& now, const Places& before,
                            uint64_t checkpoint,
                            std::vector<std::string>* options) {
   if (const std::string from = MovedTo(now, before); !from.empty()) {
@@ -144,11 +160,11 @@ std::string RegionLabel(const std::string& name) {
 
 Plan MakePlan(const PlanInput& in) {
   Plan plan;
-  const std::vector<Place> after = PlacesOf(*in.after);
-  const std::vector<Place> before = in.before != nullptr ? PlacesOf(*in.before) : std::vector<Place>{};
+  const Places after(PlacesOf(*in.after));
+  const Places before(in.before != nullptr ? PlacesOf(*in.before) : std::vector<Place>{});
   std::map<std::string, const Place*> before_by_unit, after_by_unit;
-  for (const auto& p : before) before_by_unit[p.unit] = &p;
-  for (const auto& p : after) after_by_unit[p.unit] = &p;
+  for (const auto& p : before.all) before_by_unit[p.unit] = &p;
+  for (const auto& p : after.all) after_by_unit[p.unit] = &p;
 
   // Regions: which keep running (live: unchanged config text).
   const std::vector<RegionSpec> after_regions = SplitIntoRegions(*in.after);
@@ -200,7 +216,7 @@ Plan MakePlan(const PlanInput& in) {
     e["kind"] = UnitKind(p.unit);
     return e;
   };
-  for (const auto& a : after) {
+  for (const auto& a : after.all) {
     Json e = entry(a);
     const checkpoint::CommittedUnit* cu = nullptr;
     if (in.committed != nullptr) {
@@ -284,8 +300,7 @@ Plan MakePlan(const PlanInput& in) {
         e = entry(was);
         const bool pipeline_gone =
             was.bucket == nullptr &&
-            std::none_of(after.begin(), after.end(),
-                         [&](const Place& p) { return p.pipeline == was.pipeline; });
+            after.by_pipeline.count(was.pipeline) == 0;
         if (was.bucket != nullptr) {
           why = "bucket " + was.bucket->name + " is not in the new graph";
         } else if (pipeline_gone) {
