@@ -22,6 +22,7 @@
 
 #include "kayak/message.h"
 #include "kayak/status.h"
+#include "kayak/memory.h"
 #include "kayak/thread_annotations.h"
 
 namespace kayak {
@@ -108,6 +109,7 @@ struct ComponentContext {
   // Empty otherwise. A component keeps its files there and nowhere else.
   std::string private_dir;
   IngestRouter* ingest = nullptr;     // where http inputs register their paths
+  MemoryPressure* memory = nullptr;   // the server's memory budget; null: none
   // The input's pipeline has transforms: an input that finds where a
   // message's fields are as it checks it keeps that for them
   // (Batch::KeepFields); without transforms nobody would read it.
@@ -127,6 +129,9 @@ class Input {
   // True if data already accepted (acknowledged to a client) must still be
   // read: the pipeline then reads until Read returns nothing.
   virtual bool StopAccepting() { return false; }
+  // What the input holds in memory of its own now (accepted data not read
+  // yet), roughly, for the server's memory budget. The pipeline thread.
+  virtual size_t MemoryBytes() const { return 0; }
   // A human-readable position for the card ("offset 1234 of a.ndjson").
   virtual std::string Position() const { return ""; }
   // How far behind the newest data it knows of the input is, for the card
@@ -173,6 +178,10 @@ class Transform {
   // Releases everything held, into `out`. Called once when the pipeline stops
   // without a state directory, so nothing accepted is lost.
   virtual void Drain(Batch* out) { (void)out; }
+
+  // What the transform holds in memory now (its state, what it buffers),
+  // roughly, for the server's memory budget. The pipeline thread.
+  virtual size_t MemoryBytes() const { return 0; }
 
   // ---- checkpointing (with --state-dir) ----
   // True if the transform holds state that belongs in a checkpoint.
@@ -248,6 +257,9 @@ class Output {
   // pipeline is aborted): a Write, Checkpoint or Close waiting on its server
   // should return soon, with an error. Must be thread-safe.
   virtual void Interrupt() {}
+  // What the output holds in memory of its own now (data taken, not yet
+  // written), roughly, for the server's memory budget. The output thread.
+  virtual size_t MemoryBytes() const { return 0; }
 
   // ---- checkpointing (with --state-dir) ----
   // At barrier `id` (0 for the checkpoint taken at start): makes everything

@@ -531,6 +531,47 @@ TEST(BucketState, RoundTripKeepsLastWritesSoDowntimeCounts) {
   EXPECT_FALSE(c.RestoreState(saved.substr(0, saved.size() - 1)).ok());
 }
 
+TEST(BucketMemory, ChargesEntriesAsTheyComeAndGo) {
+  MemoryBudget budget(0);
+  MemoryAccount account(&budget, "", "bucket:b", "state");
+  Bucket b("b", 10'000);
+  b.ChargeTo(&account);
+  const std::string text(200, 'v');
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_TRUE(b.Update("a key long enough to have a block " + std::to_string(i), 1000,
+                         [&](Json& v, bool) {
+                           v = Json{{"text", text}, {"n", i}};
+                           return Status::Ok();
+                         })
+                    .ok());
+  }
+  // Each entry holds at least its 200-byte string and its long key.
+  const int64_t full = account.bytes();
+  EXPECT_EQ(full, static_cast<int64_t>(b.MemoryBytes()));
+  EXPECT_GT(full, 1000 * (200 + 35));
+  EXPECT_LT(full, 1000 * 2000);
+  // A value that shrinks gives its bytes back.
+  ASSERT_TRUE(b.Update("a key long enough to have a block 0", 1000, [](Json& v, bool) {
+                 v = 1;
+                 return Status::Ok();
+               }).ok());
+  EXPECT_LT(account.bytes(), full - 200);
+  // A restore charges what it brings, as the writes did.
+  std::string saved;
+  b.SaveState(&saved);
+  MemoryAccount restored_account(&budget, "", "bucket:c", "state");
+  Bucket c("c", 10'000);
+  c.ChargeTo(&restored_account);
+  ASSERT_TRUE(c.RestoreState(saved).ok());
+  EXPECT_GT(restored_account.bytes(), full * 9 / 10);
+  EXPECT_LT(restored_account.bytes(), full * 11 / 10);
+  // Expired, every entry is given back.
+  b.Expire(20'000);
+  EXPECT_EQ(b.Size(), 0u);
+  // Only the table is left (it keeps its size): a few bytes a key it had.
+  EXPECT_LT(account.bytes(), 32 * 1000);
+}
+
 // A bucket's committed chain as the checkpointer keeps it in the store: a
 // full chunk and deltas, compacted into a full chunk on demand.
 struct TestChain {

@@ -295,7 +295,14 @@ int Serve(const Args& args) {
     }
     KLOG_WARN("admin API: open to every client that reaches {} (auth: none)", server.listen_host);
   }
+  // Before the graph, whose accounts it keeps.
+  MemoryBudget memory(server.memory_limit_bytes);
+  if (server.memory_limit_bytes > 0) {
+    KLOG_INFO("memory budget: {} bytes; inputs wait from {} bytes", memory.limit(),
+              memory.high_water());
+  }
   EngineOptions eopts;
+  eopts.memory = &memory;
   eopts.checkpointing = !args.state_dir.empty();
   eopts.state_dir = args.state_dir;
   if (eopts.checkpointing) {

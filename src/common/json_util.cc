@@ -72,6 +72,38 @@ const Json* LookupPath(const Json& root, const FieldPath& path) {
   return cur;
 }
 
+namespace {
+size_t StringHeap(const std::string& s) {
+  // Past the small-string buffer the characters have a block of their own.
+  return s.capacity() > 15 ? s.capacity() + 1 : 0;
+}
+}  // namespace
+
+size_t JsonHeapBytes(const Json& v) {
+  switch (v.type()) {
+    case Json::value_t::string: {
+      const auto& s = v.get_ref<const std::string&>();
+      return sizeof(std::string) + StringHeap(s);
+    }
+    case Json::value_t::array: {
+      const auto& a = v.get_ref<const Json::array_t&>();
+      size_t n = sizeof(Json::array_t) + a.capacity() * sizeof(Json);
+      for (const auto& e : a) n += JsonHeapBytes(e);
+      return n;
+    }
+    case Json::value_t::object: {
+      const auto& o = v.get_ref<const Json::object_t&>();
+      size_t n = sizeof(Json::object_t) + o.capacity() * sizeof(Json::object_t::value_type);
+      for (const auto& [k, e] : o) n += StringHeap(k) + JsonHeapBytes(e);
+      return n;
+    }
+    case Json::value_t::binary:
+      return sizeof(Json::binary_t) + v.get_binary().capacity();
+    default:
+      return 0;
+  }
+}
+
 const char* JsonTypeName(const Json& v) {
   switch (v.type()) {
     case Json::value_t::null: return "null";

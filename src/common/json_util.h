@@ -28,6 +28,10 @@ const Json* LookupPath(const Json& root, const FieldPath& path);
 // A short type name for error messages: "null", "bool", "int", "float", ...
 const char* JsonTypeName(const Json& v);
 
+// The heap bytes `v` holds beyond its own 16 (strings, arrays, objects and
+// what they hold), roughly: what a value kept in state costs.
+size_t JsonHeapBytes(const Json& v);
+
 
 }  // namespace kayak
 

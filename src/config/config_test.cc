@@ -325,6 +325,20 @@ TEST(Config, ServerConfig) {
       "idle_timeout_secs: 0, max_connections: many}\n",
       "s.yaml", &l, &e4));
   EXPECT_EQ(e4.size(), 4u) << e4.ToString();
+  ServerConfig m;
+  ErrorList e5;
+  ASSERT_TRUE(LoadServerConfigText("memory_limit_bytes: 268435456\n", "s.yaml", &m, &e5))
+      << e5.ToString();
+  EXPECT_EQ(m.memory_limit_bytes, 268435456);
+  EXPECT_EQ(ServerConfig().memory_limit_bytes, 0);  // no limit unless asked
+  for (const char* bad : {"memory_limit_bytes: 1000\n", "memory_limit_bytes: 1GB\n",
+                          "memory_limit_bytes: -1\n"}) {
+    ErrorList e6;
+    EXPECT_FALSE(LoadServerConfigText(bad, "s.yaml", &m, &e6)) << bad;
+    EXPECT_NE(e6.ToString().find("memory_limit_bytes must be a whole number of bytes >= 1048576"),
+              std::string::npos)
+        << e6.ToString();
+  }
 }
 
 }  // namespace

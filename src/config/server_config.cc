@@ -16,6 +16,8 @@ namespace kayak {
 
 namespace {
 
+constexpr int64_t kMinMemoryLimitBytes = int64_t{1} << 20;
+
 bool IntOf(const YAML::Node& n, int64_t min, int64_t* out, int64_t max = INT64_MAX) {
   if (!n.IsScalar()) return false;
   char* end = nullptr;
@@ -61,7 +63,12 @@ bool LoadServerConfigText(const std::string& text, const std::string& file, Serv
   };
   check_keys(root, "the server config",
              {"listen", "log_level", "auth", "checkpoint", "limits", "stop_timeout_secs",
-              "allowed_hosts", "tls"});
+              "allowed_hosts", "tls", "memory_limit_bytes"});
+  if (auto v = root["memory_limit_bytes"];
+      v.IsDefined() && !IntOf(v, kMinMemoryLimitBytes, &out->memory_limit_bytes)) {
+    err(v, "memory_limit_bytes must be a whole number of bytes >= " +
+               std::to_string(kMinMemoryLimitBytes) + " (1 MiB)");
+  }
   if (auto n = root["tls"];
       n.IsDefined() && check_keys(n, "tls", {"cert_file", "key_file", "client_ca_file"})) {
     struct File {

@@ -35,6 +35,9 @@ struct ServerConfig {
   int64_t header_timeout_secs = defaults::kHeaderTimeoutSecs;
   int64_t max_connections_per_client = defaults::kMaxConnectionsPerClient;
   int64_t max_body_bytes_in_flight = defaults::kMaxBodyBytesInFlight;
+  // The memory budget (`memory_limit_bytes`): what the engine's queues,
+  // buffers and state may hold together; 0 = no limit.
+  int64_t memory_limit_bytes = 0;
 };
 
 // Reads and validates `path`; every error is added to `errors`.

@@ -7,12 +7,22 @@ namespace kayak {
 Inbox::Inbox(size_t lanes, size_t capacity_per_lane)
     : capacity_(capacity_per_lane == 0 ? 1 : capacity_per_lane), lanes_(lanes) {}
 
+int64_t BatchMemoryBytes(const Batch& batch) {
+  int64_t n = static_cast<int64_t>(sizeof(Batch) + batch.size() * sizeof(Message));
+  for (const auto& m : batch.messages) n += static_cast<int64_t>(m.ByteSize());
+  return n;
+}
+
 bool Inbox::Push(size_t lane, Item item) {
+  if (account_ != nullptr && item.batch != nullptr && item.bytes == 0) {
+    item.bytes = BatchMemoryBytes(*item.batch);
+  }
   MutexLock lock(mu_);
   ++pushing_;
   while (!closed_ && lanes_[lane].items.size() >= capacity_) lock.Wait(not_full_);
   --pushing_;
   if (closed_) return false;
+  if (account_ != nullptr) account_->Add(item.bytes);
   lanes_[lane].items.push_back(std::move(item));
   const bool wake = popping_ > 0;
   lock.Unlock();
@@ -31,6 +41,7 @@ bool Inbox::Pop(Item* out, size_t* lane, int64_t wait_ms) {
       if (l.held || l.items.empty()) continue;
       *out = std::move(l.items.front());
       l.items.pop_front();
+      if (account_ != nullptr) account_->Add(-out->bytes);
       *lane = i;
       next_lane_ = (i + 1) % n;
       const bool wake = pushing_ > 0;

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <vector>
 
+#include "kayak/memory.h"
 #include "kayak/message.h"
 #include "kayak/thread_annotations.h"
 
@@ -21,7 +22,14 @@ struct Item {
   Kind kind = Kind::kBatch;
   BatchPtr batch;
   uint64_t barrier_id = 0;
+  // What the batch takes in memory (BatchMemoryBytes), counted once by
+  // whoever sends it to several queues; 0: the queue counts it.
+  int64_t bytes = 0;
 };
+
+// What a batch takes in memory, roughly: its messages' bytes and each
+// message's own record.
+int64_t BatchMemoryBytes(const Batch& batch);
 
 // A multi-producer queue with one FIFO lane per producer and one consumer.
 // The consumer can hold a lane (barrier alignment): a held lane is not read
@@ -44,6 +52,9 @@ class Inbox {
   // The number of lanes is fixed at construction: no lock needed.
   size_t lanes() const KAYAK_NO_THREAD_SAFETY_ANALYSIS { return lanes_.size(); }
   size_t capacity() const { return capacity_; }
+  // From now on the batches waiting here are charged to `account` (the
+  // queue's owner's; it outlives the inbox's use).
+  void ChargeTo(MemoryAccount* account) { account_ = account; }
 
  private:
   struct Lane {
@@ -51,6 +62,7 @@ class Inbox {
     bool held = false;
   };
   const size_t capacity_;
+  MemoryAccount* account_ = nullptr;
   mutable Mutex mu_;
   std::condition_variable not_empty_;
   std::condition_variable not_full_;

@@ -71,5 +71,60 @@ TEST(Inbox, CloseReleasesBlockedProducers) {
   producer.join();
 }
 
+TEST(Inbox, ChargesWhatWaitsToItsAccount) {
+  MemoryBudget budget(4 << 20);
+  MemoryAccount account(&budget, "p", "outputs[0]", "queue");
+  Inbox in(1, 4);
+  in.ChargeTo(&account);
+  auto big = std::make_shared<Batch>();
+  big->messages.emplace_back(std::string(1000, 'x'), 0);
+  const int64_t bytes = BatchMemoryBytes(*big);
+  EXPECT_GE(bytes, 1000);
+  ASSERT_TRUE(in.Push(0, Item{Item::Kind::kBatch, big, 0}));
+  ASSERT_TRUE(in.Push(0, Item{Item::Kind::kBatch, big, 0, 7}));  // counted by the sender
+  ASSERT_TRUE(in.Push(0, Item{Item::Kind::kBarrier, nullptr, 1}));
+  EXPECT_EQ(account.bytes(), bytes + 7);
+  Item it;
+  size_t lane;
+  ASSERT_TRUE(in.Pop(&it, &lane, 0));
+  EXPECT_EQ(account.bytes(), 7);
+  ASSERT_TRUE(in.Pop(&it, &lane, 0));
+  ASSERT_TRUE(in.Pop(&it, &lane, 0));
+  EXPECT_EQ(account.bytes(), 0);
+}
+
+TEST(MemoryBudget, SumsItsAccountsAndSaysWhenInputsWait) {
+  MemoryBudget budget(1000);
+  EXPECT_EQ(budget.high_water(), 900);
+  std::vector<MemoryBudget::Use> uses;
+  int64_t total = -1;
+  {
+    MemoryAccount a(&budget, "p", "transforms[0]", "state");
+    MemoryAccount b(&budget, "", "bucket:totals", "state");
+    a.Set(600);
+    b.Add(299);
+    uses = budget.Snapshot(&total);
+    EXPECT_EQ(total, 899);
+    ASSERT_EQ(uses.size(), 2u);
+    EXPECT_EQ(uses[0].component, "transforms[0]");  // the biggest first
+    EXPECT_EQ(uses[1].component, "bucket:totals");
+    EXPECT_EQ(budget.Used(), 899);
+    EXPECT_FALSE(budget.Exceeded());
+    b.Add(1);
+    EXPECT_TRUE(budget.Exceeded());
+    a.Set(100);
+    EXPECT_EQ(budget.Used(), 400);
+    a.Set(600);
+  }
+  // Gone accounts count no more, at once.
+  EXPECT_EQ(budget.Used(), 0);
+  EXPECT_FALSE(budget.Exceeded());
+  EXPECT_TRUE(budget.Snapshot(&total).empty());
+  MemoryBudget none(0);
+  MemoryAccount c(&none, "p", "input", "buffer");
+  c.Set(int64_t{1} << 40);
+  EXPECT_FALSE(none.Exceeded());  // no limit: kept, never waited for
+}
+
 }  // namespace
 }  // namespace kayak

@@ -207,8 +207,13 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
   InitLogging();  // before any pipeline thread logs
   std::unique_ptr<Engine> engine(new Engine(options));
   for (const auto& b : spec.buckets) {
-    engine->buckets_.Add(b.name, b.idle_timeout_secs * 1000)
-        ->SetKeyLimit(static_cast<size_t>(b.max_keys), b.evict_oldest);
+    Bucket* bucket = engine->buckets_.Add(b.name, b.idle_timeout_secs * 1000);
+    bucket->SetKeyLimit(static_cast<size_t>(b.max_keys), b.evict_oldest);
+    if (options.memory != nullptr) {
+      engine->bucket_memory_.push_back(
+          std::make_unique<MemoryAccount>(options.memory, "", "bucket:" + b.name, "state"));
+      bucket->ChargeTo(engine->bucket_memory_.back().get());
+    }
   }
 
   std::map<std::string, PipelineRunner*> by_id;
@@ -222,6 +227,7 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
     ctx.buckets = &engine->buckets_;
     ctx.checkpointing = options.checkpointing;
     ctx.ingest = engine->ingest();
+    ctx.memory = options.memory;
     ctx.transforms_follow = !p.transforms.empty();
 
     const ComponentSpec& in = p.input;
@@ -272,6 +278,7 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
     }
     if (p.dead_letter >= 0) runner->SetDeadLetter(static_cast<size_t>(p.dead_letter));
     runner->SetPerMessage(TransformsShareState(p));
+    if (options.memory != nullptr) runner->SetMemory(options.memory);
     if (options.checkpointing && !options.state_dir.empty() && !p.transforms.empty()) {
       if (!crash_dir_made) {
         if (Status st = CreateDirsDurably(layout::CrashDir(options.state_dir)); !st.ok()) {

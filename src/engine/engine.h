@@ -64,6 +64,12 @@ class OutputRunner final : public TwoPhaseParticipant {
   // Before Start, with checkpointing: opens the output and describes its
   // state, for the checkpoint taken before any data flows.
   Status InitialCheckpoint(checkpoint::UnitState* unit);
+  // Before Start: its queue and its own buffer are charged to `budget`.
+  void SetMemory(MemoryBudget* budget, const std::string& pipeline);
+  // What its queue and its own buffer hold now.
+  int64_t memory_bytes() const {
+    return queue_memory_ ? queue_memory_->bytes() + buffer_memory_->bytes() : 0;
+  }
 
  private:
   void Run();
@@ -74,10 +80,17 @@ class OutputRunner final : public TwoPhaseParticipant {
   // Sleeps `ms` unless aborted first.
   void Backoff(int64_t ms);
 
+  // Published after each write and tick.
+  void PublishMemory() {
+    if (buffer_memory_) buffer_memory_->Set(static_cast<int64_t>(output_->MemoryBytes()));
+  }
+
   std::unique_ptr<Output> output_;
   ComponentStats* stats_;
   const RetryPolicy retry_;
   const Clock* clock_;
+  // Before queue_, which charges the first.
+  std::unique_ptr<MemoryAccount> queue_memory_, buffer_memory_;
   Inbox queue_;
   std::atomic<bool> aborted_{false};
   bool opened_ = false;  // output thread only (or before Start)
@@ -131,6 +144,15 @@ class PipelineRunner final : public CheckpointedPipeline {
   // Batches this pipeline emits go also to `lane` of `inbox`.
   void AddDownstream(Inbox* inbox, size_t lane) { downstream_.push_back({inbox, lane}); }
   Inbox* upstream_inbox() { return inbox_.get(); }
+  // After the wiring, before Start: every queue, buffer and state of the
+  // pipeline is charged to `budget`, and its input waits while the budget
+  // is exceeded (a source pipeline's; a downstream one drains).
+  void SetMemory(MemoryBudget* budget);
+  // Bytes charged to each component of the pipeline now, by card name (all
+  // 0 without a budget).
+  std::map<std::string, int64_t> MemoryUse() const;
+  // The input is waiting for the memory budget now.
+  bool memory_paused() const { return memory_paused_flag_.load(std::memory_order_relaxed); }
   bool is_source() const { return inbox_ == nullptr; }
   Input* input() { return input_.get(); }
   Transform* transform(size_t i) { return transforms_[i].get(); }
@@ -197,12 +219,23 @@ class PipelineRunner final : public CheckpointedPipeline {
   bool ReadSource(Batch* batch);
   bool ReadUpstream(Batch* batch, bool* all_ended);
   void SleepUnlessStopped(int64_t ms);
+  // Whether the input waits for the memory budget now (then it waited a
+  // little, or until a barrier or a stop was asked for).
+  bool HeldByMemory();
+  void PublishMemory();
   void DoBarrier(uint64_t id);
   void OnUpstreamBarrier(size_t lane, uint64_t id);
 
   const std::string id_;
   const PipelineSpec spec_;
   const Clock* clock_;
+  // Before the components and the inbox that charge them.
+  MemoryBudget* memory_ = nullptr;
+  std::unique_ptr<MemoryAccount> input_memory_;
+  std::vector<std::unique_ptr<MemoryAccount>> transform_memory_;
+  bool memory_paused_ = false;  // pipeline thread only
+  std::atomic<bool> memory_paused_flag_{false};
+  int64_t memory_logged_ms_ = 0;  // pipeline thread only: the last pause logged
   std::unique_ptr<Input> input_;
   std::unique_ptr<Inbox> inbox_;
   std::vector<bool> lane_ended_;
@@ -276,6 +309,8 @@ struct EngineOptions {
   // Where http inputs register their paths; the engine's own when null. A
   // server that rebuilds its engine keeps one router for the listener.
   IngestRouter* ingest = nullptr;
+  // The server's memory budget (common/memory_budget.h); null: none kept.
+  MemoryBudget* memory = nullptr;
 };
 
 // Builds every component of `spec` once, without starting anything, and
@@ -346,6 +381,7 @@ class Engine {
 
   EngineOptions options_;
   IngestRouter ingest_;  // before the pipelines: their inputs unregister from it
+  std::vector<std::unique_ptr<MemoryAccount>> bucket_memory_;  // before the buckets it counts
   BucketRegistry buckets_;
   std::vector<std::unique_ptr<PipelineRunner>> pipelines_;  // upstreams first
   std::unique_ptr<Checkpointer> checkpointer_;

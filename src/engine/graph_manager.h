@@ -93,6 +93,8 @@ class GraphManager {
   bool Stop();
 
   IngestRouter* ingest() { return regions_.ingest(); }
+  // The server's memory budget (null: none kept).
+  MemoryBudget* memory() const { return opt_.engine.memory; }
   // The running graph as readers see it (null before Init). Any thread; the
   // caller keeps its engines alive for as long as it holds the pointer.
   std::shared_ptr<const RunningGraph> view() const { return regions_.view(); }

@@ -19,6 +19,10 @@ namespace {
 constexpr int64_t kReadWaitMs = 100;   // longest a pipeline waits for input before ticking
 constexpr int64_t kTickEveryMs = 100;  // transform ticks (buffer release, idle expiry)
 constexpr int64_t kBackoffMaxMs = 5000;
+// How long an input waits for the memory budget before it looks again, and
+// how often a pipeline says it still waits.
+constexpr int64_t kMemoryWaitMs = 10;
+constexpr int64_t kMemoryLogEveryMs = 10000;
 }  // namespace
 
 const char* PipelineStatusName(PipelineStatus s) {
@@ -142,6 +146,12 @@ bool OutputRunner::WriteWithRetry(const Batch& batch) {
   }
 }
 
+void OutputRunner::SetMemory(MemoryBudget* budget, const std::string& pipeline) {
+  queue_memory_ = std::make_unique<MemoryAccount>(budget, pipeline, stats_->name(), "queue");
+  buffer_memory_ = std::make_unique<MemoryAccount>(budget, pipeline, stats_->name(), "buffer");
+  queue_.ChargeTo(queue_memory_.get());
+}
+
 Status OutputRunner::InitialCheckpoint(checkpoint::UnitState* unit) {
   Status st = output_->Open();
   opened_ = st.ok();
@@ -168,6 +178,7 @@ void OutputRunner::Run() {
     size_t lane = 0;
     if (!queue_.Pop(&item, &lane, 500)) {
       if (opened_) output_->Tick(clock_->NowMs());
+      PublishMemory();
       continue;
     }
     if (item.kind == Item::Kind::kEnd) break;
@@ -196,6 +207,7 @@ void OutputRunner::Run() {
     const size_t n = item.batch->size();
     stats_->AddIn(n);
     if (WriteWithRetry(*item.batch)) stats_->AddOut(n);
+    PublishMemory();
   }
   if (opened_) {
     Status c = output_->Close();
@@ -267,6 +279,64 @@ void PipelineRunner::AddOutput(std::unique_ptr<OutputRunner> out,
                                std::unique_ptr<ComponentStats> card) {
   outputs_.push_back(std::move(out));
   cards_.push_back(std::move(card));
+}
+
+void PipelineRunner::SetMemory(MemoryBudget* budget) {
+  memory_ = budget;
+  input_memory_ = std::make_unique<MemoryAccount>(budget, id_, "input", inbox_ ? "queue" : "buffer");
+  if (inbox_) inbox_->ChargeTo(input_memory_.get());
+  transform_memory_.clear();
+  for (size_t i = 0; i < transforms_.size(); ++i) {
+    transform_memory_.push_back(
+        std::make_unique<MemoryAccount>(budget, id_, transform_cards_[i]->name(), "state"));
+  }
+  for (auto& o : outputs_) o->SetMemory(budget, id_);
+}
+
+std::map<std::string, int64_t> PipelineRunner::MemoryUse() const {
+  std::map<std::string, int64_t> out;
+  if (memory_ == nullptr) return out;
+  out["input"] = input_memory_->bytes();
+  for (size_t i = 0; i < transform_memory_.size(); ++i) {
+    out[transform_memory_[i]->component()] = transform_memory_[i]->bytes();
+  }
+  for (const auto& o : outputs_) out[o->stats()->name()] = o->memory_bytes();
+  return out;
+}
+
+void PipelineRunner::PublishMemory() {
+  if (memory_ == nullptr) return;
+  if (input_) input_memory_->Set(static_cast<int64_t>(input_->MemoryBytes()));
+  for (size_t i = 0; i < transforms_.size(); ++i) {
+    transform_memory_[i]->Set(static_cast<int64_t>(transforms_[i]->MemoryBytes()));
+  }
+}
+
+bool PipelineRunner::HeldByMemory() {
+  if (memory_ == nullptr) return false;
+  if (!memory_->Exceeded()) {
+    if (memory_paused_) {
+      memory_paused_ = false;
+      memory_paused_flag_.store(false, std::memory_order_relaxed);
+      memory_->Resumed();
+    }
+    return false;
+  }
+  const int64_t now = MonotonicMs();
+  if (!memory_paused_) {
+    memory_paused_ = true;
+    memory_paused_flag_.store(true, std::memory_order_relaxed);
+    memory_->Paused();
+  }
+  if (now - memory_logged_ms_ >= kMemoryLogEveryMs) {
+    memory_logged_ms_ = now;
+    KLOG_WARN("pipeline {}: input {} waits: the memory budget is {} of {} bytes used (inputs "
+              "wait from {}); /api/v1/overview says what holds it",
+              id_, input_card_->type(), memory_->Used(), memory_->limit(),
+              memory_->high_water());
+  }
+  SleepUnlessStopped(kMemoryWaitMs);
+  return true;
 }
 
 void PipelineRunner::SetCheckpointing(Checkpointer* cp, size_t region,
@@ -586,7 +656,7 @@ void PipelineRunner::Run() {
         if (stop_after_barrier_.load() == want) break;  // a savepoint: nothing after it
       }
       if (stop_) break;
-      if (ReadSource(&batch)) RunChain(std::move(batch), 0);
+      if (!HeldByMemory() && ReadSource(&batch)) RunChain(std::move(batch), 0);
     } else {
       bool all_ended = false;
       if (ReadUpstream(&batch, &all_ended)) RunChain(std::move(batch), 0);
@@ -594,6 +664,7 @@ void PipelineRunner::Run() {
       // (its inbox is closed then, and their ends may never arrive).
       if (all_ended || stop_) break;
     }
+    PublishMemory();
     const int64_t mono = MonotonicMs();
     if (mono - last_tick_ms_ >= kTickEveryMs) {
       last_tick_ms_ = mono;
@@ -619,6 +690,11 @@ void PipelineRunner::Run() {
   }
   for (auto& o : outputs_) o->Push(Item{Item::Kind::kEnd, nullptr, 0});
   for (auto& e : downstream_) e.inbox->Push(e.lane, Item{Item::Kind::kEnd, nullptr, 0});
+  if (memory_paused_) {
+    memory_paused_ = false;
+    memory_paused_flag_.store(false, std::memory_order_relaxed);
+    memory_->Resumed();
+  }
   if (input_card_->state() != ComponentState::kFailed) {
     input_card_->SetState(ComponentState::kStopped);
   }
@@ -807,17 +883,22 @@ void PipelineRunner::DeadLetter(std::vector<Rejected>* rejected, size_t stage) {
   }
   rejected->clear();
   auto shared = std::make_shared<const Batch>(std::move(out));
-  outputs_[static_cast<size_t>(dead_letter_)]->Push(Item{Item::Kind::kBatch, shared, 0});
+  outputs_[static_cast<size_t>(dead_letter_)]->Push(Item{Item::Kind::kBatch, shared, 0, 0});
 }
 
 void PipelineRunner::Emit(Batch batch) {
   if (batch.empty()) return;
   batch.DropFields();  // only the transforms read them
   auto shared = std::make_shared<const Batch>(std::move(batch));
+  // Counted once for every queue it waits in (each holds it until it is
+  // taken: a conservative charge).
+  const int64_t bytes = memory_ != nullptr ? BatchMemoryBytes(*shared) : 0;
   for (size_t k = 0; k < outputs_.size(); ++k) {
-    if (static_cast<int>(k) != dead_letter_) outputs_[k]->Push(Item{Item::Kind::kBatch, shared, 0});
+    if (static_cast<int>(k) != dead_letter_) {
+      outputs_[k]->Push(Item{Item::Kind::kBatch, shared, 0, bytes});
+    }
   }
-  for (auto& e : downstream_) e.inbox->Push(e.lane, Item{Item::Kind::kBatch, shared, 0});
+  for (auto& e : downstream_) e.inbox->Push(e.lane, Item{Item::Kind::kBatch, shared, 0, bytes});
 }
 
 }  // namespace kayak

@@ -173,6 +173,7 @@ Json PipelineJson(const PipelineRunner& p, bool with_config, int version) {
   for (const auto& o : p.spec().outputs) add_uses(o);
   j["buckets"] = std::move(buckets);
   Json cards = Json::array();
+  const std::map<std::string, int64_t> memory = p.MemoryUse();
   for (const auto* c : p.cards()) {
     Json card{{"name", c->name()},
               {"kind", c->kind()},
@@ -189,6 +190,7 @@ Json PipelineJson(const PipelineRunner& p, bool with_config, int version) {
       if (c->lag() >= 0) card["lag"] = Json{{"value", c->lag()}, {"unit", c->lag_unit()}};
     }
     if (c->kind() == "output") card["retries"] = c->retries();
+    if (auto m = memory.find(c->name()); m != memory.end()) card["memory_bytes"] = m->second;
     if (c->kind() == "transform") {
       card["set_aside"] = c->set_aside();
       card["dead_letters"] = c->dead_lettered();
@@ -196,6 +198,7 @@ Json PipelineJson(const PipelineRunner& p, bool with_config, int version) {
     cards.push_back(std::move(card));
   }
   j["components"] = std::move(cards);
+  if (p.is_source()) j["memory_paused"] = p.memory_paused();
   Json queues = Json::array();
   for (const auto& [name, depth] : p.QueueDepths()) {
     queues.push_back(Json{{"name", name}, {"depth", depth}});
@@ -504,6 +507,21 @@ Json Api::NotReadyReasons() {
     return reasons;
   }
   if (g->changing()) reasons.push_back(Json{{"reason", "a change to the graph is being applied"}});
+  if (MemoryBudget* m = graph_->memory(); m != nullptr && m->Exceeded()) {
+    int64_t used = 0;
+    const auto uses = m->Snapshot(&used);
+    Json r{{"reason", "memory budget exceeded: inputs wait"},
+           {"used_bytes", used},
+           {"limit_bytes", m->limit()},
+           {"high_water_bytes", m->high_water()}};
+    if (!uses.empty()) {
+      r["most_in"] = Json{{"pipeline", uses[0].pipeline},
+                          {"component", uses[0].component},
+                          {"kind", uses[0].kind},
+                          {"bytes", uses[0].bytes}};
+    }
+    reasons.push_back(std::move(r));
+  }
   for (const auto* p : g->pipelines()) {
     const PipelineStatus st = p->status();
     if (st != PipelineStatus::kRunning && st != PipelineStatus::kFinished) {
@@ -542,6 +560,27 @@ Json Api::NotReadyReasons() {
   return reasons;
 }
 
+Json Api::MemoryJson() {
+  MemoryBudget* m = graph_->memory();
+  if (m == nullptr) return nullptr;
+  int64_t used = 0;
+  const auto uses = m->Snapshot(&used);
+  Json top = Json::array();
+  for (const auto& u : uses) {
+    if (u.bytes <= 0 || top.size() >= kMemoryTop) break;
+    Json j{{"component", u.component}, {"kind", u.kind}, {"bytes", u.bytes}};
+    if (!u.pipeline.empty()) j["pipeline"] = u.pipeline;
+    top.push_back(std::move(j));
+  }
+  Json j{{"limit_bytes", m->limit()}, {"used_bytes", used}};
+  if (m->limit() > 0) j["high_water_bytes"] = m->high_water();
+  j["exceeded"] = m->Exceeded();
+  j["inputs_waiting"] = m->paused_now();
+  j["pauses"] = m->pauses();
+  j["top"] = std::move(top);
+  return j;
+}
+
 void Api::Ready(Response* res) {
   Json reasons = NotReadyReasons();
   const bool ready = reasons.empty();
@@ -577,6 +616,7 @@ void Api::Overview(Response* res) {
                 {"reasons", std::move(reasons)},
                 {"pipelines", PipelineList()},
                 {"buckets", std::move(buckets)},
+                {"memory", MemoryJson()},
                 {"checkpoints", CheckpointsJson(*graph())}});
 }
 
@@ -838,6 +878,30 @@ void Api::Metrics(Response* res) {
       sample("kayak_queue_depth", metrics::RenderLabels({{"pipeline", p->id()}, {"queue", name}}),
              static_cast<double>(depth));
     }
+  }
+  if (MemoryBudget* m = graph_->memory(); m != nullptr) {
+    int64_t used = 0;
+    const auto uses = m->Snapshot(&used);
+    family("kayak_memory_limit_bytes", "gauge",
+           "The server's memory budget (memory_limit_bytes; 0: none).");
+    out += "kayak_memory_limit_bytes " + std::to_string(m->limit()) + "\n";
+    family("kayak_memory_used_bytes", "gauge",
+           "What the queues, buffers and state charged to the budget hold together.");
+    out += "kayak_memory_used_bytes " + std::to_string(used) + "\n";
+    family("kayak_memory_bytes", "gauge",
+           "What one component holds, by kind: queue, state (a transform's or a bucket's), "
+           "buffer.");
+    for (const auto& u : uses) {
+      sample("kayak_memory_bytes",
+             metrics::RenderLabels(
+                 {{"pipeline", u.pipeline}, {"component", u.component}, {"kind", u.kind}}),
+             static_cast<double>(u.bytes));
+    }
+    family("kayak_memory_inputs_waiting", "gauge", "Inputs waiting for the memory budget now.");
+    out += "kayak_memory_inputs_waiting " + std::to_string(m->paused_now()) + "\n";
+    family("kayak_memory_input_pauses_total", "counter",
+           "Times an input began to wait for the memory budget.");
+    out += "kayak_memory_input_pauses_total " + std::to_string(m->pauses()) + "\n";
   }
   family("kayak_bucket_entries", "gauge", "Live entries in a bucket.");
   for (const auto* b : graph()->Buckets()) {

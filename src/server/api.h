@@ -56,6 +56,10 @@ class Api {
   void ListPipelines(Response* res);
   // Every pipeline without its config, as GET /api/v1/pipelines lists them.
   nlohmann::ordered_json PipelineList();
+  // The memory budget for the overview: limit, use, waiting inputs and the
+  // kMemoryTop biggest accounts (null without a budget).
+  static constexpr size_t kMemoryTop = 10;
+  nlohmann::ordered_json MemoryJson();
   void GetPipeline(const std::string& id, Response* res);
   void GetBucket(const std::string& name, const std::string& query, Response* res);
   // The page and its assets (/, /index.html, /ui/...), built into the binary.

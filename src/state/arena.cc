@@ -135,6 +135,7 @@ Arena::Prefault::~Prefault() {
 }
 
 void* Arena::Allocate(size_t bytes) {
+  in_use_ += bytes;
   if (bytes >= kHuge) {
     const size_t rounded = RoundUp(bytes, kHuge);
     void* at = MapHuge(rounded);
@@ -157,6 +158,7 @@ void* Arena::Allocate(size_t bytes) {
 
 void Arena::Deallocate(void* at, size_t bytes) {
   if (at == nullptr) return;
+  in_use_ -= bytes;
   if (bytes >= kHuge) {
     const size_t rounded = RoundUp(bytes, kHuge);
     ::munmap(at, rounded);

@@ -42,6 +42,9 @@ class Arena {
 
   void* Allocate(size_t bytes);
   void Deallocate(void* p, size_t bytes);
+  // The bytes of the blocks given out and not given back (what the
+  // structure uses; a pool's slabs may hold more).
+  size_t in_use() const { return in_use_; }
 
   // Before a bulk insert (a restore) of `count` blocks of `bytes`: the
   // pool maps room for them at once, in huge pages, and a thread of its own
@@ -97,6 +100,7 @@ class Arena {
 
   std::vector<Pool> pools_;  // a handful: one per block size asked for
   size_t mapped_ = 0;
+  size_t in_use_ = 0;
 };
 
 // An allocator that draws from an Arena (for a container's nodes and table).

@@ -122,6 +122,7 @@ Status Bucket::Update(const std::string& key, int64_t now_ms,
     }
     auto [ins, ok] = entries_.try_emplace(key);
     (void)ok;
+    heap_ += EntryHeap(ins->first, value);
     ins->second.entry.value = std::move(value);
     ins->second.entry.last_write_ms = now_ms;
     ins->second.write_seq = ++next_seq_;
@@ -131,11 +132,14 @@ Status Bucket::Update(const std::string& key, int64_t now_ms,
     // Dropped earlier in this epoch and written again: written, not dropped.
     if (!dropped_.empty()) dropped_.erase(key);
     TouchLocked(&*ins);
+    PublishLocked();
     return Status::Ok();
   }
   Json value = it->second.entry.value;
   KAYAK_RETURN_IF_ERROR(update(value, true));
   BeforeChangeLocked(&*it);
+  heap_ += JsonHeapBytes(value);
+  heap_ -= JsonHeapBytes(it->second.entry.value);
   it->second.entry.value = std::move(value);
   it->second.entry.last_write_ms = now_ms;
   it->second.write_seq = ++next_seq_;
@@ -144,6 +148,7 @@ Status Bucket::Update(const std::string& key, int64_t now_ms,
   if (result != nullptr) *result = it->second.entry.value;
   changed_ = true;
   TouchLocked(&*it);
+  PublishLocked();
   return Status::Ok();
 }
 
@@ -330,6 +335,7 @@ void Bucket::EraseLocked(Map::iterator it) {
     dropped_.insert(it->first);
   }
   order_.Unlink(&*it);
+  heap_ -= EntryHeap(it->first, it->second.entry.value);
   entries_.erase(it);
   changed_ = true;
 }
@@ -380,6 +386,10 @@ Status Bucket::InsertRunsLocked(checkpoint::Decoder* d, uint64_t n, bool full) {
       if (!fresh) {
         if (full) return corrupt("repeats a key");
         order_.Unlink(&*it);
+        heap_ -= JsonHeapBytes(it->second.entry.value);
+        heap_ += JsonHeapBytes(v);
+      } else {
+        heap_ += EntryHeap(it->first, v);
       }
       it->second.entry.value = std::move(v);
       it->second.entry.last_write_ms = run[i].last_write;
@@ -394,6 +404,7 @@ Status Bucket::InsertRunsLocked(checkpoint::Decoder* d, uint64_t n, bool full) {
 Status Bucket::RestoreState(std::string_view data) {
   MutexLock lock(mu_);
   entries_.clear();
+  heap_ = 0;
   order_.oldest = order_.newest = nullptr;
   touched_.clear();
   dropped_.clear();
@@ -406,7 +417,9 @@ Status Bucket::RestoreState(std::string_view data) {
   if (n > data.size() / 24) return Status::Corruption("bucket '" + name_ + "' state is short");
   entries_.reserve(n);
   Arena::Prefault prefault(&arena_, sizeof(Node), static_cast<size_t>(n));
-  KAYAK_RETURN_IF_ERROR(InsertRunsLocked(&d, n, /*full=*/true));
+  const Status read = InsertRunsLocked(&d, n, /*full=*/true);
+  PublishLocked();
+  KAYAK_RETURN_IF_ERROR(read);
   if (!d.done()) return Status::Corruption("bucket '" + name_ + "' state has trailing bytes");
   changed_ = false;
   return Status::Ok();
@@ -599,7 +612,10 @@ Status Bucket::ApplyDelta(std::string_view data) {
   checkpoint::Decoder d(data);
   uint64_t n = 0;
   if (!d.U64(&n) || n > data.size()) return corrupt("is short");
-  KAYAK_RETURN_IF_ERROR(InsertRunsLocked(&d, n, /*full=*/false));
+  if (Status st = InsertRunsLocked(&d, n, /*full=*/false); !st.ok()) {
+    PublishLocked();
+    return st;
+  }
   std::string_view key;
   if (!d.U64(&n) || n > data.size()) return corrupt("is short");
   for (uint64_t i = 0; i < n; ++i) {
@@ -607,8 +623,10 @@ Status Bucket::ApplyDelta(std::string_view data) {
     auto it = entries_.find(MapKey(key));
     if (it == entries_.end()) continue;  // written and dropped between two checkpoints
     order_.Unlink(&*it);
+    heap_ -= EntryHeap(it->first, it->second.entry.value);
     entries_.erase(it);
   }
+  PublishLocked();
   if (!d.done()) return corrupt("has trailing bytes");
   changed_ = false;
   return Status::Ok();
@@ -618,6 +636,12 @@ void Bucket::Expire(int64_t now_ms) {
   if (idle_timeout_ms_ <= 0) return;
   MutexLock lock(mu_);
   ExpireLocked(now_ms);
+  PublishLocked();
+}
+
+size_t Bucket::MemoryBytes() const {
+  MutexLock lock(mu_);
+  return arena_.in_use() + heap_;
 }
 
 void Bucket::ExpireLocked(int64_t now_ms) {

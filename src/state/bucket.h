@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "kayak/memory.h"
+
 #include <absl/container/flat_hash_set.h>
 
 #include "common/json_util.h"
@@ -49,6 +51,11 @@ class Bucket {
     evict_oldest_ = evict_oldest;
   }
   size_t max_keys() const { return max_keys_; }
+  // Before the first write: what the bucket holds (its table, entries, keys
+  // and values, roughly) is kept in `account` from now on.
+  void ChargeTo(MemoryAccount* account) { account_ = account; }
+  // What the bucket holds now, as charged.
+  size_t MemoryBytes() const;
   bool evicts_oldest() const { return evict_oldest_; }
   uint64_t refused_keys() const { return refused_keys_.load(std::memory_order_relaxed); }
   uint64_t evicted_keys() const { return evicted_keys_.load(std::memory_order_relaxed); }
@@ -148,6 +155,14 @@ class Bucket {
   bool ExpiredLocked(const Entry& e, int64_t now_ms) const {
     return idle_timeout_ms_ > 0 && now_ms - e.last_write_ms >= idle_timeout_ms_;
   }
+  // The heap an entry holds beyond its node: a long key's, its value's.
+  static size_t EntryHeap(const std::string& key, const Json& value) {
+    return (key.capacity() > 15 ? key.capacity() + 1 : 0) + JsonHeapBytes(value);
+  }
+  void PublishLocked() KAYAK_REQUIRES(mu_) {
+    if (account_ != nullptr) account_->Set(static_cast<int64_t>(arena_.in_use() + heap_));
+  }
+  MemoryAccount* account_ = nullptr;
   size_t max_keys_ = 0;
   bool evict_oldest_ = false;
   std::atomic<uint64_t> refused_keys_{0};
@@ -176,6 +191,7 @@ class Bucket {
   mutable Mutex mu_;
   Arena arena_ KAYAK_GUARDED_BY(mu_);  // outlives entries_
   Map entries_ KAYAK_GUARDED_BY(mu_){ArenaAllocator<Node>(&arena_)};
+  size_t heap_ KAYAK_GUARDED_BY(mu_) = 0;  // the entries' EntryHeap
   // The write order; the oldest expires first.
   WriteOrder<Node> order_ KAYAK_GUARDED_BY(mu_);
   bool changed_ KAYAK_GUARDED_BY(mu_) = false;

@@ -37,6 +37,9 @@ class BufferTransform final : public Transform {
   void Drain(Batch* out) override { Release(out); }
 
   bool Stateful() const override { return true; }
+  size_t MemoryBytes() const override {
+    return held_bytes_ + held_.capacity() * sizeof(Message);
+  }
   bool StateChanged() const override { return changed_; }
 
   void SaveState(std::string* out) override {

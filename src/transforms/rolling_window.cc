@@ -56,6 +56,7 @@ class RollingWindow final : public Transform {
 
   bool Stateful() const override { return true; }
   bool StateChanged() const override { return changed_; }
+  size_t MemoryBytes() const override { return arena_.in_use() + heap_; }
 
   // Keys from least to most recently written, each with its points.
   void SaveState(std::string* out) override {
@@ -223,8 +224,12 @@ class RollingWindow final : public Transform {
       KeyState ks;
       if (!DecodeKey(&d, &key, &ks)) return Status::Corruption("rolling_window delta is short");
       auto [it, fresh] = keys_.try_emplace(std::move(key));
-      if (!fresh) order_.Unlink(&*it);
+      if (!fresh) {
+        order_.Unlink(&*it);
+        heap_ -= KeyHeap(*it);
+      }
       it->second = std::move(ks);
+      heap_ += KeyHeap(*it);
       order_.LinkNewest(&*it);
     }
     if (!d.U64(&n)) return Status::Corruption("rolling_window delta is short");
@@ -233,6 +238,7 @@ class RollingWindow final : public Transform {
       if (!d.Str(&key)) return Status::Corruption("rolling_window delta is short");
       if (auto it = keys_.find(key); it != keys_.end()) {
         order_.Unlink(&*it);
+        heap_ -= KeyHeap(*it);
         keys_.erase(it);
       }
     }
@@ -247,6 +253,7 @@ class RollingWindow final : public Transform {
     AbandonSeal();
     written_.clear();
     keys_.clear();
+    heap_ = 0;
     order_.oldest = order_.newest = nullptr;
     if (!d.U64(&n) || !d.U64(&late_)) return Status::Corruption("rolling_window state is short");
     // A key takes at least 32 bytes (its length, end, last write, points).
@@ -260,6 +267,7 @@ class RollingWindow final : public Transform {
       auto [it, fresh] = keys_.try_emplace(std::move(key));
       if (!fresh) return Status::Corruption("rolling_window state repeats a key");
       it->second = std::move(ks);
+      heap_ += KeyHeap(*it);
       order_.LinkNewest(&*it);
     }
     if (!d.done()) return Status::Corruption("rolling_window state has trailing bytes");
@@ -392,6 +400,7 @@ class RollingWindow final : public Transform {
   class Points {
    public:
     size_t size() const { return n_; }
+    size_t capacity() const { return cap_; }
     bool empty() const { return n_ == 0; }
     const Point& operator[](size_t i) const { return buf_[(head_ + i) & (cap_ - 1)]; }
     const Point& front() const { return (*this)[0]; }
@@ -458,6 +467,11 @@ class RollingWindow final : public Transform {
       e->I64(ks.points[i].t);
       e->F64(ks.points[i].v);
     }
+  }
+  // The heap a key holds beyond its node: a long key's, its points'.
+  static size_t KeyHeap(const Node& n) {
+    return (n.first.capacity() > 15 ? n.first.capacity() + 1 : 0) +
+           n.second.points.capacity() * sizeof(Point);
   }
   // What EncodeKey writes for a key.
   static size_t KeyBytes(const Node& n) { return 32 + n.first.size() + 16 * n.second.points.size(); }
@@ -563,6 +577,7 @@ class RollingWindow final : public Transform {
       Bound();
     }
     order_.Unlink(&*it);
+    heap_ -= KeyHeap(*it);
     keys_.erase(it);
   }
   // While checkpoints fail nothing is taken: the set of dropped keys stays
@@ -604,6 +619,7 @@ class RollingWindow final : public Transform {
     }
     changed_ = true;
     KeyState& ks = Touch(key_, now);
+    const size_t had = ks.points.capacity();
     if (c_.window_ms > 0) {
       const bool late = !ks.points.empty() && t <= ks.end_ms - c_.window_ms;
       if (late) {
@@ -621,6 +637,7 @@ class RollingWindow final : public Transform {
       while (static_cast<int64_t>(ks.points.size()) > c_.window_messages) PopFront(ks);
     }
     while (ks.points.size() > c_.max_points_per_key) PopFront(ks);
+    heap_ += (ks.points.capacity() - had) * sizeof(Point);  // wraps as it should when it shrank
     Emit(ks, batch, m);
     return Status::Ok();
   }
@@ -678,6 +695,7 @@ class RollingWindow final : public Transform {
         evicted_->Add();
       }
       it = keys_.try_emplace(key).first;
+      heap_ += KeyHeap(*it);
       if (!dropped_.empty()) dropped_.erase(key);  // written again: not dropped
       order_.LinkNewest(&*it);
     } else {
@@ -715,6 +733,7 @@ class RollingWindow final : public Transform {
   std::vector<jtext::Member> members_;  // the patched payload's
   Arena arena_;  // outlives keys_
   Map keys_{ArenaAllocator<Node>(&arena_)};
+  size_t heap_ = 0;  // the keys' KeyHeap
   WriteOrder<Node> order_;  // through the keys
   uint64_t late_ = 0;
   bool changed_ = false;  // since the last SaveState

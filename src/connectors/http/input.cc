@@ -29,8 +29,8 @@ std::string ErrorBody(const std::string& message) {
 class HttpEndpoint final : public IngestEndpoint {
  public:
   HttpEndpoint(std::string token, ComponentStats* stats, uint64_t max_backlog,
-               const std::string& pipeline)
-      : token_(std::move(token)), stats_(stats), max_backlog_(max_backlog) {
+               const std::string& pipeline, MemoryPressure* memory)
+      : token_(std::move(token)), stats_(stats), max_backlog_(max_backlog), memory_(memory) {
     for (size_t i = 0; i < kCodes.size(); ++i) {
       by_code_[i] = metrics::Registry::Global().GetCounter(
           "kayak_http_ingest_requests_total", "Posts to an http input, by the status answered.",
@@ -82,6 +82,14 @@ class HttpEndpoint final : public IngestEndpoint {
       done({503, ErrorBody("the input is starting; send it again"), 1});
       return;
     }
+    // The pipeline does not read while the budget is exceeded: a post now
+    // would only wait in memory.
+    if (memory_ != nullptr && memory_->Exceeded()) {
+      Count(503);
+      done({503, ErrorBody("the server's memory budget is used up (memory_limit_bytes); send it again"),
+            1});
+      return;
+    }
     // (The counters, not the endpoint: they live as long as the process.)
     auto reply = [done, n, ok = by_code_[0], failed = by_code_[4]](Status st, uint64_t seq) {
       (st.ok() ? ok : failed)->Add();
@@ -121,6 +129,7 @@ class HttpEndpoint final : public IngestEndpoint {
   const std::string token_;
   ComponentStats* stats_;
   const uint64_t max_backlog_;
+  MemoryPressure* const memory_;
 };
 
 // A busy input waits this long to fill a batch: fewer, larger batches for
@@ -140,7 +149,8 @@ class HttpInput final : public Input {
     // The path is served from the moment the graph is built, so a post that
     // comes while the pipeline starts gets 503 (retry), not 404.
     if (ctx_.ingest == nullptr) return;  // `kayak check`
-    endpoint_ = std::make_shared<HttpEndpoint>(token_, ctx_.stats, max_backlog_, ctx_.pipeline_id);
+    endpoint_ = std::make_shared<HttpEndpoint>(token_, ctx_.stats, max_backlog_, ctx_.pipeline_id,
+                                               ctx_.memory);
     register_status_ = ctx_.ingest->Register(path_, endpoint_);
     if (!register_status_.ok()) endpoint_.reset();
   }
@@ -175,6 +185,9 @@ class HttpInput final : public Input {
     endpoint_->SetLog(log_);
     return Status::Ok();
   }
+
+  // The posts logged and not read yet wait in memory.
+  size_t MemoryBytes() const override { return log_ == nullptr ? 0 : log_->backlog_bytes(); }
 
   // Bytes posted (and logged) that the pipeline has not read yet.
   Lag Behind() const override {
