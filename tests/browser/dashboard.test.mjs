@@ -51,7 +51,8 @@ describe('the dashboard against a running graph', () => {
   const requests = [];
 
   before(async () => {
-    kayak = await new Kayak(GRAPH, { server: 'checkpoint: {interval_secs: 1}\nstop_timeout_secs: 5\n',
+    kayak = await new Kayak(GRAPH, { server: 'checkpoint: {interval_secs: 1}\nstop_timeout_secs: 5\n' +
+                                             'memory_limit_bytes: 268435456\n',
                                      stateDir: true }).start();
     browser = await launch();
     page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
@@ -195,6 +196,22 @@ describe('the dashboard against a running graph', () => {
     assert.match(await page.textContent(card), /dead letters\s*\d+/);
     const api = (await kayak.api('GET', '/api/v1/pipelines/win')).json;
     assert.ok(api.components.find(c => c.name === 'dead_letter').messages_out >= 1);
+  });
+
+  test('the header shows the memory budget and a card what its component holds', async () => {
+    await page.goto(kayak.url + '/#/pipeline/win');
+    const card = 'section.pipeline[data-id="win"] .card[data-name="transforms[0]"]';
+    await waitFor(async () => Number(await page.getAttribute(card, 'data-memory').catch(() => 0)) > 0,
+                  'the window\'s memory on its card');
+    assert.match(await page.textContent(card), /memory\s*[\d.]+ (B|KiB|MiB)/);
+    await waitFor(async () => Number(await page.getAttribute('#memory', 'data-used').catch(() => 0)) > 0,
+                  'the memory in the header');
+    assert.equal(await page.getAttribute('#memory', 'data-limit'), '268435456');
+    assert.match(await page.textContent('#memory'), /^memory [\d.]+ (B|KiB|MiB) of 256\.0 MiB$/);
+    assert.match(await page.getAttribute('#memory', 'title'), /win transforms\[0\] \(state\)/);
+    const api = (await kayak.api('GET', '/api/v1/overview')).json.memory;
+    assert.equal(api.limit_bytes, 268435456);
+    assert.equal(api.exceeded, false);
   });
 
   test('Plan shows what a change drops; Apply asks once more before it drops it', async () => {

@@ -315,6 +315,7 @@ function cardContent(p, c, now) {
   }
   if (c.kind === 'output' && c.retries) rows.push(['retries', num(c.retries)]);
   if (c.dead_letters) rows.push(['dead letters', num(c.dead_letters)]);
+  if (c.memory_bytes) rows.push(['memory', bytes(c.memory_bytes)]);
   if (c.set_aside) rows.push(['set aside', num(c.set_aside)]);
   const q = (p.queues || []).find(x => x.name === c.name || (c.kind === 'input' && x.name.startsWith('edge:')));
   if (q && c.kind !== 'transform') rows.push(['queue', num(q.depth) + ' batches']);
@@ -343,6 +344,7 @@ function updateCards(host, p, now) {
     card.dataset.errors = c.errors;
     card.dataset.out = c.messages_out;
     if (c.kind === 'transform') card.dataset.deadLetters = c.dead_letters || 0;
+    card.dataset.memory = c.memory_bytes || 0;
     card.replaceChildren(...cardContent(p, c, now).filter(Boolean));
   }
   for (const card of [...host.children]) {
@@ -366,7 +368,8 @@ function updatePipelineSection(sec, p, data, held) {
   badge.textContent = STATE_TEXT[st] || st;
   const from = p.upstreams.length ? 'reads ' + p.upstreams.join(', ') + ' · ' : '';
   const uses = (p.buckets || []).map(b => (b.writes ? 'writes ' : 'reads ') + b.bucket);
-  $('.meta', sec).textContent = 'version ' + p.version + ' · ' + from + uses.join(', ');
+  $('.meta', sec).textContent = 'version ' + p.version + ' · ' + from + uses.join(', ') +
+    (p.memory_paused ? ' · input waits for the memory budget' : '');
   updateCards($('.cards', sec), p, data.now_ms);
 }
 
@@ -712,8 +715,27 @@ function showReasons(data) {
   box.hidden = false;
   box.replaceChildren(el('strong', { text: 'Not ready' }), el('ul', {}, ...data.reasons.map(r => el('li', {
     text: [r.reason, r.pipeline || r.region || '', r.component || '',
+           r.used_bytes ? bytes(r.used_bytes) + ' of ' + bytes(r.limit_bytes) : '',
+           r.most_in ? '— most in ' + [r.most_in.pipeline, r.most_in.component].filter(Boolean).join(' ') +
+             ' (' + r.most_in.kind + ', ' + bytes(r.most_in.bytes) + ')' : '',
            r.since_ms ? 'since ' + time(r.since_ms) : '', (r.why || r.last_error) ? '— ' + (r.why || r.last_error) : '']
       .filter(Boolean).join(' ') }))));
+}
+
+// The memory budget in the header: what is charged, of the limit, and
+// what holds the most (in its title).
+function showMemory(data) {
+  const m = data.memory;
+  const box = $('#memory');
+  if (!m) { box.hidden = true; return; }
+  box.hidden = false;
+  box.className = m.exceeded ? 'exceeded' : '';
+  box.dataset.used = m.used_bytes;
+  box.dataset.limit = m.limit_bytes;
+  box.textContent = 'memory ' + bytes(m.used_bytes) + (m.limit_bytes ? ' of ' + bytes(m.limit_bytes) : '') +
+    (m.inputs_waiting ? ' · ' + m.inputs_waiting + ' input' + (m.inputs_waiting > 1 ? 's' : '') + ' waiting' : '');
+  box.title = (m.top || []).map(u => (u.pipeline ? u.pipeline + ' ' : '') + u.component + ' (' + u.kind + '): ' +
+    bytes(u.bytes)).join('\n');
 }
 
 function showLogin(message) {
@@ -734,6 +756,7 @@ async function poll() {
       page.data = r.json;
       record(r.json);
       showReasons(r.json);
+      showMemory(r.json);
       if (page.view) page.view.update(r.json);
     } else {
       $('#status').textContent = r.status === 503 ? 'the graph is changing…' : `error ${r.status}`;
