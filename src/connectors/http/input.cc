@@ -303,8 +303,8 @@ ComponentDef HttpInputDef() {
   d.bad_input =
       "400 for a body that is not JSON or NDJSON (nothing is logged); 413 over "
       "`limits.max_body_bytes`; 401 without and 403 with a wrong bearer token when `token` is "
-      "set; 503 with Retry-After when the log cannot be written (full disk, I/O error) or the "
-      "backlog is full; a torn last record after a crash is dropped (it was never acknowledged), "
+      "set; 503 with Retry-After when the log cannot be written (full disk, I/O error), the "
+      "backlog is full or the server's memory budget is exceeded; a torn last record after a crash is dropped (it was never acknowledged), "
       "while a damaged record with acknowledged ones after it stops the input, every file kept";
   d.props = {
       PropDef{"path", PropType::kString, true, "",
