@@ -116,7 +116,31 @@ struct ComponentContext {
   bool transforms_follow = false;
 };
 
-class Input {
+// Where a component sends what it will never handle, with why: its
+// pipeline's dead-letter output (docs/config.md, "Dead letters"), when it
+// has one. Set by the engine before the component runs; used on the
+// component's own thread (an input's pipeline thread, an output's thread).
+class Refusals {
+ public:
+  void SetRefusals(std::vector<Rejected>* sink) { refusals_ = sink; }
+  // `m` goes to the dead letters with `reason`: true. False without a
+  // dead-letter output: the caller drops and counts it as it would anyway.
+  bool Refuse(const Message& m, std::string reason) {
+    if (refusals_ == nullptr) return false;
+    refusals_->push_back(Rejected{m, std::move(reason)});
+    return true;
+  }
+  bool Refuse(std::string_view bytes, int64_t ts_ms, std::string reason) {
+    if (refusals_ == nullptr) return false;
+    refusals_->push_back(Rejected{Message(std::string(bytes), ts_ms), std::move(reason)});
+    return true;
+  }
+
+ private:
+  std::vector<Rejected>* refusals_ = nullptr;
+};
+
+class Input : public Refusals {
  public:
   virtual ~Input() = default;
   // Opens files or connections. Called on the pipeline thread before Read.
@@ -244,7 +268,7 @@ class Transform {
   }
 };
 
-class Output {
+class Output : public Refusals {
  public:
   virtual ~Output() = default;
   virtual Status Open() { return Status::Ok(); }

@@ -271,9 +271,11 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
       ctx.stats = card.get();
       auto out = o.def->make_output(opts, ctx);
       if (out == nullptr || opts.failed()) continue;
+      // A dead-letter output has a lane for each other output's refusals.
+      const size_t lanes = static_cast<int64_t>(i) == p.dead_letter ? p.outputs.size() : 1;
       auto runner_out = std::make_unique<OutputRunner>(std::move(out), card.get(), o.retry,
                                                        options.output_queue_batches,
-                                                       options.clock);
+                                                       options.clock, lanes);
       runner->AddOutput(std::move(runner_out), std::move(card));
     }
     if (p.dead_letter >= 0) runner->SetDeadLetter(static_cast<size_t>(p.dead_letter));

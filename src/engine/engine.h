@@ -32,15 +32,30 @@
 
 namespace kayak {
 
+// The dead-letter envelope of `r` (docs/config.md, "Dead letters"): what
+// `card`'s component of `pipeline` set aside and why, and `position`, where
+// its input was then ("" when not known). Moves the message's key and
+// headers.
+Message DeadLetterEnvelope(Rejected* r, const std::string& pipeline, const ComponentStats& card,
+                           const std::string& position, int64_t now_ms);
+
 // Runs one output on its own thread behind a bounded queue.
 class OutputRunner final : public TwoPhaseParticipant {
  public:
+  // `lanes`: 1, or for a pipeline's dead-letter output one more than the
+  // pipeline's other outputs (lane 0 its pipeline's, lane k+1 output k's
+  // refusals), whose barriers it aligns.
   OutputRunner(std::unique_ptr<Output> output, ComponentStats* stats, RetryPolicy retry,
-               size_t queue_batches, const Clock* clock);
+               size_t queue_batches, const Clock* clock, size_t lanes = 1);
   ~OutputRunner();
   void Start();
   // Blocks while the queue is full.
   void Push(Item item) { queue_.Push(0, std::move(item)); }
+  // Before Start: what the output refuses one message at a time goes to
+  // `dead_letter` (the pipeline's dead-letter output), on its lane `lane`,
+  // as envelopes naming `pipeline`; barriers follow it there, so that a
+  // checkpoint holds a refusal wherever it holds the write it came from.
+  void RefuseTo(OutputRunner* dead_letter, size_t lane, std::string pipeline);
   // Waits for the thread; call after pushing kEnd.
   void Join();
   // Makes a blocked Push return and the thread stop without draining.
@@ -74,6 +89,12 @@ class OutputRunner final : public TwoPhaseParticipant {
  private:
   void Run();
   bool WriteWithRetry(const Batch& batch);
+  // What the last write refused, to the dead-letter output.
+  void SendRefusals();
+  // Barrier `id` came on `lane`: whether every lane has it now (the
+  // others held until they do).
+  bool Aligned(size_t lane, uint64_t id);
+  void TakeBarrier(uint64_t id);
   // A two-phase output after acking barrier `id`: waits for the decision on
   // it, and commits the checkpoint if it is durable.
   void AwaitDecision(uint64_t id);
@@ -100,6 +121,15 @@ class OutputRunner final : public TwoPhaseParticipant {
   size_t region_ = 0;
   std::string unit_, fingerprint_;
   bool two_phase_ = false;
+  // Output thread only: the lanes' ends and barriers (a dead-letter
+  // output's), and where refusals go.
+  std::vector<bool> lane_ended_;
+  std::vector<uint64_t> lane_barrier_;
+  uint64_t aligning_ = 0, done_barrier_ = 0;
+  OutputRunner* dead_letter_ = nullptr;
+  size_t dead_lane_ = 0;
+  std::string pipeline_;
+  std::vector<Rejected> refused_;
   Mutex decide_mu_;
   std::condition_variable decide_cv_;
   uint64_t decided_ KAYAK_GUARDED_BY(decide_mu_) = 0;  // the newest checkpoint decided
@@ -140,7 +170,9 @@ class PipelineRunner final : public CheckpointedPipeline {
   // Output `k` is the pipeline's dead-letter output: it gets no batch the
   // chain emits, only what was set aside (a message a transform failed on,
   // or one the process died on), one envelope a message.
-  void SetDeadLetter(size_t k) { dead_letter_ = static_cast<int>(k); }
+  // Also what the input cannot decode and what the other outputs refuse one
+  // at a time go there.
+  void SetDeadLetter(size_t k);
   // Batches this pipeline emits go also to `lane` of `inbox`.
   void AddDownstream(Inbox* inbox, size_t lane) { downstream_.push_back({inbox, lane}); }
   Inbox* upstream_inbox() { return inbox_.get(); }
@@ -211,10 +243,10 @@ class PipelineRunner final : public CheckpointedPipeline {
   void OpenCrashGuard();
   void SetAsideMessage(const Message& m, size_t first);
   void Emit(Batch batch);
-  // Sends `rejected` (set aside by transform `stage`, or by the crash guard)
-  // to the dead-letter output, one envelope each, and counts them on the
-  // transform's card.
-  void DeadLetter(std::vector<Rejected>* rejected, size_t stage);
+  // Sends `rejected` (set aside by the input, a transform or the crash
+  // guard) to the dead-letter output, one envelope each, and counts them on
+  // `card`, the component's.
+  void DeadLetter(std::vector<Rejected>* rejected, ComponentStats* card);
   void TickTransforms(int64_t now_ms);
   bool ReadSource(Batch* batch);
   bool ReadUpstream(Batch* batch, bool* all_ended);
@@ -243,6 +275,7 @@ class PipelineRunner final : public CheckpointedPipeline {
   std::vector<std::unique_ptr<OutputRunner>> outputs_;
   int dead_letter_ = -1;                 // index in outputs_, -1: none
   std::vector<Rejected> rejected_;       // pipeline thread only: what the transforms set aside
+  std::vector<Rejected> input_refused_;  // pipeline thread only: what the input could not decode
   std::vector<std::unique_ptr<ComponentStats>> cards_;  // input, transforms..., outputs...
   ComponentStats* input_card_ = nullptr;
   std::vector<ComponentStats*> transform_cards_;

@@ -39,12 +39,54 @@ const char* PipelineStatusName(PipelineStatus s) {
 // ---------------- OutputRunner ----------------
 
 OutputRunner::OutputRunner(std::unique_ptr<Output> output, ComponentStats* stats,
-                           RetryPolicy retry, size_t queue_batches, const Clock* clock)
+                           RetryPolicy retry, size_t queue_batches, const Clock* clock,
+                           size_t lanes)
     : output_(std::move(output)),
       stats_(stats),
       retry_(retry),
       clock_(clock),
-      queue_(1, queue_batches) {}
+      queue_(lanes, queue_batches),
+      lane_ended_(lanes, false),
+      lane_barrier_(lanes, 0) {}
+
+void OutputRunner::RefuseTo(OutputRunner* dead_letter, size_t lane, std::string pipeline) {
+  dead_letter_ = dead_letter;
+  dead_lane_ = lane;
+  pipeline_ = std::move(pipeline);
+  output_->SetRefusals(&refused_);
+}
+
+void OutputRunner::SendRefusals() {
+  if (refused_.empty()) return;
+  stats_->AddDeadLettered(refused_.size());
+  Batch out;
+  out.messages.reserve(refused_.size());
+  const int64_t now = clock_->NowMs();
+  for (auto& r : refused_) {
+    out.messages.push_back(DeadLetterEnvelope(&r, pipeline_, *stats_, "", now));
+  }
+  refused_.clear();
+  dead_letter_->queue_.Push(dead_lane_,
+                            Item{Item::Kind::kBatch, std::make_shared<const Batch>(std::move(out)), 0});
+}
+
+bool OutputRunner::Aligned(size_t lane, uint64_t id) {
+  if (queue_.lanes() == 1) return true;
+  if (id <= done_barrier_) return false;
+  lane_barrier_[lane] = std::max(lane_barrier_[lane], id);
+  aligning_ = std::max(aligning_, id);
+  // Hold each lane whose barrier arrived; keep reading the others.
+  bool all = true;
+  for (size_t i = 0; i < lane_barrier_.size(); ++i) {
+    const bool arrived = lane_ended_[i] || lane_barrier_[i] >= aligning_;
+    queue_.SetHeld(i, arrived && !lane_ended_[i]);
+    all = all && arrived;
+  }
+  if (!all) return false;
+  for (size_t i = 0; i < lane_barrier_.size(); ++i) queue_.SetHeld(i, false);
+  done_barrier_ = aligning_;
+  return true;
+}
 
 OutputRunner::~OutputRunner() {
   if (thread_.joinable()) {
@@ -115,6 +157,7 @@ void OutputRunner::AwaitDecision(uint64_t id) {
 bool OutputRunner::WriteWithRetry(const Batch& batch) {
   int64_t backoff = retry_.base_ms;
   for (int64_t attempt = 1;; ++attempt) {
+    refused_.clear();  // a retry refuses the same messages again
     // An output that could not start is retried like a failed write.
     Status st = opened_ ? Status::Ok() : output_->Open();
     if (st.ok() && !opened_) {
@@ -152,6 +195,26 @@ void OutputRunner::SetMemory(MemoryBudget* budget, const std::string& pipeline) 
   queue_.ChargeTo(queue_memory_.get());
 }
 
+void OutputRunner::TakeBarrier(uint64_t id) {
+  checkpoint::UnitState u{unit_, fingerprint_, std::string()};
+  Status cst = opened_ ? Status::Ok() : output_->Open();
+  if (cst.ok()) {
+    opened_ = true;
+    cst = output_->Checkpoint(id, &*u.data);
+  }
+  if (!cst.ok()) {
+    // No ack: this checkpoint cannot commit and will be abandoned.
+    stats_->RecordError("checkpoint " + std::to_string(id) + ": " + cst.message());
+    KLOG_ERROR("output {} ({}) cannot make its writes durable for checkpoint {}: {}",
+               stats_->name(), stats_->type(), id, cst.message());
+    return;
+  }
+  std::vector<checkpoint::UnitState> units;
+  units.push_back(std::move(u));
+  checkpointer_->Ack(region_, id, std::move(units));
+  if (two_phase_) AwaitDecision(id);
+}
+
 Status OutputRunner::InitialCheckpoint(checkpoint::UnitState* unit) {
   Status st = output_->Open();
   opened_ = st.ok();
@@ -181,33 +244,34 @@ void OutputRunner::Run() {
       PublishMemory();
       continue;
     }
-    if (item.kind == Item::Kind::kEnd) break;
+    if (item.kind == Item::Kind::kEnd) {
+      lane_ended_[lane] = true;
+      if (std::all_of(lane_ended_.begin(), lane_ended_.end(), [](bool b) { return b; })) break;
+      // An ended lane no longer holds up alignment.
+      if (checkpointer_ != nullptr && aligning_ > done_barrier_ && Aligned(lane, aligning_)) {
+        TakeBarrier(aligning_);
+      }
+      continue;
+    }
     if (item.kind == Item::Kind::kBarrier) {
       if (checkpointer_ == nullptr) continue;
-      checkpoint::UnitState u{unit_, fingerprint_, std::string()};
-      Status cst = opened_ ? Status::Ok() : output_->Open();
-      if (cst.ok()) {
-        opened_ = true;
-        cst = output_->Checkpoint(item.barrier_id, &*u.data);
+      // What was refused before the barrier is in the dead letters' lane
+      // before it.
+      if (dead_letter_ != nullptr) {
+        dead_letter_->queue_.Push(dead_lane_, Item{Item::Kind::kBarrier, nullptr, item.barrier_id});
       }
-      if (!cst.ok()) {
-        // No ack: this checkpoint cannot commit and will be abandoned.
-        stats_->RecordError("checkpoint " + std::to_string(item.barrier_id) + ": " + cst.message());
-        KLOG_ERROR("output {} ({}) cannot make its writes durable for checkpoint {}: {}",
-                   stats_->name(), stats_->type(), item.barrier_id, cst.message());
-        continue;
-      }
-      std::vector<checkpoint::UnitState> units;
-      units.push_back(std::move(u));
-      checkpointer_->Ack(region_, item.barrier_id, std::move(units));
-      if (two_phase_) AwaitDecision(item.barrier_id);
+      if (Aligned(lane, item.barrier_id)) TakeBarrier(queue_.lanes() == 1 ? item.barrier_id : aligning_);
       continue;
     }
     if (item.kind != Item::Kind::kBatch) continue;
     const size_t n = item.batch->size();
     stats_->AddIn(n);
     if (WriteWithRetry(*item.batch)) stats_->AddOut(n);
+    if (dead_letter_ != nullptr) SendRefusals();
     PublishMemory();
+  }
+  if (dead_letter_ != nullptr && !aborted_) {
+    dead_letter_->queue_.Push(dead_lane_, Item{Item::Kind::kEnd, nullptr, 0});
   }
   if (opened_) {
     Status c = output_->Close();
@@ -337,6 +401,14 @@ bool PipelineRunner::HeldByMemory() {
   }
   SleepUnlessStopped(kMemoryWaitMs);
   return true;
+}
+
+void PipelineRunner::SetDeadLetter(size_t k) {
+  dead_letter_ = static_cast<int>(k);
+  if (input_) input_->SetRefusals(&input_refused_);
+  for (size_t j = 0; j < outputs_.size(); ++j) {
+    if (j != k) outputs_[j]->RefuseTo(outputs_[k].get(), j + 1, id_);
+  }
 }
 
 void PipelineRunner::SetCheckpointing(Checkpointer* cp, size_t region,
@@ -540,6 +612,8 @@ bool PipelineRunner::ReadSource(Batch* batch) {
     status_ = PipelineStatus::kFinished;
     KLOG_INFO("pipeline {}: input {} finished", id_, input_card_->type());
   }
+  // The input counted each on its card as it refused it.
+  if (!input_refused_.empty()) DeadLetter(&input_refused_, input_card_);
   if (!batch->empty()) {
     input_card_->AddIn(batch->size());
     input_card_->AddOut(batch->size());
@@ -622,7 +696,7 @@ void PipelineRunner::SetAsideMessage(const Message& m, size_t first) {
     one.push_back(Rejected{m, "the process died on it " +
                                   std::to_string(CrashGuard::kDeathsToSetAside + 1) +
                                   " times in a row"});
-    DeadLetter(&one, stage);
+    DeadLetter(&one, card);
   }
 }
 
@@ -804,7 +878,7 @@ bool PipelineRunner::RunTransforms(Batch* batch, size_t first) {
     batch->rejected = nullptr;
     if (!rejected_.empty()) {
       card->RecordError(rejected_.back().reason, rejected_.size());
-      DeadLetter(&rejected_, i);
+      DeadLetter(&rejected_, card);
     }
     if (!st.ok()) {
       card->RecordError(st.message());
@@ -812,7 +886,7 @@ bool PipelineRunner::RunTransforms(Batch* batch, size_t first) {
         // Failed as a whole: every message of it goes to the dead letters.
         for (auto& m : batch->messages) rejected_.push_back(Rejected{std::move(m), st.message()});
         batch->messages.clear();
-        DeadLetter(&rejected_, i);
+        DeadLetter(&rejected_, card);
         return false;
       }
       KLOG_WARN("pipeline {}: transform {} ({}) dropped a batch of {} messages: {}", id_,
@@ -839,48 +913,50 @@ std::string SafeText(std::string s) {
 
 }  // namespace
 
-void PipelineRunner::DeadLetter(std::vector<Rejected>* rejected, size_t stage) {
-  ComponentStats* card = transform_cards_[stage];
+Message DeadLetterEnvelope(Rejected* r, const std::string& pipeline, const ComponentStats& card,
+                           const std::string& position, int64_t now_ms) {
+  std::string env = "{\"reason\":";
+  jtext::AppendString(&env, SafeText(r->reason));
+  env += ",\"pipeline\":";
+  jtext::AppendString(&env, pipeline);
+  env += ",\"component\":";
+  jtext::AppendString(&env, card.name());
+  env += ",\"type\":";
+  jtext::AppendString(&env, card.type());
+  env += ",\"position\":";
+  jtext::AppendString(&env, SafeText(position));
+  env += ",\"at_ms\":";
+  jtext::AppendInt(&env, now_ms);
+  env += ",\"ts_ms\":";
+  jtext::AppendInt(&env, r->message.ts_ms());
+  const std::string& payload = r->message.payload();
+  if (nlohmann::json::accept(payload)) {
+    env += ",\"message\":";
+    env += payload;
+  } else if (FirstInvalidUtf8(payload) == payload.size()) {
+    env += ",\"message_text\":";
+    jtext::AppendString(&env, payload);
+  } else {
+    env += ",\"message_base64\":";
+    env += '"';
+    AppendBase64(payload, &env);
+    env += '"';
+  }
+  env += "}";
+  Message m(std::move(env), r->message.ts_ms());
+  m.MarkJson();
+  m.set_key(r->message.key());
+  m.headers() = std::move(r->message.headers());
+  return m;
+}
+
+void PipelineRunner::DeadLetter(std::vector<Rejected>* rejected, ComponentStats* card) {
   card->AddDeadLettered(rejected->size());
   Batch out;
   out.messages.reserve(rejected->size());
   const std::string position = input_ ? input_->Position() : std::string("upstream");
   const int64_t now = clock_->NowMs();
-  for (auto& r : *rejected) {
-    std::string env = "{\"reason\":";
-    jtext::AppendString(&env, SafeText(r.reason));
-    env += ",\"pipeline\":";
-    jtext::AppendString(&env, id_);
-    env += ",\"component\":";
-    jtext::AppendString(&env, card->name());
-    env += ",\"type\":";
-    jtext::AppendString(&env, card->type());
-    env += ",\"position\":";
-    jtext::AppendString(&env, SafeText(position));
-    env += ",\"at_ms\":";
-    jtext::AppendInt(&env, now);
-    env += ",\"ts_ms\":";
-    jtext::AppendInt(&env, r.message.ts_ms());
-    const std::string& payload = r.message.payload();
-    if (nlohmann::json::accept(payload)) {
-      env += ",\"message\":";
-      env += payload;
-    } else if (FirstInvalidUtf8(payload) == payload.size()) {
-      env += ",\"message_text\":";
-      jtext::AppendString(&env, payload);
-    } else {
-      env += ",\"message_base64\":";
-      env += '"';
-      AppendBase64(payload, &env);
-      env += '"';
-    }
-    env += "}";
-    Message m(std::move(env), r.message.ts_ms());
-    m.MarkJson();
-    m.set_key(r.message.key());
-    m.headers() = std::move(r.message.headers());
-    out.messages.push_back(std::move(m));
-  }
+  for (auto& r : *rejected) out.messages.push_back(DeadLetterEnvelope(&r, id_, *card, position, now));
   rejected->clear();
   auto shared = std::make_shared<const Batch>(std::move(out));
   outputs_[static_cast<size_t>(dead_letter_)]->Push(Item{Item::Kind::kBatch, shared, 0, 0});

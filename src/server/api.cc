@@ -191,10 +191,8 @@ Json PipelineJson(const PipelineRunner& p, bool with_config, int version) {
     }
     if (c->kind() == "output") card["retries"] = c->retries();
     if (auto m = memory.find(c->name()); m != memory.end()) card["memory_bytes"] = m->second;
-    if (c->kind() == "transform") {
-      card["set_aside"] = c->set_aside();
-      card["dead_letters"] = c->dead_lettered();
-    }
+    if (c->kind() == "transform") card["set_aside"] = c->set_aside();
+    card["dead_letters"] = c->dead_lettered();
     cards.push_back(std::move(card));
   }
   j["components"] = std::move(cards);
@@ -851,8 +849,9 @@ void Api::Metrics(Response* res) {
         "Writes and commits an output tried again after a failure.", "output",
         [](const ComponentStats& c) { return static_cast<double>(c.retries()); });
   cards("kayak_messages_dead_lettered_total", "counter",
-        "Messages a transform failed on (or set aside), sent to its pipeline's dead-letter output.",
-        "transform", [](const ComponentStats& c) { return static_cast<double>(c.dead_lettered()); });
+        "Messages a component could not handle (an input could not decode, a transform failed "
+        "on or set aside, an output refused), sent to its pipeline's dead-letter output.",
+        nullptr, [](const ComponentStats& c) { return static_cast<double>(c.dead_lettered()); });
   cards("kayak_messages_set_aside_total", "counter",
         "Messages a transform set aside: the process died with each inside it three times "
         "in a row.",

@@ -721,6 +721,42 @@ pipelines:
                       s.get("/metrics")[1])
         self.assertEqual(s.stop(), 0)
 
+    def test_lines_the_input_cannot_decode_go_to_the_dead_letters(self):
+        lines, bad = [], []
+        for i in range(1, 1001):
+            if i % 10 == 7:
+                lines.append(f"seq {i} is not JSON")
+                bad.append(f"seq {i} is not JSON")
+            else:
+                lines.append(json.dumps({"seq": i}))
+        with open(self.path("in.ndjson"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+        s = self.start(f"""
+pipelines:
+  p:
+    input: {{file: {{path: {self.path("in.ndjson")}}}}}
+    outputs: [{{file: {{path: out}}}}]
+    dead_letter: {{file: {{path: dead}}}}
+""")
+        wait_for(lambda: len(self.rows("dead")) == 100 and len(self.rows("out")) == 900,
+                 what="every line in one of the two files")
+        dead = self.rows("dead")
+        self.assertEqual([r["message_text"] for r in dead], bad, "each bad line once, in order")
+        first = dead[0]
+        self.assertEqual((first["pipeline"], first["component"], first["type"]),
+                         ("p", "input", "file"))
+        offset = len("\n".join(lines[:6])) + 1
+        self.assertEqual(first["reason"], f"not JSON: {self.path('in.ndjson')} at byte {offset}")
+        self.assertEqual(sorted(r["seq"] for r in self.rows("out")),
+                         [i for i in range(1, 1001) if i % 10 != 7])
+        card = s.card("p", "input")
+        self.assertEqual(card["dead_letters"], 100)
+        self.assertEqual(card["errors"], 100)
+        self.assertIn("sent to the dead letters", card["last_error"])
+        self.assertEqual(s.card("p", "dead_letter")["messages_out"], 100)
+        self.assertIn('kayak_messages_dead_lettered_total{pipeline="p",component="input",type="file"} 1e+02',
+                      s.get("/metrics")[1])
+
     def test_without_a_dead_letter_a_failure_drops_its_batch_and_bad_ones_are_config_errors(self):
         s = self.start(self.CONFIG.replace("    dead_letter: {file: {path: dead}}\n", ""))
         wait_for(lambda: s.card("p", "transforms[0]")["errors"] > 0, what="a failed batch")

@@ -95,8 +95,10 @@ class ChOutput final : public Output {
     for (size_t i = 0; i < batch.messages.size(); ++i) {
       const Message& m = batch.messages[i];
       if (!IsObject(m)) {
-        stats_->RecordError("clickhouse: message " + std::to_string(i + 1) +
-                            " of the batch is not a JSON object");
+        const std::string why =
+            "clickhouse: message " + std::to_string(i + 1) + " of the batch is not a JSON object";
+        stats_->RecordError(why);
+        Refuse(m, why);  // to the dead letters, when the pipeline has them
         continue;
       }
       WarnUnknownFields(m.payload());

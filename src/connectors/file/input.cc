@@ -350,8 +350,12 @@ class FileInput final : public Input {
     size_t root = 0;
     if (!(keep_fields_ ? IsJsonIndexed(line, after, &indexed, &root, &members_)
                        : IsJson(line, after))) {
-      stats_->RecordError(current_ + " at byte " + std::to_string(at) +
-                          ": skipped a line that is not JSON");
+      const std::string where = current_ + " at byte " + std::to_string(at);
+      if (Refuse(line, read_ms_, "not JSON: " + where)) {
+        stats_->RecordError(where + ": a line that is not JSON, sent to the dead letters");
+      } else {
+        stats_->RecordError(where + ": skipped a line that is not JSON");
+      }
       return;
     }
     Message& m = out->messages.emplace_back(std::string(line), read_ms_);

@@ -26,6 +26,7 @@
 #include "common/log.h"
 #include "common/ndjson.h"
 #include "connectors/kafka/conf.h"
+#include "connectors/shared/broker.h"
 #include "connectors/shared/tls.h"
 #include "expr/expr.h"
 #include "kayak/component.h"
@@ -122,8 +123,9 @@ class KafkaOutput final : public Output {
       }
     }
     KAYAK_RETURN_IF_ERROR(Resend());
-    size_t failed = 0, dropped = 0;
-    std::string error, drop_error;
+    size_t failed = 0;
+    Dropped dropped;
+    std::string error;
     std::string computed_key;
     for (const auto& m : batch.messages) {
       const std::string* key = &m.key();
@@ -157,22 +159,16 @@ class KafkaOutput final : public Output {
         }
         if (!why.empty()) {
           // Permanent: the same message fails the same way on every try.
-          // It is dropped and counted, never retried, so the rest of the
-          // batch is produced once.
-          if (dropped++ == 0) drop_error = why;
+          // It goes to the dead letters, or is dropped and counted, never
+          // retried, so the rest of the batch is produced once.
+          dropped.Add(this, m, why);
           continue;
         }
       }
       const rd_kafka_resp_err_t e = Produce(*topic, *key, m.payload(), m.headers());
       if (e && failed++ == 0) error = rd_kafka_err2str(e);
     }
-    if (dropped > 0) {
-      const std::string why = "kafka output: dropped " + std::to_string(dropped) + " of " +
-                              std::to_string(batch.size()) +
-                              " messages whose own expression failed (not retried): " + drop_error;
-      KLOG_WARN("{}", why);
-      if (stats_ != nullptr) stats_->RecordError(why, dropped);
-    }
+    dropped.Report(stats_, "kafka output (a message's own expression failed)", batch.size());
     if (txn_.on && (failed > 0 || !txn_lost_.empty())) {
       // A retry of the batch would put its produced part in twice.
       FailTransaction(failed > 0 ? std::to_string(failed) + " of " + std::to_string(batch.size()) +

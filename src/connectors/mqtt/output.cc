@@ -40,7 +40,7 @@ class MqttOutput final : public Output {
       const std::string* topic = &topic_.text();
       if (!topic_.fixed()) {
         if (!topic_.Render(msg, &rendered_, &why)) {
-          dropped.Add(why);
+          dropped.Add(this, msg, why);
           continue;
         }
         topic = &rendered_;
@@ -53,7 +53,7 @@ class MqttOutput final : public Output {
                                        msg.payload().data(), qos_, retain_);
       if (rc == MOSQ_ERR_INVAL || rc == MOSQ_ERR_MALFORMED_UTF8 ||
           rc == MOSQ_ERR_PAYLOAD_SIZE || rc == MOSQ_ERR_OVERSIZE_PACKET) {
-        dropped.Add(std::string("refused: ") + mosquitto_strerror(rc));
+        dropped.Add(this, msg, std::string("refused: ") + mosquitto_strerror(rc));
         continue;
       }
       KAYAK_RETURN_IF_ERROR(client_.Check(rc, "publishing"));

@@ -413,6 +413,7 @@ class NatsInput final : public Input {
     std::string payload, why;
     if (!MakeBrokerPayload(data, payload_, meta_, &payload, &why)) {
       if (ctx_.stats != nullptr) ctx_.stats->RecordError("nats input: " + why);
+      Refuse(data, ts_ms > 0 ? ts_ms : ctx_.clock->NowMs(), why);  // to the dead letters, if any
       return;
     }
     Message msg(std::move(payload), ts_ms > 0 ? ts_ms : ctx_.clock->NowMs());

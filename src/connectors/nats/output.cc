@@ -47,7 +47,7 @@ class NatsOutput final : public Output {
       const std::string* subject = &subject_.text();
       if (!subject_.fixed()) {
         if (!subject_.Render(m, &rendered_, &why)) {
-          dropped.Add(why);
+          dropped.Add(this, m, why);
           continue;
         }
         subject = &rendered_;

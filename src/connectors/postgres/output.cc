@@ -158,8 +158,10 @@ class PgOutput final : public Output {
     const std::string& p = m.payload();
     const size_t open = jtext::SkipWs(p, 0);
     if (open >= p.size() || p[open] != '{' || (!m.json_known() && !IsJson(p))) {
-      stats_->RecordError("postgres: message " + std::to_string(index + 1) +
-                          " of the batch is not a JSON object");
+      const std::string why =
+          "postgres: message " + std::to_string(index + 1) + " of the batch is not a JSON object";
+      stats_->RecordError(why);
+      Refuse(m, why);  // to the dead letters, when the pipeline has them
       return false;
     }
     jtext::Members(p, open, &members_);

@@ -364,6 +364,7 @@ class RedisInput final : public Input {
     std::string payload, why;
     if (!MakeBrokerPayload(data, payload_, meta_, &payload, &why)) {
       if (ctx_.stats != nullptr) ctx_.stats->RecordError("redis input: " + why);
+      Refuse(data, ts_ms, why);  // to the dead letters, when the pipeline has them
       return;
     }
     Message m(std::move(payload), ts_ms);

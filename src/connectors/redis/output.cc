@@ -42,15 +42,17 @@ class RedisOutput final : public Output {
     size_t sent = 0;
     Dropped dropped;
     std::string rendered, why;
+    sent_.clear();
     for (const auto& m : batch.messages) {
       const std::string* key = &key_.text();
       if (!key_.fixed()) {
         if (!key_.Render(m, &rendered, &why)) {
-          dropped.Add("key not made: " + why);
+          dropped.Add(this, m, "key not made: " + why);
           continue;
         }
         key = &rendered;
       }
+      sent_.push_back(&m);
       if (!stream_) {
         client_.Append({"PUBLISH", *key, m.payload()});
       } else if (maxlen_.empty()) {
@@ -69,7 +71,7 @@ class RedisOutput final : public Output {
       if (PassingRefusal(error)) {
         if (passing.empty()) passing = std::string(error);
       } else {
-        dropped.Add("refused: " + std::string(error));
+        dropped.Add(this, *sent_[i], "refused: " + std::string(error));
       }
     }
     // The whole batch again (the entries that went in go in twice: at
@@ -86,6 +88,7 @@ class RedisOutput final : public Output {
   const std::string maxlen_;
   const std::string payload_field_;
   ComponentStats* const stats_;
+  std::vector<const Message*> sent_;  // the messages of the batch sent, in order
 };
 
 }  // namespace

@@ -169,6 +169,47 @@ class RedisTest(BrokerTest):
         self.assertIn("WRONGTYPE", s.card("p", "outputs[0]")["last_error"])
         self.assertEqual(s.card("p", "outputs[0]")["state"], "running")
 
+    def test_refused_messages_go_to_the_dead_letters_once_across_a_kill(self):
+        # Messages whose seq ends in 3 go to a key that holds a string: redis
+        # refuses each for itself (WRONGTYPE), and with `dead_letter` each
+        # lands there, exactly once though the server is killed mid-stream.
+        streams = [f"{self.key}.s{d}" for d in range(10)]
+        self.addCleanup(lambda: redis_cli("DEL", *streams))
+        redis_cli("SET", streams[3], "a string")
+        config = self.graph(
+            "{dummy: {rate_per_sec: 1500, count: 3000, batch_size: 50, "
+            "template: '{\"seq\":{{seq}}}'}}",
+            f"[{{redis: {{url: '{redis_url()}', stream: '{self.key}.s{{{{d}}}}'}}}}]\n"
+            f"    dead_letter: {{file: {{path: {self.path('dead')}}}}}",
+            transforms="    transforms: [{map: {d: 'seq % 10'}}]\n")
+        server = "listen: 127.0.0.1:0\ncheckpoint: {interval_secs: 1}\n"
+        state = self.path("state")
+        s = self.start(config, state_dir=state, server_config=server)
+        wait_for(lambda: len(self.out("dead")) >= 50, timeout=30, what="dead letters")
+        s.kill()
+        s = self.start(config, state_dir=state, server_config=server)
+
+        def stored():
+            seqs = []
+            for key in streams[:3] + streams[4:]:
+                for line in redis_cli("XRANGE", key, "-", "+").splitlines():
+                    if line.startswith("{"):
+                        seqs.append(json.loads(line)["seq"])
+            return seqs
+        wait_for(lambda: len(self.out("dead")) >= 300 and len(set(stored())) >= 2700, timeout=60,
+                 what="every message in redis or the dead letters")
+        dead = self.out("dead")
+        self.assertEqual(sorted(r["message"]["seq"] for r in dead),
+                         [i for i in range(1, 3001) if i % 10 == 3], "each refused one once")
+        self.assertEqual(set(stored()), {i for i in range(1, 3001) if i % 10 != 3})
+        r = dead[0]
+        self.assertEqual((r["pipeline"], r["component"], r["type"]), ("p", "outputs[0]", "redis"))
+        self.assertIn("WRONGTYPE", r["reason"])
+        card = s.card("p", "outputs[0]")
+        self.assertGreater(card["dead_letters"], 0, card)
+        self.assertIn("sent", card["last_error"])
+        self.assertEqual(s.stop(), 0)
+
     def private_redis(self):
         """A redis-server of this test's own (its settings are changed), on a free port."""
         with socket.socket() as sock:

@@ -138,11 +138,15 @@ bool FieldTemplate::Render(const Message& m, std::string* out, std::string* why)
 }
 
 void Dropped::Report(ComponentStats* stats, std::string_view what, size_t batch_size) const {
-  if (count_ == 0) return;
-  const std::string why = std::string(what) + ": dropped " + std::to_string(count_) + " of " +
-                          std::to_string(batch_size) + " messages (not retried): " + first_;
+  if (count_ + dead_ == 0) return;
+  const std::string why =
+      std::string(what) + ": " +
+      (count_ > 0 ? "dropped " + std::to_string(count_) : std::string()) +
+      (count_ > 0 && dead_ > 0 ? " and " : "") +
+      (dead_ > 0 ? "sent " + std::to_string(dead_) + " to the dead letters" : std::string()) +
+      " of " + std::to_string(batch_size) + " messages (not retried): " + first_;
   KLOG_WARN("{}", why);
-  if (stats != nullptr) stats->RecordError(why, count_);
+  if (stats != nullptr) stats->RecordError(why, count_ + dead_);
 }
 
 }  // namespace kayak

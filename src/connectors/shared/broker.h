@@ -65,18 +65,25 @@ class FieldTemplate {
 };
 
 // Messages an output leaves out of a batch (a name that cannot be made, a
-// refusal): never retried, counted on the card and logged once per batch.
+// refusal): never retried, sent to the pipeline's dead letters when it has
+// them, else dropped; counted on the card and logged once per batch.
 class Dropped {
  public:
-  void Add(const std::string& why) {
-    if (count_++ == 0) first_ = why;
+  void Add(Refusals* output, const Message& m, const std::string& why) {
+    if (count_ + dead_++ == 0) first_ = why;
+    if (!output->Refuse(m, why)) {
+      --dead_;
+      ++count_;
+    }
   }
-  size_t count() const { return count_; }
-  // "<what>: dropped N of M messages (not retried): <first reason>".
+  size_t count() const { return count_ + dead_; }
+  // "<what>: dropped N of M messages (not retried): <first reason>", or
+  // "sent N of M messages to the dead letters".
   void Report(ComponentStats* stats, std::string_view what, size_t batch_size) const;
 
  private:
-  size_t count_ = 0;
+  size_t count_ = 0;  // dropped
+  size_t dead_ = 0;   // sent to the dead letters
   std::string first_;
 };
 

@@ -343,7 +343,7 @@ function updateCards(host, p, now) {
     card.className = 'card ' + c.state;
     card.dataset.errors = c.errors;
     card.dataset.out = c.messages_out;
-    if (c.kind === 'transform') card.dataset.deadLetters = c.dead_letters || 0;
+    card.dataset.deadLetters = c.dead_letters || 0;
     card.dataset.memory = c.memory_bytes || 0;
     card.replaceChildren(...cardContent(p, c, now).filter(Boolean));
   }
