@@ -294,8 +294,9 @@ ComponentDef ClickhouseOutputDef() {
                  "answers once it has them), so a barrier passes only after everything before "
                  "it is in the table; rows gathered after the last barrier are replayed after a "
                  "crash";
-  d.bad_input = "a message that is not a JSON object, or a row the server refuses for its "
-                "content (a parse or type error), is counted as an error on the card and left "
+  d.bad_input = "a message that is not a JSON object is counted as an error on the card, left "
+                "out and sent to the pipeline's dead letters when it has them; a row the server "
+                "refuses for its content (a parse or type error) is counted as an error and left "
                 "out (found by sending the insert in halves), the rest inserted; an unreachable or overloaded server is "
                 "retried holding the pipeline; a table that does not exist is an error naming "
                 "`table`";

@@ -397,7 +397,7 @@ ComponentDef FileInputDef() {
            "in name order. Lines that are not JSON are skipped and counted as errors.";
   d.checkpoint = "the file being read and the byte offset of the next line";
   d.bad_input =
-      "a line that is not JSON is skipped and counted on the card (with its byte offset); a line over 16 MiB is skipped and counted; no file matching `path` without `follow` fails the input at start; a read error is retried with backoff; a followed file that shrinks or is replaced is read again from the start";
+      "a line that is not JSON goes to the pipeline's dead letters (`dead_letter`), or without them is skipped, and is counted on the card (with its byte offset); a line over 16 MiB is skipped and counted; no file matching `path` without `follow` fails the input at start; a read error is retried with backoff; a followed file that shrinks or is replaced is read again from the start";
   d.props = {
       PropDef{"path", PropType::kString, true, "", "a file or a glob such as data/*.ndjson"}.NonEmpty(),
       {"follow", PropType::kBool, false, "false",

@@ -631,8 +631,8 @@ ComponentDef KafkaOutputDef() {
                  "message produced before it";
   d.bad_input = "a message the producer gives up on (message.timeout.ms) is kept and produced "
                 "again, holding the pipeline and failing checkpoints until it is delivered; a "
-                "message whose `key` or `topic_expr` fails is dropped, counted as an error on "
-                "the card and logged, never retried (the rest of its batch is produced once); "
+                "message whose `key` or `topic_expr` fails goes to the pipeline's dead letters "
+                "(`dead_letter`) or is dropped, counted as an error on the card and logged, never retried (the rest of its batch is produced once); "
                 "a bad property name is a config error";
   d.props = {
       PropDef{"brokers", PropType::kStringList, true, "", "bootstrap brokers", PropRole::kTuning},

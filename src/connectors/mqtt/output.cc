@@ -114,7 +114,8 @@ ComponentDef MqttOutputDef() {
   d.checkpoint = "nothing kept: a barrier passes only after every publish before it was "
                  "acknowledged (QoS 1, 2) or sent (QoS 0)";
   d.bad_input = "a message whose topic cannot be made (a missing field, not JSON, an invalid "
-                "topic) is dropped and counted on the card, never retried; an unreachable "
+                "topic) goes to the pipeline's dead letters (`dead_letter`), or is dropped, and is "
+                "counted on the card, never retried; an unreachable "
                 "broker, or publishes not acknowledged in 30 s, fail the batch, retried holding "
                 "the pipeline (at least once: a retried batch may repeat messages)";
   d.props = mqtt::ConnectionProps();

@@ -507,7 +507,8 @@ ComponentDef NatsInputDef() {
   d.checkpoint = "JetStream: the highest stream sequence handed over; at a restart the durable "
                  "is moved (reset) to just after it, and what the stream dropped before it was read is counted. Core: nothing (messages in flight at a "
                  "crash are lost)";
-  d.bad_input = "a payload that is not JSON is wrapped or counted as an error (`non_json`); an "
+  d.bad_input = "a payload that is not JSON is wrapped, or counted as an error and sent to the "
+                "pipeline's dead letters when it has them (`non_json`); an "
                 "unreachable server, or a missing stream, is retried with backoff (the card "
                 "says retrying) and the library restores the subscription; messages past the "
                 "core subscription's buffer (`pending_limit`) are dropped by the client and "

@@ -260,8 +260,9 @@ ComponentDef NatsOutputDef() {
                  "before it (a flush; JetStream: its acks); a failed flush fails the checkpoint. "
                  "Core publishes since the last flush are kept (up to 8 MiB, then flushed) and "
                  "published again when the connection broke before a flush confirmed them";
-  d.bad_input = "a message whose subject cannot be made (a missing field, not JSON) is dropped "
-                "and counted on the card, never retried; an unreachable server, a refused or "
+  d.bad_input = "a message whose subject cannot be made (a missing field, not JSON) goes to the "
+                "pipeline's dead letters (`dead_letter`), or is dropped, and is counted on the "
+                "card, never retried; an unreachable server, a refused or "
                 "unacknowledged JetStream publish fails the batch, retried holding the pipeline "
                 "(a connection lost while acks are awaited fails it at once: their acks may be "
                 "lost with it)";

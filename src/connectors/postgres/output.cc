@@ -267,8 +267,9 @@ ComponentDef PostgresOutputDef() {
       "its default, a column one message lacks and another names gets NULL in the first.";
   d.checkpoint = "nothing kept: each batch is committed (one statement) before the next is "
                  "written, so a barrier passes only after everything before it is in the table";
-  d.bad_input = "a message that is not a JSON object, or a row the server refuses for its "
-                "content (a type error, a constraint), is counted as an error on the card and "
+  d.bad_input = "a message that is not a JSON object is counted as an error on the card, left "
+                "out and sent to the pipeline's dead letters when it has them; a row the server "
+                "refuses for its content (a type error, a constraint) is counted as an error and "
                 "left out, the rest of its batch written in one transaction; an unreachable "
                 "server, a login refused or rights taken away (class 28, 42501) are retried "
                 "holding the pipeline; a table, column or key that does not "

@@ -449,7 +449,8 @@ ComponentDef RedisInputDef() {
   d.checkpoint = "streams: the id of the last entry handed over; pending entries up to it are "
                  "acknowledged, not read again. Pub/sub: nothing (messages in flight at a crash "
                  "are lost)";
-  d.bad_input = "a payload that is not JSON is wrapped or counted as an error (`non_json`); an "
+  d.bad_input = "a payload that is not JSON is wrapped, or counted as an error and sent to the "
+                "pipeline's dead letters when it has them (`non_json`); an "
                 "unreachable server is retried with backoff (the card says retrying), then the "
                 "subscription or the group read is made again; a key of the wrong type is "
                 "retried with its error on the card";

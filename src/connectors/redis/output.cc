@@ -105,8 +105,9 @@ ComponentDef RedisOutputDef() {
   d.checkpoint = "nothing kept: every command's reply is in before the next batch, so a "
                  "barrier passes only after the server has everything before it";
   d.bad_input = "a message whose key cannot be made (a missing field, not JSON) or that the "
-                "server refuses for itself (WRONGTYPE, a bad argument) is dropped and counted "
-                "on the card, never retried; a refusal for the server's state (OOM, READONLY, "
+                "server refuses for itself (WRONGTYPE, a bad argument) goes to the pipeline's "
+                "dead letters (`dead_letter`), or is dropped, and is counted on the card, never "
+                "retried; a refusal for the server's state (OOM, READONLY, "
                 "LOADING, MASTERDOWN, BUSY, TRYAGAIN, CLUSTERDOWN, NOREPLICAS, MISCONF, NOAUTH, "
                 "WRONGPASS, NOPERM, MOVED, ASK, too many clients) and an unreachable server are "
                 "retried holding the pipeline, the whole batch again (at least once)";
