@@ -110,17 +110,32 @@ def run_kayak(work, bootstrap, n, output, state, eos=False, label=""):
             return None
         u = wait(url, 30, "kayak to listen")
         if done is not None:
-            return n / (watched(done, f"out-{group}", n)[1] - t0)
+            first, end = watched(done, f"out-{group}", n)
+            SPANS.setdefault(label, []).append(end - first)
+            return n / (end - t0)
         wait(lambda: card(u, "p", "outputs[0]")["messages_out"] >= n, 600, "every message out")
         return n / (time.monotonic() - t0)
     finally:
         PEAKS.setdefault(label, []).append(peak_rss_mb(p.pid))
+        CPUS.setdefault(label, []).append(cpu_secs(p.pid))
         p.terminate()
         p.wait(timeout=60)
         err.close()
 
 
 PEAKS = {}  # run name -> kayak's peak resident MB per run
+CPUS = {}  # run name -> kayak's CPU seconds (user + system) per run
+SPANS = {}  # run name -> seconds from the first output message to the last, into kafka
+
+
+def cpu_secs(pid):
+    """The CPU seconds `pid` used so far, user and system, from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def peak_rss_mb(pid):

@@ -84,3 +84,9 @@ for recipe in "$root"/src/connectors/*/install.sh; do
   # shellcheck source=/dev/null
   . "$recipe"
 done
+# With --bench, the peer engines bench/peers/run.py runs beside kayak (Kafka
+# Streams from Maven Central), after the broker they read from.
+if [ "${1:-}" = "--bench" ]; then
+  # shellcheck source=/dev/null
+  . "$root/bench/peers/install.sh"
+fi

@@ -157,7 +157,8 @@ void OutputRunner::AwaitDecision(uint64_t id) {
 bool OutputRunner::WriteWithRetry(const Batch& batch) {
   int64_t backoff = retry_.base_ms;
   for (int64_t attempt = 1;; ++attempt) {
-    refused_.clear();  // a retry refuses the same messages again
+    // (What an attempt refused stays: a retry may refuse it again, and the
+    // dead letters take it twice then, at least once as any output.)
     // An output that could not start is retried like a failed write.
     Status st = opened_ ? Status::Ok() : output_->Open();
     if (st.ok() && !opened_) {
@@ -202,6 +203,12 @@ void OutputRunner::TakeBarrier(uint64_t id) {
     opened_ = true;
     cst = output_->Checkpoint(id, &*u.data);
   }
+  if (dead_letter_ != nullptr) {
+    // What was refused before the barrier (the checkpoint's flush too) is
+    // in the dead letters' lane before it.
+    SendRefusals();
+    dead_letter_->queue_.Push(dead_lane_, Item{Item::Kind::kBarrier, nullptr, id});
+  }
   if (!cst.ok()) {
     // No ack: this checkpoint cannot commit and will be abandoned.
     stats_->RecordError("checkpoint " + std::to_string(id) + ": " + cst.message());
@@ -241,6 +248,7 @@ void OutputRunner::Run() {
     size_t lane = 0;
     if (!queue_.Pop(&item, &lane, 500)) {
       if (opened_) output_->Tick(clock_->NowMs());
+      if (dead_letter_ != nullptr) SendRefusals();  // what a write finishing now refused
       PublishMemory();
       continue;
     }
@@ -255,11 +263,6 @@ void OutputRunner::Run() {
     }
     if (item.kind == Item::Kind::kBarrier) {
       if (checkpointer_ == nullptr) continue;
-      // What was refused before the barrier is in the dead letters' lane
-      // before it.
-      if (dead_letter_ != nullptr) {
-        dead_letter_->queue_.Push(dead_lane_, Item{Item::Kind::kBarrier, nullptr, item.barrier_id});
-      }
       if (Aligned(lane, item.barrier_id)) TakeBarrier(queue_.lanes() == 1 ? item.barrier_id : aligning_);
       continue;
     }
@@ -270,12 +273,13 @@ void OutputRunner::Run() {
     if (dead_letter_ != nullptr) SendRefusals();
     PublishMemory();
   }
-  if (dead_letter_ != nullptr && !aborted_) {
-    dead_letter_->queue_.Push(dead_lane_, Item{Item::Kind::kEnd, nullptr, 0});
-  }
   if (opened_) {
     Status c = output_->Close();
     if (!c.ok()) stats_->RecordError(c.message());
+  }
+  if (dead_letter_ != nullptr && !aborted_) {
+    SendRefusals();  // what the close refused
+    dead_letter_->queue_.Push(dead_lane_, Item{Item::Kind::kEnd, nullptr, 0});
   }
   stats_->SetState(ComponentState::kStopped);
 }

@@ -155,6 +155,9 @@ class ChOutput final : public Output {
   struct Gathered {
     std::string body;
     std::vector<Row> rows;
+    // Rows the server refused for their content, with why: for the dead
+    // letters, taken on the output's thread (TakeRefused).
+    std::vector<std::pair<std::string, std::string>> refused;
   };
 
   ch::Client client_;
@@ -179,6 +182,7 @@ class ChOutput final : public Output {
   Status Collect() {
     if (!inflight_.valid()) return Status::Ok();
     Status st = inflight_.get();
+    TakeRefused(&sending_);
     if (!st.ok()) {
       const size_t shift = sending_.body.size();
       for (auto& r : cur_.rows) r.at += shift;
@@ -204,7 +208,17 @@ class ChOutput final : public Output {
   // Sends everything gathered and waits for the answer.
   Status SendNow() {
     (void)Collect();  // a failed insert's rows are back in cur_
-    return Send(&cur_);
+    Status st = Send(&cur_);
+    TakeRefused(&cur_);
+    return st;
+  }
+
+  // The rows `g`'s insert refused go to the pipeline's dead letters, when
+  // it has them. The output's thread.
+  void TakeRefused(Gathered* g) {
+    const int64_t now = SystemClock::Get()->NowMs();
+    for (auto& [row, why] : g->refused) Refuse(row, now, why);
+    g->refused.clear();
   }
 
   // Sends `g` as one INSERT and clears it. When the server refuses a row for
@@ -225,7 +239,7 @@ class ChOutput final : public Output {
     return Status::Ok();
   }
 
-  Status InsertRange(const Gathered& g, size_t begin, size_t end, size_t* refused,
+  Status InsertRange(Gathered& g, size_t begin, size_t end, size_t* refused,
                      std::string* last) {
     const size_t from = g.rows[begin].at;
     const size_t to = g.rows[end - 1].at + g.rows[end - 1].size;
@@ -239,6 +253,9 @@ class ChOutput final : public Output {
       *last = "clickhouse: a row refused: " +
               st.message().substr(std::string_view("clickhouse: ").size()) + ": " +
               std::string(row);
+      g.refused.emplace_back(g.body.substr(from, to - from - 1),
+                             "clickhouse: a row refused: " +
+                                 st.message().substr(std::string_view("clickhouse: ").size()));
       return Status::Ok();
     }
     const size_t mid = begin + (end - begin) / 2;

@@ -212,7 +212,8 @@ class ClickhouseTest(KayakTest):
                 [1, 2]]
         with open(self.path("in.ndjson"), "w") as f:
             f.write("".join(json.dumps(r) + "\n" for r in rows))
-        out = f"[{{clickhouse: {{url: '{ch_url()}', table: {dst}}}}}]"
+        out = (f"[{{clickhouse: {{url: '{ch_url()}', table: {dst}}}}}]\n"
+               f"    dead_letter: {{file: {{path: {self.path('dead')}}}}}")
         s = self.start(self.graph(f"{{file: {{path: {self.path('in.ndjson')}}}}}", out))
         wait_for(lambda: s.card("p", "outputs[0]")["errors"] >= 2, what="two refused")
         wait_for(lambda: len(ch_rows(f"SELECT * FROM {dst}")) == 2, what="two rows")
@@ -225,6 +226,14 @@ class ClickhouseTest(KayakTest):
         self.assertIn('a row refused', s.card("p", "outputs[0]")["last_error"])
         self.assertIn('"device": "b"', s.card("p", "outputs[0]")["last_error"])
         self.assertIn("field 'extra' is not a column", s.stderr())
+        # Both refused ones are in the dead letters, with why.
+        wait_for(lambda: len(self.read_output("dead")) == 2, what="two dead letters")
+        dead = {json.dumps(d.get("message")): d for d in map(json.loads, self.read_output("dead"))}
+        self.assertTrue(dead['[1, 2]']["reason"].endswith("is not a JSON object"), dead)
+        self.assertEqual(dead['{"device": "b", "total": "not a number"}']["component"], "outputs[0]")
+        self.assertIn("clickhouse: a row refused",
+                      dead['{"device": "b", "total": "not a number"}']["reason"])
+        self.assertEqual(s.card("p", "outputs[0]")["dead_letters"], 2)
         s.stop()
 
     def test_output_missing_table_names_the_option(self):

@@ -52,8 +52,9 @@ class MqttInput final : public Input {
     (void)finished;
     KAYAK_RETURN_IF_ERROR(client_.StartThread());
     MutexLock lock(mu_);
-    if (!lock.WaitFor(arrived_, std::chrono::milliseconds(wait_ms),
-                           [&]() KAYAK_REQUIRES(mu_) { return !queue_.empty(); })) {
+    if (!lock.WaitFor(arrived_, std::chrono::milliseconds(wait_ms), [&]() KAYAK_REQUIRES(mu_) {
+          return !queue_.empty() || !refused_.empty();
+        })) {
       lock.Unlock();
       if (!client_.up()) return Status::Unavailable("mqtt input: " + client_.down_reason());
       return Status::Ok();
@@ -67,6 +68,8 @@ class MqttInput final : public Input {
       out->messages.push_back(std::move(queue_.front()));
       queue_.pop_front();
     }
+    for (auto& r : refused_) Refuse(r.message, std::move(r.reason));
+    refused_.clear();
     lock.Unlock();
     room_.notify_one();
     return Status::Ok();
@@ -110,15 +113,23 @@ class MqttInput final : public Input {
     const std::string_view data(static_cast<const char*>(msg->payload),
                                 static_cast<size_t>(std::max(msg->payloadlen, 0)));
     std::string payload, why;
-    if (!MakeBrokerPayload(data, in->payload_, meta, &payload, &why)) {
-      if (in->ctx_.stats != nullptr) in->ctx_.stats->RecordError("mqtt input: " + why);
+    const bool refused = !MakeBrokerPayload(data, in->payload_, meta, &payload, &why);
+    if (refused && in->ctx_.stats != nullptr) in->ctx_.stats->RecordError("mqtt input: " + why);
+    Message m(refused ? std::string(data) : std::move(payload), in->ctx_.clock->NowMs());
+    if (!refused) m.MarkJson();
+    MutexLock lock(in->mu_);
+    while (in->queue_.size() + in->refused_.size() >= in->buffer_ && !in->closing_) {
+      lock.Wait(in->room_);
+    }
+    if (in->closing_) return;
+    if (refused) {
+      // For the pipeline's dead letters, handed over by Read (the pipeline's
+      // thread); dropped there when it has none.
+      in->refused_.push_back(Rejected{std::move(m), std::move(why)});
+      lock.Unlock();
+      in->arrived_.notify_one();
       return;
     }
-    Message m(std::move(payload), in->ctx_.clock->NowMs());
-    m.MarkJson();
-    MutexLock lock(in->mu_);
-    while (in->queue_.size() >= in->buffer_ && !in->closing_) lock.Wait(in->room_);
-    if (in->closing_) return;
     in->queue_.push_back(std::move(m));
     const bool wake = in->queue_.size() == 1 || in->queue_.size() >= in->batch_size_;
     lock.Unlock();
@@ -136,6 +147,7 @@ class MqttInput final : public Input {
   mutable Mutex mu_;
   std::condition_variable arrived_, room_;
   std::deque<Message> queue_ KAYAK_GUARDED_BY(mu_);  // received, not yet read
+  std::vector<Rejected> refused_ KAYAK_GUARDED_BY(mu_);  // not JSON with non_json: error
   bool closing_ KAYAK_GUARDED_BY(mu_) = false;
   mqtt::Client client_;        // last: its thread stops before the rest goes
 };
@@ -155,7 +167,8 @@ ComponentDef MqttInputDef() {
       "it dropped. A payload that is JSON is the message; another is wrapped or refused "
       "(`non_json`).";
   d.checkpoint = "nothing: state stays consistent; messages in flight at a crash are lost";
-  d.bad_input = "a payload that is not JSON is wrapped or counted as an error (`non_json`); an "
+  d.bad_input = "a payload that is not JSON is wrapped, or counted as an error and sent to the "
+                "pipeline's dead letters when it has them (`non_json`); an "
                 "unreachable broker is retried with backoff (the card says retrying) and the "
                 "subscriptions are made again on every connection; a refused login is an error "
                 "on the card";

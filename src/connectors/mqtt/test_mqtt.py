@@ -3,6 +3,7 @@ run by the CTest fixture): subscriptions with wildcards, payloads that are
 not JSON, topics made from fields, QoS 1 acknowledgements, a blocked output
 while the broker keeps publishing, the broker going away, and options that
 do not fit."""
+import json
 import os
 import subprocess
 import threading
@@ -58,6 +59,19 @@ class MqttTest(BrokerTest):
         wait_for(lambda: any(m.get("after") for m in self.out()), what="the JSON one")
         wait_for(lambda: s.card("p", "input")["errors"] == 1, what="one error")
         self.assertIn("not JSON", s.card("p", "input")["last_error"])
+        s.stop()
+        # With dead letters, the payload lands there, with why.
+        s = self.start(self.graph(self.mqtt_input(f"'{self.tag}/#'", "non_json: error"),
+                                  f"[{{file: {{path: {self.path('out2')}}}}}]\n"
+                                  f"    dead_letter: {{file: {{path: {self.path('dead')}}}}}"))
+        self.subscribed(s)
+        mosquitto_pub(f"{self.tag}/x", "still not json")
+        wait_for(lambda: self.read_output("dead"), what="a dead letter")
+        dead = json.loads(self.read_output("dead")[0])
+        self.assertEqual((dead["component"], dead["type"], dead["message_text"]),
+                         ("input", "mqtt", "still not json"))
+        self.assertIn("not JSON", dead["reason"])
+        self.assertEqual(s.card("p", "input")["dead_letters"], 1)
 
     def test_output_qos1_topics_from_fields(self):
         reader = brokertool_reader("mqtt-sub", mqtt_url(), f"{self.tag}/out/#", 300, 1,

@@ -50,6 +50,17 @@ class NatsTest(BrokerTest):
         self.assertEqual(self.out("strict"), [{"a": 2}])
         wait_for(lambda: s.card("p", "input")["errors"] == 1, what="one error")
         self.assertIn("not JSON", s.card("p", "input")["last_error"])
+        s.stop()
+        # With dead letters, the payload lands there, with why.
+        s = self.start(cfg(f"{self.tag}.v", ", non_json: error", "strict2")
+                       + f"    dead_letter: {{file: {{path: {self.path('dead')}}}}}\n")
+        wait_for(lambda: nats_subscribed(f"{self.tag}.v"), what="subscribed")
+        brokertool("nats-send", nats_url(), f"{self.tag}.v", "hello again")
+        wait_for(lambda: self.read_output("dead"), what="a dead letter")
+        dead = json.loads(self.read_output("dead")[0])
+        self.assertEqual((dead["component"], dead["type"], dead["message_text"]),
+                         ("input", "nats", "hello again"))
+        self.assertEqual(s.card("p", "input")["dead_letters"], 1)
 
     def test_jetstream_acks_only_after_the_checkpoint_and_restart_replays_the_rest(self):
         stream = self.stream()

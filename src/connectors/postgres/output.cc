@@ -222,7 +222,10 @@ class PgOutput final : public Output {
            (updates.empty() ? "NOTHING" : "UPDATE SET " + updates);
   }
 
+  std::vector<std::pair<size_t, std::string>> refused_rows_;  // WriteRowByRow's, with why
+
   Status WriteRowByRow(const Batch& batch, const std::string& sql) {
+    refused_rows_.clear();
     KAYAK_RETURN_IF_ERROR(conn_.Exec("BEGIN"));
     size_t refused = 0;
     std::string last_error;
@@ -239,10 +242,14 @@ class PgOutput final : public Output {
       ++refused;
       last_error = "postgres: message " + std::to_string(rows_[n] + 1) + " of the batch: " +
                    st.message().substr(std::string_view("postgres: ").size());
+      refused_rows_.emplace_back(rows_[n], "postgres: a row refused: " +
+                                               st.message().substr(std::string_view("postgres: ").size()));
       KAYAK_RETURN_IF_ERROR(conn_.Exec("ROLLBACK TO SAVEPOINT kayak_row"));
     }
     Status st = conn_.Exec("COMMIT");
     if (!st.ok()) return st;
+    // Committed without them: to the pipeline's dead letters, when it has them.
+    for (auto& [index, why] : refused_rows_) Refuse(batch.messages[index], std::move(why));
     stats_->RecordError(last_error, refused);
     KLOG_WARN("pipeline {}: postgres output: {} of {} rows refused by {}; last: {}", pipeline_,
               refused, rows_.size(), table_, last_error);

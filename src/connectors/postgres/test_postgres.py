@@ -325,11 +325,19 @@ class PostgresTest(PostgresCase):
         self.assertEqual(got["b"]["meta"], {"x": [1]})
         self.assertEqual(got["b"]["at"], "2026-01-01T00:00:00+00:00")
         self.assertIn("field 'extra' is not a column", s.stderr())
-        # the same file again: idempotent
+        # the same file again: idempotent; with dead letters, the three
+        # refused ones land there, with why
         s.stop()
+        out += f"\n    dead_letter: {{file: {{path: {self.path('dead')}}}}}"
         s = self.start(self.graph(f"{{file: {{path: {self.path('in.ndjson')}}}}}", out))
         wait_for(lambda: s.card("p", "outputs[0]")["errors"] >= 3, what="refused again")
         self.assertEqual({r["device"]: r for r in pg_json_rows(dst)}, got)
+        wait_for(lambda: len(self.read_output("dead")) == 3, what="three dead letters")
+        dead = {json.dumps(d["message"]): d for d in map(json.loads, self.read_output("dead"))}
+        self.assertEqual(set(dead), {json.dumps(rows[3]), json.dumps(rows[4]), json.dumps(rows[5])})
+        self.assertIn("postgres: a row refused", dead[json.dumps(rows[3])]["reason"])
+        self.assertTrue(dead[json.dumps(rows[5])]["reason"].endswith("is not a JSON object"))
+        self.assertEqual(s.card("p", "outputs[0]")["dead_letters"], 3)
         s.stop()
 
     def test_output_options_that_do_not_fit_the_table(self):
