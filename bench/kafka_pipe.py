@@ -111,7 +111,8 @@ def run_kayak(work, bootstrap, n, output, state, eos=False, label=""):
         u = wait(url, 30, "kayak to listen")
         if done is not None:
             first, end = watched(done, f"out-{group}", n)
-            SPANS.setdefault(label, []).append(end - first)
+            FIRSTS.setdefault(label, []).append(first - t0)
+            ENDS.setdefault(label, []).append(end - t0)
             return n / (end - t0)
         wait(lambda: card(u, "p", "outputs[0]")["messages_out"] >= n, 600, "every message out")
         return n / (time.monotonic() - t0)
@@ -125,7 +126,10 @@ def run_kayak(work, bootstrap, n, output, state, eos=False, label=""):
 
 PEAKS = {}  # run name -> kayak's peak resident MB per run
 CPUS = {}  # run name -> kayak's CPU seconds (user + system) per run
-SPANS = {}  # run name -> seconds from the first output message to the last, into kafka
+# run name -> seconds from kayak's start to the first and to the last message
+# seen in its output topic, per run (into kafka)
+FIRSTS = {}
+ENDS = {}
 
 
 def cpu_secs(pid):
