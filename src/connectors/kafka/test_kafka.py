@@ -201,7 +201,8 @@ pipelines:
 
     def test_a_message_whose_key_fails_is_dropped_once_and_the_rest_produced_once(self):
         # `key: 'k + 1'` fails on the one message whose k is a string (a
-        # type error): it is dropped and counted, the other 49 of its batch
+        # type error): it goes to the dead letters (with exactly_once too:
+        # a transaction per checkpoint), counted, the other 49 of its batch
         # are produced once, and the output goes on (no retry of the batch).
         b = self.broker(topics=("out:1", "out2:1", "txn.markers:1"))
         group = group_name()
@@ -215,6 +216,7 @@ pipelines:
     input: {{http: {{path: /in}}}}
     outputs: [{{kafka: {{brokers: "{b.bootstrap}", topic: "{b.t(topic)}", key: 'k + 1',
                          exactly_once: {str(exactly_once).lower()}{txn}}}}}]
+    dead_letter: {{file: {{path: dead-{str(exactly_once).lower()}}}}}
 """
                 state = self.path(f"state-{exactly_once}")
                 s = self.start(cfg, server_config=self.server, state_dir=state)
@@ -237,6 +239,11 @@ pipelines:
                 self.assertEqual(s.stop(), 0)
                 got = b.read(topic)
                 self.assertEqual(sorted(r["seq"] for r in got), [i for i in range(51) if i != 17])
+                dead = [json.loads(l) for l in self.read_output(f"dead-{str(exactly_once).lower()}")]
+                self.assertEqual([d["message"]["seq"] for d in dead], [17])
+                self.assertEqual((dead[0]["component"], dead[0]["type"]), ("outputs[0]", "kafka"))
+                self.assertIn("key", dead[0]["reason"])
+                self.assertEqual(card["dead_letters"], 1)
 
     def test_a_bad_property_name_is_a_config_error(self):
         cfg = ("pipelines:\n  k:\n    input: {kafka: {brokers: 127.0.0.1:1, topics: [t], group: g,"
