@@ -89,7 +89,7 @@ class OutputRunner final : public TwoPhaseParticipant {
  private:
   void Run();
   bool WriteWithRetry(const Batch& batch);
-  // What the last write refused, to the dead-letter output.
+  // What the output refused since the last call, to the dead-letter output.
   void SendRefusals();
   // Barrier `id` came on `lane`: whether every lane has it now (the
   // others held until they do).
@@ -180,8 +180,8 @@ class PipelineRunner final : public CheckpointedPipeline {
   // pipeline is charged to `budget`, and its input waits while the budget
   // is exceeded (a source pipeline's; a downstream one drains).
   void SetMemory(MemoryBudget* budget);
-  // Bytes charged to each component of the pipeline now, by card name (all
-  // 0 without a budget).
+  // Bytes charged to each component of the pipeline now, by card name
+  // (empty without a budget).
   std::map<std::string, int64_t> MemoryUse() const;
   // The input is waiting for the memory budget now.
   bool memory_paused() const { return memory_paused_flag_.load(std::memory_order_relaxed); }

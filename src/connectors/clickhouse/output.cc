@@ -142,6 +142,9 @@ class ChOutput final : public Output {
     return SendNow();
   }
 
+  // The rows gathered, and those of the insert under way.
+  size_t MemoryBytes() const override { return cur_.body.capacity() + sending_bytes_; }
+
   Status Close() override { return SendNow(); }
 
   ~ChOutput() override {
@@ -171,6 +174,7 @@ class ChOutput final : public Output {
   Gathered cur_;      // gathered, not sent yet
   Gathered sending_;  // the insert under way (inflight_), or empty
   std::future<Status> inflight_;
+  size_t sending_bytes_ = 0;  // sending_'s, for MemoryBytes (the output's thread)
   bool failed_ = false;  // an insert failed since the last Write
   int64_t first_ms_ = 0;  // when the first gathered row came
   std::vector<jtext::Member> members_;
@@ -193,6 +197,7 @@ class ChOutput final : public Output {
     }
     sending_.body.clear();
     sending_.rows.clear();
+    sending_bytes_ = 0;
     return st;
   }
 
@@ -201,6 +206,7 @@ class ChOutput final : public Output {
     KAYAK_RETURN_IF_ERROR(Collect());
     if (cur_.rows.empty()) return Status::Ok();
     std::swap(cur_, sending_);
+    sending_bytes_ = sending_.body.capacity();  // the insert's thread has it now
     inflight_ = std::async(std::launch::async, [this] { return Send(&sending_); });
     return Status::Ok();
   }

@@ -519,6 +519,13 @@ class S3Output final : public Output {
     return Status::Ok();
   }
 
+  // Not uploaded yet: the parts cut, and the open object's rows.
+  size_t MemoryBytes() const override {
+    size_t n = open_.capacity();
+    for (const auto& piece : queue_) n += piece.bytes.capacity();
+    return n;
+  }
+
   const S3Options o_;
   s3::Client client_;
   const std::unique_ptr<s3::Compressor> compressor_;  // null without compression
