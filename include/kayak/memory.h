@@ -1,11 +1,12 @@
-// The server's memory budget (`memory_limit_bytes`, docs/config.md, "Memory
-// budget"): every queue, buffer and piece of state the engine holds is
+// The server's memory budget (`memory_limit_bytes`, docs/config.md, "The
+// memory budget"): every queue, buffer and piece of state the engine holds is
 // charged to an account, and the inputs stop reading while the accounts
 // together are past the budget's high-water mark, so that the queues drain
 // before the limit is reached. The usage by account is on /metrics, in
 // /api/v1/overview and on the dashboard.
 //
-// An account has one writer (its owner's thread) and is read by anyone: a
+// An account is written by its owner's thread (a queue's, by the threads
+// that push to it and the one that takes from it) and read by anyone: a
 // relaxed atomic, so charging costs no lock. A change is added to the
 // budget's total as it is made (one shared atomic; a write that leaves the
 // bytes as they were touches nothing shared), so the total is never stale.

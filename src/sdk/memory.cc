@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-
 namespace kayak {
 
 MemoryAccount::MemoryAccount(MemoryBudget* budget, std::string pipeline, std::string component,
