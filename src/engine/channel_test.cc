@@ -116,6 +116,18 @@ TEST(MemoryBudget, SumsItsAccountsAndSaysWhenInputsWait) {
     EXPECT_EQ(budget.Used(), 400);
     a.Set(600);
   }
+  {
+    // Two accounts of one name (a pipeline rebuilt while a reader holds the
+    // old one) are shown as one.
+    MemoryAccount x(&budget, "p", "outputs[0]", "queue");
+    MemoryAccount y(&budget, "p", "outputs[0]", "queue");
+    x.Set(5);
+    y.Set(7);
+    uses = budget.Snapshot(&total);
+    ASSERT_EQ(uses.size(), 1u);
+    EXPECT_EQ(uses[0].bytes, 12);
+    EXPECT_EQ(total, 12);
+  }
   // Gone accounts count no more, at once.
   EXPECT_EQ(budget.Used(), 0);
   EXPECT_FALSE(budget.Exceeded());

@@ -45,12 +45,28 @@ std::vector<MemoryBudget::Use> MemoryBudget::Snapshot(int64_t* total) const {
       out.push_back(Use{a->pipeline(), a->component(), a->kind(), b});
     }
   }
+  // Accounts of the same name (a pipeline's being rebuilt while the one it
+  // replaces is still held by a reader) are one.
+  const auto same = [](const Use& x, const Use& y) {
+    return x.pipeline == y.pipeline && x.component == y.component && x.kind == y.kind;
+  };
   std::sort(out.begin(), out.end(), [](const Use& x, const Use& y) {
-    if (x.bytes != y.bytes) return x.bytes > y.bytes;
     if (x.pipeline != y.pipeline) return x.pipeline < y.pipeline;
     if (x.component != y.component) return x.component < y.component;
     return x.kind < y.kind;
   });
+  size_t kept = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (kept > 0 && same(out[kept - 1], out[i])) {
+      out[kept - 1].bytes += out[i].bytes;
+    } else {
+      if (kept != i) out[kept] = std::move(out[i]);
+      ++kept;
+    }
+  }
+  out.resize(kept);
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Use& x, const Use& y) { return x.bytes > y.bytes; });
   return out;
 }
 
