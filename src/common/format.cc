@@ -51,6 +51,8 @@ const char* KindTag(FileKind k) {
       return "GRPH";
     case FileKind::kKey:
       return "FKEY";
+    case FileKind::kShardManifest:
+      return "SHRD";
   }
   return "????";
 }

@@ -4,8 +4,9 @@
 //
 //   offset size field
 //   0      4    magic "KYAK"
-//   4      4    kind: "CHNK" (a component's state), "MNFT" (a manifest) or
-//                "GRPH" (the pipelines and versions made through the API)
+//   4      4    kind: "CHNK" (a component's state), "MNFT" (a manifest),
+//                "GRPH" (the pipelines and versions made through the API),
+//                "FKEY" (the key) or "SHRD" (a cluster shard's manifest)
 //   8      4    format version, little-endian u32 (1; a manifest naming
 //                delta chunks: 2)
 //   12     8    payload length in bytes, little-endian u64
@@ -35,7 +36,7 @@ constexpr uint32_t kFormatVersion = 1;
 constexpr uint32_t kManifestWithDeltasVersion = 2;
 constexpr size_t kHeaderBytes = 32;
 
-enum class FileKind { kChunk, kManifest, kGraph, kKey };
+enum class FileKind { kChunk, kManifest, kGraph, kKey, kShardManifest };
 
 // CRC-32C (Castagnoli), as used by iSCSI, ext4 and LevelDB.
 uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0);

@@ -1,0 +1,363 @@
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <librdkafka/rdkafka.h>
+
+#include "cluster/partitioner.h"
+#include "cluster/shard_split.h"
+#include "cluster/shard_store.h"
+#include "state/bucket.h"
+
+namespace kayak::cluster {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The value of a result that must have one.
+template <typename T>
+T V(Result<T> r) {
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(*r) : T{};
+}
+
+// Kafka's own test vectors for Utils.murmur2 (clients' UtilsTest).
+TEST(Partitioner, Murmur2MatchesKafkasVectors) {
+  EXPECT_EQ(KafkaMurmur2("21"), -973932308);
+  EXPECT_EQ(KafkaMurmur2("foobar"), -790332482);
+  EXPECT_EQ(KafkaMurmur2("a-little-bit-long-string"), -985981536);
+  EXPECT_EQ(KafkaMurmur2("a-little-bit-longer-string"), -1486304829);
+  EXPECT_EQ(KafkaMurmur2("lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8"), -58897971);
+  EXPECT_EQ(KafkaMurmur2("abc"), 479470107);
+}
+
+// The partition of every key is the one librdkafka's partitioners choose:
+// murmur2 (as Java clients and Kafka Streams) and consistent (librdkafka's
+// default, CRC-32).
+TEST(Partitioner, AgreesWithLibrdkafka) {
+  std::mt19937 rng(7);
+  for (int32_t n : {1, 2, 3, 7, 12, 64}) {
+    for (int i = 0; i < 5000; ++i) {
+      std::string key = "key-" + std::to_string(rng());
+      key.resize(1 + rng() % key.size());  // every tail length
+      if (i % 7 == 0) key.push_back(static_cast<char>(0x80 + i % 100));  // high bytes
+      EXPECT_EQ(PartitionOf(Partitioner::kMurmur2, key, n),
+                rd_kafka_msg_partitioner_murmur2(nullptr, key.data(), key.size(), n, nullptr,
+                                                 nullptr))
+          << key << " of " << n;
+      EXPECT_EQ(PartitionOf(Partitioner::kCrc32, key, n),
+                rd_kafka_msg_partitioner_consistent(nullptr, key.data(), key.size(), n, nullptr,
+                                                    nullptr))
+          << key << " of " << n;
+    }
+  }
+  Partitioner p;
+  EXPECT_TRUE(ParsePartitioner("crc32", &p));
+  EXPECT_EQ(p, Partitioner::kCrc32);
+  EXPECT_TRUE(ParsePartitioner("murmur2", &p));
+  EXPECT_EQ(p, Partitioner::kMurmur2);
+  EXPECT_FALSE(ParsePartitioner("random", &p));
+}
+
+// A bucket of `keys` entries, key i written at time 1000 + i with {"n": i}.
+std::string BucketChunk(int keys, int first = 0) {
+  Bucket b("totals", 0);
+  for (int i = first; i < first + keys; ++i) {
+    EXPECT_TRUE(b.Update("user-" + std::to_string(i), 1000 + i, [&](Json& v, bool) {
+                   v = Json::object({{"n", i}});
+                   return Status::Ok();
+                 }).ok());
+  }
+  std::string out;
+  b.SaveState(&out);
+  return out;
+}
+
+TEST(ShardSplit, ABucketSplitByPartitionMergesBackToItself) {
+  const std::string full = BucketChunk(5000);
+  for (Partitioner how : {Partitioner::kMurmur2, Partitioner::kCrc32}) {
+    std::vector<std::string> shards;
+    ASSERT_TRUE(SplitBucketChunk(full, how, 6, &shards).ok());
+    ASSERT_EQ(shards.size(), 6u);
+    size_t total = 0;
+    for (int32_t p = 0; p < 6; ++p) {
+      Bucket b("totals", 0);
+      ASSERT_TRUE(b.RestoreState(shards[p]).ok());
+      total += b.Size();
+      EXPECT_GT(b.Size(), 500u);  // 5000 keys over 6 partitions, roughly even
+      for (const auto& [key, entry] : b.Page("", 100000, 10000)) {
+        EXPECT_EQ(PartitionOf(how, key, 6), p) << key;
+      }
+    }
+    EXPECT_EQ(total, 5000u);
+    // Merged in any order, the shards are the bucket again, byte for byte
+    // (entries in write order).
+    std::vector<std::string_view> views(shards.rbegin(), shards.rend());
+    std::string merged;
+    ASSERT_TRUE(MergeBucketChunks(views, &merged).ok());
+    EXPECT_EQ(merged, full);
+  }
+}
+
+TEST(ShardSplit, AMovedShardJoinsAnotherServersBucket) {
+  // Server A owns partitions 0 and 1 of 3, server B partition 2; partition 1
+  // moves to B. B's bucket afterwards is its own shard plus the moved one.
+  const std::string full = BucketChunk(3000);
+  std::vector<std::string> shards;
+  ASSERT_TRUE(SplitBucketChunk(full, Partitioner::kMurmur2, 3, &shards).ok());
+  std::string b_after;
+  ASSERT_TRUE(MergeBucketChunks({shards[2], shards[1]}, &b_after).ok());
+  Bucket b("totals", 0);
+  ASSERT_TRUE(b.RestoreState(b_after).ok());
+  Bucket one("x", 0), two("y", 0);
+  ASSERT_TRUE(one.RestoreState(shards[1]).ok());
+  ASSERT_TRUE(two.RestoreState(shards[2]).ok());
+  EXPECT_EQ(b.Size(), one.Size() + two.Size());
+  for (const auto& [key, entry] : one.Page("", 100000, 10000)) {
+    auto got = b.Get(key, 10000);
+    ASSERT_TRUE(got.has_value()) << key;
+    EXPECT_EQ(got->value, entry.value);
+    EXPECT_EQ(got->last_write_ms, entry.last_write_ms);
+  }
+}
+
+TEST(ShardSplit, RefusesAKeyInTwoShardsAndMalformedChunks) {
+  const std::string a = BucketChunk(10);
+  const std::string b = BucketChunk(10, 5);  // keys 5..9 in both
+  std::string out;
+  const Status st = MergeBucketChunks({a, b}, &out);
+  EXPECT_EQ(st.code(), Code::kCorruption);
+  EXPECT_NE(st.message().find("in two shards"), std::string::npos) << st.ToString();
+  std::vector<std::string> shards;
+  EXPECT_EQ(SplitBucketChunk(a.substr(0, a.size() - 3), Partitioner::kMurmur2, 4, &shards).code(),
+            Code::kCorruption);
+  EXPECT_EQ(SplitBucketChunk(a + "x", Partitioner::kMurmur2, 4, &shards).code(),
+            Code::kCorruption);
+  EXPECT_EQ(SplitBucketChunk(a, Partitioner::kMurmur2, 0, &shards).code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(MergeBucketChunks({a.substr(0, 40)}, &out).code(), Code::kCorruption);
+  // Nothing to merge is an empty bucket.
+  out.clear();
+  ASSERT_TRUE(MergeBucketChunks({}, &out).ok());
+  Bucket empty("e", 0);
+  EXPECT_TRUE(empty.RestoreState(out).ok());
+}
+
+class ShardStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            ("kayak-shards-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  // Writes a checkpoint of the shard: one unit, `state`, at the offset.
+  Result<CommitOutcome> Checkpoint(ShardStore& s, uint64_t epoch, uint64_t id,
+                                   const std::string& state, int64_t offset) {
+    auto unit = s.WriteChunk(shard_, epoch, id, "b.totals", state);
+    if (!unit.ok()) return unit.status();
+    ShardManifest m;
+    m.epoch = epoch;
+    m.checkpoint = id;
+    m.owner = "server-" + std::to_string(epoch);
+    m.next_offset = offset;
+    m.units["b.totals"] = *unit;
+    return s.Commit(shard_, m);
+  }
+  std::string ShardDir() const { return root_.string() + "/" + shard_.Path(); }
+
+  fs::path root_;
+  ShardId shard_{"orders", "orders.v1", 3};
+};
+
+TEST_F(ShardStoreTest, CommitsAndReadsTheNewest) {
+  ShardStore s(root_.string());
+  auto none = s.Newest(shard_);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  ASSERT_EQ(V(Checkpoint(s, 1, 10, "state-10", 100)), CommitOutcome::kCommitted);
+  ASSERT_EQ(V(Checkpoint(s, 1, 11, "state-11", 150)), CommitOutcome::kCommitted);
+  auto newest = s.Newest(shard_);
+  ASSERT_TRUE(newest.ok() && newest->has_value());
+  EXPECT_EQ((*newest)->checkpoint, 11u);
+  EXPECT_EQ((*newest)->next_offset, 150);
+  EXPECT_EQ((*newest)->owner, "server-1");
+  auto state = s.ReadChunk(shard_, (*newest)->units.at("b.totals"));
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(*state, "state-11");
+  // The same checkpoint twice is refused: a log holds it once.
+  EXPECT_EQ(V(Checkpoint(s, 1, 11, "again", 150)), CommitOutcome::kFenced);
+  EXPECT_TRUE(fs::exists(ShardDir() + "/LOG-00000000000000000002.kys"));
+  EXPECT_FALSE(fs::exists(ShardDir() + "/LOG-00000000000000000003.kys"));
+}
+
+TEST_F(ShardStoreTest, AClaimFencesTheOldOwner) {
+  ShardStore old_owner(root_.string());
+  ShardStore new_owner(root_.string());
+  ASSERT_EQ(V(Checkpoint(old_owner, 4, 20, "old-20", 500)), CommitOutcome::kCommitted);
+  ShardManifest claimed;
+  ASSERT_EQ(V(new_owner.Claim(shard_, 5, "server-b", 0, &claimed)), CommitOutcome::kCommitted);
+  // The claim restates the old owner's last checkpoint: state and offset.
+  EXPECT_EQ(claimed.checkpoint, 20u);
+  EXPECT_EQ(claimed.next_offset, 500);
+  EXPECT_EQ(V(new_owner.ReadChunk(shard_, claimed.units.at("b.totals"))), "old-20");
+  // The old owner, back from a pause, cannot commit any more.
+  EXPECT_EQ(V(Checkpoint(old_owner, 4, 21, "old-21", 600)), CommitOutcome::kFenced);
+  // A claim of an epoch not above the log's is refused too.
+  EXPECT_EQ(V(old_owner.Claim(shard_, 5, "server-a", 0, nullptr)), CommitOutcome::kFenced);
+  EXPECT_EQ(V(old_owner.Claim(shard_, 4, "server-a", 0, nullptr)), CommitOutcome::kFenced);
+  ASSERT_EQ(V(Checkpoint(new_owner, 5, 21, "new-21", 640)), CommitOutcome::kCommitted);
+  auto newest = new_owner.Newest(shard_);
+  EXPECT_EQ((*newest)->owner, "server-5");
+  EXPECT_EQ((*newest)->next_offset, 640);
+  // A shard nobody wrote is claimed empty, at the offset the group gives.
+  ShardId fresh{"orders", "orders.v1", 4};
+  ASSERT_EQ(V(new_owner.Claim(fresh, 5, "server-b", 77, &claimed)), CommitOutcome::kCommitted);
+  EXPECT_TRUE(claimed.units.empty());
+  EXPECT_EQ(claimed.next_offset, 77);
+}
+
+TEST_F(ShardStoreTest, AnEntryWrittenPastAHigherEpochDoesNotCount) {
+  // A writer cannot put an old epoch after a claim through the store (its
+  // link onto the claim's number fails, and it reads the claim). A file
+  // system that lost that order could; readers then pass the entry over.
+  ShardStore s(root_.string());
+  ASSERT_EQ(V(Checkpoint(s, 2, 1, "a", 10)), CommitOutcome::kCommitted);  // LOG-1
+  ASSERT_EQ(V(s.Claim(shard_, 3, "b", 0, nullptr)), CommitOutcome::kCommitted);  // LOG-2
+  // The stale entry: number 3 of epoch 2, made in a scratch store of the
+  // same shard and copied in with its chunk.
+  const fs::path scratch = root_ / "scratch";
+  ShardStore other(scratch.string());
+  for (uint64_t id = 1; id <= 3; ++id) {
+    ASSERT_EQ(V(Checkpoint(other, 2, id, "stale", 99)), CommitOutcome::kCommitted);
+  }
+  const fs::path from = scratch / shard_.Path();
+  fs::copy_file(from / "LOG-00000000000000000003.kys", ShardDir() + "/LOG-00000000000000000003.kys");
+  fs::copy_file(from / "chunk-00000000000000000002-00000000000000000003-b.totals.kyc",
+                ShardDir() + "/chunk-00000000000000000002-00000000000000000003-b.totals.kyc");
+  std::vector<std::string> notes;
+  auto newest = s.Newest(shard_, &notes);
+  ASSERT_TRUE(newest.ok() && newest->has_value());
+  EXPECT_EQ((*newest)->epoch, 3u);
+  EXPECT_EQ((*newest)->checkpoint, 1u);
+  EXPECT_EQ((*newest)->next_offset, 10);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("LOG-00000000000000000003.kys passed over: epoch 2 was fenced by "
+                          "epoch 3 before it"),
+            std::string::npos)
+      << notes[0];
+}
+
+TEST_F(ShardStoreTest, ACorruptEntryOrMissingChunkIsPassedOverWithANote) {
+  ShardStore s(root_.string());
+  ASSERT_EQ(V(Checkpoint(s, 1, 1, "one", 10)), CommitOutcome::kCommitted);
+  ASSERT_EQ(V(Checkpoint(s, 1, 2, "two", 20)), CommitOutcome::kCommitted);
+  {
+    std::fstream f(ShardDir() + "/LOG-00000000000000000002.kys",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);
+    f.put('#');
+  }
+  std::vector<std::string> notes;
+  auto newest = s.Newest(shard_, &notes);
+  ASSERT_TRUE(newest.ok() && newest->has_value());
+  EXPECT_EQ((*newest)->checkpoint, 1u);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("LOG-00000000000000000002.kys passed over: payload checksum mismatch"),
+            std::string::npos)
+      << notes[0];
+  // The next commit takes number 3 all the same.
+  ASSERT_EQ(V(Checkpoint(s, 1, 3, "three", 30)), CommitOutcome::kCommitted);
+  fs::remove(ShardDir() + "/chunk-00000000000000000001-00000000000000000003-b.totals.kyc");
+  notes.clear();
+  newest = s.Newest(shard_, &notes);
+  EXPECT_EQ((*newest)->checkpoint, 1u);
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_NE(notes[0].find("is missing"), std::string::npos) << notes[0];
+  // A chunk swapped for another is caught when read.
+  auto unit = s.WriteChunk(shard_, 1, 4, "b.totals", "four");
+  ShardUnit wrong = (*newest)->units.at("b.totals");
+  fs::copy_file(ShardDir() + "/" + unit->chunk, ShardDir() + "/" + wrong.chunk,
+                fs::copy_options::overwrite_existing);
+  EXPECT_EQ(s.ReadChunk(shard_, wrong).status().code(), Code::kCorruption);
+}
+
+TEST_F(ShardStoreTest, PruneKeepsTheNewestAndWhatTheyName) {
+  ShardStore s(root_.string());
+  for (uint64_t id = 1; id <= 5; ++id) {
+    ASSERT_EQ(V(Checkpoint(s, 1, id, "s" + std::to_string(id), static_cast<int64_t>(id) * 10)),
+              CommitOutcome::kCommitted);
+  }
+  ASSERT_EQ(V(s.Claim(shard_, 2, "b", 0, nullptr)), CommitOutcome::kCommitted);  // names ckpt 5's chunk
+  ASSERT_TRUE(s.Prune(shard_, 2).ok());
+  std::set<std::string> left;
+  for (const auto& e : fs::directory_iterator(ShardDir())) left.insert(e.path().filename());
+  EXPECT_EQ(left, (std::set<std::string>{
+                      "LOG-00000000000000000005.kys", "LOG-00000000000000000006.kys",
+                      "chunk-00000000000000000001-00000000000000000005-b.totals.kyc"}));
+  auto newest = s.Newest(shard_);
+  EXPECT_EQ(V(s.ReadChunk(shard_, (*newest)->units.at("b.totals"))), "s5");
+  // The next commit goes on after the kept numbers.
+  ASSERT_EQ(V(Checkpoint(s, 2, 6, "s6", 60)), CommitOutcome::kCommitted);
+  EXPECT_TRUE(fs::exists(ShardDir() + "/LOG-00000000000000000007.kys"));
+}
+
+TEST_F(ShardStoreTest, UnsafeNamesAreRefused) {
+  ShardStore s(root_.string());
+  ShardManifest m;
+  for (const ShardId& bad : {ShardId{"..", "t", 0}, ShardId{"r", "a/b", 0}, ShardId{"r", "", 0},
+                             ShardId{"r", "t", -1}}) {
+    EXPECT_EQ(s.Commit(bad, m).status().code(), Code::kInvalidArgument) << bad.Path();
+  }
+  EXPECT_EQ(s.WriteChunk(shard_, 1, 1, "../x", "y").status().code(), Code::kInvalidArgument);
+}
+
+// Writers racing on one shard: an old owner committing checkpoints while a
+// new one claims. Whatever the interleaving, the new owner restores the last
+// checkpoint the old one was told was committed, and nothing the old one
+// wrote after the claim counts.
+TEST_F(ShardStoreTest, RacingOwnersSeeOneOrder) {
+  for (int round = 0; round < 30; ++round) {
+    shard_.partition = round;
+    ShardStore a(root_.string());
+    ShardStore b(root_.string());
+    ASSERT_EQ(V(Checkpoint(a, 1, 1, "1", 1)), CommitOutcome::kCommitted);
+    std::atomic<uint64_t> last_committed{1};
+    std::atomic<bool> go{false};
+    std::thread old_owner([&] {
+      while (!go.load()) {
+      }
+      for (uint64_t id = 2; id < 200; ++id) {
+        auto r = Checkpoint(a, 1, id, std::to_string(id), static_cast<int64_t>(id));
+        ASSERT_TRUE(r.ok());
+        if (*r == CommitOutcome::kFenced) return;
+        last_committed = id;
+      }
+    });
+    ShardManifest claimed;
+    go = true;
+    std::this_thread::yield();
+    auto r = b.Claim(shard_, 2, "b", 0, &claimed);
+    old_owner.join();
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(*r, CommitOutcome::kCommitted);
+    EXPECT_EQ(claimed.checkpoint, last_committed.load()) << "round " << round;
+    EXPECT_EQ(claimed.next_offset, static_cast<int64_t>(last_committed.load()));
+    auto newest = b.Newest(shard_);
+    EXPECT_EQ((*newest)->epoch, 2u);
+    EXPECT_EQ((*newest)->checkpoint, last_committed.load());
+  }
+}
+
+}  // namespace
+}  // namespace kayak::cluster

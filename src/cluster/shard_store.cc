@@ -1,0 +1,362 @@
+#include "cluster/shard_store.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "common/format.h"
+#include "common/io.h"
+
+namespace kayak::cluster {
+namespace {
+
+using checkpoint::Crc32c;
+using checkpoint::FileKind;
+
+constexpr uint32_t kShardFormat = 1;
+
+std::string Digits20(uint64_t v) {
+  char b[24];
+  std::snprintf(b, sizeof b, "%020llu", static_cast<unsigned long long>(v));
+  return b;
+}
+
+std::string LogName(uint64_t seq) { return "LOG-" + Digits20(seq) + ".kys"; }
+
+// "LOG-<20 digits>.kys" -> seq.
+bool ParseLogName(std::string_view name, uint64_t* seq) {
+  constexpr std::string_view kHead = "LOG-";
+  constexpr std::string_view kTail = ".kys";
+  if (name.size() != kHead.size() + 20 + kTail.size()) return false;
+  if (name.substr(0, kHead.size()) != kHead || name.substr(name.size() - kTail.size()) != kTail) {
+    return false;
+  }
+  uint64_t out = 0;
+  for (char c : name.substr(kHead.size(), 20)) {
+    if (c < '0' || c > '9') return false;
+    out = out * 10 + static_cast<uint64_t>(c - '0');
+  }
+  *seq = out;
+  return true;
+}
+
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string Encode(const ShardId& shard, uint64_t seq, const ShardManifest& m) {
+  nlohmann::json units = nlohmann::json::object();
+  for (const auto& [name, u] : m.units) {
+    units[name] = {{"chunk", u.chunk}, {"bytes", u.bytes}, {"crc", u.crc}};
+  }
+  const nlohmann::json j = {{"format", kShardFormat},   {"seq", seq}, {"region", shard.region},
+                            {"topic", shard.topic},     {"partition", shard.partition},
+                            {"epoch", m.epoch},         {"checkpoint", m.checkpoint},
+                            {"owner", m.owner},         {"next_offset", m.next_offset},
+                            {"created_ms", m.created_ms}, {"units", units}};
+  return checkpoint::Frame(FileKind::kShardManifest, j.dump());
+}
+
+Result<ShardManifest> Decode(const ShardId& shard, std::string_view file, uint64_t seq) {
+  auto payload = checkpoint::Unframe(FileKind::kShardManifest, file);
+  if (!payload.ok()) return payload.status();
+  const auto j = nlohmann::json::parse(payload->begin(), payload->end(), nullptr, false);
+  if (!j.is_object()) return Status::Corruption("payload is not a JSON object");
+  try {
+    if (j.at("format").get<uint32_t>() != kShardFormat) {
+      return Status::Corruption("shard manifest format " + j.at("format").dump() +
+                                " is not supported");
+    }
+    ShardManifest m;
+    m.epoch = j.at("epoch").get<uint64_t>();
+    m.checkpoint = j.at("checkpoint").get<uint64_t>();
+    if (j.at("seq").get<uint64_t>() != seq || j.at("region").get<std::string>() != shard.region ||
+        j.at("topic").get<std::string>() != shard.topic ||
+        j.at("partition").get<int32_t>() != shard.partition) {
+      return Status::Corruption("its contents do not match its name and place");
+    }
+    m.owner = j.at("owner").get<std::string>();
+    m.next_offset = j.at("next_offset").get<int64_t>();
+    m.created_ms = j.at("created_ms").get<int64_t>();
+    for (const auto& [name, u] : j.at("units").items()) {
+      ShardUnit unit{u.at("chunk").get<std::string>(), u.at("bytes").get<uint64_t>(),
+                     u.at("crc").get<uint32_t>()};
+      if (!ShardStore::SafeName(unit.chunk)) return Status::Corruption("a chunk name is unsafe");
+      m.units.emplace(name, std::move(unit));
+    }
+    return m;
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Corruption(std::string("malformed: ") + e.what());
+  }
+}
+
+// Puts `from` at `to` unless `to` exists (then EEXIST, and `from` stays).
+// link(2) never replaces a name, on local and network file systems alike.
+int PlaceNoReplace(const std::string& from, const std::string& to) {
+  if (::link(from.c_str(), to.c_str()) != 0) return errno;
+  ::unlink(from.c_str());
+  return 0;
+}
+
+// How many times a commit tries the next sequence number when another
+// writer takes it first (each loss is another writer's commit: a shard has
+// one owner, and at most a stale one beside it).
+constexpr int kCommitTries = 64;
+
+}  // namespace
+
+std::string ShardId::Path() const { return region + "/" + topic + "." + std::to_string(partition); }
+
+ShardStore::ShardStore(std::string root) : root_(std::move(root)) {}
+
+bool ShardStore::SafeName(std::string_view name) {
+  if (name.empty() || name == "." || name == ".." || name.size() > 249) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '.' || c == '_' || c == '-';
+  });
+}
+
+Result<std::string> ShardStore::DirOf(const ShardId& shard) const {
+  if (!SafeName(shard.region) || !SafeName(shard.topic) || shard.partition < 0) {
+    return Status::Invalid("shard '" + shard.Path() +
+                           "': a region or topic name that cannot be a directory's");
+  }
+  return root_ + "/" + shard.Path();
+}
+
+Result<std::vector<ShardStore::Entry>> ShardStore::ReadLog(const ShardId& shard,
+                                                          const std::string& dir) const {
+  std::vector<Entry> out;
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec);
+  if (ec == std::errc::no_such_file_or_directory) return out;
+  if (ec) return Status::Io("listing " + dir + ": " + ec.message());
+  for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    if (ec) return Status::Io("listing " + dir + ": " + ec.message());
+    Entry e;
+    e.file = it->path().filename().string();
+    if (ParseLogName(e.file, &e.seq)) out.push_back(std::move(e));
+  }
+  std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) { return a.seq < b.seq; });
+  uint64_t high = 0;  // the highest epoch of a readable entry so far
+  for (Entry& e : out) {
+    auto file = checkpoint::ReadWholeFile(dir + "/" + e.file);
+    if (!file.ok()) {
+      e.why = file.status().message();
+      continue;
+    }
+    auto m = Decode(shard, *file, e.seq);
+    if (!m.ok()) {
+      e.why = m.status().message();
+      continue;
+    }
+    e.counts = m->epoch >= high;
+    if (!e.counts) {
+      e.why = "epoch " + std::to_string(m->epoch) + " was fenced by epoch " +
+              std::to_string(high) + " before it";
+    }
+    high = std::max(high, m->epoch);
+    e.m = std::move(*m);
+  }
+  return out;
+}
+
+Result<ShardUnit> ShardStore::WriteChunk(const ShardId& shard, uint64_t epoch, uint64_t checkpoint,
+                                         std::string_view unit, std::string_view state) {
+  auto dir = DirOf(shard);
+  if (!dir.ok()) return dir.status();
+  if (!SafeName(unit)) return Status::Invalid("unit name '" + std::string(unit) + "' is unsafe");
+  KAYAK_RETURN_IF_ERROR(CreateDirsDurably(*dir));
+  ShardUnit out;
+  out.chunk = "chunk-" + Digits20(epoch) + "-" + Digits20(checkpoint) + "-" + std::string(unit) +
+              ".kyc";
+  out.bytes = state.size();
+  out.crc = Crc32c(state.data(), state.size());
+  KAYAK_RETURN_IF_ERROR(checkpoint::WriteFileSynced(
+      *dir + "/" + out.chunk, checkpoint::FrameHeader(FileKind::kChunk, out.bytes, out.crc), state));
+  return out;
+}
+
+Result<std::string> ShardStore::ReadChunk(const ShardId& shard, const ShardUnit& unit) const {
+  auto dir = DirOf(shard);
+  if (!dir.ok()) return dir.status();
+  auto file = checkpoint::ReadWholeFile(*dir + "/" + unit.chunk);
+  if (!file.ok()) return file.status();
+  uint32_t crc = 0;
+  auto payload = checkpoint::Unframe(FileKind::kChunk, *file, nullptr, &crc);
+  if (!payload.ok()) {
+    return Status::Corruption("shard " + shard.Path() + " chunk " + unit.chunk + ": " +
+                              payload.status().message());
+  }
+  if (payload->size() != unit.bytes || crc != unit.crc) {
+    return Status::Corruption("shard " + shard.Path() + " chunk " + unit.chunk +
+                              " is not the one its manifest names");
+  }
+  return std::string(*payload);
+}
+
+Result<CommitOutcome> ShardStore::Append(
+    const ShardId& shard, const std::string& dir,
+    const std::function<std::optional<ShardManifest>(std::vector<Entry>*)>& make) {
+  KAYAK_RETURN_IF_ERROR(CreateDirsDurably(dir));
+  // The temporary name is this writer's alone: another server may be
+  // committing to the shard at this moment.
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  const std::string tmp = dir + "/entry.tmp-" + std::to_string(::getpid()) + "-" +
+                          std::to_string(rng());
+  for (int attempt = 0; attempt < kCommitTries; ++attempt) {
+    auto log = ReadLog(shard, dir);
+    if (!log.ok()) return log.status();
+    const uint64_t tail = log->empty() ? 0 : log->back().seq;
+    std::optional<ShardManifest> m = make(&*log);
+    if (!m) return CommitOutcome::kFenced;
+    if (m->created_ms == 0) m->created_ms = WallMs();
+    KAYAK_RETURN_IF_ERROR(checkpoint::WriteFileSynced(tmp, Encode(shard, tail + 1, *m)));
+    const std::string to = dir + "/" + LogName(tail + 1);
+    const int err = PlaceNoReplace(tmp, to);
+    if (err == 0) {
+      KAYAK_RETURN_IF_ERROR(SyncDir(dir));
+      return CommitOutcome::kCommitted;
+    }
+    ::unlink(tmp.c_str());
+    if (err != EEXIST) return Status::FromErrno("placing " + to, err);
+    // Another writer took that number: read the log again, and decide again
+    // on what it now holds.
+  }
+  return Status::Unavailable("shard " + shard.Path() + ": the log's next entry was taken " +
+                             std::to_string(kCommitTries) + " times in a row");
+}
+
+const ShardStore::Entry* ShardStore::NewestOf(const std::string& dir, std::vector<Entry>* log,
+                                              std::vector<std::string>* notes) {
+  for (auto it = log->rbegin(); it != log->rend(); ++it) {
+    std::string why = it->why;
+    if (it->counts) {
+      // Every chunk it names is there, of the length it says (its CRC is
+      // checked when it is read).
+      for (const auto& [unit, u] : it->m->units) {
+        std::error_code ec;
+        const auto size = std::filesystem::file_size(dir + "/" + u.chunk, ec);
+        if (ec || size != u.bytes + checkpoint::kHeaderBytes) {
+          why = "its chunk " + u.chunk + " is missing or of another length";
+          break;
+        }
+      }
+      if (why.empty()) return &*it;
+    }
+    if (notes != nullptr) notes->push_back(it->file + " passed over: " + why);
+  }
+  return nullptr;
+}
+
+Result<CommitOutcome> ShardStore::Commit(const ShardId& shard, const ShardManifest& m) {
+  auto dir = DirOf(shard);
+  if (!dir.ok()) return dir.status();
+  return Append(shard, *dir, [&](std::vector<Entry>* log) -> std::optional<ShardManifest> {
+    for (const Entry& e : *log) {
+      if (e.m && (e.m->epoch > m.epoch ||
+                  (e.m->epoch == m.epoch && e.m->checkpoint == m.checkpoint))) {
+        return std::nullopt;
+      }
+    }
+    return m;
+  });
+}
+
+Result<CommitOutcome> ShardStore::Claim(const ShardId& shard, uint64_t epoch,
+                                        const std::string& owner, int64_t next_offset,
+                                        ShardManifest* claimed) {
+  auto dir = DirOf(shard);
+  if (!dir.ok()) return dir.status();
+  // What is restated is decided on the same reading of the log as the
+  // number the claim takes: a commit of the old owner that lands first is
+  // in it.
+  auto outcome =
+      Append(shard, *dir, [&](std::vector<Entry>* log) -> std::optional<ShardManifest> {
+        for (const Entry& e : *log) {
+          if (e.m && e.m->epoch >= epoch) return std::nullopt;
+        }
+        ShardManifest m;
+        if (const Entry* newest = NewestOf(*dir, log, nullptr)) {
+          m = *newest->m;
+        } else {
+          m.next_offset = next_offset;
+        }
+        m.epoch = epoch;
+        m.owner = owner;
+        m.created_ms = 0;
+        if (claimed != nullptr) *claimed = m;
+        return m;
+      });
+  return outcome;
+}
+
+Result<std::optional<ShardManifest>> ShardStore::Newest(const ShardId& shard,
+                                                        std::vector<std::string>* notes) const {
+  auto dir = DirOf(shard);
+  if (!dir.ok()) return dir.status();
+  auto log = ReadLog(shard, *dir);
+  if (!log.ok()) return log.status();
+  std::vector<std::string> passed;
+  const Entry* newest = NewestOf(*dir, &*log, &passed);
+  if (notes != nullptr) {
+    for (const std::string& p : passed) notes->push_back("shard " + shard.Path() + ": " + p);
+  }
+  if (newest == nullptr) return std::optional<ShardManifest>();
+  return std::optional<ShardManifest>(*newest->m);
+}
+
+Status ShardStore::Prune(const ShardId& shard, size_t keep) {
+  auto dir = DirOf(shard);
+  if (!dir.ok()) return dir.status();
+  keep = std::max<size_t>(keep, 1);
+  auto log = ReadLog(shard, *dir);
+  if (!log.ok()) return log.status();
+  // The log from the keep-th newest entry that counts on stays (an entry
+  // after it that does not count stays too: it is judged by what is kept,
+  // which still fences it).
+  size_t cut = log->size();
+  size_t counted = 0;
+  for (size_t i = log->size(); i-- > 0;) {
+    if ((*log)[i].counts && ++counted == keep) {
+      cut = i;
+      break;
+    }
+  }
+  if (counted < keep || cut == 0) return Status::Ok();
+  std::set<std::string> named;
+  for (size_t i = cut; i < log->size(); ++i) {
+    if (!(*log)[i].m) continue;
+    for (const auto& [unit, u] : (*log)[i].m->units) named.insert(u.chunk);
+  }
+  for (size_t i = 0; i < cut; ++i) ::unlink((*dir + "/" + (*log)[i].file).c_str());
+  // Chunks of checkpoints before the oldest kept entry that no kept entry
+  // names. A later one may belong to a checkpoint being written.
+  const ShardManifest& oldest = *(*log)[cut].m;
+  const std::string limit = "chunk-" + Digits20(oldest.epoch) + "-" + Digits20(oldest.checkpoint);
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(*dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("chunk-", 0) == 0 && name.compare(0, limit.size(), limit) < 0 &&
+        named.count(name) == 0) {
+      ::unlink(it->path().c_str());
+    }
+  }
+  return SyncDir(*dir);
+}
+
+}  // namespace kayak::cluster
