@@ -15,7 +15,10 @@
 #include "cluster/partitioner.h"
 #include "cluster/shard_split.h"
 #include "cluster/shard_store.h"
+#include "common/clock.h"
+#include "common/format.h"
 #include "state/bucket.h"
+#include "test_util.h"
 
 namespace kayak::cluster {
 namespace {
@@ -85,7 +88,7 @@ TEST(ShardSplit, ABucketSplitByPartitionMergesBackToItself) {
   const std::string full = BucketChunk(5000);
   for (Partitioner how : {Partitioner::kMurmur2, Partitioner::kCrc32}) {
     std::vector<std::string> shards;
-    ASSERT_TRUE(SplitBucketChunk(full, how, 6, &shards).ok());
+    ASSERT_TRUE(SplitStateChunk(KeyedState::kBucket, full, how, 6, &shards).ok());
     ASSERT_EQ(shards.size(), 6u);
     size_t total = 0;
     for (int32_t p = 0; p < 6; ++p) {
@@ -102,7 +105,7 @@ TEST(ShardSplit, ABucketSplitByPartitionMergesBackToItself) {
     // (entries in write order).
     std::vector<std::string_view> views(shards.rbegin(), shards.rend());
     std::string merged;
-    ASSERT_TRUE(MergeBucketChunks(views, &merged).ok());
+    ASSERT_TRUE(MergeStateChunks(KeyedState::kBucket, views, &merged).ok());
     EXPECT_EQ(merged, full);
   }
 }
@@ -112,9 +115,9 @@ TEST(ShardSplit, AMovedShardJoinsAnotherServersBucket) {
   // moves to B. B's bucket afterwards is its own shard plus the moved one.
   const std::string full = BucketChunk(3000);
   std::vector<std::string> shards;
-  ASSERT_TRUE(SplitBucketChunk(full, Partitioner::kMurmur2, 3, &shards).ok());
+  ASSERT_TRUE(SplitStateChunk(KeyedState::kBucket, full, Partitioner::kMurmur2, 3, &shards).ok());
   std::string b_after;
-  ASSERT_TRUE(MergeBucketChunks({shards[2], shards[1]}, &b_after).ok());
+  ASSERT_TRUE(MergeStateChunks(KeyedState::kBucket, {shards[2], shards[1]}, &b_after).ok());
   Bucket b("totals", 0);
   ASSERT_TRUE(b.RestoreState(b_after).ok());
   Bucket one("x", 0), two("y", 0);
@@ -133,22 +136,68 @@ TEST(ShardSplit, RefusesAKeyInTwoShardsAndMalformedChunks) {
   const std::string a = BucketChunk(10);
   const std::string b = BucketChunk(10, 5);  // keys 5..9 in both
   std::string out;
-  const Status st = MergeBucketChunks({a, b}, &out);
+  const Status st = MergeStateChunks(KeyedState::kBucket, {a, b}, &out);
   EXPECT_EQ(st.code(), Code::kCorruption);
   EXPECT_NE(st.message().find("in two shards"), std::string::npos) << st.ToString();
   std::vector<std::string> shards;
-  EXPECT_EQ(SplitBucketChunk(a.substr(0, a.size() - 3), Partitioner::kMurmur2, 4, &shards).code(),
+  EXPECT_EQ(SplitStateChunk(KeyedState::kBucket, a.substr(0, a.size() - 3), Partitioner::kMurmur2, 4, &shards).code(),
             Code::kCorruption);
-  EXPECT_EQ(SplitBucketChunk(a + "x", Partitioner::kMurmur2, 4, &shards).code(),
+  EXPECT_EQ(SplitStateChunk(KeyedState::kBucket, a + "x", Partitioner::kMurmur2, 4, &shards).code(),
             Code::kCorruption);
-  EXPECT_EQ(SplitBucketChunk(a, Partitioner::kMurmur2, 0, &shards).code(),
+  EXPECT_EQ(SplitStateChunk(KeyedState::kBucket, a, Partitioner::kMurmur2, 0, &shards).code(),
             Code::kInvalidArgument);
-  EXPECT_EQ(MergeBucketChunks({a.substr(0, 40)}, &out).code(), Code::kCorruption);
+  EXPECT_EQ(MergeStateChunks(KeyedState::kBucket, {a.substr(0, 40)}, &out).code(), Code::kCorruption);
   // Nothing to merge is an empty bucket.
   out.clear();
-  ASSERT_TRUE(MergeBucketChunks({}, &out).ok());
+  ASSERT_TRUE(MergeStateChunks(KeyedState::kBucket, {}, &out).ok());
   Bucket empty("e", 0);
   EXPECT_TRUE(empty.RestoreState(out).ok());
+}
+
+// A rolling window's keys split and merge the same way; its count of late
+// points goes with partition 0's slice and adds up again.
+TEST(ShardSplit, ARollingWindowSplitsByKeyAndMergesBack) {
+  FakeClock clock;
+  auto window = testing::MakeTransform(
+      "rolling_window: {key: k, field: v, window_secs: 100, time_field: ts}", &clock);
+  ASSERT_NE(window, nullptr);
+  for (int i = 0; i < 2000; ++i) {
+    clock.AdvanceMs(1);
+    // Three points per key; ts 1 after 500 is late for a key that saw 500.
+    const int key = i % 700;
+    const int ts = i < 1400 ? 400 + i / 700 * 100 : 1;
+    Batch b = testing::MakeBatch({"{\"k\":\"dev-" + std::to_string(key) + "\",\"ts\":" +
+                                  std::to_string(ts) + ",\"v\":" + std::to_string(i) + "}"});
+    ASSERT_TRUE(window->Process(&b).ok());
+  }
+  std::string full;
+  window->SaveState(&full);
+  std::vector<std::string> shards;
+  ASSERT_TRUE(SplitStateChunk(KeyedState::kRollingWindow, full, Partitioner::kCrc32, 4, &shards)
+                  .ok());
+  for (int32_t p = 0; p < 4; ++p) {
+    auto slice = testing::MakeTransform(
+        "rolling_window: {key: k, field: v, window_secs: 100, time_field: ts}", &clock);
+    ASSERT_TRUE(slice->RestoreState(shards[p]).ok()) << p;
+    checkpoint::Decoder d(shards[p]);
+    uint64_t keys = 0, late = 0;
+    ASSERT_TRUE(d.U64(&keys) && d.U64(&late));
+    EXPECT_GT(keys, 100u);
+    EXPECT_EQ(late > 0, p == 0);
+    // Every key of the slice is one its partition holds.
+    std::string_view key;
+    ASSERT_TRUE(d.View(&key));
+    EXPECT_EQ(PartitionOf(Partitioner::kCrc32, key, 4), p) << key;
+  }
+  std::string merged;
+  ASSERT_TRUE(MergeStateChunks(KeyedState::kRollingWindow,
+                               {shards[3], shards[1], shards[0], shards[2]}, &merged)
+                  .ok());
+  EXPECT_EQ(merged, full);
+  EXPECT_EQ(SplitStateChunk(KeyedState::kRollingWindow, full.substr(0, full.size() - 8),
+                            Partitioner::kCrc32, 4, &shards)
+                .code(),
+            Code::kCorruption);
 }
 
 class ShardStoreTest : public ::testing::Test {

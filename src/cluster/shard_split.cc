@@ -11,65 +11,88 @@ namespace {
 using checkpoint::Decoder;
 using checkpoint::Encoder;
 
-// One entry of a bucket's full chunk, in place.
+// One entry of a full chunk, in place: its key, its last write, and all its
+// bytes (the key included), copied as they are.
 struct EntryView {
   std::string_view key;
   int64_t last_write_ms = 0;
-  std::string_view value;
+  std::string_view bytes;
 };
 
-// Reads a full chunk's entry count, then its entries one at a time.
+// Reads a full chunk's header, then its entries one at a time.
+//   bucket:         U64 entries; per entry Str key, I64 last write, Str value
+//   rolling_window: U64 keys, U64 late; per key Str key, I64 newest event
+//                   time, I64 last write, U64 points, per point I64, F64
 class EntryReader {
  public:
-  explicit EntryReader(std::string_view chunk) : d_(chunk), size_(chunk.size()) {}
+  EntryReader(KeyedState kind, std::string_view chunk) : kind_(kind), in_(chunk), d_(chunk) {}
   Status Start() {
-    // An entry takes at least 24 bytes: two lengths and a time.
-    if (!d_.U64(&left_) || left_ > size_ / 24) return Status::Corruption("bucket chunk is short");
+    // An entry takes at least 24 bytes (bucket) or 32 (window).
+    const size_t least = kind_ == KeyedState::kBucket ? 24 : 32;
+    if (!d_.U64(&left_) || left_ > in_.size() / least) return Short();
+    if (kind_ == KeyedState::kRollingWindow && !d_.U64(&late_)) return Short();
     return Status::Ok();
   }
   uint64_t count() const { return left_; }
+  uint64_t late() const { return late_; }
   // False at the end; Corruption on a malformed entry.
   Result<bool> Next(EntryView* e) {
     if (left_ == 0) {
-      if (!d_.done()) return Status::Corruption("bucket chunk has trailing bytes");
+      if (!d_.done()) return Status::Corruption(std::string(Name()) + " chunk has trailing bytes");
       return false;
     }
     --left_;
-    if (!d_.View(&e->key) || !d_.I64(&e->last_write_ms) || !d_.View(&e->value)) {
-      return Status::Corruption("bucket chunk is short");
+    const size_t at = d_.pos();
+    if (!d_.View(&e->key)) return Short();
+    if (kind_ == KeyedState::kBucket) {
+      std::string_view value;
+      if (!d_.I64(&e->last_write_ms) || !d_.View(&value)) return Short();
+    } else {
+      int64_t newest = 0;
+      uint64_t points = 0;
+      if (!d_.I64(&newest) || !d_.I64(&e->last_write_ms) || !d_.U64(&points) ||
+          points > in_.size() / 16 || !d_.Skip(points * 16)) {
+        return Short();
+      }
     }
+    e->bytes = in_.substr(at, d_.pos() - at);
     return true;
   }
 
  private:
+  const char* Name() const { return kind_ == KeyedState::kBucket ? "bucket" : "rolling_window"; }
+  Status Short() const { return Status::Corruption(std::string(Name()) + " chunk is short"); }
+
+  KeyedState kind_;
+  std::string_view in_;
   Decoder d_;
-  size_t size_;
   uint64_t left_ = 0;
+  uint64_t late_ = 0;
 };
 
-void Put(const EntryView& e, Encoder* out) {
-  out->Str(e.key);
-  out->I64(e.last_write_ms);
-  out->Str(e.value);
+// A chunk's header: its count (patched once known) and a window's late.
+void Header(KeyedState kind, uint64_t late, Encoder* e) {
+  e->U64(0);
+  if (kind == KeyedState::kRollingWindow) e->U64(late);
 }
 
 }  // namespace
 
-Status SplitBucketChunk(std::string_view full, Partitioner partitioner, int32_t partitions,
-                        std::vector<std::string>* shards) {
+Status SplitStateChunk(KeyedState kind, std::string_view full, Partitioner partitioner,
+                       int32_t partitions, std::vector<std::string>* shards) {
   if (partitions < 1) return Status::Invalid("a topic has at least one partition");
-  EntryReader reader(full);
+  EntryReader reader(kind, full);
   KAYAK_RETURN_IF_ERROR(reader.Start());
   std::vector<Encoder> out(static_cast<size_t>(partitions));
   std::vector<uint64_t> counts(out.size(), 0);
-  for (Encoder& e : out) e.U64(0);  // the count, patched at the end
+  for (size_t p = 0; p < out.size(); ++p) Header(kind, p == 0 ? reader.late() : 0, &out[p]);
   EntryView e;
   for (;;) {
     auto more = reader.Next(&e);
     if (!more.ok()) return more.status();
     if (!*more) break;
     const auto p = static_cast<size_t>(PartitionOf(partitioner, e.key, partitions));
-    Put(e, &out[p]);
+    out[p].out().append(e.bytes);
     ++counts[p];
   }
   shards->assign(out.size(), std::string());
@@ -80,14 +103,17 @@ Status SplitBucketChunk(std::string_view full, Partitioner partitioner, int32_t 
   return Status::Ok();
 }
 
-Status MergeBucketChunks(const std::vector<std::string_view>& shards, std::string* out) {
+Status MergeStateChunks(KeyedState kind, const std::vector<std::string_view>& shards,
+                        std::string* out) {
   std::vector<EntryReader> readers;
   readers.reserve(shards.size());
   uint64_t total = 0;
+  uint64_t late = 0;
   for (std::string_view s : shards) {
-    readers.emplace_back(s);
+    readers.emplace_back(kind, s);
     KAYAK_RETURN_IF_ERROR(readers.back().Start());
     total += readers.back().count();
+    late += readers.back().late();
   }
   // The head entry of each shard not yet written.
   std::vector<EntryView> heads(shards.size());
@@ -100,7 +126,8 @@ Status MergeBucketChunks(const std::vector<std::string_view>& shards, std::strin
   absl::flat_hash_set<std::string_view> seen;
   seen.reserve(total);
   Encoder e;
-  e.U64(total);
+  Header(kind, late, &e);
+  e.PatchU64(0, total);
   for (uint64_t written = 0; written < total; ++written) {
     size_t pick = shards.size();
     for (size_t i = 0; i < shards.size(); ++i) {
@@ -108,12 +135,11 @@ Status MergeBucketChunks(const std::vector<std::string_view>& shards, std::strin
         pick = i;
       }
     }
-    if (pick == shards.size()) return Status::Corruption("bucket chunk is short");
     if (!seen.insert(heads[pick].key).second) {
       return Status::Corruption("key '" + std::string(heads[pick].key) +
                                 "' is in two shards' chunks");
     }
-    Put(heads[pick], &e);
+    e.out().append(heads[pick].bytes);
     auto more = readers[pick].Next(&heads[pick]);
     if (!more.ok()) return more.status();
     live[pick] = *more;
