@@ -70,24 +70,32 @@ def card(url, pipeline, name):
     return None
 
 
-def run_kayak(work, bootstrap, n, output, state, eos=False, label=""):
+def run_kayak(work, bootstrap, n, output, state, eos=False, label="", transforms=None,
+              head="", interval_secs=None):
+    """msg/s of one kayak run. `transforms` (YAML flow list) replaces the
+    filter + map, `head` is put before `pipelines:` (buckets), and
+    `interval_secs` sets the checkpoint interval (default: 1 s with
+    exactly_once, the server's default otherwise)."""
     d = tempfile.mkdtemp(dir=work)
     group = "b-" + uuid.uuid4().hex[:8]
     if output == "kafka":
         txn = ", exactly_once: true" if eos else ""
         out = f"{{kafka: {{brokers: '{bootstrap}', topic: out-{group}{txn}}}}}"
-        transforms = "[{filter: 'v >= 0'}, {map: {w: 'v * 2'}}]"
+        if transforms is None:
+            transforms = "[{filter: 'v >= 0'}, {map: {w: 'v * 2'}}]"
     else:
         out = f"{{file: {{path: {d}/out}}}}"
         transforms = "[]"
     with open(f"{d}/p.yaml", "w") as f:
-        f.write(f"pipelines:\n  p:\n    input: {{kafka: {{brokers: '{bootstrap}', topics: [in], "
+        f.write(f"{head}pipelines:\n  p:\n    input: {{kafka: {{brokers: '{bootstrap}', topics: [in], "
                 f"group: {group}, batch_size: 5000}}}}\n    transforms: {transforms}\n"
                 f"    outputs: [{out}]\n")
     with open(f"{d}/s.yaml", "w") as f:
         # exactly_once shows messages at each commit: a checkpoint a second
+        if interval_secs is None and eos:
+            interval_secs = 1
         f.write("listen: 127.0.0.1:0\nlog_level: info\n" +
-                ("checkpoint: {interval_secs: 1}\n" if eos else ""))
+                (f"checkpoint: {{interval_secs: {interval_secs}}}\n" if interval_secs else ""))
     args = [KAYAK, "--config", f"{d}/p.yaml", "--server-config", f"{d}/s.yaml"]
     if state:
         args += ["--state-dir", f"{d}/state"]
@@ -153,9 +161,14 @@ def peak_rss_mb(pid):
     return 0.0
 
 
+LAST_TOPIC = None  # the output topic of the newest run
+
+
 def watched(proc, topic, n):
     """(first, done): when `kafkatool wait` saw the first message in `topic`
     and the n-th, on the clock of time.monotonic()."""
+    global LAST_TOPIC
+    LAST_TOPIC = topic
     out, _ = proc.communicate(timeout=610)
     if proc.returncode != 0:
         raise SystemExit(f"{topic} never held {n} messages")

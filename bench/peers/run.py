@@ -2,6 +2,7 @@
 """kayak beside the engines a user would pick instead, on the same work, in one run.
 
     python3 bench/peers/run.py [--messages N] [--runs R]
+    python3 bench/peers/run.py --workload windowed [--keys K] [--checkpoint-secs S] ...
 
 Needs `scripts/install-deps.sh --bench` (kcat, Kafka Streams' jars). Starts
 the real Kafka broker of the tests (tests/servers/kafka_cluster.py), produces
@@ -16,6 +17,16 @@ build/tests/kafkatool, then alternates, run after run, over that same topic:
                             at_least_once, as many stream threads as cores
   kafka streams exactly_once_v2   with exactly_once_v2 and a commit every second
 
+The windowed workload (`--workload windowed`) produces N messages with K keys
+(default 100,000) and an event time `ts`, and runs per key a window of the
+last 10 s of event time (count and sum of `v`) and a running total of `v`,
+adding all three to each message, with a checkpoint every S seconds (default
+10): kayak's `rolling_window` then `bucket: {op: add}` with --state-dir and
+`checkpoint.interval_secs: S`; Kafka Streams' value processor over a
+persistent (RocksDB) store with its changelog and `commit.interval.ms` S*1000
+(bench/peers/kstreams/.../Windowed.java); each at least once and exactly once.
+kcat's pipe stays as the ceiling of moving the bytes.
+
 Each run is timed from the start of its process to the moment a
 read_committed reader of its output topic sees the N-th message (`kafkatool
 wait`); `steady` is N over the time from the first output message to the last
@@ -24,6 +35,7 @@ process's user + system seconds per million messages; peak RSS its VmHWM.
 Prints one line per run and a table of medians with ratios to kcat.
 """
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -40,6 +52,16 @@ import kafka_pipe  # noqa: E402
 from kafka_pipe import JAVA, TOOL, Cluster, cpu_secs, peak_rss_mb, watched  # noqa: E402
 
 KSTREAMS = os.path.join(HERE, "kstreams")
+FLINK = os.path.join(HERE, "flink")
+# What Flink's own launcher passes a JVM 17 (its config.yaml's
+# env.java.opts.all): the modules its serializers reach into.
+FLINK_JVM = [f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in (
+    "java.lang", "java.lang.reflect", "java.net", "java.io", "java.nio", "sun.nio.ch",
+    "java.text", "java.time", "java.util", "java.util.concurrent",
+    "java.util.concurrent.atomic", "java.util.concurrent.locks")] + [
+    "--add-exports=java.base/sun.net.util=ALL-UNNAMED",
+    "--add-exports=java.rmi/sun.rmi.registry=ALL-UNNAMED",
+    "--add-exports=java.security.jgss/sun.security.krb5=ALL-UNNAMED"]
 
 
 def steady(n, first, end):
@@ -48,19 +70,21 @@ def steady(n, first, end):
     return n / (end - first) if end - first > 0.05 else None
 
 
-def run_kstreams(work, bootstrap, n, guarantee):
+def run_kstreams(work, bootstrap, n, guarantee, job="Stateless", commit_ms=None, extra=(),
+                 peer=KSTREAMS, jvm=()):
     """(msg/s from start, steady msg/s, CPU s, peak MB, s to the first output)
-    of the Kafka Streams job."""
-    app = "ks-" + uuid.uuid4().hex[:8]
+    of the JVM job `job` (a class of bench/peers/kstreams, or of `peer`)."""
+    app = os.path.basename(peer) + "-" + uuid.uuid4().hex[:8]
     out = f"out-{app}"
     subprocess.run([TOOL, "create", bootstrap, f"{out}:4"], check=True)
     done = subprocess.Popen([TOOL, "wait", bootstrap, out, str(n), "600"],
                             stdout=subprocess.PIPE, text=True)
-    cp = os.path.join(KSTREAMS, "libs", "*") + ":" + os.path.join(KSTREAMS, "classes")
-    commit_ms = "1000" if guarantee == "exactly_once_v2" else "30000"
+    cp = os.path.join(peer, "libs", "*") + ":" + os.path.join(peer, "classes")
+    if commit_ms is None:
+        commit_ms = 1000 if guarantee == "exactly_once_v2" else 30000
     t0 = time.monotonic()
-    p = subprocess.Popen([JAVA, "-Xmx1g", "-cp", cp, "kayak.bench.Stateless", bootstrap, "in", out,
-                          app, guarantee, commit_ms, os.path.join(work, app)],
+    p = subprocess.Popen([JAVA, "-Xmx1g", *jvm, "-cp", cp, f"kayak.bench.{job}", bootstrap, "in", out,
+                          app, guarantee, str(commit_ms), os.path.join(work, app), *extra],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         first, end = watched(done, out, n)
@@ -71,9 +95,21 @@ def run_kstreams(work, bootstrap, n, guarantee):
         p.wait(timeout=60)
 
 
-def run_kayak(work, bootstrap, n, eos, label):
+# The windowed workload in kayak: a window of `ts`'s last 10 s per key, then
+# the key's running total in a bucket.
+WINDOWED = ("[{rolling_window: {key: k, field: v, window_secs: 10, time_field: ts, "
+            "aggregates: [count, sum]}}, {bucket: {name: totals, key: k, op: add, field: v, "
+            "as: total}}]")
+
+
+def run_kayak(work, bootstrap, n, eos, label, windowed=False, checkpoint_secs=None):
     """The same four figures for kayak, through bench/kafka_pipe.py's runner."""
-    total = kafka_pipe.run_kayak(work, bootstrap, n, "kafka", eos, eos, label)
+    if windowed:
+        total = kafka_pipe.run_kayak(work, bootstrap, n, "kafka", True, eos, label,
+                                     transforms=WINDOWED, head="buckets:\n  totals: {}\n",
+                                     interval_secs=checkpoint_secs)
+    else:
+        total = kafka_pipe.run_kayak(work, bootstrap, n, "kafka", eos, eos, label)
     first, end = kafka_pipe.FIRSTS[label][-1], kafka_pipe.ENDS[label][-1]
     return (total, steady(n, first, end), kafka_pipe.CPUS[label][-1],
             kafka_pipe.PEAKS[label][-1], first)
@@ -102,6 +138,25 @@ def run_kcat(bootstrap, n):
     return n / (end - t0), steady(n, first, end), cpu, peak, first - t0
 
 
+def verify_windowed(bootstrap, topic, n, keys):
+    """Every message is in `topic` once, and the newest running total of each
+    key is the sum of its `v`s, as kafkatool produced them."""
+    out = subprocess.run([TOOL, "consume", bootstrap, topic, str(n), "120"], check=True,
+                         capture_output=True, text=True).stdout.split("\n")
+    seqs, totals = set(), {}
+    for line in out:
+        if line:
+            m = json.loads(line)
+            seqs.add(m["seq"])
+            totals[m["k"]] = max(totals.get(m["k"], 0), m["total"])
+    want = {}
+    for i in range(n):
+        want[f"k{i % keys}"] = want.get(f"k{i % keys}", 0) + (i * 31) % 97
+    if len(seqs) != n or totals != want:
+        raise SystemExit(f"{topic}: {len(seqs)} of {n} messages, "
+                         f"{sum(totals[k] != want.get(k) for k in totals)} totals wrong")
+
+
 def rate(v):
     return "-" if v is None else f"{v:,.0f}"
 
@@ -110,31 +165,53 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--messages", type=int, default=500000)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--workload", choices=["stateless", "windowed"], default="stateless")
+    ap.add_argument("--keys", type=int, default=100000)
+    ap.add_argument("--checkpoint-secs", type=int, default=10)
+    ap.add_argument("--verify", action="store_true",
+                    help="windowed: check every engine's output against the oracle")
     a = ap.parse_args()
+    windowed = a.workload == "windowed"
     if not shutil.which("kcat"):
         raise SystemExit("needs kcat: scripts/install-deps.sh --bench")
-    if not os.path.isdir(os.path.join(KSTREAMS, "classes")):
-        raise SystemExit("needs Kafka Streams' jars: scripts/install-deps.sh --bench")
+    for peer in (KSTREAMS, FLINK):
+        if not os.path.isdir(os.path.join(peer, "classes")):
+            raise SystemExit(f"needs the jars of {peer}: scripts/install-deps.sh --bench")
     work = tempfile.mkdtemp(prefix="kayak-bench-peers-")
     broker = Cluster(os.path.join(work, "kafka"), 1)
     names = ["kcat pipe", "kayak", "kayak exactly_once", "kafka streams",
              "kafka streams exactly_once_v2"]
+    if windowed:
+        names += ["flink", "flink exactly_once"]
     results = {k: [] for k in names}
     try:
         broker.start()
         bootstrap = broker.bootstrap
         subprocess.run([TOOL, "create", bootstrap, "in:4"], check=True)
-        subprocess.run([TOOL, "produce", bootstrap, "in", str(a.messages)], check=True)
+        subprocess.run([TOOL, "produce", bootstrap, "in", str(a.messages)] +
+                       (["0", str(a.keys)] if windowed else []), check=True)
         for r in range(a.runs):
             for name in names:
                 if name == "kcat pipe":
                     v = run_kcat(bootstrap, a.messages)
                 elif name.startswith("kayak"):
-                    v = run_kayak(work, bootstrap, a.messages, "exactly_once" in name, name)
+                    v = run_kayak(work, bootstrap, a.messages, "exactly_once" in name, name,
+                                  windowed, a.checkpoint_secs)
+                elif name.startswith("flink"):
+                    v = run_kstreams(work, bootstrap, a.messages,
+                                     "exactly_once" if "exactly" in name else "at_least_once",
+                                     "Windowed", a.checkpoint_secs * 1000, ["10000"], FLINK,
+                                     FLINK_JVM)
+                elif windowed:
+                    v = run_kstreams(work, bootstrap, a.messages,
+                                     "exactly_once_v2" if "exactly" in name else "at_least_once",
+                                     "Windowed", a.checkpoint_secs * 1000, ["10000"])
                 else:
                     v = run_kstreams(work, bootstrap, a.messages,
                                      "exactly_once_v2" if "exactly" in name else "at_least_once")
                 results[name].append(v)
+                if windowed and a.verify and name != "kcat pipe":
+                    verify_windowed(bootstrap, kafka_pipe.LAST_TOPIC, a.messages, a.keys)
                 print(f"run {r + 1} {name}: {v[0]:,.0f} msg/s from start, first after "
                       f"{v[4]:.2f} s, steady {rate(v[1])}, {v[2]:.1f} CPU s, {v[3]:.0f} MB peak",
                       flush=True)
@@ -143,7 +220,9 @@ def main():
             xs = [x[i] for x in vs if x[i] is not None]
             return statistics.median(xs) if xs else None
         base = med(results["kcat pipe"], 0)
-        print(f"\n{a.runs} runs, {a.messages:,} messages of about 40 bytes, kafka -> kafka, medians:")
+        what = (f"{a.keys:,} keys, window + running total, a checkpoint every "
+                f"{a.checkpoint_secs} s" if windowed else "filter + map")
+        print(f"\n{a.runs} runs, {a.messages:,} messages, kafka -> {what} -> kafka, medians:")
         print("| engine | msg/s from start | ratio to kcat | first output after s | msg/s steady "
               "| CPU s per M msgs | peak RSS MB |")
         print("|---|---|---|---|---|---|---|")

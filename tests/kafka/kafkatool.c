@@ -1,9 +1,11 @@
 // kafkatool: the tests' and benchmarks' Kafka client, for what they need to
 // ask of a broker (tests/servers/kafka_cluster.py starts the real one).
 //
-//   kafkatool produce BOOTSTRAP TOPIC N [START]   messages START..START+N-1
+//   kafkatool produce BOOTSTRAP TOPIC N [START [KEYS]]   messages START..START+N-1
 //       Produces N messages {"seq":i,"k":"k<i%7>","v":<(i*31)%97>} with key
 //       k<i%7>, spread over the partitions by key, and waits for delivery.
+//       With KEYS: {"seq":i,"k":"k<i%KEYS>","v":<(i*31)%97>,"ts":<epoch ms>},
+//       keyed k<i%KEYS> (the windowed benchmark's many keys).
 //   kafkatool committed BOOTSTRAP TOPIC GROUP
 //       Prints "partition offset" per partition of TOPIC committed by GROUP
 //       (-1001 when nothing is committed).
@@ -65,7 +67,7 @@ static void on_delivery(rd_kafka_t* rk, const rd_kafka_message_t* m, void* opaqu
   else delivered++;
 }
 
-static int produce(const char* bootstrap, const char* topic, int n, int start) {
+static int produce(const char* bootstrap, const char* topic, int n, int start, int keys) {
   rd_kafka_conf_t* c = rd_kafka_conf_new();
   conf_set(c, "bootstrap.servers", bootstrap);
   conf_set(c, "enable.idempotence", "true");
@@ -75,9 +77,19 @@ static int produce(const char* bootstrap, const char* topic, int n, int start) {
   if (!rk) fail("producer", err);
   for (int i = start; i < start + n; i++) {
     char key[16], value[128];
-    snprintf(key, sizeof(key), "k%d", i % 7);
-    int len = snprintf(value, sizeof(value), "{\"seq\":%d,\"k\":\"%s\",\"v\":%d}", i, key,
-                       (i * 31) % 97);
+    int len;
+    if (keys > 0) {
+      struct timespec now;
+      clock_gettime(CLOCK_REALTIME, &now);
+      snprintf(key, sizeof(key), "k%d", i % keys);
+      len = snprintf(value, sizeof(value), "{\"seq\":%d,\"k\":\"%s\",\"v\":%d,\"ts\":%lld}", i,
+                     key, (i * 31) % 97,
+                     (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+    } else {
+      snprintf(key, sizeof(key), "k%d", i % 7);
+      len = snprintf(value, sizeof(value), "{\"seq\":%d,\"k\":\"%s\",\"v\":%d}", i, key,
+                     (i * 31) % 97);
+    }
     for (;;) {
       rd_kafka_resp_err_t e = rd_kafka_producev(
           rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, strlen(key)),
@@ -364,8 +376,9 @@ static int ends(const char* bootstrap, const char* topic) {
 
 int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
-  if ((argc == 5 || argc == 6) && !strcmp(argv[1], "produce"))
-    return produce(argv[2], argv[3], atoi(argv[4]), argc == 6 ? atoi(argv[5]) : 0);
+  if (argc >= 5 && argc <= 7 && !strcmp(argv[1], "produce"))
+    return produce(argv[2], argv[3], atoi(argv[4]), argc >= 6 ? atoi(argv[5]) : 0,
+                   argc == 7 ? atoi(argv[6]) : 0);
   if (argc == 5 && !strcmp(argv[1], "committed")) return committed(argv[2], argv[3], argv[4]);
   if ((argc == 6 || argc == 7) && !strcmp(argv[1], "consume")) {
     return consume(argv[2], argv[3], atoll(argv[4]), atoi(argv[5]),
