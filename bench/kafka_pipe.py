@@ -71,11 +71,12 @@ def card(url, pipeline, name):
 
 
 def run_kayak(work, bootstrap, n, output, state, eos=False, label="", transforms=None,
-              head="", interval_secs=None):
+              head="", interval_secs=None, input_extra=""):
     """msg/s of one kayak run. `transforms` (YAML flow list) replaces the
     filter + map, `head` is put before `pipelines:` (buckets), and
     `interval_secs` sets the checkpoint interval (default: 1 s with
-    exactly_once, the server's default otherwise)."""
+    exactly_once, the server's default otherwise); `input_extra` is added to
+    the kafka input's options (", properties: {...}")."""
     d = tempfile.mkdtemp(dir=work)
     group = "b-" + uuid.uuid4().hex[:8]
     if output == "kafka":
@@ -88,7 +89,7 @@ def run_kayak(work, bootstrap, n, output, state, eos=False, label="", transforms
         transforms = "[]"
     with open(f"{d}/p.yaml", "w") as f:
         f.write(f"{head}pipelines:\n  p:\n    input: {{kafka: {{brokers: '{bootstrap}', topics: [in], "
-                f"group: {group}, batch_size: 5000}}}}\n    transforms: {transforms}\n"
+                f"group: {group}, batch_size: 5000{input_extra}}}}}\n    transforms: {transforms}\n"
                 f"    outputs: [{out}]\n")
     with open(f"{d}/s.yaml", "w") as f:
         # exactly_once shows messages at each commit: a checkpoint a second

@@ -6,6 +6,11 @@
 //       k<i%7>, spread over the partitions by key, and waits for delivery.
 //       With KEYS: {"seq":i,"k":"k<i%KEYS>","v":<(i*31)%97>,"ts":<epoch ms>},
 //       keyed k<i%KEYS> (the windowed benchmark's many keys).
+//   kafkatool next BOOTSTRAP TOPIC SECONDS
+//       Waits until TOPIC's read_committed ends hold still for 200 ms, reads
+//       from there, prints "ready", then the CLOCK_MONOTONIC time at which the
+//       first message after those ends arrived (exit 0), or exits 1 after
+//       SECONDS (the recovery benchmark's "first new output").
 //   kafkatool committed BOOTSTRAP TOPIC GROUP
 //       Prints "partition offset" per partition of TOPIC committed by GROUP
 //       (-1001 when nothing is committed).
@@ -356,6 +361,61 @@ static rd_kafka_t* reader(const char* bootstrap, const char* isolation) {
   return rk;
 }
 
+static int next_message(const char* bootstrap, const char* topic, int seconds) {
+  rd_kafka_conf_t* c = rd_kafka_conf_new();
+  char group[64];
+  snprintf(group, sizeof(group), "kafkatool-next-%d", (int)getpid());
+  conf_set(c, "bootstrap.servers", bootstrap);
+  conf_set(c, "isolation.level", "read_committed");
+  conf_set(c, "group.id", group);
+  conf_set(c, "enable.auto.commit", "false");
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, err, sizeof(err));
+  if (!rk) fail("consumer", err);
+  const int parts = partition_count(rk, topic);
+  if (parts == 0) fail("no such topic", topic);
+  int64_t* at = calloc((size_t)parts, sizeof(int64_t));
+  int64_t* again = calloc((size_t)parts, sizeof(int64_t));
+  // The ends, once two readings 200 ms apart agree: what a process killed a
+  // moment ago had in flight has landed by then.
+  for (int tries = 0; tries < 100; tries++) {
+    for (int p = 0; p < parts; p++) {
+      int64_t lo = 0;
+      if (rd_kafka_query_watermark_offsets(rk, topic, p, &lo, &again[p], 10000))
+        fail("watermarks", topic);
+    }
+    if (tries > 0 && !memcmp(at, again, (size_t)parts * sizeof(int64_t))) break;
+    memcpy(at, again, (size_t)parts * sizeof(int64_t));
+    usleep(200000);
+  }
+  rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(parts);
+  for (int p = 0; p < parts; p++) rd_kafka_topic_partition_list_add(list, topic, p)->offset = at[p];
+  if (rd_kafka_assign(rk, list)) fail("assign", topic);
+  rd_kafka_topic_partition_list_destroy(list);
+  printf("ready\n");
+  fflush(stdout);
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  int rc = 1;
+  for (;;) {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec - start.tv_sec >= seconds) break;
+    rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, 100);
+    if (!m) continue;
+    const int got = !m->err;
+    rd_kafka_message_destroy(m);
+    if (got) {
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      printf("%.6f\n", now.tv_sec + now.tv_nsec / 1e9);
+      rc = 0;
+      break;
+    }
+  }
+  free(at);
+  free(again);
+  rd_kafka_destroy(rk);
+  return rc;
+}
+
 static int ends(const char* bootstrap, const char* topic) {
   rd_kafka_t* committed_reader = reader(bootstrap, "read_committed");
   rd_kafka_t* any_reader = reader(bootstrap, "read_uncommitted");
@@ -385,6 +445,7 @@ int main(int argc, char** argv) {
                    argc == 7 ? argv[6] : "read_committed");
   }
   if (argc == 4 && !strcmp(argv[1], "ends")) return ends(argv[2], argv[3]);
+  if (argc == 5 && !strcmp(argv[1], "next")) return next_message(argv[2], argv[3], atoi(argv[4]));
   if (argc >= 4 && !strcmp(argv[1], "create")) return create(argv[2], argc - 3, argv + 3);
   if (argc == 6 && !strcmp(argv[1], "member")) {
     return member(argv[2], argv[3], argv[4], atoi(argv[5]));
@@ -392,6 +453,6 @@ int main(int argc, char** argv) {
   if (argc == 6 && !strcmp(argv[1], "wait")) {
     return wait_count(argv[2], argv[3], atoll(argv[4]), atoi(argv[5]));
   }
-  fprintf(stderr, "usage: kafkatool produce|committed|create|ends|consume|member|wait ... (see the source)\n");
+  fprintf(stderr, "usage: kafkatool produce|committed|create|ends|next|consume|member|wait ... (see the source)\n");
   return 2;
 }

@@ -3,8 +3,10 @@
 // local MiniCluster (parallelism = cores) with the RocksDB state backend and
 // incremental checkpoints.
 //
-//   java -cp 'libs/*:classes' kayak.bench.Windowed BOOTSTRAP IN OUT APP_ID GUARANTEE CHECKPOINT_MS STATE_DIR WINDOW_MS
+//   java -cp 'libs/*:classes' kayak.bench.Windowed BOOTSTRAP IN OUT APP_ID GUARANTEE CHECKPOINT_MS STATE_DIR WINDOW_MS [RESTORE]
 //
+// RESTORE is a retained checkpoint (STATE_DIR/<job>/chk-<n>) to start from,
+// as `flink run -s` would: how a job killed with its MiniCluster resumes.
 // GUARANTEE is at_least_once or exactly_once (the sink's: Kafka transactions
 // committed at each checkpoint); checkpoints are exactly-once (aligned
 // barriers) either way. Per key it keeps the points of the last WINDOW_MS of
@@ -26,6 +28,7 @@ import org.apache.flink.api.common.typeinfo.PrimitiveArrayTypeInfo;
 import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.StateBackendOptions;
+import org.apache.flink.configuration.StateRecoveryOptions;
 import org.apache.flink.connector.base.DeliveryGuarantee;
 import org.apache.flink.connector.kafka.sink.KafkaRecordSerializationSchema;
 import org.apache.flink.connector.kafka.sink.KafkaSink;
@@ -119,9 +122,9 @@ public final class Windowed {
   }
 
   public static void main(String[] args) throws Exception {
-    if (args.length != 8) {
-      System.err.println(
-          "usage: Windowed BOOTSTRAP IN OUT APP_ID GUARANTEE CHECKPOINT_MS STATE_DIR WINDOW_MS");
+    if (args.length != 8 && args.length != 9) {
+      System.err.println("usage: Windowed BOOTSTRAP IN OUT APP_ID GUARANTEE CHECKPOINT_MS "
+          + "STATE_DIR WINDOW_MS [RESTORE]");
       System.exit(2);
     }
     final String bootstrap = args[0];
@@ -131,6 +134,7 @@ public final class Windowed {
     conf.set(StateBackendOptions.STATE_BACKEND, "rocksdb");
     conf.set(CheckpointingOptions.INCREMENTAL_CHECKPOINTS, true);
     conf.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, "file://" + args[6]);
+    if (args.length == 9) conf.set(StateRecoveryOptions.SAVEPOINT_PATH, args[8]);
     StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
     env.setParallelism(Runtime.getRuntime().availableProcessors());
     env.enableCheckpointing(Long.parseLong(args[5]), CheckpointingMode.EXACTLY_ONCE);
