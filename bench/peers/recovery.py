@@ -12,7 +12,8 @@ has state), a producer adds 10,000 messages every half second; when 30,000 of
 them are out, the engine is killed with SIGKILL while it works and started
 again as its own docs say a failed job resumes:
 
-  kayak                 the same command, --state-dir and group
+  kayak                 the same command, --state-dir and group ("kayak static":
+                        with `group.instance.id` among the input's properties)
   Kafka Streams         the same application.id and state.dir
   Flink                 a MiniCluster job started from its newest retained
                         checkpoint (`execution.state-recovery.path`), as
@@ -45,12 +46,15 @@ import run as peers  # noqa: E402
 from kafka_pipe import JAVA, KAYAK, TOOL, Cluster, peak_rss_mb  # noqa: E402
 
 
-def kayak_start(d, bootstrap, out, eos, secs):
+def kayak_start(d, bootstrap, out, eos, secs, static=False):
     group = os.path.basename(d)
     txn = ", exactly_once: true" if eos else ""
+    # Static membership: a restarted member takes its partitions back at once
+    # instead of waiting out the dead one's session (45 s by default).
+    props = f", properties: {{group.instance.id: {group}}}" if static else ""
     with open(f"{d}/p.yaml", "w") as f:
         f.write(f"buckets:\n  totals: {{}}\npipelines:\n  p:\n    input: {{kafka: {{brokers: "
-                f"'{bootstrap}', topics: [in], group: {group}, batch_size: 5000}}}}\n"
+                f"'{bootstrap}', topics: [in], group: {group}, batch_size: 5000{props}}}}}\n"
                 f"    transforms: {peers.WINDOWED}\n"
                 f"    outputs: [{{kafka: {{brokers: '{bootstrap}', topic: {out}{txn}}}}}]\n")
     with open(f"{d}/s.yaml", "w") as f:
@@ -125,7 +129,7 @@ def one(work, bootstrap, name, n, keys, secs, produced):
 
     def start(restart):
         if name.startswith("kayak"):
-            return kayak_start(d, bootstrap, out, eos, secs)
+            return kayak_start(d, bootstrap, out, eos, secs, "static" in name)
         if name.startswith("kafka streams"):
             return jvm_start(d, bootstrap, out, peers.KSTREAMS,
                              "exactly_once_v2" if eos else "at_least_once", secs)

@@ -13,6 +13,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -231,7 +232,21 @@ class KafkaInput final : public Input {
     return std::max<int64_t>(0, high - offset);
   }
 
+  // A static member (`group.instance.id` among the properties): the broker
+  // keeps a killed predecessor's membership under that id until its session
+  // ends, and fences a commit made outside the group in its name, fatally
+  // for the client. Its restored offsets wait for the assignment instead,
+  // which comes at once: the restarted member takes the old one's place.
+  bool StaticMember() const {
+    return std::any_of(props_.begin(), props_.end(),
+                       [](const auto& kv) { return kv.first == "group.instance.id"; });
+  }
+
   Status Subscribe(rd_kafka_t* rk) {
+    if (restore_commit_ && StaticMember()) {
+      commit_after_assign_ = true;
+      restore_commit_ = false;
+    }
     if (restore_commit_) {
       // The group must not be ahead of the restored state: the checkpoint's
       // offsets go to the group before anything is consumed. A broker that

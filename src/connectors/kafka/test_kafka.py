@@ -26,7 +26,7 @@ class KafkaBase(KayakTest):
         self.addCleanup(c.close)
         return c
 
-    def config(self, b, group, slow=0, extra_out=""):
+    def config(self, b, group, slow=0, extra_out="", props=""):
         lua = (f"      - lua: {{script: 'function process(m) for i=1,{slow} do end return m end',\n"
                f"               max_instructions: {max(10 * slow, 1000000)}}}\n" if slow else "")
         return f"""
@@ -36,7 +36,7 @@ pipelines:
   k:
     input: {{kafka: {{brokers: "{b.bootstrap}", topics: ["{b.t('in')}"], group: {group},
                       batch_size: 50,
-                      properties: {{session.timeout.ms: "6000", heartbeat.interval.ms: "500"}}}}}}
+                      properties: {{session.timeout.ms: "6000", heartbeat.interval.ms: "500"{props}}}}}}}
     transforms:
 {lua}      - rolling_window: {{key: k, field: v, window_messages: 5, aggregates: [count, sum]}}
       - bucket: {{name: sums, key: k, op: add, field: v, as: total}}
@@ -111,6 +111,34 @@ class KafkaTest(KafkaBase):
         self.assert_sums(s, n)
         wait_for(lambda: sum(b.committed("in", group).values()) == n, timeout=30,
                  what="the group to commit the final offsets")
+
+    def test_a_static_member_killed_takes_its_place_back_and_loses_nothing(self):
+        # With group.instance.id the broker keeps a killed member's place (and
+        # its member id) until its session ends. The restarted member takes
+        # the place at once; a commit of its restored offsets made outside the
+        # group in that name would be fenced, fatally for the client.
+        n = 2000
+        b = self.broker()
+        b.produce("in", n)
+        group = group_name()
+        state = self.path("state")
+        cfg = self.config(b, group, slow=150000,
+                          props=f', group.instance.id: "{group}-a"')
+        s = self.start(cfg, server_config=self.server, state_dir=state)
+        wait_for(lambda: s.card("k", "input")["messages_in"] > 0, timeout=120,
+                 what="the input to consume")
+        wait_for(lambda: checkpointed_offsets(state, "k"), timeout=60,
+                 what="a checkpoint holding offsets")
+        s.proc.send_signal(signal.SIGKILL)
+        s.proc.wait(timeout=30)
+        s.kill()
+        self.assertLess(len(self.read_output("out")), n, "the kill came too late")
+        s = self.start(cfg, server_config=self.server, state_dir=state)
+        wait_for(lambda: len(self.read_output("out")) >= n, timeout=120,
+                 what="every message after the restart")
+        self.assert_matches_oracle(self.rows(), n, "static member", exactly_once=True)
+        self.assertNotIn("atal", s.card("k", "input").get("last_error") or "")
+        self.assert_sums(s, n)
 
     def test_a_second_member_joining_and_leaving_the_group_changes_nothing(self):
         # A real coordinator rebalances the group twice while kayak consumes:
