@@ -31,17 +31,18 @@ allowed config common/ kayak/ expr/ config/
 allowed sdk common/ kayak/
 allowed state common/ kayak/ state/
 allowed checkpoint common/ kayak/ state/ checkpoint/
-allowed engine common/ kayak/ expr/ config/ state/ checkpoint/ engine/
+allowed cluster common/ kayak/ state/ checkpoint/ cluster/
+allowed engine common/ kayak/ expr/ config/ state/ checkpoint/ cluster/ engine/
 allowed transforms common/ kayak/ expr/ state/bucket.h state/arena.h transforms/ components.h
 for dir in connectors/*/; do
   dir=${dir%/}
   allowed "$dir" common/ kayak/ expr/ connectors/shared/ "$dir/"
 done
-allowed server common/ kayak/ expr/ config/ state/ checkpoint/ engine/ server/ components.h
+allowed server common/ kayak/ expr/ config/ state/ checkpoint/ cluster/ engine/ server/ components.h
 
 # No component type is named in config/, engine/ or state/: facts come from
 # the components' own definitions (PropRef, reads_pipelines, the interfaces).
-if grep -rnE --exclude='*_test.cc' '(type\(\)|->type|\.type) *[!=]= *"' config checkpoint engine state >&2; then
+if grep -rnE --exclude='*_test.cc' '(type\(\)|->type|\.type) *[!=]= *"' config checkpoint cluster engine state >&2; then
   echo "layers: the lines above decide by a component's type name" >&2
   status=1
 fi

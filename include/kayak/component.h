@@ -97,6 +97,35 @@ class ComponentStats {
 };
 
 // What a component is given when it is built.
+// In a cluster (docs/cluster.md): what a kafka input tells of the partitions
+// its consumer group gives it, so its region's keyed state follows them. Each
+// partition is a shard; the owner restores a shard's state from the cluster's
+// store before it reads the partition, and the input reads from where that
+// state stops. Called on the input's own thread, from the rebalance callback.
+class PartitionOwner {
+ public:
+  virtual ~PartitionOwner() = default;
+  // The server's member name in the cluster (its group.instance.id).
+  virtual const std::string& member() const = 0;
+  struct Assigned {
+    std::string topic;
+    int32_t partition = 0;
+    int32_t partitions = 0;  // the topic's partition count
+    // In: the input still holds a position of its own for the partition.
+    bool have_position = false;
+    // Out: keep reading from the input's own position (the state it holds
+    // is this server's and current), or resume at `offset` (< 0: the
+    // group's committed offset; the shard has no checkpoint yet).
+    bool keep = false;
+    int64_t offset = -1;
+  };
+  // The group's whole assignment now (eager protocol). Shards this server
+  // had and is not given any more lose their keys here; each one given is
+  // kept or claimed and restored. An error (the store cannot be read): the
+  // input must not read the partitions yet and asks again later.
+  virtual Status Assign(std::vector<Assigned>* parts) = 0;
+};
+
 struct ComponentContext {
   const Clock* clock = nullptr;
   std::string pipeline_id;
@@ -114,6 +143,9 @@ struct ComponentContext {
   // message's fields are as it checks it keeps that for them
   // (Batch::KeepFields); without transforms nobody would read it.
   bool transforms_follow = false;
+  // In a cluster, for a kafka input: who keeps its region's shards. Null
+  // otherwise.
+  PartitionOwner* partitions = nullptr;
 };
 
 // Where a component sends what it will never handle, with why: its
@@ -441,6 +473,10 @@ struct ComponentDef {
   // An input that keeps files of its own under the state directory
   // (ComponentContext::private_dir).
   bool private_dir = false;
+  // An input that reads the partitions a consumer group gives it and tells
+  // ComponentContext::partitions of each assignment: in a cluster its
+  // pipeline's keyed state is sharded by them (docs/cluster.md).
+  bool partitioned = false;
   std::vector<PropDef> props;
   std::string help;
   std::string checkpoint;  // what it keeps in a checkpoint (docs)

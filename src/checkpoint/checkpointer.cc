@@ -92,7 +92,7 @@ Status Checkpointer::CommitInitial(std::map<size_t, std::vector<checkpoint::Unit
         rs.chains[b] = chain;
         rs.pending[b].clear();
       }
-      TellInputs(rs, list);
+      TellInputs(rs, id, list);
     } else {
       // A bucket written whole keeps its entries pending; one that referred
       // to its restored chain is still that chain in the store.
@@ -148,13 +148,31 @@ void Checkpointer::Stop() {
   acker_.Stop();
 }
 
-void Checkpointer::TellInputs(const RegionState& rs,
+void Checkpointer::TellInputs(const RegionState& rs, uint64_t id,
                               const std::vector<checkpoint::UnitState>& units) {
   for (auto* p : rs.region.pipelines) {
     std::string position;
     if (!p->CommittedPosition(units, &position)) continue;
     acker_.Post(p, [p, position = std::move(position)] { p->InputCommitted(position); });
   }
+  if (rs.region.publish_shards) {
+    acker_.Post(&rs.region.publish_shards,
+                [publish = rs.region.publish_shards, id] { publish(id); });
+  }
+}
+
+Status Checkpointer::CommittedFull(const RegionState& rs, Bucket* bucket, std::string* out) {
+  auto fp = rs.region.bucket_fingerprints.find(bucket);
+  if (fp == rs.region.bucket_fingerprints.end()) {
+    return Status::Internal("bucket " + bucket->name() + " is not written by region " +
+                            rs.region.name);
+  }
+  checkpoint::RestoredUnit committed;
+  KAYAK_RETURN_IF_ERROR(
+      store_->ReadChain(layout::BucketUnit(bucket->name()), fp->second, &committed));
+  std::vector<std::string_view> deltas(committed.deltas.begin(), committed.deltas.end());
+  out->clear();
+  return Bucket::Compact(committed.data, deltas, {}, out);
 }
 
 void Checkpointer::AcknowledgeUncommitted(CheckpointedPipeline* p, std::string position) {
@@ -210,7 +228,7 @@ void Checkpointer::NotifyInputs() {
   for (auto& rs : regions_) {
     Awaiting& a = rs.awaiting;
     if (a.id == 0 || a.remaining > 0) continue;
-    TellInputs(rs, a.units);
+    TellInputs(rs, a.id, a.units);
     a = Awaiting{};
   }
 }
@@ -376,6 +394,15 @@ void Checkpointer::CommitReady() {
     checkpoint::CommitStats stats;
     const int64_t now_ms = clock_->NowMs();
     if (st.ok()) st = store_->Commit(rs.region.name, id, now_ms, units, &stats);
+    if (st.ok() && rs.region.prepare_shards) {
+      // Before the next checkpoint commits: the chain read back is this one's.
+      Status ps = rs.region.prepare_shards(
+          id, units, [&](Bucket* b, std::string* full) { return CommittedFull(rs, b, full); });
+      if (!ps.ok()) {
+        KLOG_ERROR("checkpoint {} of region {}: its cluster shards are not published: {}", id,
+                   rs.region.name, ps.message());
+      }
+    }
     mu_.lock();
     const int64_t done = clock_->SteadyMs();
     if (st.ok()) {
@@ -396,7 +423,7 @@ void Checkpointer::CommitReady() {
                                   : RegionState::Chain{bytes, 0};
       }
       if (rs.region.two_phase.empty()) {
-        TellInputs(rs, units);
+        TellInputs(rs, id, units);
       } else {
         // Inputs release what this checkpoint covers (offsets, the http
         // log) only once the two-phase outputs made it visible: until then

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -121,6 +122,16 @@ class Checkpointer {
     std::vector<Bucket*> buckets;  // written by the region's pipelines
     std::map<Bucket*, size_t> writers;
     std::map<Bucket*, std::string> bucket_fingerprints;
+    // In a cluster (docs/cluster.md): right after each checkpoint of the
+    // region commits to the store, on the coordinator's thread and before
+    // the next one, `prepare_shards` gets its units and a way to read each
+    // bucket's full state as the checkpoint holds it; `publish_shards`
+    // hears, on the acknowledgement thread, when the checkpoint is final
+    // (when the inputs do).
+    std::function<Status(uint64_t id, const std::vector<checkpoint::UnitState>& units,
+                         const std::function<Status(Bucket*, std::string*)>& full_of)>
+        prepare_shards;
+    std::function<void(uint64_t id)> publish_shards;
   };
   size_t AddRegion(Region region);
   // Before CommitInitial: `bucket` was restored whole from its committed
@@ -266,7 +277,12 @@ class Checkpointer {
   void NotifyInputs() KAYAK_REQUIRES(mu_);
   // Queues the region's inputs' acknowledgements of `units`: they go out on
   // acker_'s thread, off mu_.
-  void TellInputs(const RegionState& rs, const std::vector<checkpoint::UnitState>& units);
+  // Also queues the publication of the region's shards (a cluster's).
+  void TellInputs(const RegionState& rs, uint64_t id,
+                  const std::vector<checkpoint::UnitState>& units);
+  // The full chunk of `bucket` as the newest checkpoint of `rs` committed it
+  // (mu_ not held; on the coordinator's thread).
+  Status CommittedFull(const RegionState& rs, Bucket* bucket, std::string* out);
   // Into the region's history; `stats` is null for an abandoned one.
   void Record(RegionState& rs, uint64_t id, std::string reason, int64_t duration_ms,
               const checkpoint::CommitStats* stats) KAYAK_REQUIRES(mu_);

@@ -310,6 +310,19 @@ int Serve(const Args& args) {
     eopts.checkpoint_timeout_ms = server.checkpoint_timeout_secs * 1000;
     eopts.stop_timeout_ms = server.stop_timeout_secs * 1000;
   }
+  if (!server.cluster_name.empty()) {
+    cluster::ClusterConfig c;
+    c.name = server.cluster_name;
+    c.member = server.cluster_member;
+    c.store = server.cluster_store;
+    cluster::ParsePartitioner(server.cluster_partitioner, &c.partitioner);
+    if (!eopts.checkpointing) {
+      std::fprintf(stderr, "kayak: a cluster needs --state-dir: its shards are its checkpoints\n");
+      return kExitUsage;
+    }
+    KLOG_INFO("cluster {}: member {}, shards in {}", c.name, c.member, c.store);
+    eopts.cluster = std::move(c);
+  }
   GraphManager::Options gopts;
   gopts.registry = &BuiltinComponents();
   gopts.engine = eopts;

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -13,6 +14,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include "cluster/partitioner.h"
+#include "cluster/shard_agent.h"
 #include "cluster/shard_split.h"
 #include "cluster/shard_store.h"
 #include "common/clock.h"
@@ -406,6 +408,168 @@ TEST_F(ShardStoreTest, RacingOwnersSeeOneOrder) {
     EXPECT_EQ((*newest)->epoch, 2u);
     EXPECT_EQ((*newest)->checkpoint, last_committed.load());
   }
+}
+
+// ---- a live bucket's keys replaced, and the agent that does it ----
+
+// The keys of `b` and their values, as text.
+std::map<std::string, std::string> Contents(Bucket& b) {
+  std::map<std::string, std::string> out;
+  for (auto& [k, e] : b.Page("", 100000, 0)) out[k] = DumpJson(e.value);
+  return out;
+}
+
+void Fill(Bucket& b, int keys, int64_t base) {
+  for (int i = 0; i < keys; ++i) {
+    ASSERT_TRUE(b.Update("k" + std::to_string(i), 1000 + i,
+                         [&](Json& v, bool) {
+                           v = Json(base + i);
+                           return Status::Ok();
+                         })
+                    .ok());
+  }
+}
+
+TEST(BucketReplaceKeys, DropsWhatBelongsWritesTheSliceAndCountsBothAsChanges) {
+  Bucket from("sums", 0), live("sums", 0);
+  Fill(from, 10, 100);
+  Fill(live, 10, 500);
+  live.TrackChanges();
+  std::vector<Bucket::Change> ignored;
+  live.TakeChanges(/*all=*/true, &ignored);
+  std::string full;
+  from.SaveState(&full);
+  std::vector<std::string> shards;
+  ASSERT_TRUE(SplitStateChunk(KeyedState::kBucket, full, Partitioner::kCrc32, 2, &shards).ok());
+  auto in1 = [](const std::string& k) { return PartitionOf(Partitioner::kCrc32, k, 2) == 1; };
+  ASSERT_TRUE(live.ReplaceKeys(in1, {shards[1]}).ok());
+  const auto got = Contents(live);
+  const auto was = Contents(from);
+  ASSERT_EQ(got.size(), 10u);
+  for (const auto& [k, v] : got) {
+    // Partition 1's keys are the slice's; the others are as they were.
+    EXPECT_EQ(v, in1(k) ? was.at(k) : std::to_string(500 + std::stoi(k.substr(1)))) << k;
+  }
+  std::vector<Bucket::Change> changes;
+  live.TakeChanges(/*all=*/false, &changes);
+  size_t written = 0;
+  for (const auto& c : changes) {
+    EXPECT_TRUE(in1(c.key)) << c.key;
+    written += c.dropped ? 0 : 1;
+  }
+  EXPECT_GT(written, 0u);
+  // A malformed slice changes nothing.
+  EXPECT_EQ(live.ReplaceKeys([](const std::string&) { return true; }, {"\x05"}).code(),
+            Code::kCorruption);
+  EXPECT_EQ(Contents(live), got);
+  // No slice: the keys go.
+  ASSERT_TRUE(live.ReplaceKeys(in1, {}).ok());
+  for (const auto& [k, v] : Contents(live)) EXPECT_FALSE(in1(k)) << k;
+}
+
+class ShardAgentTest : public ShardStoreTest {
+ protected:
+  ClusterConfig Config(const std::string& member) const {
+    return ClusterConfig{"c", member, root_.string(), Partitioner::kCrc32};
+  }
+  static std::vector<PartitionOwner::Assigned> Parts(std::initializer_list<int32_t> ps,
+                                                     bool have_position) {
+    std::vector<PartitionOwner::Assigned> out;
+    for (int32_t p : ps) {
+      PartitionOwner::Assigned a;
+      a.topic = "t";
+      a.partition = p;
+      a.partitions = 2;
+      a.have_position = have_position;
+      out.push_back(a);
+    }
+    return out;
+  }
+  static ShardAgent::FullChunk Saved() {
+    return [](Bucket* b, std::string* full) {
+      full->clear();
+      b->SaveState(full);
+      return Status::Ok();
+    };
+  }
+  FakeClock clock_;
+};
+
+TEST_F(ShardAgentTest, APartitionMovesWithItsStateAndTheOldOwnerIsFenced) {
+  Bucket bucket_a("sums", 0), bucket_b("sums", 0);
+  ShardAgent a(Config("a"), nullptr, &clock_), b(Config("b"), nullptr, &clock_);
+  a.Bind("r", {&bucket_a});
+  b.Bind("r", {&bucket_b});
+  auto parts = Parts({0, 1}, false);
+  ASSERT_TRUE(a.Assign(&parts).ok());
+  for (const auto& p : parts) {
+    EXPECT_FALSE(p.keep);
+    EXPECT_EQ(p.offset, -1) << "a shard without a checkpoint starts at the group's offset";
+  }
+  Fill(bucket_a, 40, 100);
+  ASSERT_TRUE(a.Prepare(5, R"({"offsets":[["t",0,100],["t",1,50]]})", Saved()).ok());
+  a.Publish(5);
+  const auto at5 = Contents(bucket_a);
+  Fill(bucket_a, 40, 900);  // after checkpoint 5: not published
+  ASSERT_TRUE(a.Prepare(6, R"({"offsets":[["t",0,180],["t",1,90]]})", Saved()).ok());
+
+  // Partition 1 goes to b, which gets checkpoint 5's state of it and its
+  // offset there.
+  auto to_b = Parts({1}, false);
+  ASSERT_TRUE(b.Assign(&to_b).ok());
+  EXPECT_FALSE(to_b[0].keep);
+  EXPECT_EQ(to_b[0].offset, 50);
+  auto in1 = [](const std::string& k) { return PartitionOf(Partitioner::kCrc32, k, 2) == 1; };
+  const auto got_b = Contents(bucket_b);
+  ASSERT_FALSE(got_b.empty());
+  for (const auto& [k, v] : at5) {
+    if (in1(k)) {
+      EXPECT_EQ(got_b.at(k), v) << k;
+    }
+  }
+  for (const auto& [k, v] : got_b) EXPECT_TRUE(in1(k)) << k;
+
+  // a, not yet told, publishes checkpoint 6: partition 0 goes in; partition
+  // 1 is refused (b claimed it at a higher epoch) and a stops writing it.
+  a.Publish(6);
+  ShardStore store(root_.string() + "/c");
+  auto p1 = V(store.Newest(ShardId{"r", "t", 1}));
+  ASSERT_TRUE(p1.has_value());
+  EXPECT_EQ(p1->owner, "b");
+  EXPECT_EQ(p1->next_offset, 50);
+  auto p0 = V(store.Newest(ShardId{"r", "t", 0}));
+  ASSERT_TRUE(p0.has_value());
+  EXPECT_EQ(p0->owner, "a");
+  EXPECT_EQ(p0->next_offset, 180);
+  // b numbers its checkpoints its own way: its checkpoint 5 is not the
+  // claim's restated checkpoint 5 of a.
+  ASSERT_TRUE(b.Prepare(5, R"({"offsets":[["t",1,70]]})", Saved()).ok());
+  b.Publish(5);
+  p1 = V(store.Newest(ShardId{"r", "t", 1}));
+  ASSERT_TRUE(p1.has_value());
+  EXPECT_EQ(p1->next_offset, 70);
+  EXPECT_FALSE(p1->claim);
+  const auto owned = a.Owned();
+  ASSERT_EQ(owned.size(), 1u);
+  EXPECT_EQ(owned[0].first, "r/t.0");
+
+  // a's next assignment keeps partition 0 (its own, current) and holds no
+  // key of partition 1 any more.
+  auto keep0 = Parts({0}, true);
+  ASSERT_TRUE(a.Assign(&keep0).ok());
+  EXPECT_TRUE(keep0[0].keep);
+  for (const auto& [k, v] : Contents(bucket_a)) EXPECT_FALSE(in1(k)) << k;
+
+  // A server that restarts without a position for a shard it published
+  // restores it rather than trust what it holds.
+  Bucket bucket_a2("sums", 0);
+  ShardAgent a2(Config("a"), nullptr, &clock_);
+  a2.Bind("r", {&bucket_a2});
+  auto again = Parts({0}, false);
+  ASSERT_TRUE(a2.Assign(&again).ok());
+  EXPECT_FALSE(again[0].keep);
+  EXPECT_EQ(again[0].offset, 180);
+  EXPECT_EQ(Contents(bucket_a2).size(), Contents(bucket_a).size());
 }
 
 }  // namespace

@@ -61,11 +61,12 @@ std::string Encode(const ShardId& shard, uint64_t seq, const ShardManifest& m) {
   for (const auto& [name, u] : m.units) {
     units[name] = {{"chunk", u.chunk}, {"bytes", u.bytes}, {"crc", u.crc}};
   }
-  const nlohmann::json j = {{"format", kShardFormat},   {"seq", seq}, {"region", shard.region},
+  nlohmann::json j = {{"format", kShardFormat},   {"seq", seq}, {"region", shard.region},
                             {"topic", shard.topic},     {"partition", shard.partition},
                             {"epoch", m.epoch},         {"checkpoint", m.checkpoint},
                             {"owner", m.owner},         {"next_offset", m.next_offset},
                             {"created_ms", m.created_ms}, {"units", units}};
+  if (m.claim) j["claim"] = true;
   return checkpoint::Frame(FileKind::kShardManifest, j.dump());
 }
 
@@ -90,6 +91,7 @@ Result<ShardManifest> Decode(const ShardId& shard, std::string_view file, uint64
     m.owner = j.at("owner").get<std::string>();
     m.next_offset = j.at("next_offset").get<int64_t>();
     m.created_ms = j.at("created_ms").get<int64_t>();
+    m.claim = j.value("claim", false);
     for (const auto& [name, u] : j.at("units").items()) {
       ShardUnit unit{u.at("chunk").get<std::string>(), u.at("bytes").get<uint64_t>(),
                      u.at("crc").get<uint32_t>()};
@@ -266,9 +268,11 @@ Result<CommitOutcome> ShardStore::Commit(const ShardId& shard, const ShardManife
   auto dir = DirOf(shard);
   if (!dir.ok()) return dir.status();
   return Append(shard, *dir, [&](std::vector<Entry>* log) -> std::optional<ShardManifest> {
+    // A claim restates another owner's checkpoint under that owner's
+    // numbering: only a commit of this checkpoint is a repeat.
     for (const Entry& e : *log) {
       if (e.m && (e.m->epoch > m.epoch ||
-                  (e.m->epoch == m.epoch && e.m->checkpoint == m.checkpoint))) {
+                  (e.m->epoch == m.epoch && !e.m->claim && e.m->checkpoint == m.checkpoint))) {
         return std::nullopt;
       }
     }
@@ -279,6 +283,25 @@ Result<CommitOutcome> ShardStore::Commit(const ShardId& shard, const ShardManife
 Result<CommitOutcome> ShardStore::Claim(const ShardId& shard, uint64_t epoch,
                                         const std::string& owner, int64_t next_offset,
                                         ShardManifest* claimed) {
+  if (epoch == 0) return Status::Invalid("a shard's epoch starts at 1");
+  return ClaimAt(shard, epoch, owner, next_offset, claimed);
+}
+
+Result<CommitOutcome> ShardStore::ClaimNext(const ShardId& shard, const std::string& owner,
+                                            int64_t next_offset, ShardManifest* claimed,
+                                            uint64_t* epoch) {
+  ShardManifest m;
+  auto outcome = ClaimAt(shard, 0, owner, next_offset, &m);
+  if (outcome.ok() && *outcome == CommitOutcome::kCommitted) {
+    if (epoch != nullptr) *epoch = m.epoch;
+    if (claimed != nullptr) *claimed = std::move(m);
+  }
+  return outcome;
+}
+
+Result<CommitOutcome> ShardStore::ClaimAt(const ShardId& shard, uint64_t epoch,
+                                          const std::string& owner, int64_t next_offset,
+                                          ShardManifest* claimed) {
   auto dir = DirOf(shard);
   if (!dir.ok()) return dir.status();
   // What is restated is decided on the same reading of the log as the
@@ -286,18 +309,22 @@ Result<CommitOutcome> ShardStore::Claim(const ShardId& shard, uint64_t epoch,
   // in it.
   auto outcome =
       Append(shard, *dir, [&](std::vector<Entry>* log) -> std::optional<ShardManifest> {
+        uint64_t highest = 0;
         for (const Entry& e : *log) {
-          if (e.m && e.m->epoch >= epoch) return std::nullopt;
+          if (e.m) highest = std::max(highest, e.m->epoch);
         }
+        const uint64_t at = epoch == 0 ? highest + 1 : epoch;
+        if (highest >= at) return std::nullopt;
         ShardManifest m;
         if (const Entry* newest = NewestOf(*dir, log, nullptr)) {
           m = *newest->m;
         } else {
           m.next_offset = next_offset;
         }
-        m.epoch = epoch;
+        m.epoch = at;
         m.owner = owner;
         m.created_ms = 0;
+        m.claim = true;
         if (claimed != nullptr) *claimed = m;
         return m;
       });

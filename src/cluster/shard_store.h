@@ -57,6 +57,9 @@ struct ShardManifest {
   std::string owner;        // the server that wrote it (its cluster member name)
   int64_t next_offset = 0;  // the partition's next offset to read
   int64_t created_ms = 0;
+  // A claim's entry: it restates the newest checkpoint (of another owner,
+  // numbered as that owner numbers them) at the claimer's epoch.
+  bool claim = false;
   std::map<std::string, ShardUnit> units;
 };
 
@@ -87,6 +90,13 @@ class ShardStore {
   Result<CommitOutcome> Claim(const ShardId& shard, uint64_t epoch, const std::string& owner,
                               int64_t next_offset, ShardManifest* claimed);
 
+  // Claim at the epoch one above the highest the log holds (1 on an empty
+  // log), decided on the same reading of the log as the claim itself: the
+  // newest assignment of a partition always wins its shard. `*epoch` gets
+  // the epoch taken.
+  Result<CommitOutcome> ClaimNext(const ShardId& shard, const std::string& owner,
+                                  int64_t next_offset, ShardManifest* claimed, uint64_t* epoch);
+
   // The shard's newest entry that counts (the last of the log whose epoch
   // no entry before it exceeds), or nullopt when it has none. An entry that
   // fails its checks (or names a chunk that is missing) is passed over, and
@@ -103,6 +113,9 @@ class ShardStore {
   static bool SafeName(std::string_view name);
 
  private:
+  // Claim at `epoch`, or (`epoch` == 0) at one above the log's highest.
+  Result<CommitOutcome> ClaimAt(const ShardId& shard, uint64_t epoch, const std::string& owner,
+                                int64_t next_offset, ShardManifest* claimed);
   // One log entry as read: `m` is set when it passed its checks.
   struct Entry {
     uint64_t seq = 0;

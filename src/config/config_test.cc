@@ -288,6 +288,29 @@ TEST(Config, ValidGraphIsOrderedUpstreamFirst) {
   EXPECT_EQ(spec.pipelines[2].upstreams, (std::vector<std::string>{"a", "b"}));
 }
 
+TEST(Config, ServerConfigCluster) {
+  ServerConfig c;
+  ErrorList errors;
+  ASSERT_TRUE(LoadServerConfigText(
+      "cluster: {name: orders, member: kayak-1, store: /mnt/shards, partitioner: murmur2}\n",
+      "s.yaml", &c, &errors))
+      << errors.ToString();
+  EXPECT_EQ(c.cluster_name, "orders");
+  EXPECT_EQ(c.cluster_member, "kayak-1");
+  EXPECT_EQ(c.cluster_store, "/mnt/shards");
+  EXPECT_EQ(c.cluster_partitioner, "murmur2");
+  ServerConfig d;
+  ErrorList e2;
+  EXPECT_FALSE(LoadServerConfigText(
+      "cluster: {name: ../up, member: a, partitioner: fnv, seeds: x}\n", "s.yaml", &d, &e2));
+  const std::string text = e2.ToString();
+  EXPECT_EQ(e2.size(), 4u) << text;
+  EXPECT_NE(text.find("unknown key 'seeds' in cluster"), std::string::npos) << text;
+  EXPECT_NE(text.find("cluster.store is required"), std::string::npos) << text;
+  EXPECT_NE(text.find("cluster.name may hold only"), std::string::npos) << text;
+  EXPECT_NE(text.find("cluster.partitioner must be murmur2"), std::string::npos) << text;
+}
+
 TEST(Config, ServerConfig) {
   ServerConfig c;
   ErrorList errors;

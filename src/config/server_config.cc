@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -63,7 +64,50 @@ bool LoadServerConfigText(const std::string& text, const std::string& file, Serv
   };
   check_keys(root, "the server config",
              {"listen", "log_level", "auth", "checkpoint", "limits", "stop_timeout_secs",
-              "allowed_hosts", "tls", "memory_limit_bytes"});
+              "allowed_hosts", "tls", "memory_limit_bytes", "cluster"});
+  if (auto n = root["cluster"];
+      n.IsDefined() && check_keys(n, "cluster", {"name", "member", "store", "partitioner"})) {
+    struct Field {
+      const char* key;
+      std::string* field;
+      const char* what;
+    };
+    const Field fields[] = {
+        {"name", &out->cluster_name, "the cluster's name (letters, digits, '.', '_', '-')"},
+        {"member", &out->cluster_member, "this server's name in the cluster, unique in it"},
+        {"store", &out->cluster_store, "a directory every member of the cluster mounts"},
+        {"partitioner", &out->cluster_partitioner,
+         "the producers' partitioner: murmur2 (Java clients, Kafka Streams) or crc32 "
+         "(librdkafka's default)"}};
+    for (const Field& f : fields) {
+      auto v = n[f.key];
+      if (!v.IsDefined() || !v.IsScalar() || v.Scalar().empty()) {
+        err(v.IsDefined() ? v : n, std::string("cluster.") + f.key + " is required: " + f.what);
+        continue;
+      }
+      *f.field = v.Scalar();
+    }
+    auto safe = [](const std::string& s) {
+      if (s.empty() || s == "." || s == "..") return false;
+      for (char c : s) {
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
+          return false;
+        }
+      }
+      return true;
+    };
+    if (!out->cluster_name.empty() && !safe(out->cluster_name)) {
+      err(n["name"], "cluster.name may hold only letters, digits, '.', '_' and '-'");
+    }
+    if (!out->cluster_member.empty() && !safe(out->cluster_member)) {
+      err(n["member"], "cluster.member may hold only letters, digits, '.', '_' and '-'");
+    }
+    if (!out->cluster_partitioner.empty() && out->cluster_partitioner != "murmur2" &&
+        out->cluster_partitioner != "crc32") {
+      err(n["partitioner"], "cluster.partitioner must be murmur2 (Java clients, Kafka Streams) "
+                            "or crc32 (librdkafka's default)");
+    }
+  }
   if (auto v = root["memory_limit_bytes"];
       v.IsDefined() && !IntOf(v, kMinMemoryLimitBytes, &out->memory_limit_bytes)) {
     err(v, "memory_limit_bytes must be a whole number of bytes >= " +

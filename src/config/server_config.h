@@ -38,6 +38,12 @@ struct ServerConfig {
   // The memory budget (`memory_limit_bytes`): what the engine's queues,
   // buffers and state may hold together; 0 = no limit.
   int64_t memory_limit_bytes = 0;
+  // `cluster:` (docs/cluster.md): several servers run the graph over the
+  // partitions of its kafka inputs. All "" = one server.
+  std::string cluster_name;         // the cluster's directory in the store
+  std::string cluster_member;       // this server's name: its group.instance.id, a shard's owner
+  std::string cluster_store;        // the shared directory every member mounts
+  std::string cluster_partitioner;  // murmur2 or crc32: the producers' partitioner
 };
 
 // Reads and validates `path`; every error is added to `errors`.

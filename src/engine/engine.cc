@@ -229,6 +229,7 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
     ctx.ingest = engine->ingest();
     ctx.memory = options.memory;
     ctx.transforms_follow = !p.transforms.empty();
+    cluster::ShardAgent* agent = nullptr;
 
     const ComponentSpec& in = p.input;
     auto in_card = std::make_unique<ComponentStats>("input", "input", in.def->type);
@@ -251,9 +252,26 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
                                    st.message());
         }
       }
+      if (options.cluster && in.def->partitioned) {
+        auto made = std::make_unique<cluster::ShardAgent>(*options.cluster, in_card.get(),
+                                                          options.clock);
+        agent = made.get();
+        engine->shard_agents_[runner.get()] = std::move(made);
+        ctx.partitions = agent;
+      } else if (options.cluster) {
+        errors->Add(in.mark, "in a cluster every pipeline reads a partitioned input (kafka) or "
+                             "other pipelines (docs/cluster.md): a " + in.def->type +
+                             " input is not partitioned, and every member would run it");
+      }
       auto input = in.def->make_input(opts, ctx);
       if (input != nullptr && !opts.failed()) runner->SetInput(std::move(input), std::move(in_card));
     }
+    // Outputs of a cluster hear of it too (its member name, for ids that
+    // must differ between members), through the pipeline's agent or the
+    // engine's member-only one.
+    ctx.partitions = !options.cluster ? nullptr
+                     : agent != nullptr ? static_cast<PartitionOwner*>(agent)
+                                        : engine->ClusterMember();
     for (size_t i = 0; i < p.transforms.size(); ++i) {
       const ComponentSpec& t = p.transforms[i];
       YamlOptions opts(t.def, t.value, t.mark, errors);
@@ -262,6 +280,11 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
       ctx.stats = card.get();
       auto tr = t.def->make_transform(opts, ctx);
       if (tr == nullptr || opts.failed()) continue;
+      if (options.cluster && tr->Stateful()) {
+        errors->Add(t.mark, "in a cluster keyed state lives in buckets (docs/cluster.md): a " +
+                                t.def->type + " keeps state of its own, which does not move "
+                                "with its partitions yet");
+      }
       runner->AddTransform(std::move(tr), std::move(card));
     }
     for (size_t i = 0; i < p.outputs.size(); ++i) {
@@ -292,6 +315,9 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
     }
     by_id[p.id] = runner.get();
     engine->pipelines_.push_back(std::move(runner));
+  }
+  if (options.cluster && !options.checkpointing) {
+    errors->Add(SourceMark{spec.file, 0, 0}, "a cluster needs --state-dir: its shards are its checkpoints");
   }
   if (!errors->empty()) return nullptr;
   if (options.checkpointing && options.store != nullptr) {
@@ -346,6 +372,19 @@ Status Engine::SetUpCheckpointing(const GraphSpec& spec) {
   }
   std::vector<size_t> region_index(n);
   for (size_t i = 0; i < n; ++i) region_index[i] = region_of_root[group[i]];
+  if (o.cluster) {
+    // A bucket changes only on the thread of the pipeline that reads its
+    // partitions: a shard's keys are dropped or replaced between two of its
+    // batches, with nothing of the partition in flight.
+    for (size_t i = 0; i < n; ++i) {
+      if (written[i].empty() || shard_agents_.count(pipelines_[i].get())) continue;
+      return Status::Invalid("in a cluster only a pipeline that reads a partitioned input "
+                             "writes buckets "
+                             "(docs/cluster.md): pipeline " + spec.pipelines[i].id +
+                             " writes bucket " + *written[i].begin());
+    }
+  }
+  KAYAK_RETURN_IF_ERROR(BindShards(&regions));
   std::vector<size_t> ids;
   for (auto& r : regions) ids.push_back(checkpointer_->AddRegion(r));
   KAYAK_RETURN_IF_ERROR(ConfirmTwoPhaseCommits(spec));
@@ -384,6 +423,38 @@ Status Engine::SetUpCheckpointing(const GraphSpec& spec) {
                     [&](std::string_view d) { return bucket->RestoreState(d); },
                     [&](std::string_view d) { return bucket->ApplyDelta(d); });
     if (u != nullptr) checkpointer_->BucketRestored(bucket, u->data.size(), DeltaBytes(*u));
+  }
+  return Status::Ok();
+}
+
+Status Engine::BindShards(std::vector<Checkpointer::Region>* regions) {
+  for (Checkpointer::Region& r : *regions) {
+    cluster::ShardAgent* agent = nullptr;
+    std::string unit;
+    for (auto* cp : r.pipelines) {
+      auto* p = static_cast<PipelineRunner*>(cp);
+      auto it = shard_agents_.find(p);
+      if (it == shard_agents_.end()) continue;
+      if (agent != nullptr) {
+        return Status::Invalid("in a cluster a region reads one partitioned input "
+                               "(docs/cluster.md): "
+                               "region " + r.name + " has two, pipelines " + p->id() + " and " +
+                               unit);
+      }
+      agent = it->second.get();
+      unit = p->id();
+    }
+    if (agent == nullptr) continue;
+    agent->Bind(r.name, r.buckets);
+    r.prepare_shards = [agent, unit = layout::InputUnit(unit)](
+                           uint64_t id, const std::vector<checkpoint::UnitState>& units,
+                           const std::function<Status(Bucket*, std::string*)>& full_of) {
+      for (const auto& u : units) {
+        if (u.unit == unit && u.data) return agent->Prepare(id, *u.data, full_of);
+      }
+      return Status::Ok();
+    };
+    r.publish_shards = [agent](uint64_t id) { agent->Publish(id); };
   }
   return Status::Ok();
 }

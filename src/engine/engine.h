@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -25,6 +26,7 @@
 #include "state/bucket.h"
 #include "engine/channel.h"
 #include "checkpoint/checkpointer.h"
+#include "cluster/shard_agent.h"
 #include "engine/crash_guard.h"
 #include "kayak/ingest.h"
 #include "kayak/component.h"
@@ -344,6 +346,10 @@ struct EngineOptions {
   IngestRouter* ingest = nullptr;
   // The server's memory budget (common/memory_budget.h); null: none kept.
   MemoryBudget* memory = nullptr;
+  // With `cluster:` in the server config (docs/cluster.md): the graph runs
+  // on several servers, and each kafka input's region keeps its state in
+  // shards that follow the input's partitions. Needs checkpointing.
+  std::optional<cluster::ClusterConfig> cluster;
 };
 
 // Builds every component of `spec` once, without starting anything, and
@@ -406,6 +412,9 @@ class Engine {
  private:
   explicit Engine(EngineOptions options) : options_(options) {}
   Status SetUpCheckpointing(const GraphSpec& spec);
+  // In a cluster: each region's shard agent learns its region and buckets,
+  // and the region's checkpoints prepare and publish its shards.
+  Status BindShards(std::vector<Checkpointer::Region>* regions);
   // Before restoring: asks each two-phase output whether the checkpoint it
   // is about to restore was committed to it, and makes the region restore
   // the one before where it was not.
@@ -414,6 +423,27 @@ class Engine {
 
   EngineOptions options_;
   IngestRouter ingest_;  // before the pipelines: their inputs unregister from it
+  // In a cluster, one per pipeline reading kafka: before the pipelines,
+  // whose inputs call them, and the coordinator, which does.
+  std::map<const PipelineRunner*, std::unique_ptr<cluster::ShardAgent>> shard_agents_;
+  // The member's name for components of a cluster that own no partitions.
+  class MemberOnly final : public PartitionOwner {
+   public:
+    explicit MemberOnly(std::string member) : member_(std::move(member)) {}
+    const std::string& member() const override { return member_; }
+    Status Assign(std::vector<Assigned>* parts) override {
+      (void)parts;
+      return Status::Internal("only a kafka input's pipeline owns partitions");
+    }
+
+   private:
+    std::string member_;
+  };
+  std::unique_ptr<MemberOnly> member_only_;
+  PartitionOwner* ClusterMember() {
+    if (!member_only_) member_only_ = std::make_unique<MemberOnly>(options_.cluster->member);
+    return member_only_.get();
+  }
   std::vector<std::unique_ptr<MemoryAccount>> bucket_memory_;  // before the buckets it counts
   BucketRegistry buckets_;
   std::vector<std::unique_ptr<PipelineRunner>> pipelines_;  // upstreams first

@@ -604,6 +604,59 @@ Status Bucket::Compact(std::string_view base, const std::vector<std::string_view
   return Status::Ok();
 }
 
+Status Bucket::ReplaceKeys(const std::function<bool(const std::string& key)>& belongs,
+                           const std::vector<std::string_view>& fulls) {
+  // Read and parsed before anything changes: a bad chunk leaves the bucket
+  // as it was.
+  struct Read {
+    std::string_view key;
+    int64_t last_write = 0;
+    Json value;
+  };
+  std::vector<Read> reads;
+  for (std::string_view full : fulls) {
+    const auto corrupt = [&](const char* what) {
+      return Status::Corruption("bucket '" + name_ + "' slice " + what);
+    };
+    checkpoint::Decoder d(full);
+    uint64_t n = 0;
+    if (!d.U64(&n) || n > full.size() / 24) return corrupt("is short");
+    for (uint64_t i = 0; i < n; ++i) {
+      Read r;
+      std::string_view value;
+      if (!d.View(&r.key) || !d.I64(&r.last_write) || !d.View(&value)) return corrupt("is short");
+      if (!ParseStored(value, &r.value)) return corrupt("holds bad JSON");
+      reads.push_back(std::move(r));
+    }
+    if (!d.done()) return corrupt("has trailing bytes");
+  }
+  MutexLock lock(mu_);
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    auto here = it++;
+    if (belongs(here->first)) EraseLocked(here);
+  }
+  for (Read& r : reads) {
+    auto [it, fresh] = entries_.try_emplace(MapKey(r.key));
+    if (fresh) {
+      heap_ += EntryHeap(it->first, r.value);
+    } else {
+      BeforeChangeLocked(&*it);
+      order_.Unlink(&*it);
+      heap_ -= JsonHeapBytes(it->second.entry.value);
+      heap_ += JsonHeapBytes(r.value);
+    }
+    it->second.entry.value = std::move(r.value);
+    it->second.entry.last_write_ms = r.last_write;
+    it->second.write_seq = ++next_seq_;
+    order_.LinkNewest(&*it);
+    if (!dropped_.empty()) dropped_.erase(it->first);
+    TouchLocked(&*it);
+    changed_ = true;
+  }
+  PublishLocked();
+  return Status::Ok();
+}
+
 Status Bucket::ApplyDelta(std::string_view data) {
   MutexLock lock(mu_);
   const auto corrupt = [&](const char* what) {

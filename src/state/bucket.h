@@ -129,6 +129,14 @@ class Bucket {
   // chunk is malformed.
   static Status Compact(std::string_view base, const std::vector<std::string_view>& deltas,
                         const std::vector<std::vector<Change>>& lists, std::string* out);
+  // While the bucket is live (in a cluster, a partition changing owner):
+  // drops every entry whose key `belongs`, then writes the entries of
+  // `fulls` (full chunks, docs/state_format.md "bucket"; each oldest write
+  // first) as the newest writes, keeping their last-write times. Both count
+  // as changes for the next checkpoint, as writes and drops do. A malformed
+  // chunk is Corruption and changes nothing.
+  Status ReplaceKeys(const std::function<bool(const std::string& key)>& belongs,
+                     const std::vector<std::string_view>& fulls);
   // A page of entries in key order, starting after `after` (exclusive).
   std::vector<std::pair<std::string, Entry>> Page(const std::string& after, size_t limit,
                                                   int64_t now_ms);

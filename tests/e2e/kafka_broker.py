@@ -49,9 +49,11 @@ class Broker:
         """Creates topics given as NAME[:PARTITIONS[:REPLICAS]]."""
         tool("create", self.bootstrap, *(self.t(s) for s in specs))
 
-    def produce(self, topic, n, start=0):
-        """Messages start..start+n-1: {"seq", "k": "k<seq % 7>", "v"}, keyed by k."""
-        tool("produce", self.bootstrap, self.t(topic), str(n), str(start))
+    def produce(self, topic, n, start=0, keys=None):
+        """Messages start..start+n-1: {"seq", "k": "k<seq % 7>", "v"}, keyed by k
+        (with `keys`, k<seq % keys> and an event time "ts" besides)."""
+        extra = [str(keys)] if keys else []
+        tool("produce", self.bootstrap, self.t(topic), str(n), str(start), *extra)
 
     def committed(self, topic, group):
         out = tool("committed", self.bootstrap, self.t(topic), group, timeout=60).stdout

@@ -9,7 +9,10 @@
 // position for to that position (its own, consistent with its state), and
 // leaves the others to the group's committed offset: a revoked partition's
 // position is kept in memory and used when the partition comes back. kayak is
-// meant to be the only member of its group for an input.
+// meant to be the only member of its group for an input, except in a cluster
+// (docs/cluster.md), where the members share the group and each assignment
+// goes through the cluster's PartitionOwner: a partition's state and offset
+// come from its shard.
 
 #include <librdkafka/rdkafka.h>
 
@@ -85,6 +88,7 @@ class KafkaInput final : public Input {
 
   ~KafkaInput() override {
     rd_kafka_t* rk = rk_.exchange(nullptr);
+    DropUnclaimed();
     if (queue_ != nullptr) rd_kafka_queue_destroy(queue_);
     if (rk != nullptr) {
       rd_kafka_consumer_close(rk);
@@ -105,6 +109,11 @@ class KafkaInput final : public Input {
                     // Memory stays bounded by queued.max.messages.kbytes.
                     {"queued.min.messages", "1000000"}};
     for (const auto& kv : props_) p.push_back(kv);
+    if (ctx_.partitions != nullptr && !StaticMember()) {
+      // A member that restarts inside the session timeout takes its own
+      // place back: its partitions, and so its shards, stay where they are.
+      p.emplace_back("group.instance.id", ctx_.partitions->member() + "." + ctx_.pipeline_id);
+    }
     // Under checkpointing the checkpoint decides what is committed, whatever
     // the properties say.
     p.emplace_back("enable.auto.commit", ctx_.checkpointing ? "false" : "true");
@@ -127,6 +136,7 @@ class KafkaInput final : public Input {
     (void)finished;
     rd_kafka_t* rk = rk_.load();
     if (!subscribed_) KAYAK_RETURN_IF_ERROR(Subscribe(rk));
+    if (unclaimed_ != nullptr) KAYAK_RETURN_IF_ERROR(AssignClaimed(rk, unclaimed_));
     if (unreachable_.load()) {
       // No broker answered: the card says retrying (not running) until one
       // answers a metadata request or a message comes.
@@ -196,7 +206,10 @@ class KafkaInput final : public Input {
     }
     positions_ = o;
     last_valid_ = false;  // its iterator pointed into the old map
-    restore_commit_ = !o.empty();
+    // In a cluster the shards hold each partition's offset; the group's are
+    // only where a shard without a checkpoint starts, and other members own
+    // some of these partitions now.
+    restore_commit_ = !o.empty() && ctx_.partitions == nullptr;
     return Status::Ok();
   }
 
@@ -352,6 +365,17 @@ class KafkaInput final : public Input {
   static void OnRebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err,
                           rd_kafka_topic_partition_list_t* parts, void* opaque) {
     auto* self = static_cast<KafkaInput*>(opaque);
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS && self->ctx_.partitions != nullptr) {
+      // In a cluster: each partition's shard is kept or claimed and restored
+      // before it is read; on an error the partitions wait for Read to try
+      // again.
+      if (Status st = self->AssignClaimed(rk, parts); !st.ok()) {
+        self->DropUnclaimed();
+        self->unclaimed_ = rd_kafka_topic_partition_list_copy(parts);
+        KLOG_WARN("kafka input: {}; its partitions wait", st.message());
+      }
+      return;
+    }
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
       for (int i = 0; i < parts->cnt; ++i) {
         auto it = self->positions_.find({parts->elems[i].topic, parts->elems[i].partition});
@@ -369,9 +393,85 @@ class KafkaInput final : public Input {
       }
     } else {
       self->assigned_.store(false);
+      self->DropUnclaimed();
       rd_kafka_assign(rk, nullptr);
       KLOG_INFO("kafka input: partitions revoked ({})", rd_kafka_err2str(err));
     }
+  }
+
+  // The partition count of `topic`, from the brokers (0: unknown).
+  static int32_t PartitionCount(rd_kafka_t* rk, const char* topic) {
+    rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk, topic, nullptr);
+    if (rkt == nullptr) return 0;
+    const rd_kafka_metadata_t* md = nullptr;
+    int32_t n = 0;
+    if (rd_kafka_metadata(rk, 0, rkt, &md, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      for (int i = 0; i < md->topic_cnt; ++i) {
+        if (std::strcmp(md->topics[i].topic, topic) == 0 && !md->topics[i].err) {
+          n = md->topics[i].partition_cnt;
+        }
+      }
+      rd_kafka_metadata_destroy(md);
+    }
+    rd_kafka_topic_destroy(rkt);
+    return n;
+  }
+
+  // In a cluster: the cluster keeps or restores each partition's shard,
+  // then `parts` is assigned, each at the offset its state stops at. Takes
+  // `parts` over when it is unclaimed_ and succeeds.
+  Status AssignClaimed(rd_kafka_t* rk, rd_kafka_topic_partition_list_t* parts) {
+    std::vector<PartitionOwner::Assigned> list;
+    std::map<std::string, int32_t> counts;
+    for (int i = 0; i < parts->cnt; ++i) {
+      const auto& e = parts->elems[i];
+      auto [c, fresh] = counts.try_emplace(e.topic, 0);
+      if (fresh) c->second = PartitionCount(rk, e.topic);
+      if (c->second < 1) {
+        return Status::Unavailable(std::string("cluster: the partition count of topic ") +
+                                   e.topic + " is unknown");
+      }
+      PartitionOwner::Assigned a;
+      a.topic = e.topic;
+      a.partition = e.partition;
+      a.partitions = c->second;
+      a.have_position = positions_.count({a.topic, a.partition}) > 0;
+      list.push_back(std::move(a));
+    }
+    if (Status st = ctx_.partitions->Assign(&list); !st.ok()) {
+      if (ctx_.stats) ctx_.stats->RecordError("cluster: " + st.message());
+      return Status::Unavailable("cluster: " + st.message());
+    }
+    Offsets kept;
+    for (size_t i = 0; i < list.size(); ++i) {
+      const PartitionOwner::Assigned& a = list[i];
+      const std::pair<std::string, int32_t> tp{a.topic, a.partition};
+      auto it = positions_.find(tp);
+      if (a.keep && it != positions_.end()) {
+        kept[tp] = it->second;
+        parts->elems[i].offset = it->second;
+      } else if (!a.keep && a.offset >= 0) {
+        kept[tp] = a.offset;
+        parts->elems[i].offset = a.offset;
+      } else {
+        parts->elems[i].offset = RD_KAFKA_OFFSET_INVALID;  // the group's committed offset
+      }
+    }
+    // A partition not given any more, or given without a checkpoint, has
+    // no position of this server's: its state went (or starts) with it.
+    positions_ = std::move(kept);
+    last_valid_ = false;
+    if (ctx_.checkpointing && start_ == "latest") PinLatest(rk, parts);
+    rd_kafka_assign(rk, parts);
+    KLOG_INFO("kafka input: assigned {} partitions, their shards claimed", parts->cnt);
+    assigned_.store(true);
+    if (parts == unclaimed_) DropUnclaimed();
+    return Status::Ok();
+  }
+
+  void DropUnclaimed() {
+    if (unclaimed_ != nullptr) rd_kafka_topic_partition_list_destroy(unclaimed_);
+    unclaimed_ = nullptr;
   }
 
   // `start: latest` under checkpointing: a partition assigned with neither a
@@ -473,6 +573,8 @@ class KafkaInput final : public Input {
   std::string last_topic_;
   Offsets::iterator last_position_;
   Offsets unstored_;   // without a state dir: handed over, not yet stored for auto-commit
+  // In a cluster: an assignment whose shards could not be claimed yet.
+  rd_kafka_topic_partition_list_t* unclaimed_ = nullptr;
 };
 
 }  // namespace
@@ -481,6 +583,7 @@ ComponentDef KafkaInputDef() {
   ComponentDef d;
   d.kind = "input";
   d.type = "kafka";
+  d.partitioned = true;
   d.help = "Consumes `topics` as consumer group `group` (librdkafka). Each message's value is the "
            "payload; its key, headers and timestamp go with it, and with `meta_field` set, an "
            "object payload also gets {topic, partition, offset, key, timestamp, headers} under "
@@ -513,6 +616,18 @@ ComponentDef KafkaInputDef() {
     Properties props = kafka::SecurityProperties(o);
     for (auto& kv : o.StringMap("properties")) props.push_back(std::move(kv));
     CheckProperties(o, props);
+    if (ctx.partitions != nullptr) {
+      // A shard is (region, partition): a key must name one partition.
+      if (o.Strings("topics").size() != 1) {
+        o.Error("topics", "in a cluster a kafka input reads one topic (docs/cluster.md)");
+      }
+      for (const auto& [k, v] : props) {
+        if (k == "partition.assignment.strategy" && v.find("cooperative") != std::string::npos) {
+          o.Error("properties", "in a cluster a kafka input uses the eager assignors (range, "
+                                "roundrobin): each assignment is the whole set it claims");
+        }
+      }
+    }
     if (o.failed()) return nullptr;
     return std::make_unique<KafkaInput>(Brokers(o), o.Strings("topics"), o.String("group"), start,
                                         o.Int("batch_size"), o.Int("batch_wait_ms"),

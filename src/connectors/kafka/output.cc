@@ -649,7 +649,7 @@ ComponentDef KafkaOutputDef() {
        "durable (needs --state-dir); read_committed consumers see every message once"},
       {"transactional_id", PropType::kString, false, "",
        "with exactly_once: the transactional.id (default kayak-<pipeline>-<output index>); "
-       "unique per output"},
+       "unique per output; in a cluster each member adds .<member>"},
       {"marker_topic", PropType::kString, false, "",
        "with exactly_once: where each commit leaves a marker, partition 0 (default "
        "<transactional_id>.markers); create it with one partition"},
@@ -689,6 +689,9 @@ ComponentDef KafkaOutputDef() {
         index = open == std::string::npos ? "0" : index.substr(open + 1, index.size() - open - 2);
         txn.id = "kayak-" + ctx.pipeline_id + "-" + index;
       }
+      // Every member of a cluster runs this output: each needs an id of its
+      // own, or they would fence one another.
+      if (ctx.partitions != nullptr) txn.id += "." + ctx.partitions->member();
       txn.marker_topic = o.String("marker_topic");
       if (txn.marker_topic.empty()) txn.marker_topic = txn.id + ".markers";
     } else if (o.Has("transactional_id") || o.Has("marker_topic")) {

@@ -1,0 +1,246 @@
+#include "cluster/shard_agent.h"
+
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/state_layout.h"
+#include "cluster/shard_split.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "state/bucket.h"
+
+namespace kayak::cluster {
+
+namespace {
+
+// How many entries of a shard's log stay (the newest that count, and the
+// chunks they name): the newest, and one to fall back to when it is damaged.
+constexpr size_t kKeepEntries = 2;
+
+// The kafka input's position: {"offsets": [[topic, partition, next], ...]}.
+bool OffsetsOf(const std::string& position,
+               std::map<std::pair<std::string, int32_t>, int64_t>* out) {
+  auto j = nlohmann::json::parse(position, nullptr, false);
+  if (!j.is_object() || !j.contains("offsets") || !j["offsets"].is_array()) return false;
+  for (const auto& e : j["offsets"]) {
+    if (!e.is_array() || e.size() != 3 || !e[0].is_string() || !e[1].is_number_integer() ||
+        !e[2].is_number_integer()) {
+      return false;
+    }
+    (*out)[{e[0].get<std::string>(), e[1].get<int32_t>()}] = e[2].get<int64_t>();
+  }
+  return true;
+}
+
+}  // namespace
+
+ShardAgent::ShardAgent(const ClusterConfig& config, ComponentStats* card, const Clock* clock)
+    : config_(config),
+      card_(card),
+      clock_(clock),
+      store_(config.store + "/" + config.name) {}
+
+void ShardAgent::Bind(std::string region, std::vector<Bucket*> buckets) {
+  region_ = std::move(region);
+  buckets_ = std::move(buckets);
+}
+
+ShardId ShardAgent::IdOf(const std::string& topic, int32_t partition) const {
+  return ShardId{region_, topic, partition};
+}
+
+void ShardAgent::Error(const std::string& what) const {
+  KLOG_ERROR("cluster: {}", what);
+  if (card_ != nullptr) card_->RecordError("cluster: " + what);
+}
+
+std::vector<std::pair<std::string, uint64_t>> ShardAgent::Owned() const {
+  MutexLock lock(mu_);
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (const auto& [tp, o] : owned_) {
+    if (!o.lost) out.emplace_back(IdOf(tp.first, tp.second).Path(), o.epoch);
+  }
+  return out;
+}
+
+Status ShardAgent::Replace(int32_t partition, int32_t partitions,
+                           const std::map<std::string, std::string>& units) {
+  const Partitioner partitioner = config_.partitioner;
+  for (Bucket* b : buckets_) {
+    std::vector<std::string_view> fulls;
+    auto it = units.find(layout::BucketUnit(b->name()));
+    if (it != units.end()) fulls.push_back(it->second);
+    KAYAK_RETURN_IF_ERROR(b->ReplaceKeys(
+        [&](const std::string& key) {
+          return !key.empty() && PartitionOf(partitioner, key, partitions) == partition;
+        },
+        fulls));
+  }
+  return Status::Ok();
+}
+
+Status ShardAgent::Assign(std::vector<Assigned>* parts) {
+  MutexLock lock(mu_);
+  std::set<std::pair<std::string, int32_t>> given;
+  for (const Assigned& a : *parts) given.insert({a.topic, a.partition});
+  // Shards that went to another member: their keys go, so the bucket holds
+  // only what this server owns (and answers for).
+  for (auto it = owned_.begin(); it != owned_.end();) {
+    if (given.count(it->first)) {
+      ++it;
+      continue;
+    }
+    KLOG_INFO("cluster: shard {} went to another member", IdOf(it->first.first, it->first.second).Path());
+    KAYAK_RETURN_IF_ERROR(Replace(it->first.second, it->second.partitions, {}));
+    it = owned_.erase(it);
+  }
+  for (Assigned& a : *parts) {
+    if (a.partitions < 1) return Status::Invalid("topic " + a.topic + " has no partitions");
+    const ShardId id = IdOf(a.topic, a.partition);
+    std::vector<std::string> notes;
+    auto newest = store_.Newest(id, &notes);
+    if (!newest.ok()) return newest.status();
+    for (const std::string& n : notes) KLOG_WARN("cluster: {}", n);
+    // The server's own state is current when it is the shard's newest owner
+    // and still holds a position for it: its local checkpoint (or memory)
+    // is at least as new as what it published.
+    if (a.have_position && newest->has_value() && (*newest)->owner == config_.member) {
+      auto& o = owned_[{a.topic, a.partition}];
+      if (o.epoch != (*newest)->epoch) o.published_offset = (*newest)->next_offset;
+      o.epoch = (*newest)->epoch;
+      o.partitions = a.partitions;
+      o.lost = false;
+      a.keep = true;
+      continue;
+    }
+    ShardManifest claimed;
+    uint64_t epoch = 0;
+    auto outcome = store_.ClaimNext(id, config_.member, -1, &claimed, &epoch);
+    // A claim loses only to another claim that took the number first; the
+    // next reading finds it and goes one above.
+    for (int tries = 0; outcome.ok() && *outcome == CommitOutcome::kFenced && tries < 8; ++tries) {
+      outcome = store_.ClaimNext(id, config_.member, -1, &claimed, &epoch);
+    }
+    if (!outcome.ok()) return outcome.status();
+    if (*outcome != CommitOutcome::kCommitted) {
+      return Status::Unavailable("shard " + id.Path() + ": another member keeps claiming it");
+    }
+    std::map<std::string, std::string> units;
+    for (const auto& [unit, ref] : claimed.units) {
+      auto data = store_.ReadChunk(id, ref);
+      if (!data.ok()) return data.status();
+      units[unit] = std::move(*data);
+    }
+    KAYAK_RETURN_IF_ERROR(Replace(a.partition, a.partitions, units));
+    owned_[{a.topic, a.partition}] = Holding{epoch, a.partitions, claimed.next_offset};
+    a.keep = false;
+    a.offset = claimed.next_offset;
+    KLOG_INFO("cluster: claimed shard {} at epoch {}: restored checkpoint {}, reading from "
+              "offset {}", id.Path(), epoch, claimed.checkpoint, claimed.next_offset);
+  }
+  return Status::Ok();
+}
+
+Status ShardAgent::Prepare(uint64_t id, const std::string& position, const FullChunk& full_of) {
+  std::map<std::pair<std::string, int32_t>, int64_t> offsets;
+  if (!OffsetsOf(position, &offsets)) {
+    return Status::Corruption("cluster: the kafka input's position is unreadable");
+  }
+  std::map<std::pair<std::string, int32_t>, Holding> due;
+  {
+    MutexLock lock(mu_);
+    for (const auto& [tp, o] : owned_) {
+      auto at = offsets.find(tp);
+      if (!o.lost && at != offsets.end() && at->second != o.published_offset) due[tp] = o;
+    }
+  }
+  std::vector<Slice> slices;
+  if (!due.empty()) {
+    // Each bucket's state as checkpoint `id` holds it, cut once per
+    // partition count.
+    std::map<std::string, std::string> fulls;
+    for (Bucket* b : buckets_) KAYAK_RETURN_IF_ERROR(full_of(b, &fulls[layout::BucketUnit(b->name())]));
+    std::map<int32_t, std::map<std::string, std::vector<std::string>>> cut;  // partitions -> unit
+    for (const auto& [tp, o] : due) {
+      auto& by_unit = cut[o.partitions];
+      if (by_unit.empty()) {
+        for (const auto& [unit, full] : fulls) {
+          KAYAK_RETURN_IF_ERROR(SplitStateChunk(KeyedState::kBucket, full, config_.partitioner,
+                                                o.partitions, &by_unit[unit]));
+        }
+      }
+      Slice s{IdOf(tp.first, tp.second), o.epoch, offsets[tp], {}};
+      for (auto& [unit, shards] : by_unit) s.units[unit] = shards[static_cast<size_t>(tp.second)];
+      slices.push_back(std::move(s));
+    }
+  }
+  MutexLock lock(mu_);
+  prepared_[id] = std::move(slices);
+  // A checkpoint waits for its outputs at most until the next one commits;
+  // a few are kept for checkpoints whose decision is late.
+  while (prepared_.size() > 4) prepared_.erase(prepared_.begin());
+  return Status::Ok();
+}
+
+void ShardAgent::Publish(uint64_t id) {
+  std::vector<Slice> slices;
+  {
+    MutexLock lock(mu_);
+    auto it = prepared_.find(id);
+    if (it == prepared_.end()) return;
+    slices = std::move(it->second);
+    prepared_.erase(prepared_.begin(), std::next(it));
+  }
+  for (Slice& s : slices) {
+    {
+      MutexLock lock(mu_);
+      auto o = owned_.find({s.shard.topic, s.shard.partition});
+      // Moved or claimed again since: what was cut is not this shard's now.
+      if (o == owned_.end() || o->second.epoch != s.epoch || o->second.lost) continue;
+    }
+    ShardManifest m;
+    m.epoch = s.epoch;
+    m.checkpoint = id;
+    m.owner = config_.member;
+    m.next_offset = s.offset;
+    m.created_ms = clock_->NowMs();
+    Status st;
+    for (const auto& [unit, data] : s.units) {
+      auto ref = store_.WriteChunk(s.shard, s.epoch, id, unit, data);
+      if (!ref.ok()) {
+        st = ref.status();
+        break;
+      }
+      m.units[unit] = *ref;
+    }
+    Result<CommitOutcome> outcome = st.ok() ? store_.Commit(s.shard, m) : Result<CommitOutcome>(st);
+    if (!outcome.ok()) {
+      // The next checkpoint tries again: the offset stays unpublished.
+      Error("shard " + s.shard.Path() + ": checkpoint " + std::to_string(id) +
+            " not published: " + outcome.status().message());
+      continue;
+    }
+    {
+      MutexLock lock(mu_);
+      auto o = owned_.find({s.shard.topic, s.shard.partition});
+      if (*outcome == CommitOutcome::kCommitted) {
+        if (o != owned_.end() && o->second.epoch == s.epoch) o->second.published_offset = s.offset;
+      } else if (o != owned_.end() && o->second.epoch == s.epoch) {
+        // Another member claimed the shard: this server writes to it no
+        // more, and its state there is the new owner's.
+        o->second.lost = true;
+      }
+    }
+    if (*outcome == CommitOutcome::kFenced) {
+      Error("shard " + s.shard.Path() + " was claimed by another member; this server no longer "
+            "publishes it");
+      continue;
+    }
+    if (Status p = store_.Prune(s.shard, kKeepEntries); !p.ok()) {
+      KLOG_WARN("cluster: shard {}: pruning: {}", s.shard.Path(), p.message());
+    }
+  }
+}
+
+}  // namespace kayak::cluster

@@ -1,0 +1,107 @@
+// One region's shards on one member of a cluster (docs/cluster.md).
+//
+// The region's kafka input tells the agent of every assignment (on the
+// input's thread). For each partition given, the agent either keeps what
+// the server holds (its own shard, current: it is the newest owner in the
+// store and the input still has a position for it), or claims the shard at
+// a new epoch and folds the shard's newest checkpoint into the region's
+// buckets, replacing what they held for that partition, and tells the input
+// the offset that checkpoint stops at. A partition no longer given loses its
+// keys.
+//
+// After each checkpoint of the region commits locally, Prepare (on the
+// coordinator's thread) cuts the buckets' state as that checkpoint holds it
+// into one slice per owned shard; Publish (once the checkpoint is final:
+// its two-phase outputs committed it) writes each slice with the
+// partition's offset in the same checkpoint as the shard's next entry. A
+// shard whose log shows a newer owner is dropped: this server is a zombie
+// for it and writes nothing more to it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cluster/partitioner.h"
+#include "cluster/shard_store.h"
+#include "kayak/component.h"
+#include "kayak/thread_annotations.h"
+
+namespace kayak {
+class Bucket;
+}
+
+namespace kayak::cluster {
+
+struct ClusterConfig {
+  std::string name;    // the cluster's directory under `store`
+  std::string member;  // this server
+  std::string store;   // the shared directory
+  Partitioner partitioner = Partitioner::kCrc32;
+};
+
+class ShardAgent final : public PartitionOwner {
+ public:
+  // `card`: the input's, for errors a user must see; may be null.
+  ShardAgent(const ClusterConfig& config, ComponentStats* card, const Clock* clock);
+
+  // Before the input runs: the region (its name, the buckets it writes).
+  void Bind(std::string region, std::vector<Bucket*> buckets);
+
+  const std::string& member() const override { return config_.member; }
+  Status Assign(std::vector<Assigned>* parts) override;
+
+  // The full chunk of a bucket as checkpoint `id` committed it.
+  using FullChunk = std::function<Status(Bucket*, std::string* full)>;
+  // Right after checkpoint `id` of the region committed to the local store,
+  // before the next one: each owned shard's slice and offset in it
+  // (`position`: the kafka input's, docs/state_format.md), kept until
+  // Publish. A shard whose offset did not move since it was last published
+  // is left out.
+  Status Prepare(uint64_t id, const std::string& position, const FullChunk& full_of);
+  // Checkpoint `id` is final: its prepared slices go to the store. Earlier
+  // prepared checkpoints are dropped (`id` covers them).
+  void Publish(uint64_t id);
+
+  // What the overview shows: (shard, epoch) owned now.
+  std::vector<std::pair<std::string, uint64_t>> Owned() const;
+
+ private:
+  struct Holding {
+    uint64_t epoch = 0;
+    int32_t partitions = 0;
+    int64_t published_offset = -1;  // the offset of the newest entry written by this server
+    // Another member claimed it (a publication was fenced): nothing more is
+    // published; its keys go at the next assignment, or are restored from
+    // the new owner's if the partition is given back.
+    bool lost = false;
+  };
+  struct Slice {
+    ShardId shard;
+    uint64_t epoch = 0;
+    int64_t offset = 0;
+    std::map<std::string, std::string> units;  // unit -> its slice (a full chunk)
+  };
+  ShardId IdOf(const std::string& topic, int32_t partition) const;
+  // Replaces the buckets' entries of `partition` (of `partitions`) with
+  // `units`' slices (none: drops them).
+  Status Replace(int32_t partition, int32_t partitions,
+                 const std::map<std::string, std::string>& units) KAYAK_REQUIRES(mu_);
+  void Error(const std::string& what) const;
+
+  const ClusterConfig config_;
+  ComponentStats* card_;
+  const Clock* clock_;
+  ShardStore store_;
+  std::string region_;
+  std::vector<Bucket*> buckets_;
+
+  mutable Mutex mu_;
+  std::map<std::pair<std::string, int32_t>, Holding> owned_ KAYAK_GUARDED_BY(mu_);
+  std::map<uint64_t, std::vector<Slice>> prepared_ KAYAK_GUARDED_BY(mu_);
+};
+
+}  // namespace kayak::cluster

@@ -1,0 +1,191 @@
+"""Several kayak servers as one cluster over a real Kafka topic (the suite's
+broker): members killed with SIGKILL, joining and leaving while a producer
+goes on, and every key's total, read from whichever member holds it, equal to
+the batch oracle (docs/cluster.md)."""
+import glob
+import json
+import os
+import signal
+import time
+import uuid
+
+from harness import KayakTest, Server, wait_for
+from kafka_broker import Broker, value
+
+KEYS = 60
+PARTITIONS = 6
+
+
+def oracle(n):
+    """Each key's total of v over messages 0..n-1 (kafkatool produce with KEYS
+    keys: key k<i % KEYS>)."""
+    sums = {}
+    for i in range(n):
+        k = f"k{i % KEYS}"
+        sums[k] = sums.get(k, 0) + value(i)
+    return sums
+
+
+class ClusterTest(KayakTest):
+
+    def member(self, name, b, group, store, slow=60000):
+        """A member `name`: its own directory, state dir and output."""
+        d = self.path(name)
+        os.makedirs(d, exist_ok=True)
+        graph = f"""
+buckets:
+  sums: {{}}
+pipelines:
+  k:
+    input: {{kafka: {{brokers: "{b.bootstrap}", topics: ["{b.t('in')}"], group: {group},
+                      batch_size: 100,
+                      properties: {{session.timeout.ms: "6000", heartbeat.interval.ms: "500"}}}}}}
+    transforms:
+      - lua: {{script: 'function process(m) for i=1,{slow} do end return m end'}}
+      - bucket: {{name: sums, key: k, op: add, field: v, as: total}}
+    outputs: [{{file: {{path: {os.path.join(d, 'out')}}}}}]
+"""
+        server = (f"listen: 127.0.0.1:0\ncheckpoint: {{interval_secs: 1}}\n"
+                  f"cluster: {{name: c1, member: {name}, store: {store}, partitioner: crc32}}\n")
+        s = Server(d, graph, server_config=server, state_dir=os.path.join(d, "state"))
+        self.servers.append(s)
+        return s
+
+    def buckets(self, members):
+        """{member: {key: total}} of bucket `sums` on each member."""
+        out = {}
+        for name, s in members.items():
+            got, after = {}, None
+            while True:
+                q = "/api/v1/buckets/sums?limit=1000" + (f"&after={after}" if after else "")
+                page = s.get_json(q)
+                for e in page["entries"]:
+                    got[e["key"]] = e["value"]
+                after = page.get("next_after")
+                if not after:
+                    break
+            out[name] = got
+        return out
+
+    def settled(self, members, n):
+        """True once the members' buckets hold every key once, each with the
+        oracle's total for n messages: a key counted twice, on two members
+        or in one, never settles."""
+        want = oracle(n)
+        seen = {}
+        for name, got in self.buckets(members).items():
+            for k, v in got.items():
+                if k in seen:
+                    return False
+                seen[k] = v
+        self.last_seen = seen
+        return seen == want
+
+    def assert_settles(self, members, n, what, timeout=180):
+        try:
+            wait_for(lambda: self.settled(members, n), timeout=timeout, interval=0.5, what=what)
+        except AssertionError:
+            want = oracle(n)
+            bad = {k: (v, want.get(k)) for k, v in getattr(self, "last_seen", {}).items()
+                   if want.get(k) != v}
+            raise AssertionError(f"{what}: keys off the oracle (got, want): "
+                                 f"{dict(list(bad.items())[:10])}; "
+                                 f"{len(want) - len(getattr(self, 'last_seen', {}))} missing")
+
+    def shard_logs(self, store):
+        """Every readable shard log entry: (shard dir, seq, manifest)."""
+        out = []
+        for path in sorted(glob.glob(os.path.join(store, "c1", "*", "*", "LOG-*.kys"))):
+            with open(path, "rb") as f:
+                m = json.loads(f.read()[32:])
+            seq = int(os.path.basename(path)[4:-4])
+            out.append((os.path.dirname(path), seq, m))
+        return out
+
+    def test_members_killed_joining_and_leaving_count_every_message_once(self):
+        b = Broker((f"in:{PARTITIONS}",))
+        group = "g-" + uuid.uuid4().hex[:8]
+        store = self.path("store")
+        n = 6000
+        b.produce("in", n, 0, KEYS)
+        a = self.member("a", b, group, store)
+        bm = self.member("b", b, group, store)
+        c = self.member("c", b, group, store)
+        members = {"a": a, "b": bm, "c": c}
+        self.assert_settles(members, n, "three members: the first messages")
+
+        # b is killed while it works: its partitions go to a and c once its
+        # session ends, each restored from b's last published checkpoint of it.
+        b.produce("in", 6000, n, KEYS)
+        n += 6000
+        wait_for(lambda: bm.card("k", "input")["messages_in"] > 0, what="b to read")
+        time.sleep(0.5)
+        bm.proc.send_signal(signal.SIGKILL)
+        bm.proc.wait(timeout=30)
+        del members["b"]
+        self.assert_settles(members, n, "after b was killed")
+
+        # d joins: some partitions move to it, with their state.
+        d = self.member("d", b, group, store)
+        members["d"] = d
+        b.produce("in", 4000, n, KEYS)
+        n += 4000
+        wait_for(lambda: d.card("k", "input")["messages_in"] > 0, timeout=120,
+                 what="d to be given partitions and read")
+        self.assert_settles(members, n, "after d joined")
+
+        # a leaves with a graceful stop (its savepoint is published).
+        self.assertEqual(a.stop(), 0, a.stderr()[-2000:])
+        del members["a"]
+        b.produce("in", 4000, n, KEYS)
+        n += 4000
+        self.assert_settles(members, n, "after a left")
+
+        # No epoch of a shard had two owners, and each shard's log moves to
+        # higher epochs only.
+        owners = {}
+        last = {}
+        for shard, seq, m in self.shard_logs(store):
+            self.assertEqual(owners.setdefault((shard, m["epoch"]), m["owner"]), m["owner"],
+                             f"{shard}: epoch {m['epoch']} has two owners")
+            self.assertGreaterEqual(m["epoch"], last.get(shard, 0), f"{shard} seq {seq}")
+            last[shard] = m["epoch"]
+        self.assertEqual(len(last), PARTITIONS, "a shard log per partition")
+        # Every message reached an output at least once (the file outputs
+        # are not transactional: a replay after a move writes some again).
+        seqs = set()
+        for name in ("a", "b", "c", "d"):
+            seqs.update(json.loads(l)["seq"] for l in self.read_output(os.path.join(name, "out")))
+        self.assertEqual(seqs, set(range(n)))
+
+    def test_a_graph_that_cannot_follow_partitions_is_refused(self):
+        b = Broker(("in:2",))
+        store = self.path("store")
+        d = self.path("x")
+        os.makedirs(d, exist_ok=True)
+        server = (f"listen: 127.0.0.1:0\n"
+                  f"cluster: {{name: c1, member: x, store: {store}, partitioner: crc32}}\n")
+        cases = [
+            ("pipelines:\n  p:\n    input: {dummy: {count: 1}}\n    outputs: [{stdout: {}}]\n",
+             "is not partitioned"),
+            ("pipelines:\n  p:\n"
+             f"    input: {{kafka: {{brokers: \"{b.bootstrap}\", topics: [\"{b.t('in')}\"], "
+             "group: g}}\n"
+             "    transforms: [{rolling_window: {key: k, field: v, window_messages: 5, "
+             "aggregates: [sum]}}]\n    outputs: [{stdout: {}}]\n",
+             "keyed state lives in buckets"),
+        ]
+        for graph, want in cases:
+            s = Server(d, graph, server_config=server, state_dir=os.path.join(d, "state"),
+                       wait=False)
+            self.servers.append(s)
+            code = s.proc.wait(timeout=60)
+            s.kill()
+            self.assertNotEqual(code, 0)
+            self.assertIn(want, s.stderr())
+        # Without a state directory there is no cluster.
+        s = Server(d, cases[0][0], server_config=server, wait=False)
+        self.servers.append(s)
+        self.assertNotEqual(s.proc.wait(timeout=60), 0)
+        s.kill()
+        self.assertIn("a cluster needs --state-dir", s.stderr())
