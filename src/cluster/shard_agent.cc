@@ -83,20 +83,39 @@ Status ShardAgent::Replace(int32_t partition, int32_t partitions,
 Status ShardAgent::Assign(std::vector<Assigned>* parts) {
   MutexLock lock(mu_);
   std::set<std::pair<std::string, int32_t>> given;
-  for (const Assigned& a : *parts) given.insert({a.topic, a.partition});
-  // Shards that went to another member: their keys go, so the bucket holds
-  // only what this server owns (and answers for).
+  std::set<int32_t> given_partitions;
+  for (const Assigned& a : *parts) {
+    if (a.topic != parts->front().topic || a.partitions != parts->front().partitions) {
+      return Status::Invalid("a cluster's input reads one topic: a key names one partition");
+    }
+    if (a.partitions < 1) return Status::Invalid("topic " + a.topic + " has no partitions");
+    given.insert({a.topic, a.partition});
+    given_partitions.insert(a.partition);
+  }
   for (auto it = owned_.begin(); it != owned_.end();) {
     if (given.count(it->first)) {
       ++it;
       continue;
     }
-    KLOG_INFO("cluster: shard {} went to another member", IdOf(it->first.first, it->first.second).Path());
-    KAYAK_RETURN_IF_ERROR(Replace(it->first.second, it->second.partitions, {}));
+    KLOG_INFO("cluster: shard {} went to another member",
+              IdOf(it->first.first, it->first.second).Path());
     it = owned_.erase(it);
   }
+  // Every key of a partition not given goes: it moved to another member, or
+  // it was left from before a restart (the local checkpoint held it). The
+  // bucket then answers only for what this server owns.
+  const int32_t partitions = parts->empty() ? 0 : parts->front().partitions;
+  const Partitioner partitioner = config_.partitioner;
+  for (Bucket* b : buckets_) {
+    KAYAK_RETURN_IF_ERROR(b->ReplaceKeys(
+        [&](const std::string& key) {
+          if (key.empty()) return false;  // a record without a key names no partition
+          return partitions == 0 ||
+                 !given_partitions.count(PartitionOf(partitioner, key, partitions));
+        },
+        {}));
+  }
   for (Assigned& a : *parts) {
-    if (a.partitions < 1) return Status::Invalid("topic " + a.topic + " has no partitions");
     const ShardId id = IdOf(a.topic, a.partition);
     std::vector<std::string> notes;
     auto newest = store_.Newest(id, &notes);

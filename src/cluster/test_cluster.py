@@ -125,6 +125,14 @@ pipelines:
         del members["b"]
         self.assert_settles(members, n, "after b was killed")
 
+        # b comes back on its state directory: it joins again, and what its
+        # local checkpoint held of partitions it is not given goes.
+        bm = self.member("b", b, group, store)
+        members["b"] = bm
+        b.produce("in", 3000, n, KEYS)
+        n += 3000
+        self.assert_settles(members, n, "after b came back")
+
         # d joins: some partitions move to it, with their state.
         d = self.member("d", b, group, store)
         members["d"] = d
