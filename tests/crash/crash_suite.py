@@ -1,7 +1,8 @@
 """The crash suite: kill -9, disk faults and power loss against a batch oracle.
 
 Runs the real kayak binary on a workload whose every output and piece of
-state can be computed in batch from the input alone, in three parts:
+state can be computed in batch from the input alone, in these parts (and
+one per connector below):
 
   kills     SIGKILL at seeded random instants and at the commit's crash
             points, restart, repeat, then finish;
@@ -14,6 +15,8 @@ state can be computed in batch from the input alone, in three parts:
             *strict* crash states computed from the record (only fsynced
             bytes and directory entries survive, crashstate.py), after
             checking the commit protocol in the record itself.
+  cluster   three members of a cluster over a kafka topic, random members
+            killed at random instants and restarted (docs/cluster.md).
 
 Each part ends with a final run checked against the oracle: bucket and
 window state equal to it (exactly once), every file output byte-identical to
@@ -612,6 +615,110 @@ pipelines:
             print(f"kafka: window aggregates differ from the oracle at seqs {bad[:10]}")
         c.messages += n
     finally:
+        b.close()
+
+
+def part_cluster(d, kills, rng, c, verbose):
+    """Three members of a cluster (docs/cluster.md) summing a topic of six
+    partitions into a bucket while a producer goes on; random members killed
+    at random instants, most restarted at once (static membership: they take
+    their own place back), some only after their session ended (their
+    partitions move, with their state, and come back). At the end each key
+    is on one member only, with the oracle's total."""
+    keys, partitions, burst = 60, 6, 300
+    os.makedirs(d, exist_ok=True)
+    b = Broker((f"in:{partitions}",))
+    group = f"crash-cluster-{rng.randrange(1 << 30)}"
+    store = f"{d}/store"
+    server_of = lambda m: (f"listen: 127.0.0.1:0\ncheckpoint: {{interval_secs: 1, timeout_secs: 20}}\n"
+                           f"cluster: {{name: crash, member: {m}, store: {store}, "
+                           f"partitioner: crc32}}\n")
+
+    def start_member(m):
+        md = f"{d}/{m}"
+        os.makedirs(md, exist_ok=True)
+        cfg = f"""
+buckets:
+  csums: {{}}
+pipelines:
+  k:
+    input: {{kafka: {{brokers: "{b.bootstrap}", topics: ["{b.t('in')}"], group: {group}, batch_size: 40,
+                      properties: {{session.timeout.ms: "6000", heartbeat.interval.ms: "500"}}}}}}
+    transforms:
+      - lua: {{script: 'function process(m) for i=1,30000 do end return m end'}}
+      - bucket: {{name: csums, key: k, op: add, field: v, as: total}}
+    outputs: [{{file: {{path: {md}/out}}}}]
+"""
+        return Server(md, cfg, server_config=server_of(m), state_dir=f"{md}/state")
+
+    def totals(members):
+        """{key: total} over the members, and the keys found on two of them."""
+        got, twice = {}, set()
+        for s in members.values():
+            after = ""
+            while True:
+                page = s.get_json(f"/api/v1/buckets/csums?limit=1000&after={after}")
+                for e in page["entries"]:
+                    if e["key"] in got:
+                        twice.add(e["key"])
+                    got[e["key"]] = e["value"]
+                if not page.get("next_after"):
+                    break
+                after = page["next_after"]
+        return got, twice
+
+    n = 0
+    members = {}
+    try:
+        b.produce("in", 3000, 0, keys)
+        n = 3000
+        for m in ("a", "b", "c"):
+            members[m] = start_member(m)
+        for _ in range(kills):
+            time.sleep(rng.uniform(0.1, 1.2))
+            m = rng.choice(sorted(members))
+            kill_now(members[m])
+            c.kill_points += 1
+            b.produce("in", burst, n, keys)
+            n += burst
+            if rng.random() < 0.2:
+                # Its session ends first: its partitions move to the others.
+                time.sleep(7)
+            members[m] = start_member(m)
+            if verbose:
+                print(f"  cluster kill {c.kill_points}: member {m}, {n} messages", flush=True)
+        want = {}
+        for i in range(n):
+            want[f"k{i % keys}"] = want.get(f"k{i % keys}", 0) + (i * 31) % 97
+        last = {}
+
+        def settled():
+            got, twice = totals(members)
+            last["got"], last["twice"] = got, twice
+            return not twice and got == want
+        try:
+            wait_for(settled, timeout=240, interval=1, what="cluster: the oracle's totals")
+        except AssertionError:
+            got, twice = last.get("got", {}), last.get("twice", set())
+            c.double += len(twice)
+            for k, v in want.items():
+                if got.get(k, 0) != v:
+                    print(f"cluster: csums[{k}] = {got.get(k)}, oracle {v}")
+                    c.double += got.get(k, 0) > v
+                    c.lost += got.get(k, 0) < v
+            if twice:
+                print(f"cluster: keys on two members: {sorted(twice)[:10]}")
+        seqs = set()
+        for m in ("a", "b", "c"):
+            seqs.update(json.loads(l)["seq"] for l in lines_of(f"{d}/{m}/out"))
+        missing = set(range(n)) - seqs
+        if missing:
+            print(f"cluster: {len(missing)} messages in no output, e.g. {sorted(missing)[:10]}")
+            c.lost += len(missing)
+        c.messages += n
+    finally:
+        for s in members.values():
+            s.kill()
         b.close()
 
 
@@ -1297,6 +1404,8 @@ def run(args):
                       args.crash_states, c, args.verbose)
         part_kafka(os.path.join(base, "kafka"), args.kafka_kills, rng, max(n // 4, 300),
                    args.slow, c, args.verbose)
+        if args.cluster_kills:
+            part_cluster(os.path.join(base, "cluster"), args.cluster_kills, rng, c, args.verbose)
         part_http(os.path.join(base, "http"), args.http_kills, rng, max(n // 6, 300), c,
                   args.verbose)
         if args.https_kills:
@@ -1339,6 +1448,8 @@ def main():
     ap.add_argument("--crash-states", type=int, default=3, help="power-loss states to restart from")
     ap.add_argument("--kafka-kills", type=int, default=4, help="kills of the kafka workload")
     ap.add_argument("--http-kills", type=int, default=4, help="kills of the http workload")
+    ap.add_argument("--cluster-kills", type=int, default=30,
+                    help="kills of random members of the three-member cluster (0: none)")
     ap.add_argument("--https-kills", type=int, default=3,
                     help="kills of the http workload with the listener over TLS (0: none)")
     ap.add_argument("--db-kills", type=int, default=5,
