@@ -179,7 +179,9 @@ Status ShardAgent::Prepare(uint64_t id, const std::string& position, const FullC
     // Each bucket's state as checkpoint `id` holds it, cut once per
     // partition count.
     std::map<std::string, std::string> fulls;
-    for (Bucket* b : buckets_) KAYAK_RETURN_IF_ERROR(full_of(b, &fulls[layout::BucketUnit(b->name())]));
+    for (Bucket* b : buckets_) {
+      KAYAK_RETURN_IF_ERROR(full_of(b, &fulls[layout::BucketUnit(b->name())]));
+    }
     std::map<int32_t, std::map<std::string, std::vector<std::string>>> cut;  // partitions -> unit
     for (const auto& [tp, o] : due) {
       auto& by_unit = cut[o.partitions];

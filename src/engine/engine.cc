@@ -317,7 +317,8 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
     engine->pipelines_.push_back(std::move(runner));
   }
   if (options.cluster && !options.checkpointing) {
-    errors->Add(SourceMark{spec.file, 0, 0}, "a cluster needs --state-dir: its shards are its checkpoints");
+    errors->Add(SourceMark{spec.file, 0, 0},
+                "a cluster needs --state-dir: its shards are its checkpoints");
   }
   if (!errors->empty()) return nullptr;
   if (options.checkpointing && options.store != nullptr) {
@@ -379,8 +380,7 @@ Status Engine::SetUpCheckpointing(const GraphSpec& spec) {
     for (size_t i = 0; i < n; ++i) {
       if (written[i].empty() || shard_agents_.count(pipelines_[i].get())) continue;
       return Status::Invalid("in a cluster only a pipeline that reads a partitioned input "
-                             "writes buckets "
-                             "(docs/cluster.md): pipeline " + spec.pipelines[i].id +
+                             "writes buckets (docs/cluster.md): pipeline " + spec.pipelines[i].id +
                              " writes bucket " + *written[i].begin());
     }
   }
@@ -437,9 +437,8 @@ Status Engine::BindShards(std::vector<Checkpointer::Region>* regions) {
       if (it == shard_agents_.end()) continue;
       if (agent != nullptr) {
         return Status::Invalid("in a cluster a region reads one partitioned input "
-                               "(docs/cluster.md): "
-                               "region " + r.name + " has two, pipelines " + p->id() + " and " +
-                               unit);
+                               "(docs/cluster.md): region " + r.name + " has two, pipelines " +
+                               p->id() + " and " + unit);
       }
       agent = it->second.get();
       unit = p->id();
