@@ -32,6 +32,7 @@
 #include "cli/plan_cmd.h"
 #include "cli/state_cmd.h"
 #include "cli/state_dir.h"
+#include "cluster/membership.h"
 #include "common/log.h"
 #include "components.h"
 #include "config/loader.h"
@@ -310,6 +311,7 @@ int Serve(const Args& args) {
     eopts.checkpoint_timeout_ms = server.checkpoint_timeout_secs * 1000;
     eopts.stop_timeout_ms = server.stop_timeout_secs * 1000;
   }
+  std::unique_ptr<cluster::Membership> membership;  // outlives the graph, whose agents it lists
   if (!server.cluster_name.empty()) {
     cluster::ClusterConfig c;
     c.name = server.cluster_name;
@@ -321,6 +323,8 @@ int Serve(const Args& args) {
       return kExitUsage;
     }
     KLOG_INFO("cluster {}: member {}, shards in {}", c.name, c.member, c.store);
+    membership = std::make_unique<cluster::Membership>(c);
+    c.membership = membership.get();
     eopts.cluster = std::move(c);
   }
   GraphManager::Options gopts;
@@ -329,6 +333,7 @@ int Serve(const Args& args) {
   gopts.discard_state = args.discard_state;
   GraphManager graph(gopts);
   http::Api api(&graph, token);
+  api.SetCluster(membership.get());
   http::ServerLimits limits;
   limits.max_body_bytes = static_cast<uint64_t>(server.max_body_bytes);
   limits.max_header_bytes = static_cast<uint32_t>(server.max_header_bytes);
@@ -403,8 +408,11 @@ int Serve(const Args& args) {
   const std::string host = server.listen_host.find(':') != std::string::npos
                                ? "[" + server.listen_host + "]"
                                : server.listen_host;
-  KLOG_INFO("kayak {} API listening on {}://{}:{}", KAYAK_VERSION,
-            server.tls_cert_file.empty() ? "http" : "https", host, listener.port());
+  const std::string scheme = server.tls_cert_file.empty() ? "http" : "https";
+  KLOG_INFO("kayak {} API listening on {}://{}:{}", KAYAK_VERSION, scheme, host, listener.port());
+  if (membership) {
+    membership->Start(scheme + "://" + host + ":" + std::to_string(listener.port()));
+  }
   if (!args.state_dir.empty()) KLOG_INFO("state directory {} (locked)", args.state_dir);
   starting = &graph;
   serving = true;  // from here a signal stops gracefully, cutting the start short

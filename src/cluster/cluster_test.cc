@@ -1,6 +1,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -13,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <librdkafka/rdkafka.h>
 
+#include "cluster/membership.h"
 #include "cluster/partitioner.h"
 #include "cluster/shard_agent.h"
 #include "cluster/shard_split.h"
@@ -570,6 +572,45 @@ TEST_F(ShardAgentTest, APartitionMovesWithItsStateAndTheOldOwnerIsFenced) {
   EXPECT_FALSE(again[0].keep);
   EXPECT_EQ(again[0].offset, 180);
   EXPECT_EQ(Contents(bucket_a2).size(), Contents(bucket_a).size());
+}
+
+TEST_F(ShardAgentTest, MemberFilesNameEachKeysOwner) {
+  ClusterConfig ca = Config("a"), cb = Config("b");
+  Membership ma(ca), mb(cb);  // outlive the agents, which leave them
+  ca.membership = &ma;
+  cb.membership = &mb;
+  Bucket bucket_a("sums", 0), bucket_b("sums", 0);
+  ShardAgent a(ca, nullptr, &clock_), b(cb, nullptr, &clock_);
+  a.Bind("r", {&bucket_a});
+  b.Bind("r", {&bucket_b});
+  auto pa = Parts({0}, false);
+  auto pb = Parts({1}, false);
+  ASSERT_TRUE(a.Assign(&pa).ok());
+  ASSERT_TRUE(b.Assign(&pb).ok());
+  std::string in0, in1;  // a key of each partition
+  for (int i = 0; in0.empty() || in1.empty(); ++i) {
+    const std::string k = "k" + std::to_string(i);
+    (PartitionOf(Partitioner::kCrc32, k, 2) == 0 ? in0 : in1) = k;
+  }
+  ma.Start("http://127.0.0.1:1");
+  mb.Start("http://127.0.0.1:2");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((ma.OwnerOf("sums", in1).empty() || mb.OwnerOf("sums", in0).empty()) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(ma.OwnerOf("sums", in1), "http://127.0.0.1:2");
+  EXPECT_EQ(mb.OwnerOf("sums", in0), "http://127.0.0.1:1");
+  EXPECT_EQ(ma.OwnerOf("sums", in0), "") << "its own key";
+  EXPECT_EQ(ma.OwnerOf("other", in1), "") << "a bucket no region of the cluster writes";
+  const auto ov = ma.Overview();
+  EXPECT_EQ(ov["member"], "a");
+  ASSERT_EQ(ov["members"].size(), 2u) << ov.dump();
+  for (const auto& m : ov["members"]) {
+    EXPECT_TRUE(m["live"].get<bool>());
+    ASSERT_EQ(m["shards"].size(), 1u);
+    EXPECT_EQ(m["shards"][0]["partition"].get<int>(), m["member"] == "a" ? 0 : 1);
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/state_layout.h"
+#include "cluster/membership.h"
 #include "cluster/shard_split.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -41,9 +42,29 @@ ShardAgent::ShardAgent(const ClusterConfig& config, ComponentStats* card, const 
       clock_(clock),
       store_(config.store + "/" + config.name) {}
 
+ShardAgent::~ShardAgent() {
+  if (config_.membership != nullptr) config_.membership->Remove(this);
+}
+
+ShardAgent::Description ShardAgent::Describe() const {
+  Description d;
+  d.region = region_;
+  for (const Bucket* b : buckets_) d.buckets.push_back(b->name());
+  MutexLock lock(mu_);
+  d.topic = topic_;
+  d.partitions = partitions_;
+  for (const auto& [tp, o] : owned_) {
+    if (!o.lost) d.owned.emplace_back(tp.second, o.epoch);
+  }
+  return d;
+}
+
 void ShardAgent::Bind(std::string region, std::vector<Bucket*> buckets) {
   region_ = std::move(region);
   buckets_ = std::move(buckets);
+  // After the fields it reads are set: the member file's writer reads them
+  // from now on (ordered by the membership's mutex).
+  if (config_.membership != nullptr) config_.membership->Add(this);
 }
 
 ShardId ShardAgent::IdOf(const std::string& topic, int32_t partition) const {
@@ -105,6 +126,10 @@ Status ShardAgent::Assign(std::vector<Assigned>* parts) {
   // it was left from before a restart (the local checkpoint held it). The
   // bucket then answers only for what this server owns.
   const int32_t partitions = parts->empty() ? 0 : parts->front().partitions;
+  if (!parts->empty()) {
+    topic_ = parts->front().topic;
+    partitions_ = partitions;
+  }
   const Partitioner partitioner = config_.partitioner;
   for (Bucket* b : buckets_) {
     KAYAK_RETURN_IF_ERROR(b->ReplaceKeys(

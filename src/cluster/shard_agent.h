@@ -36,19 +36,27 @@ class Bucket;
 
 namespace kayak::cluster {
 
+class Membership;
+
 struct ClusterConfig {
   std::string name;    // the cluster's directory under `store`
   std::string member;  // this server
   std::string store;   // the shared directory
   Partitioner partitioner = Partitioner::kCrc32;
+  // Where agents say what they own (the member file); may be null.
+  Membership* membership = nullptr;
 };
 
 class ShardAgent final : public PartitionOwner {
  public:
   // `card`: the input's, for errors a user must see; may be null.
   ShardAgent(const ClusterConfig& config, ComponentStats* card, const Clock* clock);
+  ~ShardAgent() override;
+  ShardAgent(const ShardAgent&) = delete;
+  ShardAgent& operator=(const ShardAgent&) = delete;
 
   // Before the input runs: the region (its name, the buckets it writes).
+  // Then the agent is in the member file.
   void Bind(std::string region, std::vector<Bucket*> buckets);
 
   const std::string& member() const override { return config_.member; }
@@ -68,6 +76,16 @@ class ShardAgent final : public PartitionOwner {
 
   // What the overview shows: (shard, epoch) owned now.
   std::vector<std::pair<std::string, uint64_t>> Owned() const;
+
+  // What the member file says of the region (Membership).
+  struct Description {
+    std::string region;
+    std::vector<std::string> buckets;
+    std::string topic;
+    int32_t partitions = 0;
+    std::vector<std::pair<int32_t, uint64_t>> owned;  // (partition, epoch)
+  };
+  Description Describe() const;
 
  private:
   struct Holding {
@@ -102,6 +120,8 @@ class ShardAgent final : public PartitionOwner {
   mutable Mutex mu_;
   std::map<std::pair<std::string, int32_t>, Holding> owned_ KAYAK_GUARDED_BY(mu_);
   std::map<uint64_t, std::vector<Slice>> prepared_ KAYAK_GUARDED_BY(mu_);
+  std::string topic_ KAYAK_GUARDED_BY(mu_);  // of the newest assignment
+  int32_t partitions_ KAYAK_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kayak::cluster

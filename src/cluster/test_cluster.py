@@ -7,6 +7,8 @@ import json
 import os
 import signal
 import time
+import urllib.error
+import urllib.request
 import uuid
 
 from harness import KayakTest, Server, wait_for
@@ -24,6 +26,20 @@ def oracle(n):
         k = f"k{i % KEYS}"
         sums[k] = sums.get(k, 0) + value(i)
     return sums
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+def get_once(url):
+    """(status, headers, body) of a GET, redirects not followed."""
+    try:
+        with urllib.request.build_opener(NoRedirect).open(url, timeout=10) as r:
+            return r.status, dict(r.headers), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read().decode()
 
 
 class ClusterTest(KayakTest):
@@ -92,6 +108,38 @@ pipelines:
                                  f"{dict(list(bad.items())[:10])}; "
                                  f"{len(want) - len(getattr(self, 'last_seen', {}))} missing")
 
+    def assert_any_member_answers(self, members, n):
+        """Every member answers for every key: the owner from its bucket, the
+        others with a 307 to the owner; the overview lists each live member
+        and the shards it owns, every partition once."""
+        want = oracle(n)
+        holder = {k: name for name, got in self.buckets(members).items() for k in got}
+        keys = [f"k{i}" for i in range(0, KEYS, 7)]
+
+        def answers():
+            for name, s in members.items():
+                for k in keys:
+                    status, headers, body = get_once(s.url + f"/api/v1/buckets/sums?key={k}")
+                    if holder[k] == name:
+                        self.assertEqual((status, json.loads(body)["value"]), (200, want[k]))
+                    elif status != 307:
+                        return False  # the member files are written every 2 s
+                    else:
+                        self.assertEqual(headers["Location"],
+                                         members[holder[k]].url + f"/api/v1/buckets/sums?key={k}")
+            return True
+        wait_for(answers, timeout=30, interval=0.5, what="a 307 to each key's owner")
+        # Followed, the redirect gives the owner's value.
+        for s in members.values():
+            self.assertEqual(s.get_json("/api/v1/buckets/sums?key=k1")["value"], want["k1"])
+
+        def overview():
+            ov = next(iter(members.values())).get_json("/api/v1/overview")["cluster"]
+            live = {m["member"]: m for m in ov["members"] if m["live"]}
+            parts = sorted(sh["partition"] for m in live.values() for sh in m["shards"])
+            return set(live) == set(members) and parts == list(range(PARTITIONS))
+        wait_for(overview, timeout=30, interval=0.5, what="the overview to list the cluster")
+
     def shard_logs(self, store):
         """Every readable shard log entry: (shard dir, seq, manifest)."""
         out = []
@@ -141,6 +189,7 @@ pipelines:
         wait_for(lambda: d.card("k", "input")["messages_in"] > 0, timeout=120,
                  what="d to be given partitions and read")
         self.assert_settles(members, n, "after d joined")
+        self.assert_any_member_answers(members, n)
 
         # a leaves with a graceful stop (its savepoint is published).
         self.assertEqual(a.stop(), 0, a.stderr()[-2000:])

@@ -8,6 +8,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -99,6 +100,23 @@ void SendJson(Response* res, unsigned status, const Json& body) {
   res->result(status);
   res->set(bhttp::field::content_type, "application/json");
   res->body() = body.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// `s` as a URL's path segment or query value: unreserved bytes as they are,
+// every other byte as %XX (RFC 3986).
+std::string PercentEncode(std::string_view s) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
 }
 
 void MethodNotAllowed(Response* res, const char* allow) {
@@ -615,7 +633,8 @@ void Api::Overview(Response* res) {
                 {"pipelines", PipelineList()},
                 {"buckets", std::move(buckets)},
                 {"memory", MemoryJson()},
-                {"checkpoints", CheckpointsJson(*graph())}});
+                {"checkpoints", CheckpointsJson(*graph())},
+                {"cluster", cluster_ != nullptr ? cluster_->Overview() : Json(nullptr)}});
 }
 
 void Api::GetPipeline(const std::string& id, Response* res) {
@@ -631,6 +650,18 @@ void Api::GetBucket(const std::string& name, const std::string& query, Response*
   std::string key;
   if (QueryParam(query, "key", &key)) {
     auto e = b->Get(key, now);
+    if (!e && cluster_ != nullptr) {
+      // Another member of the cluster owns the key's partition: ask it.
+      const std::string owner = cluster_->OwnerOf(name, key);
+      if (!owner.empty()) {
+        const std::string there =
+            owner + "/api/v1/buckets/" + PercentEncode(name) + "?key=" + PercentEncode(key);
+        res->set(bhttp::field::location, there);
+        return SendJson(res, 307, Json{{"error", "key '" + key + "' of bucket '" + name +
+                                                     "' is owned by another member"},
+                                       {"location", there}});
+      }
+    }
     if (!e) return JsonError(res, 404, "bucket '" + name + "' has no entry for key '" + key + "'");
     return SendJson(res, 200, Json{{"key", key}, {"value", e->value}, {"last_write_ms", e->last_write_ms}});
   }

@@ -12,6 +12,7 @@
 #include "engine/running_graph.h"
 #include "engine/graph_manager.h"
 #include "server/server.h"
+#include "cluster/membership.h"
 #include "kayak/thread_annotations.h"
 
 namespace kayak::http {
@@ -29,6 +30,10 @@ class Api {
   Api(const Api&) = delete;
   Api& operator=(const Api&) = delete;
   void Handle(const Request& req, Response* res);
+  // In a cluster (docs/cluster.md): a bucket key another member owns is
+  // answered 307 to it, and the overview lists the members. Before the
+  // listener starts; `membership` outlives the Api.
+  void SetCluster(const cluster::Membership* membership) { cluster_ = membership; }
   // The routes that change the graph (PUT, DELETE, revert, restart, a bucket
   // declaration) and POST /api/v1/checkpoints: run on the graph's change
   // thread, never the listener's, and answered through `done`. False for
@@ -89,6 +94,7 @@ class Api {
 
   GraphManager* graph_;
   const std::string token_;
+  const cluster::Membership* cluster_ = nullptr;
 
   Mutex reads_mu_;
   std::condition_variable reads_cv_;

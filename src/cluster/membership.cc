@@ -1,0 +1,179 @@
+#include "cluster/membership.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cluster/shard_agent.h"
+#include "common/log.h"
+
+namespace kayak::cluster {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr int kFormat = 1;
+
+}  // namespace
+
+Membership::Membership(const ClusterConfig& config)
+    : name_(config.name),
+      member_(config.member),
+      dir_(config.store + "/" + config.name + "/members"),
+      partitioner_(config.partitioner) {}
+
+Membership::~Membership() {
+  {
+    MutexLock lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Membership::Start(std::string api) {
+  {
+    MutexLock lock(mu_);
+    api_ = std::move(api);
+  }
+  thread_ = std::thread([this] { Run(); });
+}
+
+void Membership::Add(const ShardAgent* agent) {
+  MutexLock lock(mu_);
+  agents_.insert(agent);
+}
+
+void Membership::Remove(const ShardAgent* agent) {
+  MutexLock lock(mu_);
+  agents_.erase(agent);
+}
+
+nlohmann::json Membership::Describe() const {
+  MutexLock lock(mu_);
+  nlohmann::json regions = nlohmann::json::array();
+  for (const ShardAgent* a : agents_) {
+    const ShardAgent::Description d = a->Describe();
+    if (d.region.empty()) continue;
+    nlohmann::json owned = nlohmann::json::array();
+    for (const auto& [p, epoch] : d.owned) owned.push_back({{"partition", p}, {"epoch", epoch}});
+    regions.push_back({{"region", d.region},
+                       {"buckets", d.buckets},
+                       {"topic", d.topic},
+                       {"partitions", d.partitions},
+                       {"owned", std::move(owned)}});
+  }
+  return {{"format", kFormat}, {"member", member_},       {"api", api_},
+          {"updated_ms", WallMs()}, {"regions", std::move(regions)}};
+}
+
+void Membership::WriteOwn() const {
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  const std::string path = dir_ + "/" + member_ + ".json";
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << Describe().dump();
+    if (!f) {
+      KLOG_WARN("cluster: cannot write {}", tmp);
+      return;
+    }
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) KLOG_WARN("cluster: cannot write {}: {}", path, ec.message());
+}
+
+void Membership::Run() {
+  for (;;) {
+    WriteOwn();
+    MutexLock lock(mu_);
+    if (lock.WaitFor(cv_, std::chrono::milliseconds(kIntervalMs), [&] { return stopping_; })) {
+      break;
+    }
+  }
+}
+
+std::vector<nlohmann::json> Membership::ReadAll() const {
+  std::vector<nlohmann::json> out;
+  std::error_code ec;
+  const int64_t now = WallMs();
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const std::string file = e.path().filename().string();
+    if (file.size() < 6 || file.compare(file.size() - 5, 5, ".json") != 0) continue;
+    std::ifstream f(e.path());
+    std::stringstream text;
+    text << f.rdbuf();
+    auto j = nlohmann::json::parse(text.str(), nullptr, false);
+    if (!j.is_object() || j.value("format", 0) != kFormat || !j.contains("member") ||
+        !j["member"].is_string() || !j.contains("updated_ms") ||
+        !j["updated_ms"].is_number_integer() || !j.contains("regions") ||
+        !j["regions"].is_array()) {
+      continue;
+    }
+    j["age_ms"] = now - j["updated_ms"].get<int64_t>();
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+std::string Membership::OwnerOf(const std::string& bucket, const std::string& key) const {
+  if (key.empty()) return "";
+  std::string owner;
+  uint64_t best = 0;
+  for (const auto& m : ReadAll()) {
+    if (m["age_ms"].get<int64_t>() > kStaleMs) continue;
+    for (const auto& r : m["regions"]) {
+      if (!r.is_object() || !r.value("buckets", nlohmann::json::array()).is_array()) continue;
+      bool has = false;
+      for (const auto& b : r["buckets"]) has = has || (b.is_string() && b == bucket);
+      const int32_t partitions = r.value("partitions", 0);
+      if (!has || partitions < 1) continue;
+      const int32_t p = PartitionOf(partitioner_, key, partitions);
+      for (const auto& o : r.value("owned", nlohmann::json::array())) {
+        if (!o.is_object() || o.value("partition", -1) != p) continue;
+        // Two fresh files naming the partition: the newer claim has it.
+        const uint64_t epoch = o.value("epoch", uint64_t{0});
+        if (epoch >= best) {
+          best = epoch;
+          owner = m["member"].get<std::string>() == member_ ? "" : m.value("api", "");
+        }
+      }
+    }
+  }
+  return owner;
+}
+
+nlohmann::ordered_json Membership::Overview() const {
+  nlohmann::ordered_json members = nlohmann::ordered_json::array();
+  for (const auto& m : ReadAll()) {
+    nlohmann::ordered_json shards = nlohmann::ordered_json::array();
+    for (const auto& r : m["regions"]) {
+      if (!r.is_object()) continue;
+      for (const auto& o : r.value("owned", nlohmann::json::array())) {
+        if (!o.is_object()) continue;
+        shards.push_back({{"region", r.value("region", "")},
+                          {"topic", r.value("topic", "")},
+                          {"partition", o.value("partition", -1)},
+                          {"epoch", o.value("epoch", uint64_t{0})}});
+      }
+    }
+    const int64_t age = m["age_ms"].get<int64_t>();
+    members.push_back({{"member", m["member"]},
+                       {"api", m.value("api", "")},
+                       {"age_ms", age},
+                       {"live", age <= kStaleMs},
+                       {"shards", std::move(shards)}});
+  }
+  return {{"name", name_}, {"member", member_}, {"members", std::move(members)}};
+}
+
+}  // namespace kayak::cluster
