@@ -352,7 +352,17 @@ TEST_F(ShardStoreTest, PruneKeepsTheNewestAndWhatTheyName) {
               CommitOutcome::kCommitted);
   }
   ASSERT_EQ(V(s.Claim(shard_, 2, "b", 0, nullptr)), CommitOutcome::kCommitted);  // names ckpt 5's chunk
+  // Entries a writer died before placing: an old one goes, a fresh one (a
+  // writer placing it now) stays.
+  const std::string old_temp = ShardDir() + "/entry.tmp-1-dead";
+  const std::string new_temp = ShardDir() + "/entry.tmp-2-live";
+  std::ofstream(old_temp) << "x";
+  std::ofstream(new_temp) << "x";
+  fs::last_write_time(old_temp, fs::file_time_type::clock::now() - std::chrono::minutes(5));
   ASSERT_TRUE(s.Prune(shard_, 2).ok());
+  EXPECT_FALSE(fs::exists(old_temp));
+  EXPECT_TRUE(fs::exists(new_temp));
+  fs::remove(new_temp);
   std::set<std::string> left;
   for (const auto& e : fs::directory_iterator(ShardDir())) left.insert(e.path().filename());
   EXPECT_EQ(left, (std::set<std::string>{

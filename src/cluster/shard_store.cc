@@ -346,6 +346,9 @@ Result<std::optional<ShardManifest>> ShardStore::Newest(const ShardId& shard,
   return std::optional<ShardManifest>(*newest->m);
 }
 
+// A temporary entry older than this was left by a writer that died.
+constexpr std::chrono::seconds kStaleTemp{60};
+
 Status ShardStore::Prune(const ShardId& shard, size_t keep) {
   auto dir = DirOf(shard);
   if (!dir.ok()) return dir.status();
@@ -381,6 +384,15 @@ Status ShardStore::Prune(const ShardId& shard, size_t keep) {
     if (name.rfind("chunk-", 0) == 0 && name.compare(0, limit.size(), limit) < 0 &&
         named.count(name) == 0) {
       ::unlink(it->path().c_str());
+    }
+    // An entry a writer was killed before placing: one being placed lives
+    // for milliseconds.
+    if (name.rfind("entry.tmp-", 0) == 0) {
+      std::error_code age_ec;
+      const auto written = std::filesystem::last_write_time(it->path(), age_ec);
+      if (!age_ec && std::filesystem::file_time_type::clock::now() - written > kStaleTemp) {
+        ::unlink(it->path().c_str());
+      }
     }
   }
   return SyncDir(*dir);
