@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
     position += "]}";
     double t = Seconds();
     Check(a.Prepare(1, position,
-                    [&](Bucket*, std::string* out) {
+                    [&](const std::string&, std::string* out) {
                       *out = full;
                       return Status::Ok();
                     }),

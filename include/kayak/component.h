@@ -298,6 +298,23 @@ class Transform {
     (void)out;
     return Status::Corruption("this transform keeps no deltas");
   }
+
+  // ---- in a cluster (docs/cluster.md) ----
+  // True if the state is keyed by the key the input's producers partition
+  // by and its full state (SaveState) is laid out as a rolling_window's
+  // (docs/state_format.md): then it moves with its partitions.
+  virtual bool ShardedByKey() const { return false; }
+  // On the pipeline's thread, between two batches: drops every key that
+  // `belongs`, then takes the keys of `fulls` (full states of the same
+  // transform, each a shard's) as the newest writes. Both count as changes
+  // for the next checkpoint. A malformed state is Corruption and changes
+  // nothing.
+  virtual Status ReplaceKeys(const std::function<bool(const std::string& key)>& belongs,
+                             const std::vector<std::string_view>& fulls) {
+    (void)belongs;
+    (void)fulls;
+    return Status::Internal("this transform's state does not move with partitions");
+  }
 };
 
 class Output : public Refusals {

@@ -161,19 +161,6 @@ void Checkpointer::TellInputs(const RegionState& rs, uint64_t id,
   }
 }
 
-Status Checkpointer::CommittedFull(const RegionState& rs, Bucket* bucket, std::string* out) {
-  auto fp = rs.region.bucket_fingerprints.find(bucket);
-  if (fp == rs.region.bucket_fingerprints.end()) {
-    return Status::Internal("bucket " + bucket->name() + " is not written by region " +
-                            rs.region.name);
-  }
-  checkpoint::RestoredUnit committed;
-  KAYAK_RETURN_IF_ERROR(
-      store_->ReadChain(layout::BucketUnit(bucket->name()), fp->second, &committed));
-  std::vector<std::string_view> deltas(committed.deltas.begin(), committed.deltas.end());
-  out->clear();
-  return Bucket::Compact(committed.data, deltas, {}, out);
-}
 
 void Checkpointer::AcknowledgeUncommitted(CheckpointedPipeline* p, std::string position) {
   acker_.Post(p, [p, position = std::move(position)] { p->InputCommitted(position); });
@@ -397,7 +384,10 @@ void Checkpointer::CommitReady() {
     if (st.ok() && rs.region.prepare_shards) {
       // Before the next checkpoint commits: the chain read back is this one's.
       Status ps = rs.region.prepare_shards(
-          id, units, [&](Bucket* b, std::string* full) { return CommittedFull(rs, b, full); });
+          id, units,
+          [&](const std::string& unit, const std::string& fp, checkpoint::RestoredUnit* out) {
+            return store_->ReadChain(unit, fp, out);
+          });
       if (!ps.ok()) {
         KLOG_ERROR("checkpoint {} of region {}: its cluster shards are not published: {}", id,
                    rs.region.name, ps.message());

@@ -124,12 +124,14 @@ class Checkpointer {
     std::map<Bucket*, std::string> bucket_fingerprints;
     // In a cluster (docs/cluster.md): right after each checkpoint of the
     // region commits to the store, on the coordinator's thread and before
-    // the next one, `prepare_shards` gets its units and a way to read each
-    // bucket's full state as the checkpoint holds it; `publish_shards`
-    // hears, on the acknowledgement thread, when the checkpoint is final
-    // (when the inputs do).
+    // the next one, `prepare_shards` gets its units and a way to read a
+    // unit's chain as the checkpoint holds it; `publish_shards` hears, on
+    // the acknowledgement thread, when the checkpoint is final (when the
+    // inputs do).
+    using ReadChain = std::function<Status(const std::string& unit, const std::string& fingerprint,
+                                           checkpoint::RestoredUnit* out)>;
     std::function<Status(uint64_t id, const std::vector<checkpoint::UnitState>& units,
-                         const std::function<Status(Bucket*, std::string*)>& full_of)>
+                         const ReadChain& read_chain)>
         prepare_shards;
     std::function<void(uint64_t id)> publish_shards;
   };
@@ -280,9 +282,7 @@ class Checkpointer {
   // Also queues the publication of the region's shards (a cluster's).
   void TellInputs(const RegionState& rs, uint64_t id,
                   const std::vector<checkpoint::UnitState>& units);
-  // The full chunk of `bucket` as the newest checkpoint of `rs` committed it
-  // (mu_ not held; on the coordinator's thread).
-  Status CommittedFull(const RegionState& rs, Bucket* bucket, std::string* out);
+
   // Into the region's history; `stats` is null for an abandoned one.
   void Record(RegionState& rs, uint64_t id, std::string reason, int64_t duration_ms,
               const checkpoint::CommitStats* stats) KAYAK_REQUIRES(mu_);

@@ -497,8 +497,10 @@ class ShardAgentTest : public ShardStoreTest {
     }
     return out;
   }
-  static ShardAgent::FullChunk Saved() {
-    return [](Bucket* b, std::string* full) {
+  // The bucket as it is now, for the checkpoint's full state.
+  static ShardAgent::FullChunk Saved(Bucket* b) {
+    return [b](const std::string& unit, std::string* full) {
+      EXPECT_EQ(unit, "b." + b->name());
       full->clear();
       b->SaveState(full);
       return Status::Ok();
@@ -519,11 +521,11 @@ TEST_F(ShardAgentTest, APartitionMovesWithItsStateAndTheOldOwnerIsFenced) {
     EXPECT_EQ(p.offset, -1) << "a shard without a checkpoint starts at the group's offset";
   }
   Fill(bucket_a, 40, 100);
-  ASSERT_TRUE(a.Prepare(5, R"({"offsets":[["t",0,100],["t",1,50]]})", Saved()).ok());
+  ASSERT_TRUE(a.Prepare(5, R"({"offsets":[["t",0,100],["t",1,50]]})", Saved(&bucket_a)).ok());
   a.Publish(5);
   const auto at5 = Contents(bucket_a);
   Fill(bucket_a, 40, 900);  // after checkpoint 5: not published
-  ASSERT_TRUE(a.Prepare(6, R"({"offsets":[["t",0,180],["t",1,90]]})", Saved()).ok());
+  ASSERT_TRUE(a.Prepare(6, R"({"offsets":[["t",0,180],["t",1,90]]})", Saved(&bucket_a)).ok());
 
   // Partition 1 goes to b, which gets checkpoint 5's state of it and its
   // offset there.
@@ -555,7 +557,7 @@ TEST_F(ShardAgentTest, APartitionMovesWithItsStateAndTheOldOwnerIsFenced) {
   EXPECT_EQ(p0->next_offset, 180);
   // b numbers its checkpoints its own way: its checkpoint 5 is not the
   // claim's restated checkpoint 5 of a.
-  ASSERT_TRUE(b.Prepare(5, R"({"offsets":[["t",1,70]]})", Saved()).ok());
+  ASSERT_TRUE(b.Prepare(5, R"({"offsets":[["t",1,70]]})", Saved(&bucket_b)).ok());
   b.Publish(5);
   p1 = V(store.Newest(ShardId{"r", "t", 1}));
   ASSERT_TRUE(p1.has_value());
@@ -621,6 +623,68 @@ TEST_F(ShardAgentTest, MemberFilesNameEachKeysOwner) {
     ASSERT_EQ(m["shards"].size(), 1u);
     EXPECT_EQ(m["shards"][0]["partition"].get<int>(), m["member"] == "a" ? 0 : 1);
   }
+}
+
+// A rolling_window's keys of one partition move to another instance, which
+// goes on with their windows where they stopped; the moves count as changes
+// for its next delta.
+TEST(WindowReplaceKeys, AMovedPartitionsWindowsGoOnWhereTheyStopped) {
+  using testing::FieldsOf;
+  using testing::MakeBatch;
+  using testing::MakeTransform;
+  FakeClock clock;
+  BucketRegistry buckets;
+  std::string errors;
+  const std::string yaml =
+      "rolling_window: {key: k, field: v, window_messages: 3, aggregates: [count, sum]}";
+  auto a = MakeTransform(yaml, &clock, &buckets, &errors);
+  auto b = MakeTransform(yaml, &clock, &buckets, &errors);
+  auto c = MakeTransform(yaml, &clock, &buckets, &errors);
+  ASSERT_TRUE(a && b && c) << errors;
+  ASSERT_TRUE(a->ShardedByKey());
+  auto feed = [](Transform& t, int key, int v) {
+    Batch batch = MakeBatch({"{\"k\":\"k" + std::to_string(key) + "\",\"v\":" + std::to_string(v) +
+                             "}"});
+    EXPECT_TRUE(t.Process(&batch).ok());
+    return FieldsOf(batch.messages[0]);
+  };
+  for (int i = 0; i < 40; ++i) feed(*a, i % 20, i);
+  std::string empty, full;
+  b->SaveState(&empty);  // b checkpoints from here on
+  a->SaveState(&full);
+  std::vector<std::string> slices;
+  ASSERT_TRUE(
+      SplitStateChunk(KeyedState::kRollingWindow, full, Partitioner::kCrc32, 2, &slices).ok());
+  auto in1 = [](const std::string& k) { return PartitionOf(Partitioner::kCrc32, k, 2) == 1; };
+  ASSERT_TRUE(b->ReplaceKeys(in1, {slices[1]}).ok());
+  ASSERT_TRUE(a->ReplaceKeys(in1, {}).ok());
+  EXPECT_TRUE(b->StateChanged());
+  // The delta b writes next carries the keys it took.
+  std::string delta, b_full, c_full;
+  ASSERT_TRUE(b->SaveDelta(&delta));
+  ASSERT_TRUE(c->RestoreState(empty).ok());
+  ASSERT_TRUE(c->ApplyDelta(delta).ok());
+  b->SaveState(&b_full);
+  c->SaveState(&c_full);
+  EXPECT_EQ(b_full, c_full);
+  int moved = 0;
+  for (int key = 0; key < 20; ++key) {
+    const std::string k = "k" + std::to_string(key);
+    // Key `key` saw `key` and `key + 20`; a third point fills its window.
+    const Json on_b = feed(*b, key, 100);
+    const Json on_a = feed(*a, key, 100);
+    if (in1(k)) {
+      ++moved;
+      EXPECT_EQ(on_b["v_count"], 3) << k;
+      EXPECT_DOUBLE_EQ(on_b["v_sum"].get<double>(), 2 * key + 20 + 100) << k;
+      EXPECT_EQ(on_a["v_count"], 1) << k << " left a";
+    } else {
+      EXPECT_EQ(on_a["v_count"], 3) << k;
+      EXPECT_EQ(on_b["v_count"], 1) << k << " never went to b";
+    }
+  }
+  EXPECT_GT(moved, 0);
+  EXPECT_EQ(b->ReplaceKeys(in1, {"\x01"}).code(), Code::kCorruption);
 }
 
 }  // namespace

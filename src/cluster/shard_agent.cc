@@ -59,9 +59,11 @@ ShardAgent::Description ShardAgent::Describe() const {
   return d;
 }
 
-void ShardAgent::Bind(std::string region, std::vector<Bucket*> buckets) {
+void ShardAgent::Bind(std::string region, std::vector<Bucket*> buckets,
+                      std::vector<std::pair<std::string, Transform*>> transforms) {
   region_ = std::move(region);
   buckets_ = std::move(buckets);
+  transforms_ = std::move(transforms);
   // After the fields it reads are set: the member file's writer reads them
   // from now on (ordered by the membership's mutex).
   if (config_.membership != nullptr) config_.membership->Add(this);
@@ -88,15 +90,20 @@ std::vector<std::pair<std::string, uint64_t>> ShardAgent::Owned() const {
 Status ShardAgent::Replace(int32_t partition, int32_t partitions,
                            const std::map<std::string, std::string>& units) {
   const Partitioner partitioner = config_.partitioner;
-  for (Bucket* b : buckets_) {
+  const auto belongs = [&](const std::string& key) {
+    return !key.empty() && PartitionOf(partitioner, key, partitions) == partition;
+  };
+  const auto fulls_of = [&](const std::string& unit) {
     std::vector<std::string_view> fulls;
-    auto it = units.find(layout::BucketUnit(b->name()));
+    auto it = units.find(unit);
     if (it != units.end()) fulls.push_back(it->second);
-    KAYAK_RETURN_IF_ERROR(b->ReplaceKeys(
-        [&](const std::string& key) {
-          return !key.empty() && PartitionOf(partitioner, key, partitions) == partition;
-        },
-        fulls));
+    return fulls;
+  };
+  for (Bucket* b : buckets_) {
+    KAYAK_RETURN_IF_ERROR(b->ReplaceKeys(belongs, fulls_of(layout::BucketUnit(b->name()))));
+  }
+  for (const auto& [unit, t] : transforms_) {
+    KAYAK_RETURN_IF_ERROR(t->ReplaceKeys(belongs, fulls_of(unit)));
   }
   return Status::Ok();
 }
@@ -131,15 +138,12 @@ Status ShardAgent::Assign(std::vector<Assigned>* parts) {
     partitions_ = partitions;
   }
   const Partitioner partitioner = config_.partitioner;
-  for (Bucket* b : buckets_) {
-    KAYAK_RETURN_IF_ERROR(b->ReplaceKeys(
-        [&](const std::string& key) {
-          if (key.empty()) return false;  // a record without a key names no partition
-          return partitions == 0 ||
-                 !given_partitions.count(PartitionOf(partitioner, key, partitions));
-        },
-        {}));
-  }
+  const auto gone = [&](const std::string& key) {
+    if (key.empty()) return false;  // a record without a key names no partition
+    return partitions == 0 || !given_partitions.count(PartitionOf(partitioner, key, partitions));
+  };
+  for (Bucket* b : buckets_) KAYAK_RETURN_IF_ERROR(b->ReplaceKeys(gone, {}));
+  for (const auto& [unit, t] : transforms_) KAYAK_RETURN_IF_ERROR(t->ReplaceKeys(gone, {}));
   for (Assigned& a : *parts) {
     const ShardId id = IdOf(a.topic, a.partition);
     std::vector<std::string> notes;
@@ -203,16 +207,23 @@ Status ShardAgent::Prepare(uint64_t id, const std::string& position, const FullC
   if (!due.empty()) {
     // Each bucket's state as checkpoint `id` holds it, cut once per
     // partition count.
-    std::map<std::string, std::string> fulls;
+    std::map<std::string, std::pair<KeyedState, std::string>> fulls;  // unit -> its state
     for (Bucket* b : buckets_) {
-      KAYAK_RETURN_IF_ERROR(full_of(b, &fulls[layout::BucketUnit(b->name())]));
+      auto& [kind, full] = fulls[layout::BucketUnit(b->name())];
+      kind = KeyedState::kBucket;
+      KAYAK_RETURN_IF_ERROR(full_of(layout::BucketUnit(b->name()), &full));
+    }
+    for (const auto& [unit, t] : transforms_) {
+      auto& [kind, full] = fulls[unit];
+      kind = KeyedState::kRollingWindow;
+      KAYAK_RETURN_IF_ERROR(full_of(unit, &full));
     }
     std::map<int32_t, std::map<std::string, std::vector<std::string>>> cut;  // partitions -> unit
     for (const auto& [tp, o] : due) {
       auto& by_unit = cut[o.partitions];
       if (by_unit.empty()) {
-        for (const auto& [unit, full] : fulls) {
-          KAYAK_RETURN_IF_ERROR(SplitStateChunk(KeyedState::kBucket, full, config_.partitioner,
+        for (const auto& [unit, state] : fulls) {
+          KAYAK_RETURN_IF_ERROR(SplitStateChunk(state.first, state.second, config_.partitioner,
                                                 o.partitions, &by_unit[unit]));
         }
       }

@@ -55,15 +55,19 @@ class ShardAgent final : public PartitionOwner {
   ShardAgent(const ShardAgent&) = delete;
   ShardAgent& operator=(const ShardAgent&) = delete;
 
-  // Before the input runs: the region (its name, the buckets it writes).
-  // Then the agent is in the member file.
-  void Bind(std::string region, std::vector<Bucket*> buckets);
+  // Before the input runs: the region (its name, the buckets it writes,
+  // and the transforms of the input's pipeline whose state is keyed by
+  // partition, each with its checkpoint unit). Then the agent is in the
+  // member file.
+  void Bind(std::string region, std::vector<Bucket*> buckets,
+            std::vector<std::pair<std::string, Transform*>> transforms = {});
 
   const std::string& member() const override { return config_.member; }
   Status Assign(std::vector<Assigned>* parts) override;
 
-  // The full chunk of a bucket as checkpoint `id` committed it.
-  using FullChunk = std::function<Status(Bucket*, std::string* full)>;
+  // The full chunk of a unit (a bucket's, a transform's) as checkpoint
+  // `id` committed it.
+  using FullChunk = std::function<Status(const std::string& unit, std::string* full)>;
   // Right after checkpoint `id` of the region committed to the local store,
   // before the next one: each owned shard's slice and offset in it
   // (`position`: the kafka input's, docs/state_format.md), kept until
@@ -116,6 +120,7 @@ class ShardAgent final : public PartitionOwner {
   ShardStore store_;
   std::string region_;
   std::vector<Bucket*> buckets_;
+  std::vector<std::pair<std::string, Transform*>> transforms_;
 
   mutable Mutex mu_;
   std::map<std::pair<std::string, int32_t>, Holding> owned_ KAYAK_GUARDED_BY(mu_);

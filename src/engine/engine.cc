@@ -280,10 +280,10 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
       ctx.stats = card.get();
       auto tr = t.def->make_transform(opts, ctx);
       if (tr == nullptr || opts.failed()) continue;
-      if (options.cluster && tr->Stateful()) {
-        errors->Add(t.mark, "in a cluster keyed state lives in buckets (docs/cluster.md): a " +
-                                t.def->type + " keeps state of its own, which does not move "
-                                "with its partitions yet");
+      if (options.cluster && tr->Stateful() && !(tr->ShardedByKey() && agent != nullptr)) {
+        errors->Add(t.mark, "in a cluster keyed state lives in buckets and in the windows of a "
+                            "pipeline that reads a partitioned input (docs/cluster.md): this " +
+                                t.def->type + " keeps state that does not move with partitions");
       }
       runner->AddTransform(std::move(tr), std::move(card));
     }
@@ -444,14 +444,47 @@ Status Engine::BindShards(std::vector<Checkpointer::Region>* regions) {
       unit = p->id();
     }
     if (agent == nullptr) continue;
-    agent->Bind(r.name, r.buckets);
-    r.prepare_shards = [agent, unit = layout::InputUnit(unit)](
+    // The input's pipeline's windows move with its partitions (Build
+    // refused any other state).
+    PipelineRunner* reader = Find(unit);
+    std::vector<std::pair<std::string, Transform*>> windows;
+    for (size_t t = 0; t < reader->spec().transforms.size(); ++t) {
+      Transform* tr = reader->transform(t);
+      if (tr->Stateful()) windows.emplace_back(layout::TransformUnit(unit, t), tr);
+    }
+    std::map<std::string, Bucket*> buckets;
+    for (Bucket* b : r.buckets) buckets[layout::BucketUnit(b->name())] = b;
+    agent->Bind(r.name, r.buckets, windows);
+    std::map<std::string, Transform*> transforms(windows.begin(), windows.end());
+    r.prepare_shards = [agent, input = layout::InputUnit(unit), buckets, transforms](
                            uint64_t id, const std::vector<checkpoint::UnitState>& units,
-                           const std::function<Status(Bucket*, std::string*)>& full_of) {
+                           const Checkpointer::Region::ReadChain& read_chain) {
+      const std::string* position = nullptr;
+      std::map<std::string, const std::string*> fingerprints;
       for (const auto& u : units) {
-        if (u.unit == unit && u.data) return agent->Prepare(id, *u.data, full_of);
+        fingerprints[u.unit] = &u.fingerprint;
+        if (u.unit == input && u.data) position = &*u.data;
       }
-      return Status::Ok();
+      if (position == nullptr) return Status::Ok();
+      // A unit's state as checkpoint `id` holds it: its committed chain,
+      // compacted into a full state.
+      auto full_of = [&](const std::string& unit, std::string* out) -> Status {
+        auto fp = fingerprints.find(unit);
+        if (fp == fingerprints.end()) {
+          return Status::Internal("checkpoint " + std::to_string(id) + " holds no unit " + unit);
+        }
+        checkpoint::RestoredUnit chain;
+        KAYAK_RETURN_IF_ERROR(read_chain(unit, *fp->second, &chain));
+        std::vector<std::string_view> deltas(chain.deltas.begin(), chain.deltas.end());
+        out->clear();
+        if (buckets.count(unit)) return Bucket::Compact(chain.data, deltas, {}, out);
+        if (deltas.empty()) {
+          out->assign(chain.data.view());
+          return Status::Ok();
+        }
+        return transforms.at(unit)->CompactState(chain.data, deltas, out);
+      };
+      return agent->Prepare(id, *position, full_of);
     };
     r.publish_shards = [agent](uint64_t id) { agent->Publish(id); };
   }

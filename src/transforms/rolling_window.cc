@@ -275,6 +275,52 @@ class RollingWindow final : public Transform {
     return Status::Ok();
   }
 
+  bool ShardedByKey() const override { return true; }
+
+  Status ReplaceKeys(const std::function<bool(const std::string& key)>& belongs,
+                     const std::vector<std::string_view>& fulls) override {
+    // Read before anything changes: a bad slice leaves the window as it was.
+    // A slice's count of late points stays with the server that counted it.
+    std::vector<std::pair<std::string, KeyState>> reads;
+    for (std::string_view full : fulls) {
+      checkpoint::Decoder d(full);
+      uint64_t n = 0, late = 0;
+      if (!d.U64(&n) || !d.U64(&late) || n > full.size() / 32) {
+        return Status::Corruption("rolling_window slice is short");
+      }
+      for (uint64_t i = 0; i < n; ++i) {
+        std::string key;
+        KeyState ks;
+        if (!DecodeKey(&d, &key, &ks)) return Status::Corruption("rolling_window slice is short");
+        reads.emplace_back(std::move(key), std::move(ks));
+      }
+      if (!d.done()) return Status::Corruption("rolling_window slice has trailing bytes");
+    }
+    for (auto it = keys_.begin(); it != keys_.end();) {
+      auto here = it++;
+      if (belongs(here->first)) Erase(here);
+    }
+    for (auto& [key, ks] : reads) {
+      auto [it, fresh] = keys_.try_emplace(std::move(key));
+      // Its place among this epoch's writes, which Touched moves.
+      const uint32_t epoch = it->second.epoch, number = it->second.number;
+      if (!fresh) {
+        BeforeChange(&*it);
+        order_.Unlink(&*it);
+        heap_ -= KeyHeap(*it);
+      }
+      it->second = std::move(ks);
+      it->second.epoch = epoch;
+      it->second.number = number;
+      heap_ += KeyHeap(*it);
+      order_.LinkNewest(&*it);
+      if (!dropped_.empty()) dropped_.erase(it->first);  // written again: not dropped
+      Touched(&*it);
+    }
+    changed_ = true;
+    return Status::Ok();
+  }
+
   bool Compacts() const override { return true; }
 
   // A streaming merge of the chunks' bytes: the full state's keys that no
