@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""kafka -> bucket -> kafka on a cluster of 1, 2 and 3 kayak members
+"""kafka -> window + bucket -> kafka on a cluster of 1, 2 and 3 kayak members
 (docs/cluster.md), on this machine's cores.
 
     python3 bench/cluster.py [--messages N] [--keys K] [--runs R]
@@ -8,7 +8,7 @@ Starts a real Apache Kafka broker on 127.0.0.1 (tests/servers/kafka_cluster.py).
 Each run makes a topic of six partitions, starts M members of a cluster (one
 consumer group, a shared store in a temporary directory, each member its own
 state directory, a checkpoint every 5 s, so shards are published while they
-work) and waits until the group has given all six partitions out. Then it
+work; per key a 10 s window of event time and a running total) and waits until the group has given all six partitions out. Then it
 produces N messages over K keys (build/tests/kafkatool, librdkafka's default
 partitioner, which the cluster is told) and times from the start of the
 production to the moment a read_committed reader of the output topic has seen
@@ -53,7 +53,9 @@ pipelines:
   p:
     input: {{kafka: {{brokers: '{bootstrap}', topics: [{topic}], group: {group}, batch_size: 5000,
                       properties: {{session.timeout.ms: "6000", heartbeat.interval.ms: "500"}}}}}}
-    transforms: [{{bucket: {{name: sums, key: k, op: add, field: v, as: total}}}}]
+    transforms:
+      - rolling_window: {{key: k, field: v, window_secs: 10, time_field: ts, aggregates: [count, sum]}}
+      - bucket: {{name: sums, key: k, op: add, field: v, as: total}}
     outputs: [{{kafka: {{brokers: '{bootstrap}', topic: {out}}}}}]
 """)
         with open(f"{d}/s.yaml", "w") as f:
