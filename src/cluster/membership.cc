@@ -96,7 +96,8 @@ void Membership::Run() {
   for (;;) {
     WriteOwn();
     MutexLock lock(mu_);
-    if (lock.WaitFor(cv_, std::chrono::milliseconds(kIntervalMs), [&] { return stopping_; })) {
+    if (lock.WaitFor(cv_, std::chrono::milliseconds(kIntervalMs),
+                     [&]() KAYAK_REQUIRES(mu_) { return stopping_; })) {
       break;
     }
   }
