@@ -563,9 +563,9 @@ TEST_F(ShardAgentTest, APartitionMovesWithItsStateAndTheOldOwnerIsFenced) {
   ASSERT_TRUE(p1.has_value());
   EXPECT_EQ(p1->next_offset, 70);
   EXPECT_FALSE(p1->claim);
-  const auto owned = a.Owned();
+  const auto owned = a.Describe().owned;
   ASSERT_EQ(owned.size(), 1u);
-  EXPECT_EQ(owned[0].first, "r/t.0");
+  EXPECT_EQ(owned[0].first, 0);
 
   // a's next assignment keeps partition 0 (its own, current) and holds no
   // key of partition 1 any more.
@@ -584,6 +584,23 @@ TEST_F(ShardAgentTest, APartitionMovesWithItsStateAndTheOldOwnerIsFenced) {
   EXPECT_FALSE(again[0].keep);
   EXPECT_EQ(again[0].offset, 180);
   EXPECT_EQ(Contents(bucket_a2).size(), Contents(bucket_a).size());
+
+  // A server that claims both shards in one assignment holds each one's
+  // keys as its owner published them, each read from its own offset, and
+  // nothing it held before.
+  Bucket bucket_c("sums", 0);
+  Fill(bucket_c, 60, 5000);
+  ShardAgent c(Config("c"), nullptr, &clock_);
+  c.Bind("r", {&bucket_c});
+  auto both = Parts({0, 1}, true);
+  ASSERT_TRUE(c.Assign(&both).ok());
+  EXPECT_FALSE(both[0].keep);
+  EXPECT_FALSE(both[1].keep);
+  EXPECT_EQ(both[0].offset, 180);
+  EXPECT_EQ(both[1].offset, 70);
+  auto expected = Contents(bucket_a2);
+  for (const auto& [k, v] : Contents(bucket_b)) expected[k] = v;
+  EXPECT_EQ(Contents(bucket_c), expected);
 }
 
 TEST_F(ShardAgentTest, MemberFilesNameEachKeysOwner) {

@@ -9,6 +9,7 @@
 #include "cluster/shard_split.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/partition_offsets.h"
 #include "state/bucket.h"
 
 namespace kayak::cluster {
@@ -18,21 +19,6 @@ namespace {
 // How many entries of a shard's log stay (the newest that count, and the
 // chunks they name): the newest, and one to fall back to when it is damaged.
 constexpr size_t kKeepEntries = 2;
-
-// The kafka input's position: {"offsets": [[topic, partition, next], ...]}.
-bool OffsetsOf(const std::string& position,
-               std::map<std::pair<std::string, int32_t>, int64_t>* out) {
-  auto j = nlohmann::json::parse(position, nullptr, false);
-  if (!j.is_object() || !j.contains("offsets") || !j["offsets"].is_array()) return false;
-  for (const auto& e : j["offsets"]) {
-    if (!e.is_array() || e.size() != 3 || !e[0].is_string() || !e[1].is_number_integer() ||
-        !e[2].is_number_integer()) {
-      return false;
-    }
-    (*out)[{e[0].get<std::string>(), e[1].get<int32_t>()}] = e[2].get<int64_t>();
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -78,36 +64,6 @@ void ShardAgent::Error(const std::string& what) const {
   if (card_ != nullptr) card_->RecordError("cluster: " + what);
 }
 
-std::vector<std::pair<std::string, uint64_t>> ShardAgent::Owned() const {
-  MutexLock lock(mu_);
-  std::vector<std::pair<std::string, uint64_t>> out;
-  for (const auto& [tp, o] : owned_) {
-    if (!o.lost) out.emplace_back(IdOf(tp.first, tp.second).Path(), o.epoch);
-  }
-  return out;
-}
-
-Status ShardAgent::Replace(int32_t partition, int32_t partitions,
-                           const std::map<std::string, std::string>& units) {
-  const Partitioner partitioner = config_.partitioner;
-  const auto belongs = [&](const std::string& key) {
-    return !key.empty() && PartitionOf(partitioner, key, partitions) == partition;
-  };
-  const auto fulls_of = [&](const std::string& unit) {
-    std::vector<std::string_view> fulls;
-    auto it = units.find(unit);
-    if (it != units.end()) fulls.push_back(it->second);
-    return fulls;
-  };
-  for (Bucket* b : buckets_) {
-    KAYAK_RETURN_IF_ERROR(b->ReplaceKeys(belongs, fulls_of(layout::BucketUnit(b->name()))));
-  }
-  for (const auto& [unit, t] : transforms_) {
-    KAYAK_RETURN_IF_ERROR(t->ReplaceKeys(belongs, fulls_of(unit)));
-  }
-  return Status::Ok();
-}
-
 Status ShardAgent::Assign(std::vector<Assigned>* parts) {
   MutexLock lock(mu_);
   std::set<std::pair<std::string, int32_t>> given;
@@ -129,21 +85,16 @@ Status ShardAgent::Assign(std::vector<Assigned>* parts) {
               IdOf(it->first.first, it->first.second).Path());
     it = owned_.erase(it);
   }
-  // Every key of a partition not given goes: it moved to another member, or
-  // it was left from before a restart (the local checkpoint held it). The
-  // bucket then answers only for what this server owns.
   const int32_t partitions = parts->empty() ? 0 : parts->front().partitions;
   if (!parts->empty()) {
     topic_ = parts->front().topic;
     partitions_ = partitions;
   }
-  const Partitioner partitioner = config_.partitioner;
-  const auto gone = [&](const std::string& key) {
-    if (key.empty()) return false;  // a record without a key names no partition
-    return partitions == 0 || !given_partitions.count(PartitionOf(partitioner, key, partitions));
-  };
-  for (Bucket* b : buckets_) KAYAK_RETURN_IF_ERROR(b->ReplaceKeys(gone, {}));
-  for (const auto& [unit, t] : transforms_) KAYAK_RETURN_IF_ERROR(t->ReplaceKeys(gone, {}));
+  // Each partition given is kept or claimed; a claimed one's slices are
+  // read here and folded in below, with every state changed once.
+  std::set<int32_t> claimed_partitions;
+  std::map<std::string, std::vector<std::string>> slices;  // unit -> the claimed shards' slices
+  std::vector<std::pair<Assigned*, Holding>> claims;
   for (Assigned& a : *parts) {
     const ShardId id = IdOf(a.topic, a.partition);
     std::vector<std::string> notes;
@@ -174,25 +125,50 @@ Status ShardAgent::Assign(std::vector<Assigned>* parts) {
     if (*outcome != CommitOutcome::kCommitted) {
       return Status::Unavailable("shard " + id.Path() + ": another member keeps claiming it");
     }
-    std::map<std::string, std::string> units;
     for (const auto& [unit, ref] : claimed.units) {
       auto data = store_.ReadChunk(id, ref);
       if (!data.ok()) return data.status();
-      units[unit] = std::move(*data);
+      slices[unit].push_back(std::move(*data));
     }
-    KAYAK_RETURN_IF_ERROR(Replace(a.partition, a.partitions, units));
-    owned_[{a.topic, a.partition}] = Holding{epoch, a.partitions, claimed.next_offset};
-    a.keep = false;
-    a.offset = claimed.next_offset;
-    KLOG_INFO("cluster: claimed shard {} at epoch {}: restored checkpoint {}, reading from "
+    claimed_partitions.insert(a.partition);
+    claims.emplace_back(&a, Holding{epoch, a.partitions, claimed.next_offset});
+    KLOG_INFO("cluster: claimed shard {} at epoch {}: restoring checkpoint {}, reading from "
               "offset {}", id.Path(), epoch, claimed.checkpoint, claimed.next_offset);
+  }
+  // Every key of a partition not given goes: it moved to another member, or
+  // it was left from before a restart (the local checkpoint held it). A
+  // claimed partition's keys become its shard's. The bucket then answers
+  // only for what this server owns.
+  const Partitioner partitioner = config_.partitioner;
+  const auto replaced = [&](const std::string& key) {
+    if (key.empty()) return false;  // a record without a key names no partition
+    if (partitions == 0) return true;
+    const int32_t p = PartitionOf(partitioner, key, partitions);
+    return !given_partitions.count(p) || claimed_partitions.count(p) > 0;
+  };
+  const auto fulls_of = [&](const std::string& unit) {
+    std::vector<std::string_view> fulls;
+    auto it = slices.find(unit);
+    if (it != slices.end()) fulls.assign(it->second.begin(), it->second.end());
+    return fulls;
+  };
+  for (Bucket* b : buckets_) {
+    KAYAK_RETURN_IF_ERROR(b->ReplaceKeys(replaced, fulls_of(layout::BucketUnit(b->name()))));
+  }
+  for (const auto& [unit, t] : transforms_) {
+    KAYAK_RETURN_IF_ERROR(t->ReplaceKeys(replaced, fulls_of(unit)));
+  }
+  for (auto& [a, holding] : claims) {
+    owned_[{a->topic, a->partition}] = holding;
+    a->keep = false;
+    a->offset = holding.published_offset;
   }
   return Status::Ok();
 }
 
 Status ShardAgent::Prepare(uint64_t id, const std::string& position, const FullChunk& full_of) {
-  std::map<std::pair<std::string, int32_t>, int64_t> offsets;
-  if (!OffsetsOf(position, &offsets)) {
+  PartitionOffsets offsets;
+  if (!PartitionOffsetsFromJson(position, &offsets)) {
     return Status::Corruption("cluster: the kafka input's position is unreadable");
   }
   std::map<std::pair<std::string, int32_t>, Holding> due;

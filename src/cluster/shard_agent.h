@@ -78,9 +78,6 @@ class ShardAgent final : public PartitionOwner {
   // prepared checkpoints are dropped (`id` covers them).
   void Publish(uint64_t id);
 
-  // What the overview shows: (shard, epoch) owned now.
-  std::vector<std::pair<std::string, uint64_t>> Owned() const;
-
   // What the member file says of the region (Membership).
   struct Description {
     std::string region;
@@ -108,10 +105,6 @@ class ShardAgent final : public PartitionOwner {
     std::map<std::string, std::string> units;  // unit -> its slice (a full chunk)
   };
   ShardId IdOf(const std::string& topic, int32_t partition) const;
-  // Replaces the buckets' entries of `partition` (of `partitions`) with
-  // `units`' slices (none: drops them).
-  Status Replace(int32_t partition, int32_t partitions,
-                 const std::map<std::string, std::string>& units) KAYAK_REQUIRES(mu_);
   void Error(const std::string& what) const;
 
   const ClusterConfig config_;

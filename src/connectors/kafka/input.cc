@@ -26,6 +26,7 @@
 #include "common/clock.h"
 #include "common/json_util.h"
 #include "common/log.h"
+#include "common/partition_offsets.h"
 #include "connectors/kafka/conf.h"
 #include "connectors/shared/tls.h"
 #include "kayak/component.h"
@@ -40,26 +41,7 @@ using kafka::CheckProperties;
 using kafka::MakeConf;
 using kafka::Properties;
 
-using Offsets = std::map<std::pair<std::string, int32_t>, int64_t>;  // next offset to read
-
-std::string OffsetsToJson(const Offsets& offsets) {
-  nlohmann::json j = nlohmann::json::array();
-  for (const auto& [tp, off] : offsets) j.push_back({tp.first, tp.second, off});
-  return DumpJson(nlohmann::json{{"offsets", j}});
-}
-
-bool OffsetsFromJson(std::string_view text, Offsets* out) {
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  if (!j.is_object() || !j["offsets"].is_array()) return false;
-  for (const auto& e : j["offsets"]) {
-    if (!e.is_array() || e.size() != 3 || !e[0].is_string() || !e[1].is_number_integer() ||
-        !e[2].is_number_integer()) {
-      return false;
-    }
-    (*out)[{e[0].get<std::string>(), e[1].get<int32_t>()}] = e[2].get<int64_t>();
-  }
-  return true;
-}
+using Offsets = PartitionOffsets;  // next offset to read
 
 rd_kafka_topic_partition_list_t* ToList(const Offsets& offsets) {
   auto* list = rd_kafka_topic_partition_list_new(static_cast<int>(offsets.size()) + 1);
@@ -198,10 +180,10 @@ class KafkaInput final : public Input {
   }
 
   bool Rewindable() const override { return true; }
-  std::string SavePosition() const override { return OffsetsToJson(positions_); }
+  std::string SavePosition() const override { return PartitionOffsetsToJson(positions_); }
   Status RestorePosition(std::string_view position) override {
     Offsets o;
-    if (!OffsetsFromJson(position, &o)) {
+    if (!PartitionOffsetsFromJson(position, &o)) {
       return Status::Corruption("kafka input: unreadable checkpointed offsets");
     }
     positions_ = o;
@@ -221,7 +203,7 @@ class KafkaInput final : public Input {
     // Outside the group (joining, or after a revocation) a commit is refused
     // and can upset the join; the next checkpoint after the assignment commits.
     if (rk == nullptr || !ctx_.checkpointing || !assigned_.load() ||
-        !OffsetsFromJson(position, &o) || o.empty()) {
+        !PartitionOffsetsFromJson(position, &o) || o.empty()) {
       return;
     }
     auto* list = ToList(o);
