@@ -667,6 +667,21 @@ pipelines:
                 after = page["next_after"]
         return got, twice
 
+    def held_by_others(m):
+        """The partitions the other members' files say they own."""
+        held = set()
+        for other in members:
+            if other == m:
+                continue
+            try:
+                with open(f"{store}/crash/members/{other}.json") as f:
+                    j = json.load(f)
+            except (OSError, ValueError):
+                continue
+            for r in j["regions"]:
+                held.update(o["partition"] for o in r["owned"])
+        return held
+
     n = 0
     members = {}
     try:
@@ -681,12 +696,15 @@ pipelines:
             c.kill_points += 1
             b.produce("in", burst, n, keys)
             n += burst
-            if rng.random() < 0.2:
+            moved = rng.random() < 0.2
+            if moved:
                 # Its session ends first: its partitions move to the others.
-                time.sleep(7)
+                wait_for(lambda: held_by_others(m) == set(range(partitions)), timeout=60,
+                         interval=0.2, what=f"cluster: {m}'s partitions on the other members")
             members[m] = start_member(m)
             if verbose:
-                print(f"  cluster kill {c.kill_points}: member {m}, {n} messages", flush=True)
+                print(f"  cluster kill {c.kill_points}: member {m}, {n} messages"
+                      f"{', restarted after its partitions moved' if moved else ''}", flush=True)
         want = {}
         for i in range(n):
             want[f"k{i % keys}"] = want.get(f"k{i % keys}", 0) + (i * 31) % 97
