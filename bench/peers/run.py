@@ -4,7 +4,7 @@
     python3 bench/peers/run.py [--messages N] [--runs R]
     python3 bench/peers/run.py --workload windowed [--keys K] [--checkpoint-secs S] ...
 
-Needs `scripts/install-deps.sh --bench` (kcat, Kafka Streams' jars). Starts
+Needs `scripts/install-deps.sh --bench` (kcat, the peers' jars and venvs). Starts
 the real Kafka broker of the tests (tests/servers/kafka_cluster.py), produces
 N messages of about 40 bytes to `in` (4 partitions, 7 keys) with
 build/tests/kafkatool, then alternates, run after run, over that same topic:
@@ -16,6 +16,15 @@ build/tests/kafkatool, then alternates, run after run, over that same topic:
   kafka streams             the same job in Kafka Streams' DSL (bench/peers/kstreams),
                             at_least_once, as many stream threads as cores
   kafka streams exactly_once_v2   with exactly_once_v2 and a commit every second
+  flink                     the same job in Flink's DataStream API (bench/peers/flink), a
+                            local MiniCluster of parallelism = cores, its Kafka sink at
+                            least once
+  flink exactly_once        the sink's Kafka transactions, a checkpoint every second
+  quix streams              the same job in Quix Streams' StreamingDataFrame
+                            (bench/peers/quix), one process a core in one group
+  quix streams exactly_once with `processing_guarantee="exactly-once"`, a commit every second
+  bytewax                   the same job as a Bytewax dataflow (bench/peers/bytewax), one
+                            process with a worker a core; its Kafka output is at least once
 
 The windowed workload (`--workload windowed`) produces N messages with K keys
 (default 100,000) and an event time `ts`, and runs per key a window of the
@@ -24,7 +33,11 @@ adding all three to each message, with a checkpoint every S seconds (default
 10): kayak's `rolling_window` then `bucket: {op: add}` with --state-dir and
 `checkpoint.interval_secs: S`; Kafka Streams' value processor over a
 persistent (RocksDB) store with its changelog and `commit.interval.ms` S*1000
-(bench/peers/kstreams/.../Windowed.java); each at least once and exactly once.
+(bench/peers/kstreams/.../Windowed.java); Flink's KeyedProcessFunction over
+ValueState with RocksDB and a checkpoint every S s; Quix Streams' stateful
+function (RocksDB, a changelog topic) with `commit_interval` S; Bytewax's
+`stateful_map` with its recovery store snapshotted every S s; each at least
+once and, where the engine offers it, exactly once.
 kcat's pipe stays as the ceiling of moving the bytes.
 
 Each run is timed from the start of its process to the moment a
@@ -53,6 +66,8 @@ from kafka_pipe import JAVA, TOOL, Cluster, cpu_secs, peak_rss_mb, watched  # no
 
 KSTREAMS = os.path.join(HERE, "kstreams")
 FLINK = os.path.join(HERE, "flink")
+QUIX = os.path.join(HERE, "quix")
+BYTEWAX = os.path.join(HERE, "bytewax")
 # What Flink's own launcher passes a JVM 17 (its config.yaml's
 # env.java.opts.all): the modules its serializers reach into.
 FLINK_JVM = [f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in (
@@ -70,29 +85,73 @@ def steady(n, first, end):
     return n / (end - first) if end - first > 0.05 else None
 
 
-def run_kstreams(work, bootstrap, n, guarantee, job="Stateless", commit_ms=None, extra=(),
-                 peer=KSTREAMS, jvm=()):
+def run_procs(bootstrap, n, out, argvs, env=None):
     """(msg/s from start, steady msg/s, CPU s, peak MB, s to the first output)
-    of the JVM job `job` (a class of bench/peers/kstreams, or of `peer`)."""
-    app = os.path.basename(peer) + "-" + uuid.uuid4().hex[:8]
-    out = f"out-{app}"
+    of the processes `argvs` start, writing topic `out` (created here): their
+    CPU and their peaks summed."""
     subprocess.run([TOOL, "create", bootstrap, f"{out}:4"], check=True)
     done = subprocess.Popen([TOOL, "wait", bootstrap, out, str(n), "600"],
                             stdout=subprocess.PIPE, text=True)
-    cp = os.path.join(peer, "libs", "*") + ":" + os.path.join(peer, "classes")
-    if commit_ms is None:
-        commit_ms = 1000 if guarantee == "exactly_once_v2" else 30000
     t0 = time.monotonic()
-    p = subprocess.Popen([JAVA, "-Xmx1g", *jvm, "-cp", cp, f"kayak.bench.{job}", bootstrap, "in", out,
-                          app, guarantee, str(commit_ms), os.path.join(work, app), *extra],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    ps = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           env=None if env is None else {**os.environ, **env})
+          for argv in argvs]
     try:
         first, end = watched(done, out, n)
-        return (n / (end - t0), steady(n, first, end), cpu_secs(p.pid), peak_rss_mb(p.pid),
-                first - t0)
+        return (n / (end - t0), steady(n, first, end), sum(cpu_secs(p.pid) for p in ps),
+                sum(peak_rss_mb(p.pid) for p in ps), first - t0)
     finally:
-        p.terminate()
-        p.wait(timeout=60)
+        for p in ps:
+            p.terminate()
+        for p in ps:
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def run_kstreams(work, bootstrap, n, guarantee, job="Stateless", commit_ms=None, extra=(),
+                 peer=KSTREAMS, jvm=()):
+    """run_procs' figures for the JVM job `job` (a class of
+    bench/peers/kstreams, or of `peer`)."""
+    app = os.path.basename(peer) + "-" + uuid.uuid4().hex[:8]
+    cp = os.path.join(peer, "libs", "*") + ":" + os.path.join(peer, "classes")
+    if commit_ms is None:
+        commit_ms = 1000 if guarantee in ("exactly_once_v2", "exactly_once") else 30000
+    return run_procs(bootstrap, n, f"out-{app}", [[
+        JAVA, "-Xmx1g", *jvm, "-cp", cp, f"kayak.bench.{job}", bootstrap, "in", f"out-{app}",
+        app, guarantee, str(commit_ms), os.path.join(work, app), *extra]])
+
+
+def run_quix(work, bootstrap, n, exactly_once, windowed, commit_ms):
+    """Quix Streams (bench/peers/quix/job.py): one process a core, in one
+    consumer group, as its documentation scales an application."""
+    app = "quix-" + uuid.uuid4().hex[:8]
+    argv = [os.path.join(QUIX, "venv", "bin", "python"), os.path.join(QUIX, "job.py"),
+            "windowed" if windowed else "stateless", bootstrap, "in", f"out-{app}", app,
+            "exactly-once" if exactly_once else "at-least-once", str(commit_ms)]
+    return run_procs(bootstrap, n, f"out-{app}", [
+        argv + [os.path.join(work, app, str(i))] + (["10000"] if windowed else [])
+        for i in range(os.cpu_count())])
+
+
+def run_bytewax(work, bootstrap, n, windowed, snapshot_secs):
+    """Bytewax (bench/peers/bytewax/job.py): one process with a worker a core;
+    the windowed job with its recovery store, snapshotted every
+    `snapshot_secs`."""
+    app = "bytewax-" + uuid.uuid4().hex[:8]
+    python = os.path.join(BYTEWAX, "venv", "bin", "python")
+    argv = [python, "-m", "bytewax.run", "job:flow()", "-w", str(os.cpu_count())]
+    if windowed:
+        db = os.path.join(work, app)
+        os.makedirs(db)
+        subprocess.run([python, "-m", "bytewax.recovery", db, "1"], check=True,
+                       stdout=subprocess.DEVNULL)
+        argv += ["-r", db, "-s", str(snapshot_secs), "-b", "0"]
+    return run_procs(bootstrap, n, f"out-{app}", [argv], env={
+        "PYTHONPATH": BYTEWAX, "JOB": "windowed" if windowed else "stateless",
+        "BOOTSTRAP": bootstrap, "IN": "in", "OUT": f"out-{app}", "WINDOW_MS": "10000"})
 
 
 # The windowed workload in kayak: a window of `ts`'s last 10 s per key, then
@@ -168,6 +227,8 @@ def main():
     ap.add_argument("--workload", choices=["stateless", "windowed"], default="stateless")
     ap.add_argument("--keys", type=int, default=100000)
     ap.add_argument("--checkpoint-secs", type=int, default=10)
+    ap.add_argument("--engines", help="a comma-separated subset of the engines (kcat's pipe "
+                    "always runs: the ratios are to it)")
     ap.add_argument("--verify", action="store_true",
                     help="windowed: check every engine's output against the oracle")
     a = ap.parse_args()
@@ -177,12 +238,16 @@ def main():
     for peer in (KSTREAMS, FLINK):
         if not os.path.isdir(os.path.join(peer, "classes")):
             raise SystemExit(f"needs the jars of {peer}: scripts/install-deps.sh --bench")
+    for peer in (QUIX, BYTEWAX):
+        if not os.path.isdir(os.path.join(peer, "venv")):
+            raise SystemExit(f"needs the venv of {peer}: scripts/install-deps.sh --bench")
     work = tempfile.mkdtemp(prefix="kayak-bench-peers-")
     broker = Cluster(os.path.join(work, "kafka"), 1)
     names = ["kcat pipe", "kayak", "kayak exactly_once", "kafka streams",
-             "kafka streams exactly_once_v2"]
-    if windowed:
-        names += ["flink", "flink exactly_once"]
+             "kafka streams exactly_once_v2", "flink", "flink exactly_once", "quix streams",
+             "quix streams exactly_once", "bytewax"]
+    if a.engines:
+        names = ["kcat pipe"] + [e for e in a.engines.split(",") if e != "kcat pipe"]
     results = {k: [] for k in names}
     try:
         broker.start()
@@ -192,6 +257,10 @@ def main():
                        (["0", str(a.keys)] if windowed else []), check=True)
         for r in range(a.runs):
             for name in names:
+                # The stateless job's exactly-once runs commit every second
+                # (as kayak's checkpoint and Kafka Streams' commit there).
+                every_ms = (1000 if not windowed and "exactly" in name
+                            else a.checkpoint_secs * 1000)
                 if name == "kcat pipe":
                     v = run_kcat(bootstrap, a.messages)
                 elif name.startswith("kayak"):
@@ -200,8 +269,14 @@ def main():
                 elif name.startswith("flink"):
                     v = run_kstreams(work, bootstrap, a.messages,
                                      "exactly_once" if "exactly" in name else "at_least_once",
-                                     "Windowed", a.checkpoint_secs * 1000, ["10000"], FLINK,
-                                     FLINK_JVM)
+                                     "Windowed" if windowed else "Stateless", every_ms,
+                                     ["10000"] if windowed else [],
+                                     FLINK, FLINK_JVM)
+                elif name.startswith("quix"):
+                    v = run_quix(work, bootstrap, a.messages, "exactly" in name, windowed,
+                                 every_ms)
+                elif name == "bytewax":
+                    v = run_bytewax(work, bootstrap, a.messages, windowed, a.checkpoint_secs)
                 elif windowed:
                     v = run_kstreams(work, bootstrap, a.messages,
                                      "exactly_once_v2" if "exactly" in name else "at_least_once",
