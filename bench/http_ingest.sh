@@ -12,6 +12,9 @@
 #   ceiling_tls, logged_tls   nginx and `logged` over TLS (the server config's
 #             `tls`, a certificate from tests/e2e/tls_ca.py; wrk keeps its
 #             connections, so this is the cost of encryption, not of handshakes)
+#   nodered   Node-RED (bench/peers/nodered, from `install-deps.sh --bench`):
+#             http in -> file (append a line) -> 202, the flow its docs would
+#             draw; it answers after the write, without an fsync
 # Prints one line per run and a table of medians (posts/s, p50, p99, and for
 # kayak the CPU time it spent per post: utime + stime from /proc/<pid>/stat
 # over the run, divided by the posts wrk completed) and the ratio of each
@@ -133,21 +136,44 @@ print(f"{rps:.0f} {ms('50'):.3f} {ms('99'):.3f} {bad.group(1) if bad else 0} {cp
 PY
 }
 
+NODERED=bench/peers/nodered
+[ -d "$NODERED/node_modules/node-red" ] ||
+  { echo "needs Node-RED: ./scripts/install-deps.sh --bench" >&2; exit 1; }
+start_nodered() {
+  local port=$1 dir="$WORK/nodered-$1"
+  mkdir -p "$dir"
+  NODERED_PORT=$port NODERED_DIR=$dir NODERED_OUT=$dir/out \
+    node "$NODERED/node_modules/node-red/red.js" --settings "$NODERED/settings.js" \
+    >"$dir/log" 2>&1 &
+  PIDS+=($!)
+  LAST_PID=$!
+  # The listener comes before the flow: poll the flow's own path.
+  for _ in $(seq 1 300); do
+    code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
+      --data '{}' "http://127.0.0.1:$port/ingest" || true)
+    [ "$code" = 202 ] && return 0
+    sleep 0.1
+  done
+  echo "Node-RED did not start: $(cat "$dir/log")" >&2; exit 1
+}
+
 P_CEIL=$(free_port); start_nginx "$P_CEIL"
 P_MEM=$(free_port); start_kayak "$P_MEM" ""; PID_MEM=$LAST_PID
 P_LOG=$(free_port); start_kayak "$P_LOG" yes; PID_LOG=$LAST_PID
 P_LOG1=$(free_port); start_kayak "$P_LOG1" yes 1; PID_LOG1=$LAST_PID
 P_CEIL_TLS=$(free_port); start_nginx "$P_CEIL_TLS" tls
 P_LOG_TLS=$(free_port); start_kayak "$P_LOG_TLS" yes "" tls; PID_LOG_TLS=$LAST_PID
+P_NR=$(free_port); start_nodered "$P_NR"; PID_NR=$LAST_PID
 declare -A R
 for run in $(seq 1 "$RUNS"); do
-  for t in ceiling memory logged logged1 ceiling_tls logged_tls; do
+  for t in ceiling memory logged logged1 ceiling_tls logged_tls nodered; do
     tls=""
     case $t in
       ceiling) p=$P_CEIL; pid="" ;; memory) p=$P_MEM; pid=$PID_MEM ;;
       logged) p=$P_LOG; pid=$PID_LOG ;; logged1) p=$P_LOG1; pid=$PID_LOG1 ;;
       ceiling_tls) p=$P_CEIL_TLS; pid=""; tls=yes ;;
       logged_tls) p=$P_LOG_TLS; pid=$PID_LOG_TLS; tls=yes ;;
+      nodered) p=$P_NR; pid=$PID_NR ;;
     esac
     r=$(measure "$p" "$pid" "$tls")
     echo "run $run $t: posts/s p50_ms p99_ms non2xx cpu_us_per_post = $r"
@@ -156,23 +182,25 @@ for run in $(seq 1 "$RUNS"); do
 done
 peak() { awk '/^VmHWM:/ {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
 python3 - "${R[ceiling]}" "${R[memory]}" "${R[logged]}" "${R[logged1]}" "${R[ceiling_tls]}" \
-  "${R[logged_tls]}" "$CONNS" "$SECS" "$RUNS" \
-  "" "$(peak "$PID_MEM")" "$(peak "$PID_LOG")" "$(peak "$PID_LOG1")" "" "$(peak "$PID_LOG_TLS")" <<'PY'
+  "${R[logged_tls]}" "${R[nodered]}" "$CONNS" "$SECS" "$RUNS" \
+  "" "$(peak "$PID_MEM")" "$(peak "$PID_LOG")" "$(peak "$PID_LOG1")" "" "$(peak "$PID_LOG_TLS")" \
+  "$(peak "$PID_NR")" <<'PY'
 import statistics, sys
 names = ["ceiling (nginx, 202)", "http input, no state dir",
          "http input, --state-dir (fsynced log, checkpoints every 10 s)",
          "http input, --state-dir (fsynced log, checkpoints every 1 s)",
          "ceiling over TLS (nginx, 202)",
-         "http input over TLS, --state-dir (checkpoints every 10 s)"]
-rows = [[list(map(float, r.split())) for r in col.split(";") if r] for col in sys.argv[1:7]]
-conns, secs, runs = sys.argv[7:10]
-peaks = sys.argv[10:16]
+         "http input over TLS, --state-dir (checkpoints every 10 s)",
+         "Node-RED: http in -> file -> 202 (no fsync)"]
+rows = [[list(map(float, r.split())) for r in col.split(";") if r] for col in sys.argv[1:8]]
+conns, secs, runs = sys.argv[8:11]
+peaks = sys.argv[11:18]
 ceilings = [statistics.median(r[0] for r in rows[i]) for i in (0, 4)]
 print(f"\n{runs} runs x {secs} s, {conns} connections, medians (min-max of posts/s):")
 print("| target | posts/s | ratio to its ceiling | p50 ms | p99 ms | non-2xx | peak RSS MB | CPU µs/post |")
 print("|---|---|---|---|---|---|---|---|")
 for i, (name, rs, pk) in enumerate(zip(names, rows, peaks)):
-    ceil = ceilings[i >= 4]  # the TLS rows next to nginx over TLS
+    ceil = ceilings[4 <= i <= 5]  # the TLS rows next to nginx over TLS
     rps = [r[0] for r in rs]
     med = statistics.median(rps)
     print(f"| {name} | {med:,.0f} ({min(rps):,.0f}-{max(rps):,.0f}) | {med / ceil:.2f} | "

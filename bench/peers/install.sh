@@ -33,3 +33,11 @@ peer_venv() {  # DIR NAME
 }
 peer_venv "$root/bench/peers/quix" "Quix Streams"
 peer_venv "$root/bench/peers/bytewax" "Bytewax"
+# Node-RED from npm for bench/http_ingest.sh, pinned by its package-lock.json;
+# npm ci only when that lockfile changed since the last install.
+nr_dir="$root/bench/peers/nodered"
+if ! cmp -s "$nr_dir/package-lock.json" "$nr_dir/node_modules/.kayak-lock.json" 2>/dev/null; then
+  echo "install-deps: Node-RED from npm into bench/peers/nodered/node_modules"
+  (cd "$nr_dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  cp "$nr_dir/package-lock.json" "$nr_dir/node_modules/.kayak-lock.json"
+fi
