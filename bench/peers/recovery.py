@@ -18,6 +18,10 @@ again as its own docs say a failed job resumes:
   Flink                 a MiniCluster job started from its newest retained
                         checkpoint (`execution.state-recovery.path`), as
                         `flink run -s` would
+  Quix Streams          the same consumer group and state directories (its
+                        stores restore from their changelog topics)
+  Bytewax               the same recovery directory (its newest snapshot and
+                        the input offsets in it)
 
 Measured: the time from the kill to the first new message a read_committed
 reader sees in the output topic (`kafkatool next`: the restart, the restore,
@@ -74,6 +78,35 @@ def jvm_start(d, bootstrap, out, peer, guarantee, secs, jvm=(), restore=None):
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(f"{d}/stderr", "a"))
 
 
+def quix_start(d, bootstrap, out, eos, secs):
+    """Quix Streams: one process a core in one consumer group, each with its
+    own state directory (a restart reuses them: the stores and the changelog
+    topics they restore from)."""
+    app = os.path.basename(d)
+    return [subprocess.Popen(
+        [os.path.join(peers.QUIX, "venv", "bin", "python"), os.path.join(peers.QUIX, "job.py"),
+         "windowed", bootstrap, "in", out, app, "exactly-once" if eos else "at-least-once",
+         str(secs * 1000), f"{d}/state/{i}", "10000"],
+        stdout=subprocess.DEVNULL, stderr=open(f"{d}/stderr", "a")) for i in range(os.cpu_count())]
+
+
+def bytewax_start(d, bootstrap, out, secs):
+    """Bytewax: its recovery store, made before the first start; a restart
+    resumes from the newest snapshot in it, as its docs say."""
+    python = os.path.join(peers.BYTEWAX, "venv", "bin", "python")
+    db = f"{d}/recovery"
+    if not os.path.isdir(db):
+        os.makedirs(db)
+        subprocess.run([python, "-m", "bytewax.recovery", db, "1"], check=True,
+                       stdout=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [python, "-m", "bytewax.run", "job:flow()", "-w", str(os.cpu_count()), "-r", db,
+         "-s", str(secs), "-b", "0"],
+        env={**os.environ, "PYTHONPATH": peers.BYTEWAX, "JOB": "windowed",
+             "BOOTSTRAP": bootstrap, "IN": "in", "OUT": out, "WINDOW_MS": "10000"},
+        stdout=subprocess.DEVNULL, stderr=open(f"{d}/stderr", "a"))
+
+
 def newest_flink_checkpoint(d):
     """The newest checkpoint directory Flink completed (it has _metadata)."""
     done = glob.glob(f"{d}/state/*/chk-*/_metadata")
@@ -128,15 +161,21 @@ def one(work, bootstrap, name, n, keys, secs, produced):
     eos = "exactly" in name
 
     def start(restart):
+        """The engine's processes."""
         if name.startswith("kayak"):
-            return kayak_start(d, bootstrap, out, eos, secs, "static" in name)
+            return [kayak_start(d, bootstrap, out, eos, secs, "static" in name)]
         if name.startswith("kafka streams"):
-            return jvm_start(d, bootstrap, out, peers.KSTREAMS,
-                             "exactly_once_v2" if eos else "at_least_once", secs)
-        return jvm_start(d, bootstrap, out, peers.FLINK, "exactly_once" if eos else "at_least_once",
-                         secs, peers.FLINK_JVM, newest_flink_checkpoint(d) if restart else None)
+            return [jvm_start(d, bootstrap, out, peers.KSTREAMS,
+                              "exactly_once_v2" if eos else "at_least_once", secs)]
+        if name.startswith("quix"):
+            return quix_start(d, bootstrap, out, eos, secs)
+        if name == "bytewax":
+            return [bytewax_start(d, bootstrap, out, secs)]
+        return [jvm_start(d, bootstrap, out, peers.FLINK,
+                          "exactly_once" if eos else "at_least_once", secs, peers.FLINK_JVM,
+                          newest_flink_checkpoint(d) if restart else None)]
 
-    p = start(False)
+    ps = start(False)
     feeder = Feeder(bootstrap, produced, keys)
     try:
         # `wait` counts offsets: a transaction's marker takes one too, so the
@@ -146,16 +185,18 @@ def one(work, bootstrap, name, n, keys, secs, produced):
         feeder.start()
         subprocess.run([TOOL, "wait", bootstrap, out, str(n + 30000), "900"], check=True,
                        capture_output=True)
-        os.kill(p.pid, signal.SIGKILL)
+        for p in ps:
+            os.kill(p.pid, signal.SIGKILL)
         t_kill = time.monotonic()
-        p.wait()
+        for p in ps:
+            p.wait()
         nxt = subprocess.Popen([TOOL, "next", bootstrap, out, "900"], stdout=subprocess.PIPE,
                                text=True)
         if nxt.stdout.readline().strip() != "ready":
             raise SystemExit("kafkatool next did not start")
         settle = time.monotonic() - t_kill
         t_restart = time.monotonic()
-        p = start(True)
+        ps = start(True)
         first = float(nxt.stdout.readline())
         nxt.wait()
         feeder.stop.set()
@@ -169,18 +210,20 @@ def one(work, bootstrap, name, n, keys, secs, produced):
             if complete or time.monotonic() > deadline:
                 break
             time.sleep(2)
-        peak = peak_rss_mb(p.pid)
+        peak = sum(peak_rss_mb(p.pid) for p in ps)
         return {"restart_to_first": first - t_restart, "settle": settle, "over": over,
                 "under": under, "twice": twice, "complete": complete, "peak": peak,
                 "produced": n}
     finally:
         feeder.stop.set()
-        if p.poll() is None:
-            p.terminate()
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        for p in ps:
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
 
 
 def main():
