@@ -8,7 +8,8 @@ produces N messages (default 2,000,000) with K keys (default 1,000,000) to
 `in`, and runs the windowed workload of bench/peers/run.py (per key a window
 of 10 s of event time and a running total) in each engine, checkpointing every
 S seconds (default 1). Once all N are in an engine's output topic (every key
-has state), a producer adds 10,000 messages every half second; when 30,000 of
+has state), a producer adds F messages every half second (--feed, default
+10,000: a rate each engine must keep up with); when 30,000 of
 them are out, the engine is killed with SIGKILL while it works and started
 again as its own docs say a failed job resumes:
 
@@ -137,24 +138,24 @@ def judge(msgs, n, keys):
 
 
 class Feeder(threading.Thread):
-    """Produces messages N, N+1, ... to `in`, 10,000 every half second (a
-    rate every engine keeps up with), until stopped or for 120 s at most."""
+    """Produces messages N, N+1, ... to `in`, `each` every half second, until
+    stopped or for 120 s at most."""
 
-    def __init__(self, bootstrap, start, keys):
+    def __init__(self, bootstrap, start, keys, each):
         super().__init__(daemon=True)
-        self.bootstrap, self.next, self.keys = bootstrap, start, keys
+        self.bootstrap, self.next, self.keys, self.each = bootstrap, start, keys, each
         self.stop = threading.Event()
 
     def run(self):
         until = time.monotonic() + 120
         while not self.stop.is_set() and time.monotonic() < until:
-            subprocess.run([TOOL, "produce", self.bootstrap, "in", "10000", str(self.next),
+            subprocess.run([TOOL, "produce", self.bootstrap, "in", str(self.each), str(self.next),
                             str(self.keys)], check=True, capture_output=True)
-            self.next += 10000
+            self.next += self.each
             self.stop.wait(0.5)
 
 
-def one(work, bootstrap, name, n, keys, secs, produced):
+def one(work, bootstrap, name, n, keys, secs, produced, feed):
     d = tempfile.mkdtemp(dir=work, prefix=name.replace(" ", "-") + "-")
     out = "out-" + uuid.uuid4().hex[:8]
     subprocess.run([TOOL, "create", bootstrap, f"{out}:4"], check=True)
@@ -176,7 +177,7 @@ def one(work, bootstrap, name, n, keys, secs, produced):
                           newest_flink_checkpoint(d) if restart else None)]
 
     ps = start(False)
-    feeder = Feeder(bootstrap, produced, keys)
+    feeder = Feeder(bootstrap, produced, keys, feed)
     try:
         # `wait` counts offsets: a transaction's marker takes one too, so the
         # engines with exactly-once output may be a few messages short here.
@@ -230,6 +231,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--messages", type=int, default=2000000)
     ap.add_argument("--keys", type=int, default=1000000)
+    ap.add_argument("--feed", type=int, default=10000,
+                    help="messages produced every half second once the engine caught up")
     ap.add_argument("--checkpoint-secs", type=int, default=1)
     ap.add_argument("--engines", default="kayak,kayak exactly_once,kafka streams,"
                     "kafka streams exactly_once_v2,flink,flink exactly_once")
@@ -247,7 +250,7 @@ def main():
         for name in a.engines.split(","):
             # Each engine reads `in` from the start: the messages fed to the
             # engines before it are part of its input too.
-            r = one(work, bootstrap, name, produced, a.keys, a.checkpoint_secs, produced)
+            r = one(work, bootstrap, name, produced, a.keys, a.checkpoint_secs, produced, a.feed)
             produced = r["produced"]
             rows.append((name, r))
             print(f"{name}: restart to first new output {r['restart_to_first']:.2f} s "
