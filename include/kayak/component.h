@@ -124,6 +124,15 @@ class PartitionOwner {
   // kept or claimed and restored. An error (the store cannot be read): the
   // input must not read the partitions yet and asks again later.
   virtual Status Assign(std::vector<Assigned>* parts) = 0;
+  // The input's progress on a partition it reads: `next`, the next offset it
+  // hands over, and `lag`, the messages behind the partition's end (< 0: not
+  // known yet). On the input's thread, about once a second.
+  virtual void Progress(const std::string& topic, int32_t partition, int64_t next, int64_t lag) {
+    (void)topic;
+    (void)partition;
+    (void)next;
+    (void)lag;
+  }
 };
 
 struct ComponentContext {

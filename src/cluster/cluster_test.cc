@@ -563,9 +563,13 @@ TEST_F(ShardAgentTest, APartitionMovesWithItsStateAndTheOldOwnerIsFenced) {
   ASSERT_TRUE(p1.has_value());
   EXPECT_EQ(p1->next_offset, 70);
   EXPECT_FALSE(p1->claim);
+  a.Progress("t", 0, 185, 15);
+  a.Progress("t", 1, 95, 0);  // not a's any more: ignored
   const auto owned = a.Describe().owned;
   ASSERT_EQ(owned.size(), 1u);
-  EXPECT_EQ(owned[0].first, 0);
+  EXPECT_EQ(owned[0].partition, 0);
+  EXPECT_EQ(owned[0].next, 185);
+  EXPECT_EQ(owned[0].lag, 15);
 
   // a's next assignment keeps partition 0 (its own, current) and holds no
   // key of partition 1 any more.
@@ -621,6 +625,7 @@ TEST_F(ShardAgentTest, MemberFilesNameEachKeysOwner) {
     const std::string k = "k" + std::to_string(i);
     (PartitionOf(Partitioner::kCrc32, k, 2) == 0 ? in0 : in1) = k;
   }
+  a.Progress("t", 0, 40, 2);  // b's input has not said yet
   ma.Start("http://127.0.0.1:1");
   mb.Start("http://127.0.0.1:2");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -638,7 +643,15 @@ TEST_F(ShardAgentTest, MemberFilesNameEachKeysOwner) {
   for (const auto& m : ov["members"]) {
     EXPECT_TRUE(m["live"].get<bool>());
     ASSERT_EQ(m["shards"].size(), 1u);
-    EXPECT_EQ(m["shards"][0]["partition"].get<int>(), m["member"] == "a" ? 0 : 1);
+    const auto& shard = m["shards"][0];
+    EXPECT_EQ(shard["partition"].get<int>(), m["member"] == "a" ? 0 : 1);
+    if (m["member"] == "a") {
+      EXPECT_EQ(shard["next"], 40);
+      EXPECT_EQ(shard["lag"], 2);
+    } else {
+      EXPECT_TRUE(shard["next"].is_null());
+      EXPECT_TRUE(shard["lag"].is_null());
+    }
   }
 }
 

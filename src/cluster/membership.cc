@@ -64,7 +64,12 @@ nlohmann::json Membership::Describe() const {
     const ShardAgent::Description d = a->Describe();
     if (d.region.empty()) continue;
     nlohmann::json owned = nlohmann::json::array();
-    for (const auto& [p, epoch] : d.owned) owned.push_back({{"partition", p}, {"epoch", epoch}});
+    for (const auto& sh : d.owned) {
+      owned.push_back({{"partition", sh.partition},
+                       {"epoch", sh.epoch},
+                       {"next", sh.next},
+                       {"lag", sh.lag}});
+    }
     regions.push_back({{"region", d.region},
                        {"buckets", d.buckets},
                        {"topic", d.topic},
@@ -161,10 +166,14 @@ nlohmann::ordered_json Membership::Overview() const {
       if (!r.is_object()) continue;
       for (const auto& o : r.value("owned", nlohmann::json::array())) {
         if (!o.is_object()) continue;
+        const int64_t next = o.value("next", int64_t{-1});
+        const int64_t lag = o.value("lag", int64_t{-1});
         shards.push_back({{"region", r.value("region", "")},
                           {"topic", r.value("topic", "")},
                           {"partition", o.value("partition", -1)},
-                          {"epoch", o.value("epoch", uint64_t{0})}});
+                          {"epoch", o.value("epoch", uint64_t{0})},
+                          {"next", next < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(next)},
+                          {"lag", lag < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(lag)}});
       }
     }
     const int64_t age = m["age_ms"].get<int64_t>();

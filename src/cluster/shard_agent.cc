@@ -40,9 +40,18 @@ ShardAgent::Description ShardAgent::Describe() const {
   d.topic = topic_;
   d.partitions = partitions_;
   for (const auto& [tp, o] : owned_) {
-    if (!o.lost) d.owned.emplace_back(tp.second, o.epoch);
+    if (!o.lost) d.owned.push_back(Shard{tp.second, o.epoch, o.next, o.lag});
   }
   return d;
+}
+
+void ShardAgent::Progress(const std::string& topic, int32_t partition, int64_t next,
+                          int64_t lag) {
+  MutexLock lock(mu_);
+  auto it = owned_.find({topic, partition});
+  if (it == owned_.end()) return;
+  it->second.next = next;
+  it->second.lag = lag;
 }
 
 void ShardAgent::Bind(std::string region, std::vector<Bucket*> buckets,

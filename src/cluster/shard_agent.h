@@ -64,6 +64,7 @@ class ShardAgent final : public PartitionOwner {
 
   const std::string& member() const override { return config_.member; }
   Status Assign(std::vector<Assigned>* parts) override;
+  void Progress(const std::string& topic, int32_t partition, int64_t next, int64_t lag) override;
 
   // The full chunk of a unit (a bucket's, a transform's) as checkpoint
   // `id` committed it.
@@ -79,12 +80,18 @@ class ShardAgent final : public PartitionOwner {
   void Publish(uint64_t id);
 
   // What the member file says of the region (Membership).
+  struct Shard {
+    int32_t partition = 0;
+    uint64_t epoch = 0;
+    int64_t next = -1;  // the input's next offset (< 0: not reported yet)
+    int64_t lag = -1;   // messages behind the partition's end (< 0: not known)
+  };
   struct Description {
     std::string region;
     std::vector<std::string> buckets;
     std::string topic;
     int32_t partitions = 0;
-    std::vector<std::pair<int32_t, uint64_t>> owned;  // (partition, epoch)
+    std::vector<Shard> owned;
   };
   Description Describe() const;
 
@@ -97,6 +104,8 @@ class ShardAgent final : public PartitionOwner {
     // published; its keys go at the next assignment, or are restored from
     // the new owner's if the partition is given back.
     bool lost = false;
+    int64_t next = -1;  // the input's progress (Progress)
+    int64_t lag = -1;
   };
   struct Slice {
     ShardId shard;

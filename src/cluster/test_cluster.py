@@ -124,7 +124,7 @@ pipelines:
     def assert_any_member_answers(self, members, n):
         """Every member answers for every key: the owner from its bucket, the
         others with a 307 to the owner; the overview lists each live member
-        and the shards it owns, every partition once."""
+        and the shards it owns, every partition once, each at its end."""
         want = oracle(n)
         holder = {k: name for name, got in self.buckets(members).items() for k in got}
         keys = [f"k{i}" for i in range(0, KEYS, 7)]
@@ -149,9 +149,13 @@ pipelines:
         def overview():
             ov = next(iter(members.values())).get_json("/api/v1/overview")["cluster"]
             live = {m["member"]: m for m in ov["members"] if m["live"]}
-            parts = sorted(sh["partition"] for m in live.values() for sh in m["shards"])
-            return set(live) == set(members) and parts == list(range(PARTITIONS))
-        wait_for(overview, timeout=30, interval=0.5, what="the overview to list the cluster")
+            shards = [sh for m in live.values() for sh in m["shards"]]
+            parts = sorted(sh["partition"] for sh in shards)
+            # Every message is in: each shard's input is at its partition's end.
+            caught_up = all(sh["lag"] == 0 and sh["next"] is not None for sh in shards)
+            return set(live) == set(members) and parts == list(range(PARTITIONS)) and caught_up
+        wait_for(overview, timeout=30, interval=0.5,
+                 what="the overview to list the cluster, each shard caught up")
 
     def shard_logs(self, store):
         """Every readable shard log entry: (shard dir, seq, manifest)."""

@@ -132,6 +132,7 @@ class KafkaInput final : public Input {
       }
     }
     if (!ctx_.checkpointing) StoreOffsets(rk);  // the previous batch went through the chain
+    ReportProgress();
     // Up to wait_ms for the first message, then up to batch_wait_ms for a
     // full batch; messages are taken from the consumer's queue in bulk.
     const int64_t start = MonotonicMs();
@@ -154,6 +155,18 @@ class KafkaInput final : public Input {
       take(std::min<int64_t>(batch_wait_ms_, wait_ms) - (MonotonicMs() - start));
     }
     return Status::Ok();
+  }
+
+  // In a cluster: each partition's offset and lag for the overview, about
+  // once a second (the lag from the client's cached high watermark).
+  void ReportProgress() {
+    if (ctx_.partitions == nullptr) return;
+    const int64_t now = MonotonicMs();
+    if (now < next_progress_ms_) return;
+    next_progress_ms_ = now + 1000;
+    for (const auto& [tp, off] : positions_) {
+      ctx_.partitions->Progress(tp.first, tp.second, off, PartitionLag(tp, off));
+    }
   }
 
   // topic/partition@offset per partition, with its lag where the client
@@ -554,6 +567,7 @@ class KafkaInput final : public Input {
   int32_t last_partition_ = -1;
   std::string last_topic_;
   Offsets::iterator last_position_;
+  int64_t next_progress_ms_ = 0;  // pipeline thread
   Offsets unstored_;   // without a state dir: handed over, not yet stored for auto-commit
   // In a cluster: an assignment whose shards could not be claimed yet.
   rd_kafka_topic_partition_list_t* unclaimed_ = nullptr;
