@@ -14,14 +14,10 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
-import org.apache.flink.api.common.serialization.SimpleStringSchema;
 import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
-import org.apache.flink.connector.base.DeliveryGuarantee;
-import org.apache.flink.connector.kafka.sink.KafkaRecordSerializationSchema;
 import org.apache.flink.connector.kafka.sink.KafkaSink;
 import org.apache.flink.connector.kafka.source.KafkaSource;
-import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer;
 import org.apache.flink.core.execution.CheckpointingMode;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 
@@ -61,24 +57,8 @@ public final class Stateless {
     env.setParallelism(Runtime.getRuntime().availableProcessors());
     env.enableCheckpointing(Long.parseLong(args[5]), CheckpointingMode.EXACTLY_ONCE);
 
-    KafkaSource<String> source = KafkaSource.<String>builder()
-        .setBootstrapServers(args[0])
-        .setTopics(args[1])
-        .setGroupId(args[3])
-        .setStartingOffsets(OffsetsInitializer.earliest())
-        .setValueOnlyDeserializer(new SimpleStringSchema())
-        .build();
-    KafkaSink<String> sink = KafkaSink.<String>builder()
-        .setBootstrapServers(args[0])
-        .setRecordSerializer(KafkaRecordSerializationSchema.builder()
-            .setTopic(args[2])
-            .setValueSerializationSchema(new SimpleStringSchema())
-            .build())
-        .setDeliveryGuarantee(
-            exactlyOnce ? DeliveryGuarantee.EXACTLY_ONCE : DeliveryGuarantee.AT_LEAST_ONCE)
-        .setTransactionalIdPrefix(args[3])
-        .setProperty("transaction.timeout.ms", "600000")
-        .build();
+    KafkaSource<String> source = Kafka.source(args[0], args[1], args[3]);
+    KafkaSink<String> sink = Kafka.sink(args[0], args[2], exactlyOnce, args[3]);
 
     env.fromSource(source, WatermarkStrategy.noWatermarks(), "in")
         .map(Stateless::enrich)

@@ -21,7 +21,6 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.nio.ByteBuffer;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.functions.OpenContext;
-import org.apache.flink.api.common.serialization.SimpleStringSchema;
 import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.api.common.state.ValueStateDescriptor;
 import org.apache.flink.api.common.typeinfo.PrimitiveArrayTypeInfo;
@@ -29,11 +28,8 @@ import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.StateBackendOptions;
 import org.apache.flink.configuration.StateRecoveryOptions;
-import org.apache.flink.connector.base.DeliveryGuarantee;
-import org.apache.flink.connector.kafka.sink.KafkaRecordSerializationSchema;
 import org.apache.flink.connector.kafka.sink.KafkaSink;
 import org.apache.flink.connector.kafka.source.KafkaSource;
-import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer;
 import org.apache.flink.core.execution.CheckpointingMode;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.KeyedProcessFunction;
@@ -139,25 +135,8 @@ public final class Windowed {
     env.setParallelism(Runtime.getRuntime().availableProcessors());
     env.enableCheckpointing(Long.parseLong(args[5]), CheckpointingMode.EXACTLY_ONCE);
 
-    KafkaSource<String> source = KafkaSource.<String>builder()
-        .setBootstrapServers(bootstrap)
-        .setTopics(args[1])
-        .setGroupId(args[3])
-        .setStartingOffsets(OffsetsInitializer.earliest())
-        .setValueOnlyDeserializer(new SimpleStringSchema())
-        .build();
-    KafkaSink<String> sink = KafkaSink.<String>builder()
-        .setBootstrapServers(bootstrap)
-        .setRecordSerializer(KafkaRecordSerializationSchema.builder()
-            .setTopic(args[2])
-            .setValueSerializationSchema(new SimpleStringSchema())
-            .build())
-        .setDeliveryGuarantee(
-            exactlyOnce ? DeliveryGuarantee.EXACTLY_ONCE : DeliveryGuarantee.AT_LEAST_ONCE)
-        .setTransactionalIdPrefix(args[3])
-        // Within the broker's transaction.max.timeout.ms (15 minutes).
-        .setProperty("transaction.timeout.ms", "600000")
-        .build();
+    KafkaSource<String> source = Kafka.source(bootstrap, args[1], args[3]);
+    KafkaSink<String> sink = Kafka.sink(bootstrap, args[2], exactlyOnce, args[3]);
 
     env.fromSource(source, WatermarkStrategy.noWatermarks(), "in")
         .filter(v -> keyOf(v) != null)
