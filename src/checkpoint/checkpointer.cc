@@ -161,7 +161,6 @@ void Checkpointer::TellInputs(const RegionState& rs, uint64_t id,
   }
 }
 
-
 void Checkpointer::AcknowledgeUncommitted(CheckpointedPipeline* p, std::string position) {
   acker_.Post(p, [p, position = std::move(position)] { p->InputCommitted(position); });
 }

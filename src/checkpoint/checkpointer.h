@@ -282,7 +282,6 @@ class Checkpointer {
   // Also queues the publication of the region's shards (a cluster's).
   void TellInputs(const RegionState& rs, uint64_t id,
                   const std::vector<checkpoint::UnitState>& units);
-
   // Into the region's history; `stats` is null for an abandoned one.
   void Record(RegionState& rs, uint64_t id, std::string reason, int64_t duration_ms,
               const checkpoint::CommitStats* stats) KAYAK_REQUIRES(mu_);
