@@ -36,6 +36,7 @@
 #include "common/log.h"
 #include "components.h"
 #include "config/loader.h"
+#include "connectors/s3/blobs.h"
 #include "config/server_config.h"
 #include "engine/engine.h"
 #include "engine/graph_manager.h"
@@ -321,6 +322,25 @@ int Serve(const Args& args) {
     if (!eopts.checkpointing) {
       std::fprintf(stderr, "kayak: a cluster needs --state-dir: its shards are its checkpoints\n");
       return kExitUsage;
+    }
+    if (c.store.rfind("s3://", 0) == 0) {
+      const auto& o = server.cluster_s3;
+      auto get = [&](const char* k, const char* otherwise = "") {
+        auto it = o.find(k);
+        return it == o.end() ? std::string(otherwise) : it->second;
+      };
+      s3::Endpoint e;
+      std::string prefix;
+      if (Status st = s3::ParseStoreUrl(c.store, &e.bucket, &prefix); !st.ok()) {
+        std::fprintf(stderr, "kayak: %s\n", st.message().c_str());
+        return kExitUsage;
+      }
+      e.endpoint = get("endpoint");
+      e.region = get("region", "us-east-1");
+      e.path_style = get("path_style", "false") == "true";
+      e.credentials = {get("access_key_id"), get("secret_access_key"), get("session_token")};
+      e.tls.ca_file = get("ca_file");
+      c.blobs = s3::MakeBlobs(std::move(e), std::move(prefix));
     }
     KLOG_INFO("cluster {}: member {}, shards in {}", c.name, c.member, c.store);
     membership = std::make_unique<cluster::Membership>(c);

@@ -1,9 +1,6 @@
 #include "cluster/membership.h"
 
 #include <chrono>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "cluster/shard_agent.h"
 #include "common/log.h"
@@ -11,8 +8,6 @@
 namespace kayak::cluster {
 
 namespace {
-
-namespace fs = std::filesystem;
 
 int64_t WallMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -27,7 +22,8 @@ constexpr int kFormat = 1;
 Membership::Membership(const ClusterConfig& config)
     : name_(config.name),
       member_(config.member),
-      dir_(config.store + "/" + config.name + "/members"),
+      blobs_(config.blobs ? config.blobs : DirectoryBlobs(config.store)),
+      dir_(config.name + "/members"),
       partitioner_(config.partitioner) {}
 
 Membership::~Membership() {
@@ -81,20 +77,9 @@ nlohmann::json Membership::Describe() const {
 }
 
 void Membership::WriteOwn() const {
-  std::error_code ec;
-  fs::create_directories(dir_, ec);
   const std::string path = dir_ + "/" + member_ + ".json";
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << Describe().dump();
-    if (!f) {
-      KLOG_WARN("cluster: cannot write {}", tmp);
-      return;
-    }
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) KLOG_WARN("cluster: cannot write {}: {}", path, ec.message());
+  Status st = blobs_->Write(path, Describe().dump(), "", /*durable=*/false);
+  if (!st.ok()) KLOG_WARN("cluster: cannot write {}: {}", blobs_->Where(path), st.message());
 }
 
 void Membership::Run() {
@@ -110,15 +95,17 @@ void Membership::Run() {
 
 std::vector<nlohmann::json> Membership::ReadAll() const {
   std::vector<nlohmann::json> out;
-  std::error_code ec;
+  std::vector<std::string> files;
+  if (Status st = blobs_->List(dir_, &files); !st.ok()) {
+    KLOG_WARN("cluster: cannot list {}: {}", blobs_->Where(dir_), st.message());
+    return out;
+  }
   const int64_t now = WallMs();
-  for (const auto& e : fs::directory_iterator(dir_, ec)) {
-    const std::string file = e.path().filename().string();
+  for (const std::string& file : files) {
     if (file.size() < 6 || file.compare(file.size() - 5, 5, ".json") != 0) continue;
-    std::ifstream f(e.path());
-    std::stringstream text;
-    text << f.rdbuf();
-    auto j = nlohmann::json::parse(text.str(), nullptr, false);
+    auto text = blobs_->Read(dir_ + "/" + file);
+    if (!text.ok()) continue;  // gone since the listing: a member left
+    auto j = nlohmann::json::parse(*text, nullptr, false);
     if (!j.is_object() || j.value("format", 0) != kFormat || !j.contains("member") ||
         !j["member"].is_string() || !j.contains("updated_ms") ||
         !j["updated_ms"].is_number_integer() || !j.contains("regions") ||

@@ -8,19 +8,21 @@
 // finds the key's partition with the cluster's partitioner and the member
 // that owns it in those files, and sends the client there (307).
 //
-// The files are soft state: written whole to a temporary name and renamed,
-// not fsynced; a member's file older than kStaleMs is not believed (the
+// The files are soft state: each replaced whole (Blobs::Write), not
+// fsynced; a member's file older than kStaleMs is not believed (the
 // member is gone, or cut off, and its partitions move).
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "common/blobs.h"
 #include "cluster/partitioner.h"
 #include "kayak/thread_annotations.h"
 
@@ -66,7 +68,8 @@ class Membership {
 
   const std::string name_;
   const std::string member_;
-  const std::string dir_;  // <store>/<name>/members
+  const std::shared_ptr<Blobs> blobs_;
+  const std::string dir_;  // <name>/members in the store
   const Partitioner partitioner_;
 
   mutable Mutex mu_;

@@ -26,7 +26,7 @@ ShardAgent::ShardAgent(const ClusterConfig& config, ComponentStats* card, const 
     : config_(config),
       card_(card),
       clock_(clock),
-      store_(config.store + "/" + config.name) {}
+      store_(config.blobs ? config.blobs : DirectoryBlobs(config.store), config.name) {}
 
 ShardAgent::~ShardAgent() {
   if (config_.membership != nullptr) config_.membership->Remove(this);

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,10 +42,12 @@ class Membership;
 struct ClusterConfig {
   std::string name;    // the cluster's directory under `store`
   std::string member;  // this server
-  std::string store;   // the shared directory
+  std::string store;   // the shared directory, or s3://bucket/prefix (for messages)
   Partitioner partitioner = Partitioner::kCrc32;
   // Where agents say what they own (the member file); may be null.
   Membership* membership = nullptr;
+  // The store itself; null: the directory `store`.
+  std::shared_ptr<Blobs> blobs;
 };
 
 class ShardAgent final : public PartitionOwner {

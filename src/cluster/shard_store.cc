@@ -1,21 +1,14 @@
 #include "cluster/shard_store.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <functional>
-#include <random>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "common/format.h"
-#include "common/io.h"
 
 namespace kayak::cluster {
 namespace {
@@ -104,12 +97,20 @@ Result<ShardManifest> Decode(const ShardId& shard, std::string_view file, uint64
   }
 }
 
-// Puts `from` at `to` unless `to` exists (then EEXIST, and `from` stays).
-// link(2) never replaces a name, on local and network file systems alike.
-int PlaceNoReplace(const std::string& from, const std::string& to) {
-  if (::link(from.c_str(), to.c_str()) != 0) return errno;
-  ::unlink(from.c_str());
-  return 0;
+// Whether `a`, read from the log, is the commit `b` (not a claim of it).
+bool SameCommit(const ShardManifest& a, const ShardManifest& b) {
+  if (a.claim || b.claim || a.epoch != b.epoch || a.checkpoint != b.checkpoint ||
+      a.owner != b.owner || a.next_offset != b.next_offset || a.units.size() != b.units.size()) {
+    return false;
+  }
+  for (const auto& [name, u] : a.units) {
+    auto it = b.units.find(name);
+    if (it == b.units.end() || it->second.chunk != u.chunk || it->second.bytes != u.bytes ||
+        it->second.crc != u.crc) {
+      return false;
+    }
+  }
+  return true;
 }
 
 // How many times a commit tries the next sequence number when another
@@ -121,7 +122,10 @@ constexpr int kCommitTries = 64;
 
 std::string ShardId::Path() const { return region + "/" + topic + "." + std::to_string(partition); }
 
-ShardStore::ShardStore(std::string root) : root_(std::move(root)) {}
+ShardStore::ShardStore(std::string root) : ShardStore(DirectoryBlobs(std::move(root)), "") {}
+
+ShardStore::ShardStore(std::shared_ptr<Blobs> blobs, std::string prefix)
+    : blobs_(std::move(blobs)), prefix_(std::move(prefix)) {}
 
 bool ShardStore::SafeName(std::string_view name) {
   if (name.empty() || name == "." || name == ".." || name.size() > 249) return false;
@@ -136,26 +140,23 @@ Result<std::string> ShardStore::DirOf(const ShardId& shard) const {
     return Status::Invalid("shard '" + shard.Path() +
                            "': a region or topic name that cannot be a directory's");
   }
-  return root_ + "/" + shard.Path();
+  return prefix_.empty() ? shard.Path() : prefix_ + "/" + shard.Path();
 }
 
 Result<std::vector<ShardStore::Entry>> ShardStore::ReadLog(const ShardId& shard,
                                                           const std::string& dir) const {
   std::vector<Entry> out;
-  std::error_code ec;
-  std::filesystem::directory_iterator it(dir, ec);
-  if (ec == std::errc::no_such_file_or_directory) return out;
-  if (ec) return Status::Io("listing " + dir + ": " + ec.message());
-  for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    if (ec) return Status::Io("listing " + dir + ": " + ec.message());
+  std::vector<std::string> names;
+  KAYAK_RETURN_IF_ERROR(blobs_->List(dir, &names));
+  for (std::string& name : names) {
     Entry e;
-    e.file = it->path().filename().string();
+    e.file = std::move(name);
     if (ParseLogName(e.file, &e.seq)) out.push_back(std::move(e));
   }
   std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) { return a.seq < b.seq; });
   uint64_t high = 0;  // the highest epoch of a readable entry so far
   for (Entry& e : out) {
-    auto file = checkpoint::ReadWholeFile(dir + "/" + e.file);
+    auto file = blobs_->Read(dir + "/" + e.file);
     if (!file.ok()) {
       e.why = file.status().message();
       continue;
@@ -181,21 +182,21 @@ Result<ShardUnit> ShardStore::WriteChunk(const ShardId& shard, uint64_t epoch, u
   auto dir = DirOf(shard);
   if (!dir.ok()) return dir.status();
   if (!SafeName(unit)) return Status::Invalid("unit name '" + std::string(unit) + "' is unsafe");
-  KAYAK_RETURN_IF_ERROR(CreateDirsDurably(*dir));
   ShardUnit out;
   out.chunk = "chunk-" + Digits20(epoch) + "-" + Digits20(checkpoint) + "-" + std::string(unit) +
               ".kyc";
   out.bytes = state.size();
   out.crc = Crc32c(state.data(), state.size());
-  KAYAK_RETURN_IF_ERROR(checkpoint::WriteFileSynced(
-      *dir + "/" + out.chunk, checkpoint::FrameHeader(FileKind::kChunk, out.bytes, out.crc), state));
+  KAYAK_RETURN_IF_ERROR(blobs_->Write(*dir + "/" + out.chunk,
+                                     checkpoint::FrameHeader(FileKind::kChunk, out.bytes, out.crc),
+                                     state, /*durable=*/true));
   return out;
 }
 
 Result<std::string> ShardStore::ReadChunk(const ShardId& shard, const ShardUnit& unit) const {
   auto dir = DirOf(shard);
   if (!dir.ok()) return dir.status();
-  auto file = checkpoint::ReadWholeFile(*dir + "/" + unit.chunk);
+  auto file = blobs_->Read(*dir + "/" + unit.chunk);
   if (!file.ok()) return file.status();
   uint32_t crc = 0;
   auto payload = checkpoint::Unframe(FileKind::kChunk, *file, nullptr, &crc);
@@ -213,12 +214,6 @@ Result<std::string> ShardStore::ReadChunk(const ShardId& shard, const ShardUnit&
 Result<CommitOutcome> ShardStore::Append(
     const ShardId& shard, const std::string& dir,
     const std::function<std::optional<ShardManifest>(std::vector<Entry>*)>& make) {
-  KAYAK_RETURN_IF_ERROR(CreateDirsDurably(dir));
-  // The temporary name is this writer's alone: another server may be
-  // committing to the shard at this moment.
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  const std::string tmp = dir + "/entry.tmp-" + std::to_string(::getpid()) + "-" +
-                          std::to_string(rng());
   for (int attempt = 0; attempt < kCommitTries; ++attempt) {
     auto log = ReadLog(shard, dir);
     if (!log.ok()) return log.status();
@@ -226,15 +221,9 @@ Result<CommitOutcome> ShardStore::Append(
     std::optional<ShardManifest> m = make(&*log);
     if (!m) return CommitOutcome::kFenced;
     if (m->created_ms == 0) m->created_ms = WallMs();
-    KAYAK_RETURN_IF_ERROR(checkpoint::WriteFileSynced(tmp, Encode(shard, tail + 1, *m)));
-    const std::string to = dir + "/" + LogName(tail + 1);
-    const int err = PlaceNoReplace(tmp, to);
-    if (err == 0) {
-      KAYAK_RETURN_IF_ERROR(SyncDir(dir));
-      return CommitOutcome::kCommitted;
-    }
-    ::unlink(tmp.c_str());
-    if (err != EEXIST) return Status::FromErrno("placing " + to, err);
+    auto placed = blobs_->WriteNew(dir + "/" + LogName(tail + 1), Encode(shard, tail + 1, *m));
+    if (!placed.ok()) return placed.status();
+    if (*placed) return CommitOutcome::kCommitted;
     // Another writer took that number: read the log again, and decide again
     // on what it now holds.
   }
@@ -243,16 +232,15 @@ Result<CommitOutcome> ShardStore::Append(
 }
 
 const ShardStore::Entry* ShardStore::NewestOf(const std::string& dir, std::vector<Entry>* log,
-                                              std::vector<std::string>* notes) {
+                                              std::vector<std::string>* notes) const {
   for (auto it = log->rbegin(); it != log->rend(); ++it) {
     std::string why = it->why;
     if (it->counts) {
       // Every chunk it names is there, of the length it says (its CRC is
       // checked when it is read).
       for (const auto& [unit, u] : it->m->units) {
-        std::error_code ec;
-        const auto size = std::filesystem::file_size(dir + "/" + u.chunk, ec);
-        if (ec || size != u.bytes + checkpoint::kHeaderBytes) {
+        auto size = blobs_->Size(dir + "/" + u.chunk);
+        if (!size.ok() || *size != static_cast<int64_t>(u.bytes + checkpoint::kHeaderBytes)) {
           why = "its chunk " + u.chunk + " is missing or of another length";
           break;
         }
@@ -267,10 +255,18 @@ const ShardStore::Entry* ShardStore::NewestOf(const std::string& dir, std::vecto
 Result<CommitOutcome> ShardStore::Commit(const ShardId& shard, const ShardManifest& m) {
   auto dir = DirOf(shard);
   if (!dir.ok()) return dir.status();
-  return Append(shard, *dir, [&](std::vector<Entry>* log) -> std::optional<ShardManifest> {
+  bool placed_before = false;
+  auto outcome =
+      Append(shard, *dir, [&](std::vector<Entry>* log) -> std::optional<ShardManifest> {
     // A claim restates another owner's checkpoint under that owner's
     // numbering: only a commit of this checkpoint is a repeat.
     for (const Entry& e : *log) {
+      // This very entry, placed by an earlier try whose answer was lost
+      // (an S3 PUT, a directory's fsync that failed after the link).
+      if (e.m && SameCommit(*e.m, m)) {
+        placed_before = true;
+        return std::nullopt;
+      }
       if (e.m && (e.m->epoch > m.epoch ||
                   (e.m->epoch == m.epoch && !e.m->claim && e.m->checkpoint == m.checkpoint))) {
         return std::nullopt;
@@ -278,6 +274,8 @@ Result<CommitOutcome> ShardStore::Commit(const ShardId& shard, const ShardManife
     }
     return m;
   });
+  if (outcome.ok() && placed_before) return CommitOutcome::kCommitted;
+  return outcome;
 }
 
 Result<CommitOutcome> ShardStore::Claim(const ShardId& shard, uint64_t epoch,
@@ -346,9 +344,6 @@ Result<std::optional<ShardManifest>> ShardStore::Newest(const ShardId& shard,
   return std::optional<ShardManifest>(*newest->m);
 }
 
-// A temporary entry older than this was left by a writer that died.
-constexpr std::chrono::seconds kStaleTemp{60};
-
 Status ShardStore::Prune(const ShardId& shard, size_t keep) {
   auto dir = DirOf(shard);
   if (!dir.ok()) return dir.status();
@@ -372,30 +367,24 @@ Status ShardStore::Prune(const ShardId& shard, size_t keep) {
     if (!(*log)[i].m) continue;
     for (const auto& [unit, u] : (*log)[i].m->units) named.insert(u.chunk);
   }
-  for (size_t i = 0; i < cut; ++i) ::unlink((*dir + "/" + (*log)[i].file).c_str());
+  for (size_t i = 0; i < cut; ++i) {
+    KAYAK_RETURN_IF_ERROR(blobs_->Remove(*dir + "/" + (*log)[i].file));
+  }
   // Chunks of checkpoints before the oldest kept entry that no kept entry
   // names. A later one may belong to a checkpoint being written.
   const ShardManifest& oldest = *(*log)[cut].m;
   const std::string limit = "chunk-" + Digits20(oldest.epoch) + "-" + Digits20(oldest.checkpoint);
-  std::error_code ec;
-  for (std::filesystem::directory_iterator it(*dir, ec), end; !ec && it != end;
-       it.increment(ec)) {
-    const std::string name = it->path().filename().string();
+  std::vector<std::string> names;
+  KAYAK_RETURN_IF_ERROR(blobs_->List(*dir, &names));
+  for (const std::string& name : names) {
     if (name.rfind("chunk-", 0) == 0 && name.compare(0, limit.size(), limit) < 0 &&
         named.count(name) == 0) {
-      ::unlink(it->path().c_str());
-    }
-    // An entry a writer was killed before placing: one being placed lives
-    // for milliseconds.
-    if (name.rfind("entry.tmp-", 0) == 0) {
-      std::error_code age_ec;
-      const auto written = std::filesystem::last_write_time(it->path(), age_ec);
-      if (!age_ec && std::filesystem::file_time_type::clock::now() - written > kStaleTemp) {
-        ::unlink(it->path().c_str());
-      }
+      KAYAK_RETURN_IF_ERROR(blobs_->Remove(*dir + "/" + name));
     }
   }
-  return SyncDir(*dir);
+  // What a writer killed before it placed an entry or a chunk left.
+  blobs_->Tidy(*dir);
+  return Status::Ok();
 }
 
 }  // namespace kayak::cluster

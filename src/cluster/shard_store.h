@@ -1,6 +1,6 @@
-// The cluster's shared checkpoint store: one directory per shard, which every
-// server of the cluster mounts (docs/decisions/0005, docs/state_format.md
-// "Cluster shards").
+// The cluster's shared checkpoint store: one directory per shard, in a
+// directory every server of the cluster mounts or in an S3 bucket (Blobs;
+// docs/decisions/0005, docs/state_format.md "Cluster shards").
 //
 //   ROOT/<region>/<topic>.<partition>/LOG-<seq:20>.kys
 //   ROOT/<region>/<topic>.<partition>/chunk-<epoch:20>-<checkpoint:20>-<unit>.kyc
@@ -8,9 +8,10 @@
 // A shard is (region, input partition). Its manifests form a log: entry
 // <seq> names, for each unit of the region, the chunk of the shard's slice
 // of that unit's state, and the partition's next offset, so state and
-// position are committed together. An entry is put in place with link(2)
-// onto the next free sequence number, which fails if another writer took it
-// first: every writer sees one order of commits.
+// position are committed together. An entry is put in place on the next
+// free sequence number only if nothing is there (Blobs::WriteNew: link(2),
+// or S3's conditional PUT), which fails if another writer took it first:
+// every writer sees one order of commits.
 //
 // Fencing. An entry's epoch is the consumer-group generation at which its
 // writer was given the partition. An entry counts only when no entry before
@@ -27,11 +28,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/blobs.h"
 #include "kayak/status.h"
 
 namespace kayak::cluster {
@@ -69,6 +72,8 @@ class ShardStore {
  public:
   // `root` is the cluster's directory in the shared store; made on first use.
   explicit ShardStore(std::string root);
+  // The cluster's shards under `prefix` ("" or "<name>") in `blobs`.
+  ShardStore(std::shared_ptr<Blobs> blobs, std::string prefix);
 
   // Writes (and fsyncs) one unit's slice for the shard's checkpoint
   // `checkpoint` at `epoch`; what a manifest names it by.
@@ -78,8 +83,9 @@ class ShardStore {
   Result<std::string> ReadChunk(const ShardId& shard, const ShardUnit& unit) const;
 
   // Commits `m` (its chunks written first) as the log's next entry. kFenced
-  // when the log holds an entry of a higher epoch, or of this epoch and
-  // checkpoint already; then nothing is written.
+  // when the log holds an entry of a higher epoch, or another of this epoch
+  // and checkpoint already; then nothing is written. The same entry already
+  // there (a try before whose answer was lost) is kCommitted.
   Result<CommitOutcome> Commit(const ShardId& shard, const ShardManifest& m);
 
   // Takes over the shard at `epoch`: commits an entry restating the newest
@@ -135,10 +141,11 @@ class ShardStore {
       const std::function<std::optional<ShardManifest>(std::vector<Entry>*)>& make);
   // The last entry of `log` that counts and whose chunks are all there;
   // `*notes` gets each later one passed over, and why.
-  static const Entry* NewestOf(const std::string& dir, std::vector<Entry>* log,
-                               std::vector<std::string>* notes);
+  const Entry* NewestOf(const std::string& dir, std::vector<Entry>* log,
+                        std::vector<std::string>* notes) const;
 
-  std::string root_;
+  std::shared_ptr<Blobs> blobs_;
+  std::string prefix_;  // the shards' directory in `blobs_`
 };
 
 }  // namespace kayak::cluster

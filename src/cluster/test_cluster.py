@@ -13,6 +13,7 @@ import uuid
 
 from harness import KayakTest, Server, wait_for
 from kafka_broker import Broker, value
+from servers import s3_env, s3_objects_signed
 
 KEYS = 60
 PARTITIONS = 6
@@ -57,7 +58,9 @@ def get_once(url):
 class ClusterTest(KayakTest):
 
     def member(self, name, b, group, store, slow=60000):
-        """A member `name`: its own directory, state dir and output."""
+        """A member `name`: its own directory, state dir and output. A store
+        s3://kayak/<prefix> is in the suite's S3 server, its secret key
+        given as ${ENV}."""
         d = self.path(name)
         os.makedirs(d, exist_ok=True)
         graph = f"""
@@ -74,9 +77,17 @@ pipelines:
       - bucket: {{name: sums, key: k, op: add, field: v, as: total}}
     outputs: [{{file: {{path: {os.path.join(d, 'out')}}}}}]
 """
+        s3, env = "", None
+        if store.startswith("s3://"):
+            e = s3_env()
+            s3 = (f", s3: {{endpoint: '{e['S3_ENDPOINT']}', path_style: true, "
+                  f"access_key_id: {e['S3_ACCESS_KEY_ID']}, "
+                  "secret_access_key: '${CLUSTER_S3_SECRET}'}")
+            env = {"CLUSTER_S3_SECRET": e["S3_SECRET_ACCESS_KEY"]}
         server = (f"listen: 127.0.0.1:0\ncheckpoint: {{interval_secs: 1}}\n"
-                  f"cluster: {{name: c1, member: {name}, store: {store}, partitioner: crc32}}\n")
-        s = Server(d, graph, server_config=server, state_dir=os.path.join(d, "state"))
+                  f"cluster: {{name: c1, member: {name}, store: '{store}', partitioner: crc32"
+                  f"{s3}}}\n")
+        s = Server(d, graph, server_config=server, state_dir=os.path.join(d, "state"), env=env)
         self.servers.append(s)
         return s
 
@@ -159,13 +170,33 @@ pipelines:
 
     def shard_logs(self, store):
         """Every readable shard log entry: (shard dir, seq, manifest)."""
+        if store.startswith("s3://"):
+            prefix = store[len("s3://kayak/"):] + "/c1/"
+            files = [(k, body) for k, body in s3_objects_signed(prefix).items()
+                     if os.path.basename(k).startswith("LOG-")]
+        else:
+            files = []
+            for path in glob.glob(os.path.join(store, "c1", "*", "*", "LOG-*.kys")):
+                with open(path, "rb") as f:
+                    files.append((path, f.read()))
         out = []
-        for path in sorted(glob.glob(os.path.join(store, "c1", "*", "*", "LOG-*.kys"))):
-            with open(path, "rb") as f:
-                m = json.loads(f.read()[32:])
+        for path, body in sorted(files):
+            m = json.loads(body[32:])
             seq = int(os.path.basename(path)[4:-4])
             out.append((os.path.dirname(path), seq, m))
         return out
+
+    def assert_one_owner_an_epoch(self, store):
+        """No epoch of a shard had two owners, and each shard's log moves to
+        higher epochs only."""
+        owners = {}
+        last = {}
+        for shard, seq, m in self.shard_logs(store):
+            self.assertEqual(owners.setdefault((shard, m["epoch"]), m["owner"]), m["owner"],
+                             f"{shard}: epoch {m['epoch']} has two owners")
+            self.assertGreaterEqual(m["epoch"], last.get(shard, 0), f"{shard} seq {seq}")
+            last[shard] = m["epoch"]
+        self.assertEqual(len(last), PARTITIONS, "a shard log per partition")
 
     def test_members_killed_joining_and_leaving_count_every_message_once(self):
         b = Broker((f"in:{PARTITIONS}",))
@@ -215,16 +246,7 @@ pipelines:
         n += 4000
         self.assert_settles(members, n, "after a left")
 
-        # No epoch of a shard had two owners, and each shard's log moves to
-        # higher epochs only.
-        owners = {}
-        last = {}
-        for shard, seq, m in self.shard_logs(store):
-            self.assertEqual(owners.setdefault((shard, m["epoch"]), m["owner"]), m["owner"],
-                             f"{shard}: epoch {m['epoch']} has two owners")
-            self.assertGreaterEqual(m["epoch"], last.get(shard, 0), f"{shard} seq {seq}")
-            last[shard] = m["epoch"]
-        self.assertEqual(len(last), PARTITIONS, "a shard log per partition")
+        self.assert_one_owner_an_epoch(store)
         # Every message reached an output at least once (the file outputs
         # are not transactional: a replay after a move writes some again),
         # each time with the window the oracle gives it: a window moved with
@@ -238,6 +260,35 @@ pipelines:
                 self.assertEqual((r["v_count"], r["v_sum"]), windows[r["seq"]],
                                  f"member {name}, seq {r['seq']}")
         self.assertEqual(seqs, set(range(n)))
+
+    def test_a_store_in_s3(self):
+        """The shards and the member files in an S3 bucket: a member killed
+        with SIGKILL hands its partitions over through it, and comes back."""
+        b = Broker((f"in:{PARTITIONS}",))
+        group = "g-" + uuid.uuid4().hex[:8]
+        store = f"s3://kayak/cluster-{uuid.uuid4().hex[:8]}"
+        n = 4000
+        b.produce("in", n, 0, KEYS)
+        a = self.member("a", b, group, store)
+        bm = self.member("b", b, group, store)
+        members = {"a": a, "b": bm}
+        self.assert_settles(members, n, "two members: the first messages")
+        b.produce("in", 4000, n, KEYS)
+        n += 4000
+        wait_for(lambda: bm.card("k", "input")["messages_in"] > 0, what="b to read")
+        bm.proc.send_signal(signal.SIGKILL)
+        bm.proc.wait(timeout=30)
+        del members["b"]
+        self.assert_settles(members, n, "after b was killed: its shards restored from S3")
+        bm = self.member("b", b, group, store)
+        members["b"] = bm
+        b.produce("in", 2000, n, KEYS)
+        n += 2000
+        self.assert_settles(members, n, "after b came back")
+        self.assert_any_member_answers(members, n)
+        self.assert_one_owner_an_epoch(store)
+        members_files = s3_objects_signed(store[len("s3://kayak/"):] + "/c1/members/")
+        self.assertEqual(sorted(os.path.basename(k) for k in members_files), ["a.json", "b.json"])
 
     def test_a_graph_that_cannot_follow_partitions_is_refused(self):
         b = Broker(("in:2",))

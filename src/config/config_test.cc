@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "components.h"
@@ -309,6 +310,50 @@ TEST(Config, ServerConfigCluster) {
   EXPECT_NE(text.find("cluster.store is required"), std::string::npos) << text;
   EXPECT_NE(text.find("cluster.name may hold only"), std::string::npos) << text;
   EXPECT_NE(text.find("cluster.partitioner must be murmur2"), std::string::npos) << text;
+}
+
+TEST(Config, ServerConfigClusterInS3) {
+  ::setenv("KAYAK_TEST_CLUSTER_SECRET", "s3cr3t", 1);
+  ServerConfig c;
+  ErrorList errors;
+  ASSERT_TRUE(LoadServerConfigText(
+      "cluster: {name: orders, member: kayak-1, store: s3://shards/prod, partitioner: crc32,\n"
+      "          s3: {endpoint: 'http://127.0.0.1:9000', path_style: true, access_key_id: k,\n"
+      "               secret_access_key: '${KAYAK_TEST_CLUSTER_SECRET}'}}\n",
+      "s.yaml", &c, &errors))
+      << errors.ToString();
+  EXPECT_EQ(c.cluster_store, "s3://shards/prod");
+  EXPECT_EQ(c.cluster_s3, (std::map<std::string, std::string>{
+                              {"endpoint", "http://127.0.0.1:9000"},
+                              {"path_style", "true"},
+                              {"access_key_id", "k"},
+                              {"secret_access_key", "s3cr3t"}}));
+  // Keys for S3 without a store there; a store in S3 without its keys; a
+  // kind of store there is none of.
+  struct Case {
+    const char* text;
+    const char* want;
+  };
+  const Case cases[] = {
+      {"cluster: {name: o, member: a, store: /mnt/s, partitioner: crc32, s3: {region: x}}\n",
+       "cluster.s3 is for a store in S3"},
+      {"cluster: {name: o, member: a, store: s3://b, partitioner: crc32}\n",
+       "cluster.s3.access_key_id is required"},
+      {"cluster: {name: o, member: a, store: s3://b, partitioner: crc32, "
+       "s3: {access_key_id: k, secret_access_key: s, bucket: b}}\n",
+       "unknown key 'bucket' in cluster.s3"},
+      {"cluster: {name: o, member: a, store: s3://b, partitioner: crc32, "
+       "s3: {access_key_id: k, secret_access_key: '${KAYAK_TEST_UNSET_VAR}'}}\n",
+       "KAYAK_TEST_UNSET_VAR"},
+      {"cluster: {name: o, member: a, store: 'gs://b', partitioner: crc32}\n",
+       "cluster.store is a directory or s3://bucket/prefix"},
+  };
+  for (const Case& k : cases) {
+    ServerConfig d;
+    ErrorList e;
+    EXPECT_FALSE(LoadServerConfigText(k.text, "s.yaml", &d, &e)) << k.text;
+    EXPECT_NE(e.ToString().find(k.want), std::string::npos) << k.text << ": " << e.ToString();
+  }
 }
 
 TEST(Config, ServerConfig) {

@@ -66,7 +66,8 @@ bool LoadServerConfigText(const std::string& text, const std::string& file, Serv
              {"listen", "log_level", "auth", "checkpoint", "limits", "stop_timeout_secs",
               "allowed_hosts", "tls", "memory_limit_bytes", "cluster"});
   if (auto n = root["cluster"];
-      n.IsDefined() && check_keys(n, "cluster", {"name", "member", "store", "partitioner"})) {
+      n.IsDefined() &&
+      check_keys(n, "cluster", {"name", "member", "store", "partitioner", "s3"})) {
     struct Field {
       const char* key;
       std::string* field;
@@ -75,7 +76,8 @@ bool LoadServerConfigText(const std::string& text, const std::string& file, Serv
     const Field fields[] = {
         {"name", &out->cluster_name, "the cluster's name (letters, digits, '.', '_', '-')"},
         {"member", &out->cluster_member, "this server's name in the cluster, unique in it"},
-        {"store", &out->cluster_store, "a directory every member of the cluster mounts"},
+        {"store", &out->cluster_store,
+         "a directory every member of the cluster mounts, or s3://bucket/prefix"},
         {"partitioner", &out->cluster_partitioner,
          "the producers' partitioner: murmur2 (Java clients, Kafka Streams) or crc32 "
          "(librdkafka's default)"}};
@@ -101,6 +103,36 @@ bool LoadServerConfigText(const std::string& text, const std::string& file, Serv
     }
     if (!out->cluster_member.empty() && !safe(out->cluster_member)) {
       err(n["member"], "cluster.member may hold only letters, digits, '.', '_' and '-'");
+    }
+    const bool in_s3 = out->cluster_store.rfind("s3://", 0) == 0;
+    if (auto s3 = n["s3"]; s3.IsDefined()) {
+      if (!in_s3) err(s3, "cluster.s3 is for a store in S3 (store: s3://bucket/prefix)");
+      if (check_keys(s3, "cluster.s3",
+                     {"endpoint", "region", "access_key_id", "secret_access_key", "session_token",
+                      "path_style", "ca_file"})) {
+        InterpolateEnv(s3, file, errors);
+        for (const auto& kv : s3) {
+          if (!kv.second.IsScalar() || kv.second.Scalar().empty()) {
+            err(kv.second, "cluster.s3." + kv.first.Scalar() + " must be a non-empty string");
+            continue;
+          }
+          out->cluster_s3[kv.first.Scalar()] = kv.second.Scalar();
+        }
+        if (auto ps = out->cluster_s3.find("path_style");
+            ps != out->cluster_s3.end() && ps->second != "true" && ps->second != "false") {
+          err(s3["path_style"], "cluster.s3.path_style must be true or false");
+        }
+      }
+    }
+    if (in_s3) {
+      for (const char* k : {"access_key_id", "secret_access_key"}) {
+        if (!out->cluster_s3.count(k)) {
+          err(n["s3"].IsDefined() ? n["s3"] : n["store"],
+              std::string("cluster.s3.") + k + " is required with a store in S3 (as ${ENV})");
+        }
+      }
+    } else if (!out->cluster_store.empty() && out->cluster_store.find("://") != std::string::npos) {
+      err(n["store"], "cluster.store is a directory or s3://bucket/prefix");
     }
     if (!out->cluster_partitioner.empty() && out->cluster_partitioner != "murmur2" &&
         out->cluster_partitioner != "crc32") {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -42,7 +43,11 @@ struct ServerConfig {
   // partitions of its kafka inputs. All "" = one server.
   std::string cluster_name;         // the cluster's directory in the store
   std::string cluster_member;       // this server's name: its group.instance.id, a shard's owner
-  std::string cluster_store;        // the shared directory every member mounts
+  std::string cluster_store;        // the shared directory every member mounts, or s3://bucket/prefix
+  // `cluster.s3` (with an s3:// store): endpoint, region, access_key_id,
+  // secret_access_key, session_token, path_style, ca_file; ${ENV} and
+  // ${file:...} replaced.
+  std::map<std::string, std::string> cluster_s3;
   std::string cluster_partitioner;  // murmur2 or crc32: the producers' partitioner
 };
 

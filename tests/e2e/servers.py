@@ -364,6 +364,30 @@ def s3_objects(prefix, server="s3", tls=False):
     return out
 
 
+def s3_objects_signed(prefix, server="s3"):
+    """{key: bytes} of every object under `prefix` in bucket kayak, read with
+    signed requests by boto3 from the venv moto runs in (moto refuses an
+    unsigned GET of an object a signed PUT made)."""
+    import base64
+    e = s3_env(server)
+    py = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "servers", "python",
+                      "venv", "bin", "python")
+    code = ("import base64, json, sys, boto3\n"
+            "c = boto3.client('s3', endpoint_url=sys.argv[1], aws_access_key_id=sys.argv[2], "
+            "aws_secret_access_key=sys.argv[3], region_name='us-east-1')\n"
+            "out = {}\n"
+            "for page in c.get_paginator('list_objects_v2').paginate(Bucket='kayak', "
+            "Prefix=sys.argv[4]):\n"
+            "    for o in page.get('Contents', []):\n"
+            "        body = c.get_object(Bucket='kayak', Key=o['Key'])['Body'].read()\n"
+            "        out[o['Key']] = base64.b64encode(body).decode()\n"
+            "print(json.dumps(out))\n")
+    r = subprocess.run([py, "-c", code, e["S3_ENDPOINT"], e["S3_ACCESS_KEY_ID"],
+                        e["S3_SECRET_ACCESS_KEY"], prefix], check=True, timeout=60,
+                       capture_output=True, text=True)
+    return {k: base64.b64decode(v) for k, v in json.loads(r.stdout).items()}
+
+
 def s3_put(key, body, server="s3"):
     """Puts an object into bucket kayak, signed by boto3 from the venv moto
     runs in (moto refuses an unsigned PUT)."""

@@ -97,6 +97,7 @@ Status Client::Send(const char* method, const std::string& key, const Pairs& que
   const Signed s = SignV4(r, e_.credentials, {e_.region, "s3"}, AmzDate(std::time(nullptr)));
   curl_slist* headers = curl_slist_append(nullptr, "Expect:");
   headers = curl_slist_append(headers, "Content-Type:");
+  if (out->header != nullptr) headers = curl_slist_append(headers, out->header);
   for (const auto& [k, v] : s.add_headers) headers = curl_slist_append(headers, (k + ": " + v).c_str());
 
   CURL* c = curl_;
@@ -161,10 +162,12 @@ Status Client::Send(const char* method, const std::string& key, const Pairs& que
                           (code.empty() ? "" : " " + code) +
                           (message.empty() ? "" : ": " + message);
   if (out->status >= 500 || out->status == 429 || code == "SlowDown" ||
-      code == "RequestTimeout") {
+      code == "RequestTimeout" || code == "ConditionalRequestConflict") {
     return Status::Unavailable(why);
   }
-  if (out->status == 404 && std::string_view(method) == "HEAD") return Status::NotFound(why);
+  if (out->status == 404 && (std::string_view(method) == "HEAD" || code == "NoSuchKey")) {
+    return Status::NotFound(why);
+  }
   return Status::Invalid(why);
 }
 
@@ -290,6 +293,22 @@ Status Client::ListKeys(const std::string& prefix,
 Status Client::Put(const std::string& key, std::string_view bytes) {
   Response r;
   return Send("PUT", key, {}, bytes, &r);
+}
+
+Status Client::PutIfAbsent(const std::string& key, std::string_view bytes, bool* placed) {
+  Response r;
+  r.header = "If-None-Match: *";
+  Status st = Send("PUT", key, {}, bytes, &r);
+  *placed = st.ok();
+  if (r.status == 412) return Status::Ok();  // PreconditionFailed: the key exists
+  return st;
+}
+
+Status Client::Delete(const std::string& key) {
+  Response r;
+  Status st = Send("DELETE", key, {}, "", &r);
+  if (st.code() == Code::kNotFound) return Status::Ok();
+  return st;
 }
 
 }  // namespace kayak::s3

@@ -44,6 +44,7 @@ class Client {
                   const std::vector<std::pair<int, std::string>>& parts);
   // Whether the object exists (HEAD), and its size when it does.
   Status Exists(const std::string& key, bool* exists, uint64_t* size = nullptr);
+  // The whole object; kNotFound when there is none.
   Status Get(const std::string& key, std::string* body);
   // The object's body handed to `sink` in chunks as it arrives, not kept; a
   // sink's error stops the transfer and is returned.
@@ -53,6 +54,12 @@ class Client {
   // Every key under `prefix`, handed to `each` (ListObjectsV2, page by page).
   Status ListKeys(const std::string& prefix, const std::function<void(std::string_view)>& each);
   Status Put(const std::string& key, std::string_view bytes);
+  // PUT with `If-None-Match: *`: `*placed` false, and nothing written, when
+  // the key exists. S3 decides it against every other writer at once; a
+  // conditional PUT that raced another one on the key (409) is retryable.
+  Status PutIfAbsent(const std::string& key, std::string_view bytes, bool* placed);
+  // DeleteObject; a key that is not there is not an error.
+  Status Delete(const std::string& key);
   // The ids of the multipart uploads open for exactly `key`
   // (ListMultipartUploads with `key` as the prefix).
   Status ListUploads(const std::string& key, std::vector<std::string>* upload_ids);
@@ -71,6 +78,7 @@ class Client {
     // When set, a 2xx answer's body goes here instead of into `body`.
     const std::function<Status(std::string_view)>* sink = nullptr;
     std::string range;  // "from-to": a Range GET
+    const char* header = nullptr;  // one more request header ("Name: value")
     Status sink_status;
     CURL* curl = nullptr;
   };
