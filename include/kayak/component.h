@@ -133,6 +133,14 @@ class PartitionOwner {
     (void)next;
     (void)lag;
   }
+  // The group takes the partitions back (eager protocol: all of them). True:
+  // the owner has asked for a checkpoint, and the input holds them, paused
+  // and reading nothing more, until HandedOver(); the next owner of each
+  // then goes on from exactly where this one stopped. False: let go now.
+  virtual bool HandOver() { return false; }
+  // A checkpoint begun after HandOver() is published (or failed to be):
+  // the input may let the partitions go. On the input's thread.
+  virtual bool HandedOver() { return true; }
 };
 
 struct ComponentContext {

@@ -531,7 +531,8 @@ void Checkpointer::Run() {
       if (rs.inflight.id != 0 || !held.empty()) continue;
       if (rs.savepoint_requested) {
         StartCheckpoint(r, /*stop_after=*/true);
-      } else if (now >= rs.next_due_mono_ms) {
+      } else if (now >= rs.next_due_mono_ms || rs.checkpoint_requested) {
+        rs.checkpoint_requested = false;
         StartCheckpoint(r, false);
       }
     }
@@ -584,7 +585,7 @@ bool Checkpointer::CheckpointNow(int64_t wait_ms) {
   std::vector<uint64_t> before;
   for (auto& rs : regions_) {
     before.push_back(rs.status.committed + rs.status.abandoned);
-    rs.next_due_mono_ms = 0;
+    rs.checkpoint_requested = true;
   }
   cv_.notify_all();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
@@ -603,6 +604,14 @@ bool Checkpointer::CheckpointNow(int64_t wait_ms) {
   // A region that abandoned the checkpoint asked for keeps its reason in last_error.
   for (const auto& rs : regions_) ok = ok && rs.status.held_back.empty() && rs.status.last_error.empty();
   return ok;
+}
+
+uint64_t Checkpointer::RequestCheckpoint(size_t region) {
+  MutexLock lock(mu_);
+  RegionState& rs = regions_[region];
+  rs.checkpoint_requested = true;
+  cv_.notify_all();
+  return std::max(rs.inflight.id, rs.status.last_committed_id);
 }
 
 std::vector<RegionStatus> Checkpointer::Regions() const {

@@ -196,6 +196,11 @@ class Checkpointer {
   // Starts a checkpoint in every region now and waits until each has
   // committed or failed; true when all committed.
   bool CheckpointNow(int64_t wait_ms);
+  // Asks `region` for a checkpoint as soon as the one in flight (if any)
+  // is done, without waiting: the id of the newest checkpoint the region
+  // began before this call (0: none). Every later one covers what the
+  // region's inputs had read when it was asked.
+  uint64_t RequestCheckpoint(size_t region);
 
  private:
   // The coordinator thread's nice value (docs/architecture.md, "Threads").
@@ -226,6 +231,9 @@ class Checkpointer {
     Inflight inflight;  // id == 0: none
     int64_t next_due_mono_ms = 0;
     bool savepoint_requested = false;
+    // A checkpoint is wanted now: the next starts as soon as none is in
+    // flight, whatever the interval says.
+    bool checkpoint_requested = false;
     bool savepoint_committed = false;  // the savepoint asked for last committed
     // Set when a checkpoint fails or is abandoned: components that saved
     // into it reset their "changed" flags, so the next one saves everything

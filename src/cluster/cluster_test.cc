@@ -607,6 +607,43 @@ TEST_F(ShardAgentTest, APartitionMovesWithItsStateAndTheOldOwnerIsFenced) {
   EXPECT_EQ(Contents(bucket_c), expected);
 }
 
+// A revocation: the agent asks for a checkpoint and says the partitions may
+// go only once one begun after the request is published, with their
+// offsets in the store.
+TEST_F(ShardAgentTest, AHandOverWaitsForACheckpointBegunAfterIt) {
+  Bucket bucket("sums", 0);
+  ShardAgent a(Config("a"), nullptr, &clock_);
+  a.Bind("r", {&bucket});
+  EXPECT_FALSE(a.HandOver()) << "no way to ask for a checkpoint: let go at once";
+  int asked = 0;
+  a.SetCheckpointRequest([&] {
+    ++asked;
+    return uint64_t{7};  // checkpoint 7 was in flight
+  });
+  EXPECT_FALSE(a.HandOver()) << "nothing owned: nothing to hand over";
+  EXPECT_EQ(asked, 0);
+  auto parts = Parts({0, 1}, false);
+  ASSERT_TRUE(a.Assign(&parts).ok());
+  Fill(bucket, 40, 100);
+  ASSERT_TRUE(a.HandOver());
+  EXPECT_EQ(asked, 1);
+  EXPECT_FALSE(a.HandedOver());
+  // The checkpoint in flight when it was asked may not cover what was read.
+  ASSERT_TRUE(a.Prepare(7, R"({"offsets":[["t",0,100],["t",1,50]]})", Saved(&bucket)).ok());
+  a.Publish(7);
+  EXPECT_FALSE(a.HandedOver());
+  ASSERT_TRUE(a.Prepare(8, R"({"offsets":[["t",0,120],["t",1,60]]})", Saved(&bucket)).ok());
+  a.Publish(8);
+  EXPECT_TRUE(a.HandedOver());
+  ShardStore store(root_.string() + "/c");
+  for (auto [p, offset] : {std::pair{0, 120}, std::pair{1, 60}}) {
+    auto newest = store.Newest(ShardId{"r", "t", p});
+    ASSERT_TRUE(newest.ok() && newest->has_value());
+    EXPECT_EQ((*newest)->checkpoint, 8u);
+    EXPECT_EQ((*newest)->next_offset, offset);
+  }
+}
+
 TEST_F(ShardAgentTest, MemberFilesNameEachKeysOwner) {
   ClusterConfig ca = Config("a"), cb = Config("b");
   Membership ma(ca), mb(cb);  // outlive the agents, which leave them

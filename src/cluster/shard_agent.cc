@@ -226,6 +226,34 @@ Status ShardAgent::Prepare(uint64_t id, const std::string& position, const FullC
 }
 
 void ShardAgent::Publish(uint64_t id) {
+  PublishPrepared(id);
+  MutexLock lock(mu_);
+  if (handing_over_ && id > handover_after_) handing_over_ = false;
+}
+
+bool ShardAgent::HandOver() {
+  if (!request_checkpoint_) return false;
+  {
+    MutexLock lock(mu_);
+    if (owned_.empty()) return false;
+    handing_over_ = true;
+    handover_after_ = UINT64_MAX;  // until the request says which
+  }
+  // The input is in its rebalance callback: no barrier passes it before
+  // this returns, so no checkpoint begun after the request can be
+  // published first.
+  const uint64_t after = request_checkpoint_();
+  MutexLock lock(mu_);
+  handover_after_ = after;
+  return true;
+}
+
+bool ShardAgent::HandedOver() {
+  MutexLock lock(mu_);
+  return !handing_over_;
+}
+
+void ShardAgent::PublishPrepared(uint64_t id) {
   std::vector<Slice> slices;
   {
     MutexLock lock(mu_);

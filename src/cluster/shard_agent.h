@@ -68,6 +68,16 @@ class ShardAgent final : public PartitionOwner {
   const std::string& member() const override { return config_.member; }
   Status Assign(std::vector<Assigned>* parts) override;
   void Progress(const std::string& topic, int32_t partition, int64_t next, int64_t lag) override;
+  bool HandOver() override;
+  bool HandedOver() override;
+
+  // How the agent asks its region for a checkpoint now, for a hand-over:
+  // returns the id of the newest checkpoint the region began before the
+  // call (any later one covers everything the input read until then). Set
+  // before the input runs; without it a revoked partition is let go at
+  // once and its next owner replays from the last published checkpoint.
+  using CheckpointRequest = std::function<uint64_t()>;
+  void SetCheckpointRequest(CheckpointRequest request) { request_checkpoint_ = std::move(request); }
 
   // The full chunk of a unit (a bucket's, a transform's) as checkpoint
   // `id` committed it.
@@ -117,6 +127,8 @@ class ShardAgent final : public PartitionOwner {
     std::map<std::string, std::string> units;  // unit -> its slice (a full chunk)
   };
   ShardId IdOf(const std::string& topic, int32_t partition) const;
+  // Publish's work: checkpoint `id`'s prepared slices into the store.
+  void PublishPrepared(uint64_t id);
   void Error(const std::string& what) const;
 
   const ClusterConfig config_;
@@ -126,12 +138,16 @@ class ShardAgent final : public PartitionOwner {
   std::string region_;
   std::vector<Bucket*> buckets_;
   std::vector<std::pair<std::string, Transform*>> transforms_;
+  CheckpointRequest request_checkpoint_;
 
   mutable Mutex mu_;
   std::map<std::pair<std::string, int32_t>, Holding> owned_ KAYAK_GUARDED_BY(mu_);
   std::map<uint64_t, std::vector<Slice>> prepared_ KAYAK_GUARDED_BY(mu_);
   std::string topic_ KAYAK_GUARDED_BY(mu_);  // of the newest assignment
   int32_t partitions_ KAYAK_GUARDED_BY(mu_) = 0;
+  // A hand-over waits for the publication of a checkpoint above this id.
+  bool handing_over_ KAYAK_GUARDED_BY(mu_) = false;
+  uint64_t handover_after_ KAYAK_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kayak::cluster

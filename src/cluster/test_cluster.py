@@ -261,6 +261,47 @@ pipelines:
                                  f"member {name}, seq {r['seq']}")
         self.assertEqual(seqs, set(range(n)))
 
+    def test_a_join_hands_partitions_over_without_a_replay(self):
+        """Members joining while the others work: each revoked partition is
+        held until a checkpoint covering what was read is published, and its
+        next owner goes on from there, so no message is put out twice."""
+        b = Broker((f"in:{PARTITIONS}",))
+        group = "g-" + uuid.uuid4().hex[:8]
+        store = self.path("store")
+        n = 3000
+        b.produce("in", n, 0, KEYS)
+        a = self.member("a", b, group, store)
+        bm = self.member("b", b, group, store)
+        members = {"a": a, "b": bm}
+        self.assert_settles(members, n, "two members")
+        b.produce("in", 9000, n, KEYS)
+        n += 9000
+        wait_for(lambda: a.card("k", "input")["messages_in"] > 3000 or
+                 bm.card("k", "input")["messages_in"] > 3000, what="a and b to be at work")
+        c = self.member("c", b, group, store)
+        members["c"] = c
+        wait_for(lambda: c.card("k", "input")["messages_in"] > 0, timeout=120,
+                 what="c to be given partitions and read")
+        self.assert_settles(members, n, "after c joined")
+        handed = [name for name, s in members.items()
+                  if "partitions handed over" in s.stderr()]
+        self.assertTrue(set(handed) & {"a", "b"}, "a or b handed its partitions over")
+        windows = window_oracle(n)
+
+        def counted():
+            count = {}
+            for name in ("a", "b", "c"):
+                for line in self.read_output(os.path.join(name, "out")):
+                    r = json.loads(line)
+                    count[r["seq"]] = count.get(r["seq"], 0) + 1
+                    self.assertEqual((r["v_count"], r["v_sum"]), windows[r["seq"]],
+                                     f"member {name}, seq {r['seq']}")
+            return count if len(count) >= n else None
+        count = wait_for(counted, timeout=30, interval=0.5, what="every message in an output")
+        twice = sorted(q for q, k in count.items() if k > 1)
+        self.assertEqual(twice, [], f"{len(twice)} messages put out more than once")
+        self.assertEqual(set(count), set(range(n)))
+
     def test_a_store_in_s3(self):
         """The shards and the member files in an S3 bucket: a member killed
         with SIGKILL hands its partitions over through it, and comes back."""

@@ -384,9 +384,16 @@ Status Engine::SetUpCheckpointing(const GraphSpec& spec) {
                              " writes bucket " + *written[i].begin());
     }
   }
-  KAYAK_RETURN_IF_ERROR(BindShards(&regions));
+  std::vector<std::pair<size_t, cluster::ShardAgent*>> agents;
+  KAYAK_RETURN_IF_ERROR(BindShards(&regions, &agents));
   std::vector<size_t> ids;
   for (auto& r : regions) ids.push_back(checkpointer_->AddRegion(r));
+  // A revoked partition is handed over after a checkpoint its region takes
+  // at once (docs/cluster.md, "Hand-over").
+  for (auto [r, agent] : agents) {
+    agent->SetCheckpointRequest(
+        [cp = checkpointer_.get(), id = ids[r]] { return cp->RequestCheckpoint(id); });
+  }
   KAYAK_RETURN_IF_ERROR(ConfirmTwoPhaseCommits(spec));
   for (size_t i = 0; i < n; ++i) {
     const PipelineSpec& ps = spec.pipelines[i];
@@ -427,8 +434,10 @@ Status Engine::SetUpCheckpointing(const GraphSpec& spec) {
   return Status::Ok();
 }
 
-Status Engine::BindShards(std::vector<Checkpointer::Region>* regions) {
-  for (Checkpointer::Region& r : *regions) {
+Status Engine::BindShards(std::vector<Checkpointer::Region>* regions,
+                          std::vector<std::pair<size_t, cluster::ShardAgent*>>* agents) {
+  for (size_t index = 0; index < regions->size(); ++index) {
+    Checkpointer::Region& r = (*regions)[index];
     cluster::ShardAgent* agent = nullptr;
     std::string unit;
     for (auto* cp : r.pipelines) {
@@ -444,6 +453,7 @@ Status Engine::BindShards(std::vector<Checkpointer::Region>* regions) {
       unit = p->id();
     }
     if (agent == nullptr) continue;
+    agents->emplace_back(index, agent);
     // The input's pipeline's windows move with its partitions (Build
     // refused any other state).
     PipelineRunner* reader = Find(unit);

@@ -413,8 +413,10 @@ class Engine {
   explicit Engine(EngineOptions options) : options_(options) {}
   Status SetUpCheckpointing(const GraphSpec& spec);
   // In a cluster: each region's shard agent learns its region and buckets,
-  // and the region's checkpoints prepare and publish its shards.
-  Status BindShards(std::vector<Checkpointer::Region>* regions);
+  // and the region's checkpoints prepare and publish its shards; `agents`
+  // gets each region's agent with the region's place in `regions`.
+  Status BindShards(std::vector<Checkpointer::Region>* regions,
+                    std::vector<std::pair<size_t, cluster::ShardAgent*>>* agents);
   // Before restoring: asks each two-phase output whether the checkpoint it
   // is about to restore was committed to it, and makes the region restore
   // the one before where it was not.

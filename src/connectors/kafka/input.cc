@@ -36,6 +36,10 @@ namespace kayak {
 
 namespace {
 
+// The longest a revoked partition is held for its hand-over checkpoint
+// (far below max.poll.interval.ms, which bounds how long the group waits).
+constexpr int64_t kHandOverMs = 30000;
+
 using kafka::Brokers;
 using kafka::CheckProperties;
 using kafka::MakeConf;
@@ -73,6 +77,7 @@ class KafkaInput final : public Input {
     DropUnclaimed();
     if (queue_ != nullptr) rd_kafka_queue_destroy(queue_);
     if (rk != nullptr) {
+      if (handing_over_) rd_kafka_assign(rk, nullptr);  // closing: nothing to wait for
       rd_kafka_consumer_close(rk);
       rd_kafka_destroy(rk);
     }
@@ -130,6 +135,15 @@ class KafkaInput final : public Input {
         MutexLock lock(unreachable_mu_);
         return Status::Unavailable("kafka: no broker reachable: " + unreachable_why_);
       }
+    }
+    if (handing_over_ && !HandOverDone(rk)) {
+      // Held, paused, until the cluster published a checkpoint covering
+      // all that was read; what a paused partition still delivers is
+      // dropped, unread: its next owner reads it.
+      rd_kafka_message_t* m = rd_kafka_consumer_poll(
+          rk, static_cast<int>(std::clamp<int64_t>(wait_ms, 0, 100)));
+      if (m != nullptr) rd_kafka_message_destroy(m);
+      return Status::Ok();
     }
     if (!ctx_.checkpointing) StoreOffsets(rk);  // the previous batch went through the chain
     ReportProgress();
@@ -292,6 +306,12 @@ class KafkaInput final : public Input {
 
   // A message or an error event from the consumer queue; destroys it.
   void Consume(rd_kafka_message_t* m, Batch* out) {
+    if (handing_over_) {
+      // Revoked earlier in this read: not taken, so not past the position
+      // the hand-over's checkpoint holds.
+      rd_kafka_message_destroy(m);
+      return;
+    }
     if (m->err) {
       if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF && ctx_.stats) {
         ctx_.stats->RecordError(std::string("kafka: ") + rd_kafka_message_errstr(m));
@@ -387,11 +407,55 @@ class KafkaInput final : public Input {
         self->commit_after_assign_ = false;
       }
     } else {
-      self->assigned_.store(false);
       self->DropUnclaimed();
+      // Not when closing (rk_ is cleared first), nor when the session ended
+      // and the partitions are someone else's already.
+      if (self->ctx_.partitions != nullptr && self->rk_.load() != nullptr &&
+          !rd_kafka_assignment_lost(rk) && self->ctx_.partitions->HandOver()) {
+        // In a cluster: the partitions are let go (Read, HandOverDone) once
+        // a checkpoint covering what was read is published, so that their
+        // next owners go on from there instead of replaying. librdkafka
+        // takes the unassign outside the callback; the group waits for it.
+        rd_kafka_topic_partition_list_t* held = nullptr;
+        if (rd_kafka_assignment(rk, &held) == RD_KAFKA_RESP_ERR_NO_ERROR && held != nullptr) {
+          rd_kafka_pause_partitions(rk, held);
+          rd_kafka_topic_partition_list_destroy(held);
+        }
+        self->handing_over_ = true;
+        self->handover_deadline_ms_ = MonotonicMs() + kHandOverMs;
+        KLOG_INFO("kafka input: partitions revoked ({}); handing them over after a checkpoint",
+                  rd_kafka_err2str(err));
+        return;
+      }
+      self->assigned_.store(false);
       rd_kafka_assign(rk, nullptr);
       KLOG_INFO("kafka input: partitions revoked ({})", rd_kafka_err2str(err));
     }
+  }
+
+  // A hand-over is over once the cluster published its checkpoint, or after
+  // kHandOverMs (a checkpoint that failed: the next owners replay from the
+  // last one published). Then the partitions go.
+  bool HandOverDone(rd_kafka_t* rk) {
+    const bool published = ctx_.partitions->HandedOver();
+    if (!published && MonotonicMs() < handover_deadline_ms_) return false;
+    handing_over_ = false;
+    assigned_.store(false);
+    // A partition stays paused across assignments: resumed before it goes,
+    // or it would read nothing when it is given back.
+    rd_kafka_topic_partition_list_t* held = nullptr;
+    if (rd_kafka_assignment(rk, &held) == RD_KAFKA_RESP_ERR_NO_ERROR && held != nullptr) {
+      rd_kafka_resume_partitions(rk, held);
+      rd_kafka_topic_partition_list_destroy(held);
+    }
+    rd_kafka_assign(rk, nullptr);
+    if (published) {
+      KLOG_INFO("kafka input: partitions handed over");
+    } else {
+      KLOG_WARN("kafka input: no checkpoint published in {} s; partitions let go, their next "
+                "owners replay from the last one published", kHandOverMs / 1000);
+    }
+    return true;
   }
 
   // The partition count of `topic`, from the brokers (0: unknown).
@@ -554,6 +618,10 @@ class KafkaInput final : public Input {
   bool restore_commit_ = false;
   bool commit_after_assign_ = false;
   std::atomic<bool> assigned_{false};  // set by the rebalance callback, read by Committed
+  // In a cluster, between a revocation and the publication of the
+  // checkpoint that hands the partitions over (pipeline thread only).
+  bool handing_over_ = false;
+  int64_t handover_deadline_ms_ = 0;
   // Set by the error callback when no broker can be reached; Read clears it.
   std::atomic<bool> unreachable_{false};
   Mutex unreachable_mu_;
