@@ -70,15 +70,13 @@ def card(url, pipeline, name):
     return None
 
 
-def run_kayak(work, bootstrap, n, output, state, eos=False, label="", transforms=None,
-              head="", interval_secs=None, input_extra=""):
-    """msg/s of one kayak run. `transforms` (YAML flow list) replaces the
-    filter + map, `head` is put before `pipelines:` (buckets), and
-    `interval_secs` sets the checkpoint interval (default: 1 s with
-    exactly_once, the server's default otherwise); `input_extra` is added to
-    the kafka input's options (", properties: {...}")."""
-    d = tempfile.mkdtemp(dir=work)
-    group = "b-" + uuid.uuid4().hex[:8]
+def kayak_args(d, bootstrap, output, state, eos=False, transforms=None, head="",
+               interval_secs=None, input_extra="", src="in", group=None):
+    """kayak's command line for one run in the fresh directory `d`: its
+    pipelines file (kafka `src` -> `transforms` -> `output`, kafka or file)
+    and server config, written there. Into kafka the output topic is
+    out-<group>."""
+    group = group or "b-" + uuid.uuid4().hex[:8]
     if output == "kafka":
         txn = ", exactly_once: true" if eos else ""
         out = f"{{kafka: {{brokers: '{bootstrap}', topic: out-{group}{txn}}}}}"
@@ -88,9 +86,9 @@ def run_kayak(work, bootstrap, n, output, state, eos=False, label="", transforms
         out = f"{{file: {{path: {d}/out}}}}"
         transforms = "[]"
     with open(f"{d}/p.yaml", "w") as f:
-        f.write(f"{head}pipelines:\n  p:\n    input: {{kafka: {{brokers: '{bootstrap}', topics: [in], "
-                f"group: {group}, batch_size: 5000{input_extra}}}}}\n    transforms: {transforms}\n"
-                f"    outputs: [{out}]\n")
+        f.write(f"{head}pipelines:\n  p:\n    input: {{kafka: {{brokers: '{bootstrap}', "
+                f"topics: [{src}], group: {group}, batch_size: 5000{input_extra}}}}}\n"
+                f"    transforms: {transforms}\n    outputs: [{out}]\n")
     with open(f"{d}/s.yaml", "w") as f:
         # exactly_once shows messages at each commit: a checkpoint a second
         if interval_secs is None and eos:
@@ -100,6 +98,20 @@ def run_kayak(work, bootstrap, n, output, state, eos=False, label="", transforms
     args = [KAYAK, "--config", f"{d}/p.yaml", "--server-config", f"{d}/s.yaml"]
     if state:
         args += ["--state-dir", f"{d}/state"]
+    return args
+
+
+def run_kayak(work, bootstrap, n, output, state, eos=False, label="", transforms=None,
+              head="", interval_secs=None, input_extra=""):
+    """msg/s of one kayak run. `transforms` (YAML flow list) replaces the
+    filter + map, `head` is put before `pipelines:` (buckets), and
+    `interval_secs` sets the checkpoint interval (default: 1 s with
+    exactly_once, the server's default otherwise); `input_extra` is added to
+    the kafka input's options (", properties: {...}")."""
+    d = tempfile.mkdtemp(dir=work)
+    group = "b-" + uuid.uuid4().hex[:8]
+    args = kayak_args(d, bootstrap, output, state, eos, transforms, head, interval_secs,
+                      input_extra, group=group)
     err = open(f"{d}/stderr", "w+")
     # Into kafka, a message counts once the broker shows it to a read_committed
     # reader (for exactly_once, at the checkpoint's commit); into a file, once

@@ -111,32 +111,30 @@ def run_procs(bootstrap, n, out, argvs, env=None):
                 p.wait()
 
 
-def run_kstreams(work, bootstrap, n, guarantee, job="Stateless", commit_ms=None, extra=(),
-                 peer=KSTREAMS, jvm=()):
-    """run_procs' figures for the JVM job `job` (a class of
-    bench/peers/kstreams, or of `peer`)."""
+def kstreams_procs(work, bootstrap, src, out, guarantee, job="Stateless", commit_ms=None,
+                   extra=(), peer=KSTREAMS, jvm=()):
+    """The process of the JVM job `job` (a class of bench/peers/kstreams, or of
+    `peer`) reading `src` into `out`: (argvs, env)."""
     app = os.path.basename(peer) + "-" + uuid.uuid4().hex[:8]
     cp = os.path.join(peer, "libs", "*") + ":" + os.path.join(peer, "classes")
     if commit_ms is None:
         commit_ms = 1000 if guarantee in ("exactly_once_v2", "exactly_once") else 30000
-    return run_procs(bootstrap, n, f"out-{app}", [[
-        JAVA, "-Xmx1g", *jvm, "-cp", cp, f"kayak.bench.{job}", bootstrap, "in", f"out-{app}",
-        app, guarantee, str(commit_ms), os.path.join(work, app), *extra]])
+    return [[JAVA, "-Xmx1g", *jvm, "-cp", cp, f"kayak.bench.{job}", bootstrap, src, out,
+             app, guarantee, str(commit_ms), os.path.join(work, app), *extra]], None
 
 
-def run_quix(work, bootstrap, n, exactly_once, windowed, commit_ms):
+def quix_procs(work, bootstrap, src, out, exactly_once, windowed, commit_ms):
     """Quix Streams (bench/peers/quix/job.py): one process a core, in one
     consumer group, as its documentation scales an application."""
     app = "quix-" + uuid.uuid4().hex[:8]
     argv = [os.path.join(QUIX, "venv", "bin", "python"), os.path.join(QUIX, "job.py"),
-            "windowed" if windowed else "stateless", bootstrap, "in", f"out-{app}", app,
+            "windowed" if windowed else "stateless", bootstrap, src, out, app,
             "exactly-once" if exactly_once else "at-least-once", str(commit_ms)]
-    return run_procs(bootstrap, n, f"out-{app}", [
-        argv + [os.path.join(work, app, str(i))] + (["10000"] if windowed else [])
-        for i in range(os.cpu_count())])
+    return [argv + [os.path.join(work, app, str(i))] + (["10000"] if windowed else [])
+            for i in range(os.cpu_count())], None
 
 
-def run_bytewax(work, bootstrap, n, windowed, snapshot_secs):
+def bytewax_procs(work, bootstrap, src, out, windowed, snapshot_secs):
     """Bytewax (bench/peers/bytewax/job.py): one process with a worker a core;
     the windowed job with its recovery store, snapshotted every
     `snapshot_secs`."""
@@ -149,9 +147,32 @@ def run_bytewax(work, bootstrap, n, windowed, snapshot_secs):
         subprocess.run([python, "-m", "bytewax.recovery", db, "1"], check=True,
                        stdout=subprocess.DEVNULL)
         argv += ["-r", db, "-s", str(snapshot_secs), "-b", "0"]
-    return run_procs(bootstrap, n, f"out-{app}", [argv], env={
-        "PYTHONPATH": BYTEWAX, "JOB": "windowed" if windowed else "stateless",
-        "BOOTSTRAP": bootstrap, "IN": "in", "OUT": f"out-{app}", "WINDOW_MS": "10000"})
+    return [argv], {"PYTHONPATH": BYTEWAX, "JOB": "windowed" if windowed else "stateless",
+                    "BOOTSTRAP": bootstrap, "IN": src, "OUT": out, "WINDOW_MS": "10000"}
+
+
+def peer_procs(name, work, bootstrap, src, out, windowed, checkpoint_secs):
+    """(argvs, env) of the peer engine `name` (run.py's names, not kayak's or
+    kcat's) on the workload, reading `src` into `out`."""
+    # The stateless job's exactly-once runs commit every second (as kayak's
+    # checkpoint and Kafka Streams' commit there).
+    every_ms = 1000 if not windowed and "exactly" in name else checkpoint_secs * 1000
+    if name.startswith("flink"):
+        return kstreams_procs(work, bootstrap, src, out,
+                              "exactly_once" if "exactly" in name else "at_least_once",
+                              "Windowed" if windowed else "Stateless", every_ms,
+                              ["10000"] if windowed else [], FLINK, FLINK_JVM)
+    if name.startswith("quix"):
+        return quix_procs(work, bootstrap, src, out, "exactly" in name, windowed, every_ms)
+    if name == "bytewax":
+        return bytewax_procs(work, bootstrap, src, out, windowed, checkpoint_secs)
+    if name.startswith("kafka streams"):
+        guarantee = "exactly_once_v2" if "exactly" in name else "at_least_once"
+        if windowed:
+            return kstreams_procs(work, bootstrap, src, out, guarantee, "Windowed", every_ms,
+                                  ["10000"])
+        return kstreams_procs(work, bootstrap, src, out, guarantee)
+    raise SystemExit(f"no engine {name!r}")
 
 
 # The windowed workload in kayak: a window of `ts`'s last 10 s per key, then
@@ -257,33 +278,16 @@ def main():
                        (["0", str(a.keys)] if windowed else []), check=True)
         for r in range(a.runs):
             for name in names:
-                # The stateless job's exactly-once runs commit every second
-                # (as kayak's checkpoint and Kafka Streams' commit there).
-                every_ms = (1000 if not windowed and "exactly" in name
-                            else a.checkpoint_secs * 1000)
                 if name == "kcat pipe":
                     v = run_kcat(bootstrap, a.messages)
                 elif name.startswith("kayak"):
                     v = run_kayak(work, bootstrap, a.messages, "exactly_once" in name, name,
                                   windowed, a.checkpoint_secs)
-                elif name.startswith("flink"):
-                    v = run_kstreams(work, bootstrap, a.messages,
-                                     "exactly_once" if "exactly" in name else "at_least_once",
-                                     "Windowed" if windowed else "Stateless", every_ms,
-                                     ["10000"] if windowed else [],
-                                     FLINK, FLINK_JVM)
-                elif name.startswith("quix"):
-                    v = run_quix(work, bootstrap, a.messages, "exactly" in name, windowed,
-                                 every_ms)
-                elif name == "bytewax":
-                    v = run_bytewax(work, bootstrap, a.messages, windowed, a.checkpoint_secs)
-                elif windowed:
-                    v = run_kstreams(work, bootstrap, a.messages,
-                                     "exactly_once_v2" if "exactly" in name else "at_least_once",
-                                     "Windowed", a.checkpoint_secs * 1000, ["10000"])
                 else:
-                    v = run_kstreams(work, bootstrap, a.messages,
-                                     "exactly_once_v2" if "exactly" in name else "at_least_once")
+                    out = "out-" + uuid.uuid4().hex[:8]
+                    argvs, env = peer_procs(name, work, bootstrap, "in", out, windowed,
+                                            a.checkpoint_secs)
+                    v = run_procs(bootstrap, a.messages, out, argvs, env)
                 results[name].append(v)
                 if windowed and a.verify and name != "kcat pipe":
                     verify_windowed(bootstrap, kafka_pipe.LAST_TOPIC, a.messages, a.keys)
