@@ -84,14 +84,7 @@ def one(name, work, bootstrap, a):
         v["rss_mb"] = sum(peak_rss_mb(p.pid) for p in ps)
         return v
     finally:
-        for p in ps:
-            p.terminate()
-        for p in ps:
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        peers.stop_procs(ps)
         for log in logs:
             log.close()
 

@@ -101,14 +101,19 @@ def run_procs(bootstrap, n, out, argvs, env=None):
         return (n / (end - t0), steady(n, first, end), sum(cpu_secs(p.pid) for p in ps),
                 sum(peak_rss_mb(p.pid) for p in ps), first - t0)
     finally:
-        for p in ps:
-            p.terminate()
-        for p in ps:
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_procs(ps)
+
+
+def stop_procs(ps):
+    """SIGTERM to each process, then SIGKILL to any still there after 60 s."""
+    for p in ps:
+        p.terminate()
+    for p in ps:
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 def kstreams_procs(work, bootstrap, src, out, guarantee, job="Stateless", commit_ms=None,

@@ -91,6 +91,12 @@ pipelines:
         self.servers.append(s)
         return s
 
+    def kill(self, members, name):
+        """Member `name` killed with SIGKILL, and gone from `members`."""
+        s = members.pop(name)
+        s.proc.send_signal(signal.SIGKILL)
+        s.proc.wait(timeout=30)
+
     def buckets(self, members):
         """{member: {key: total}} of bucket `sums` on each member."""
         out = {}
@@ -216,9 +222,7 @@ pipelines:
         n += 6000
         wait_for(lambda: bm.card("k", "input")["messages_in"] > 0, what="b to read")
         time.sleep(0.5)
-        bm.proc.send_signal(signal.SIGKILL)
-        bm.proc.wait(timeout=30)
-        del members["b"]
+        self.kill(members, "b")
         self.assert_settles(members, n, "after b was killed")
 
         # b comes back on its state directory: it joins again, and what its
@@ -317,9 +321,7 @@ pipelines:
         b.produce("in", 4000, n, KEYS)
         n += 4000
         wait_for(lambda: bm.card("k", "input")["messages_in"] > 0, what="b to read")
-        bm.proc.send_signal(signal.SIGKILL)
-        bm.proc.wait(timeout=30)
-        del members["b"]
+        self.kill(members, "b")
         self.assert_settles(members, n, "after b was killed: its shards restored from S3")
         bm = self.member("b", b, group, store)
         members["b"] = bm

@@ -364,44 +364,43 @@ def s3_objects(prefix, server="s3", tls=False):
     return out
 
 
-def s3_objects_signed(prefix, server="s3"):
-    """{key: bytes} of every object under `prefix` in bucket kayak, read with
-    signed requests by boto3 from the venv moto runs in (moto refuses an
-    unsigned GET of an object a signed PUT made)."""
-    import base64
+def s3_boto3(server, body, *args, stdin=None):
+    """Runs `body` (Python, with `c` a boto3 S3 client of the server, and
+    `sys.argv[1:]` = `args`) in the venv moto runs in: moto refuses an
+    unsigned PUT, and an unsigned GET of an object a signed PUT made. Its
+    stdout."""
     e = s3_env(server)
     py = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "servers", "python",
                       "venv", "bin", "python")
     code = ("import base64, json, sys, boto3\n"
-            "c = boto3.client('s3', endpoint_url=sys.argv[1], aws_access_key_id=sys.argv[2], "
-            "aws_secret_access_key=sys.argv[3], region_name='us-east-1')\n"
-            "out = {}\n"
-            "for page in c.get_paginator('list_objects_v2').paginate(Bucket='kayak', "
-            "Prefix=sys.argv[4]):\n"
-            "    for o in page.get('Contents', []):\n"
-            "        body = c.get_object(Bucket='kayak', Key=o['Key'])['Body'].read()\n"
-            "        out[o['Key']] = base64.b64encode(body).decode()\n"
-            "print(json.dumps(out))\n")
+            "c = boto3.client('s3', endpoint_url=sys.argv.pop(1), "
+            "aws_access_key_id=sys.argv.pop(1), aws_secret_access_key=sys.argv.pop(1), "
+            "region_name='us-east-1')\n" + body)
     r = subprocess.run([py, "-c", code, e["S3_ENDPOINT"], e["S3_ACCESS_KEY_ID"],
-                        e["S3_SECRET_ACCESS_KEY"], prefix], check=True, timeout=60,
-                       capture_output=True, text=True)
-    return {k: base64.b64decode(v) for k, v in json.loads(r.stdout).items()}
+                        e["S3_SECRET_ACCESS_KEY"], *args], input=stdin, check=True, timeout=60,
+                       capture_output=True)
+    return r.stdout
+
+
+def s3_objects_signed(prefix, server="s3"):
+    """{key: bytes} of every object under `prefix` in bucket kayak, read with
+    signed requests (s3_boto3)."""
+    import base64
+    out = s3_boto3(server,
+                   "out = {}\n"
+                   "for page in c.get_paginator('list_objects_v2').paginate(Bucket='kayak', "
+                   "Prefix=sys.argv[1]):\n"
+                   "    for o in page.get('Contents', []):\n"
+                   "        body = c.get_object(Bucket='kayak', Key=o['Key'])['Body'].read()\n"
+                   "        out[o['Key']] = base64.b64encode(body).decode()\n"
+                   "print(json.dumps(out))\n", prefix)
+    return {k: base64.b64decode(v) for k, v in json.loads(out).items()}
 
 
 def s3_put(key, body, server="s3"):
-    """Puts an object into bucket kayak, signed by boto3 from the venv moto
-    runs in (moto refuses an unsigned PUT)."""
-    e = s3_env(server)
-    py = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "servers", "python",
-                      "venv", "bin", "python")
-    code = ("import sys, boto3\n"
-            "c = boto3.client('s3', endpoint_url=sys.argv[1], aws_access_key_id=sys.argv[2], "
-            "aws_secret_access_key=sys.argv[3], region_name='us-east-1')\n"
-            "c.put_object(Bucket='kayak', Key=sys.argv[4], Body=sys.stdin.buffer.read(), "
-            "ACL='public-read')\n")
-    subprocess.run([py, "-c", code, e["S3_ENDPOINT"], e["S3_ACCESS_KEY_ID"],
-                    e["S3_SECRET_ACCESS_KEY"], key], input=body, check=True, timeout=60,
-                   capture_output=True)
+    """Puts an object into bucket kayak, signed (s3_boto3)."""
+    s3_boto3(server, "c.put_object(Bucket='kayak', Key=sys.argv[1], "
+             "Body=sys.stdin.buffer.read(), ACL='public-read')\n", key, stdin=body)
 
 
 def s3_uploads(prefix, server="s3"):
