@@ -12,7 +12,10 @@ program writing the same lines with buffered fwrite, bench/fwrite_ceiling.c):
   file -> filter + map -> file         N lines of ~130 bytes, 10,000 keys; next to
                                        a plain line copy of the same file
                                        (bench/line_copy.c), jq -c and mlr doing
-                                       the same filter and map (when installed)
+                                       the same filter and map (when installed),
+                                       and Flink's and Bytewax's jobs of files
+                                       (bench/peers, when installed with
+                                       scripts/install-deps.sh --bench)
   file -> rolling_window + bucket -> file, with 10,000 keys and with K keys
 
 each with no state directory, with --state-dir at the default interval (10 s)
@@ -162,6 +165,56 @@ EXTERNAL = [
 ]
 
 
+# The stream processors a user would pick instead that read and write files
+# (bench/peers; Kafka Streams and Quix Streams read topics only): the same file,
+# filter and map, timed from the start of the process to its end and the
+# output's fsync, a JVM's and an interpreter's start-up included as jq's is.
+PEERS = os.path.join(ROOT, "bench", "peers")
+PEER_JOBS = {
+    "Flink (FileSource -> FileSink, batch)": os.path.join(PEERS, "flink", "classes"),
+    "Bytewax (files connectors)": os.path.join(PEERS, "bytewax", "venv"),
+}
+
+
+def peer_file(work, name, src, n):
+    sys.path.insert(0, PEERS)
+    import run as peers  # noqa: E402 (the peers' launch settings)
+    out = os.path.join(work, "peer-out")
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    env = None
+    if name.startswith("Flink"):
+        d = os.path.join(PEERS, "flink")
+        argv = [peers.JAVA, "-Xmx1g", *peers.FLINK_JVM, "-cp",
+                os.path.join(d, "libs", "*") + ":" + os.path.join(d, "classes"),
+                "kayak.bench.Files", src, out]
+    else:
+        d = os.path.join(PEERS, "bytewax")
+        target = os.path.join(out, "out.ndjson")
+        open(target, "w").close()  # its sink writes into a file that is there
+        # One worker: a file is one partition of its source, and its sink
+        # has one writer.
+        argv = [os.path.join(d, "venv", "bin", "python"), "-m", "bytewax.run", "job:flow()",
+                "-w", "1"]
+        env = {**os.environ, "PYTHONPATH": d, "JOB": "files", "IN": src, "OUT": target}
+    t0 = time.monotonic()
+    r = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       text=True, timeout=1800)
+    if r.returncode != 0:
+        raise SystemExit(f"{name} failed: {r.stderr[-2000:]}")
+    lines = 0
+    for root, _, names in os.walk(out):
+        for f in names:
+            with open(os.path.join(root, f), "rb") as fh:
+                lines += fh.read().count(b"\n")
+                os.fsync(fh.fileno())
+    t = time.monotonic() - t0
+    shutil.rmtree(out, ignore_errors=True)
+    if lines != n:
+        raise SystemExit(f"{name} wrote {lines} lines of {n}")
+    return n / t
+
+
 def external(work, cmd, src, n):
     out = os.path.join(work, "external.ndjson")
     with open(out, "w") as f:
@@ -227,6 +280,8 @@ def throughput(a, work, ceiling_bin, copy_bin, rows):
     ceilings = []
     copies = []
     others = {name: [] for name, cmd in EXTERNAL if shutil.which(cmd[0]) and not a.smoke}
+    peer_rates = {name: [] for name, built in PEER_JOBS.items()
+                  if os.path.exists(built) and not a.smoke}
     for r in range(a.runs):
         ceilings.append(ceiling(work, n, ceiling_bin))
         print(f"round {r + 1} fwrite ceiling: {ceilings[-1]:,.0f} msg/s", flush=True)
@@ -236,6 +291,9 @@ def throughput(a, work, ceiling_bin, copy_bin, rows):
             if name in others:
                 others[name].append(external(work, cmd, small, n))
                 print(f"round {r + 1} {name}: {others[name][-1]:,.0f} msg/s", flush=True)
+        for name in peer_rates:
+            peer_rates[name].append(peer_file(work, name, small, n))
+            print(f"round {r + 1} {name}: {peer_rates[name][-1]:,.0f} msg/s", flush=True)
         for name, make in workloads:
             for suffix, interval in modes:
                 d = tempfile.mkdtemp(dir=work)
@@ -253,6 +311,9 @@ def throughput(a, work, ceiling_bin, copy_bin, rows):
     for name, rates in others.items():
         rows.append((name, rates, "msg/s", statistics.median(rates) / ceil, None,
                      "the same file, filter and map"))
+    for name, rates in peer_rates.items():
+        rows.append((name, rates, "msg/s", statistics.median(rates) / ceil, None,
+                     "the same file, filter and map; from the process's start"))
     for name, rs in results.items():
         rates = [x[0] for x in rs]
         base = name.split(", --state-dir")[0]
@@ -264,7 +325,8 @@ def throughput(a, work, ceiling_bin, copy_bin, rows):
         if name.startswith("file -> filter + map -> file"):
             m = statistics.median(rates)
             note = "; ".join(x for x in [note, f"{m / copy:.2f} of the line copy"] + [
-                f"{m / statistics.median(v):.1f}x {k.split()[0]}" for k, v in others.items()] if x)
+                f"{m / statistics.median(v):.1f}x {k.split()[0]}"
+                for k, v in list(others.items()) + list(peer_rates.items())] if x)
         rows.append((name, rates, "msg/s", statistics.median(rates) / ceil,
                      max(x[1] for x in rs), note))
 

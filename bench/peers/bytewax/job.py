@@ -5,15 +5,20 @@ state snapshotted to the recovery store at each epoch).
 
     python -m bytewax.run "job:flow()" -w WORKERS [-r RECOVERY -s SNAPSHOT_SECS]
 
-with the job's arguments in the environment: JOB (stateless | windowed),
-BOOTSTRAP, IN, OUT, WINDOW_MS. Stateless keeps `v >= 0` and adds
+with the job's arguments in the environment: JOB (stateless | windowed |
+files), BOOTSTRAP, IN, OUT, WINDOW_MS. Stateless keeps `v >= 0` and adds
 `w = v * 2`; windowed does what bench/peers/kstreams' Windowed does (see
-bench/peers/quix/job.py). Bytewax's Kafka output is at least once.
+bench/peers/quix/job.py). Bytewax's Kafka output is at least once. Files is
+the stateless job from the file IN to the file OUT, through its files
+connectors (the sink takes keyed items: one key, one writer).
 """
 import json
 import os
 
+from pathlib import Path
+
 import bytewax.operators as op
+from bytewax.connectors.files import FileSink, FileSource
 from bytewax.connectors.kafka import KafkaSinkMessage
 from bytewax.connectors.kafka import operators as kop
 from bytewax.dataflow import Dataflow
@@ -23,6 +28,19 @@ from confluent_kafka import OFFSET_BEGINNING
 def flow():
     job, window_ms = os.environ["JOB"], int(os.environ.get("WINDOW_MS", "10000"))
     f = Dataflow(job)
+    if job == "files":
+        def keep_line(line):
+            value = json.loads(line)
+            if value["v"] < 0:
+                return None
+            value["w"] = value["v"] * 2
+            return json.dumps(value)
+
+        lines = op.input("in", f, FileSource(Path(os.environ["IN"])))
+        kept = op.filter_map("filter_map", lines, keep_line)
+        op.output("out", op.key_on("one_writer", kept, lambda _: "out"),
+                  FileSink(Path(os.environ["OUT"])))
+        return f
     src = kop.input("in", f, brokers=[os.environ["BOOTSTRAP"]], topics=[os.environ["IN"]],
                     starting_offset=OFFSET_BEGINNING)
     if job == "stateless":
