@@ -91,6 +91,25 @@ pipelines:
         self.servers.append(s)
         return s
 
+    def two_members(self, store, n):
+        """A topic of PARTITIONS partitions holding n messages, and members a
+        and b on it, settled: (broker, group, members)."""
+        b = Broker((f"in:{PARTITIONS}",))
+        group = "g-" + uuid.uuid4().hex[:8]
+        b.produce("in", n, 0, KEYS)
+        members = {name: self.member(name, b, group, store) for name in ("a", "b")}
+        self.assert_settles(members, n, "two members: the first messages")
+        return b, group, members
+
+    def wait_owns_shards(self, s, name):
+        """Until member `name`'s file, as `s` reads it, names shards it owns.
+        (Not "until it reads": a partition handed over at its end has
+        nothing left for its next owner to read.)"""
+        def owns():
+            ov = s.get_json("/api/v1/overview")["cluster"]
+            return any(m["member"] == name and m["live"] and m["shards"] for m in ov["members"])
+        wait_for(owns, timeout=120, interval=0.5, what=f"{name} to be given partitions")
+
     def kill(self, members, name):
         """Member `name` killed with SIGKILL, and gone from `members`."""
         s = members.pop(name)
@@ -236,10 +255,13 @@ pipelines:
         # d joins: some partitions move to it, with their state.
         d = self.member("d", b, group, store)
         members["d"] = d
-        b.produce("in", 4000, n, KEYS)
-        n += 4000
-        wait_for(lambda: d.card("k", "input")["messages_in"] > 0, timeout=120,
-                 what="d to be given partitions and read")
+        b.produce("in", 2000, n, KEYS)
+        n += 2000
+        self.wait_owns_shards(d, "d")
+        b.produce("in", 2000, n, KEYS)
+        n += 2000
+        wait_for(lambda: d.card("k", "input")["messages_in"] > 0, timeout=60,
+                 what="d to read")
         self.assert_settles(members, n, "after d joined")
         self.assert_any_member_answers(members, n)
 
@@ -269,23 +291,17 @@ pipelines:
         """Members joining while the others work: each revoked partition is
         held until a checkpoint covering what was read is published, and its
         next owner goes on from there, so no message is put out twice."""
-        b = Broker((f"in:{PARTITIONS}",))
-        group = "g-" + uuid.uuid4().hex[:8]
         store = self.path("store")
         n = 3000
-        b.produce("in", n, 0, KEYS)
-        a = self.member("a", b, group, store)
-        bm = self.member("b", b, group, store)
-        members = {"a": a, "b": bm}
-        self.assert_settles(members, n, "two members")
+        b, group, members = self.two_members(store, n)
+        a, bm = members["a"], members["b"]
         b.produce("in", 9000, n, KEYS)
         n += 9000
         wait_for(lambda: a.card("k", "input")["messages_in"] > 3000 or
                  bm.card("k", "input")["messages_in"] > 3000, what="a and b to be at work")
         c = self.member("c", b, group, store)
         members["c"] = c
-        wait_for(lambda: c.card("k", "input")["messages_in"] > 0, timeout=120,
-                 what="c to be given partitions and read")
+        self.wait_owns_shards(c, "c")
         self.assert_settles(members, n, "after c joined")
         handed = [name for name, s in members.items()
                   if "partitions handed over" in s.stderr()]
@@ -308,16 +324,12 @@ pipelines:
 
     def test_a_store_in_s3(self):
         """The shards and the member files in an S3 bucket: a member killed
-        with SIGKILL hands its partitions over through it, and comes back."""
-        b = Broker((f"in:{PARTITIONS}",))
-        group = "g-" + uuid.uuid4().hex[:8]
+        with SIGKILL has its shards restored from the bucket by the other,
+        and comes back."""
         store = f"s3://kayak/cluster-{uuid.uuid4().hex[:8]}"
         n = 4000
-        b.produce("in", n, 0, KEYS)
-        a = self.member("a", b, group, store)
-        bm = self.member("b", b, group, store)
-        members = {"a": a, "b": bm}
-        self.assert_settles(members, n, "two members: the first messages")
+        b, group, members = self.two_members(store, n)
+        bm = members["b"]
         b.produce("in", 4000, n, KEYS)
         n += 4000
         wait_for(lambda: bm.card("k", "input")["messages_in"] > 0, what="b to read")
