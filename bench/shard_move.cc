@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
     }
     position += "]}";
     double t = Seconds();
-    Check(a.Prepare(1, position,
+    Check(a.Prepare(1, position, {},
                     [&](const std::string&, std::string* out) {
                       *out = full;
                       return Status::Ok();

@@ -386,6 +386,15 @@ class Output : public Refusals {
     (void)state;
     return true;
   }
+  // In a cluster (docs/cluster.md): whether the commit that `state` expects
+  // took place, where `state` is what Checkpoint() gave on this output or on
+  // the same output of another member, or of this member before a restart.
+  // Called from another thread while the output runs. A commit in progress
+  // is waited for; false when the output cannot learn it.
+  virtual bool CommitVisible(std::string_view state) const {
+    (void)state;
+    return true;
+  }
 };
 
 

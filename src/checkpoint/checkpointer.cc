@@ -127,6 +127,7 @@ void Checkpointer::Start() {
 }
 
 void Checkpointer::Stop() {
+  halting_.store(true);
   {
     MutexLock lock(mu_);
     // Once only: the engine stops the coordinator before it frees the
@@ -163,6 +164,34 @@ void Checkpointer::TellInputs(const RegionState& rs, uint64_t id,
 
 void Checkpointer::AcknowledgeUncommitted(CheckpointedPipeline* p, std::string position) {
   acker_.Post(p, [p, position = std::move(position)] { p->InputCommitted(position); });
+}
+
+void Checkpointer::PublishThenDecide(RegionState& rs, uint64_t id) {
+  acker_.Post(&rs.region.publish_before_commit,
+              [this, publish = rs.region.publish_before_commit, outputs = rs.region.two_phase,
+               region = rs.region.name, id] {
+    int64_t pause_ms = 100;
+    while (!halting_.load()) {
+      Status st = publish(id);
+      if (st.ok()) {
+        for (auto* o : outputs) o->Decide(id, true);
+        return;
+      }
+      if (!st.retryable()) {
+        // The outputs wait for a decision that never comes: the region
+        // commits nothing more, and its restart goes back to the last
+        // checkpoint they committed.
+        KLOG_ERROR("checkpoint {} of region {} is not committed to its outputs: {}", id, region,
+                   st.message());
+        return;
+      }
+      KLOG_WARN("checkpoint {} of region {}: {}; asking again in {} ms", id, region, st.message(),
+                pause_ms);
+      MutexLock lock(mu_);
+      lock.WaitFor(cv_, std::chrono::milliseconds(pause_ms), [&] { return halting_.load(); });
+      pause_ms = std::min<int64_t>(pause_ms * 2, 5000);
+    }
+  });
 }
 
 void Checkpointer::Decide(RegionState& rs, uint64_t id, bool committed) {
@@ -380,9 +409,10 @@ void Checkpointer::CommitReady() {
     checkpoint::CommitStats stats;
     const int64_t now_ms = clock_->NowMs();
     if (st.ok()) st = store_->Commit(rs.region.name, id, now_ms, units, &stats);
+    Status ps;
     if (st.ok() && rs.region.prepare_shards) {
       // Before the next checkpoint commits: the chain read back is this one's.
-      Status ps = rs.region.prepare_shards(
+      ps = rs.region.prepare_shards(
           id, units,
           [&](const std::string& unit, const std::string& fp, checkpoint::RestoredUnit* out) {
             return store_->ReadChain(unit, fp, out);
@@ -418,7 +448,16 @@ void Checkpointer::CommitReady() {
         // log) only once the two-phase outputs made it visible: until then
         // a restart may have to go back to the checkpoint before.
         rs.awaiting = Awaiting{id, rs.region.two_phase.size(), std::move(units)};
-        Decide(rs, id, true);
+        if (rs.region.publish_before_commit && !ps.ok()) {
+          // Its outputs' commit would cover shards no entry restores.
+          KLOG_ERROR("checkpoint {} of region {} is not committed to its outputs: its cluster "
+                     "shards could not be cut ({}); the region commits nothing more until it "
+                     "restarts", id, rs.region.name, ps.message());
+        } else if (rs.region.publish_before_commit) {
+          PublishThenDecide(rs, id);
+        } else {
+          Decide(rs, id, true);
+        }
       }
       KLOG_DEBUG("checkpoint {} of region {} committed in {} ms ({} bytes written, {} reused)", id,
                  rs.region.name, done - started, stats.bytes_written, stats.bytes_reused);

@@ -134,6 +134,11 @@ class Checkpointer {
                          const ReadChain& read_chain)>
         prepare_shards;
     std::function<void(uint64_t id)> publish_shards;
+    // With two-phase outputs in a cluster: called on the acknowledgement
+    // thread once a checkpoint is durable, before its outputs are told to
+    // commit it; they are told once it succeeds (Unavailable: asked again
+    // after a pause). Invalid: the outputs are never told (docs/cluster.md).
+    std::function<Status(uint64_t id)> publish_before_commit;
   };
   size_t AddRegion(Region region);
   // Before CommitInitial: `bucket` was restored whole from its committed
@@ -284,6 +289,8 @@ class Checkpointer {
   void CommitReady() KAYAK_REQUIRES(mu_);  // drops mu_ while it writes
   void AbandonOverdue(int64_t now_mono) KAYAK_REQUIRES(mu_);
   void Decide(RegionState& rs, uint64_t id, bool committed) KAYAK_REQUIRES(mu_);
+  // Region::publish_before_commit, then Decide, on acker_'s thread.
+  void PublishThenDecide(RegionState& rs, uint64_t id) KAYAK_REQUIRES(mu_);
   void NotifyInputs() KAYAK_REQUIRES(mu_);
   // Queues the region's inputs' acknowledgements of `units`: they go out on
   // acker_'s thread, off mu_.
@@ -305,6 +312,7 @@ class Checkpointer {
   std::vector<RegionState> regions_ KAYAK_GUARDED_BY(mu_);
   std::map<std::pair<Bucket*, uint64_t>, Meeting> meetings_ KAYAK_GUARDED_BY(mu_);
   bool stopping_ KAYAK_GUARDED_BY(mu_) = false;
+  std::atomic<bool> halting_{false};  // Stop began: no more asking before a commit
   std::thread thread_;
   Acknowledger acker_;  // the inputs' acknowledgements, off mu_
 };

@@ -521,11 +521,11 @@ TEST_F(ShardAgentTest, APartitionMovesWithItsStateAndTheOldOwnerIsFenced) {
     EXPECT_EQ(p.offset, -1) << "a shard without a checkpoint starts at the group's offset";
   }
   Fill(bucket_a, 40, 100);
-  ASSERT_TRUE(a.Prepare(5, R"({"offsets":[["t",0,100],["t",1,50]]})", Saved(&bucket_a)).ok());
+  ASSERT_TRUE(a.Prepare(5, R"({"offsets":[["t",0,100],["t",1,50]]})", {}, Saved(&bucket_a)).ok());
   a.Publish(5);
   const auto at5 = Contents(bucket_a);
   Fill(bucket_a, 40, 900);  // after checkpoint 5: not published
-  ASSERT_TRUE(a.Prepare(6, R"({"offsets":[["t",0,180],["t",1,90]]})", Saved(&bucket_a)).ok());
+  ASSERT_TRUE(a.Prepare(6, R"({"offsets":[["t",0,180],["t",1,90]]})", {}, Saved(&bucket_a)).ok());
 
   // Partition 1 goes to b, which gets checkpoint 5's state of it and its
   // offset there.
@@ -557,7 +557,7 @@ TEST_F(ShardAgentTest, APartitionMovesWithItsStateAndTheOldOwnerIsFenced) {
   EXPECT_EQ(p0->next_offset, 180);
   // b numbers its checkpoints its own way: its checkpoint 5 is not the
   // claim's restated checkpoint 5 of a.
-  ASSERT_TRUE(b.Prepare(5, R"({"offsets":[["t",1,70]]})", Saved(&bucket_b)).ok());
+  ASSERT_TRUE(b.Prepare(5, R"({"offsets":[["t",1,70]]})", {}, Saved(&bucket_b)).ok());
   b.Publish(5);
   p1 = V(store.Newest(ShardId{"r", "t", 1}));
   ASSERT_TRUE(p1.has_value());
@@ -629,10 +629,10 @@ TEST_F(ShardAgentTest, AHandOverWaitsForACheckpointBegunAfterIt) {
   EXPECT_EQ(asked, 1);
   EXPECT_FALSE(a.HandedOver());
   // The checkpoint in flight when it was asked may not cover what was read.
-  ASSERT_TRUE(a.Prepare(7, R"({"offsets":[["t",0,100],["t",1,50]]})", Saved(&bucket)).ok());
+  ASSERT_TRUE(a.Prepare(7, R"({"offsets":[["t",0,100],["t",1,50]]})", {}, Saved(&bucket)).ok());
   a.Publish(7);
   EXPECT_FALSE(a.HandedOver());
-  ASSERT_TRUE(a.Prepare(8, R"({"offsets":[["t",0,120],["t",1,60]]})", Saved(&bucket)).ok());
+  ASSERT_TRUE(a.Prepare(8, R"({"offsets":[["t",0,120],["t",1,60]]})", {}, Saved(&bucket)).ok());
   a.Publish(8);
   EXPECT_TRUE(a.HandedOver());
   ShardStore store(root_.string() + "/c");
@@ -642,6 +642,99 @@ TEST_F(ShardAgentTest, AHandOverWaitsForACheckpointBegunAfterIt) {
     EXPECT_EQ((*newest)->checkpoint, 8u);
     EXPECT_EQ((*newest)->next_offset, offset);
   }
+}
+
+// With two-phase outputs an entry is published before its outputs commit
+// and names that commit: a claim restores the newest entry whose commit took
+// place, and an owner fenced from a shard may commit nothing more.
+TEST_F(ShardAgentTest, WithTwoPhaseOutputsAClaimRestoresTheNewestCommittedEntry) {
+  std::set<std::string> committed;  // the markers whose transactions committed
+  int asked = 0;
+  const auto check = [&](const std::map<std::string, std::string>& outputs) {
+    ++asked;
+    for (const auto& [unit, marker] : outputs) {
+      EXPECT_EQ(unit, "o.k.0");
+      if (!committed.count(marker)) return false;
+    }
+    return true;
+  };
+  const auto out = [](const char* marker) {
+    return std::map<std::string, std::string>{{"o.k.0", marker}};
+  };
+  Bucket bucket_a("sums", 0), bucket_b("sums", 0);
+  ShardAgent a(Config("a"), nullptr, &clock_), b(Config("b"), nullptr, &clock_);
+  a.Bind("r", {&bucket_a});
+  b.Bind("r", {&bucket_b});
+  a.SetCommitCheck(check);
+  b.SetCommitCheck(check);
+  auto parts = Parts({0, 1}, false);
+  ASSERT_TRUE(a.Assign(&parts).ok());
+  Fill(bucket_a, 40, 100);
+  ASSERT_TRUE(a.Prepare(5, R"({"offsets":[["t",0,100],["t",1,50]]})", out("m5"),
+                        Saved(&bucket_a)).ok());
+  ASSERT_TRUE(a.PublishBeforeCommit(5).ok());
+  committed.insert("m5");
+  a.Publish(5);
+  const auto at5 = Contents(bucket_a);
+  Fill(bucket_a, 40, 900);
+  ASSERT_TRUE(a.Prepare(6, R"({"offsets":[["t",0,180],["t",1,90]]})", out("m6"),
+                        Saved(&bucket_a)).ok());
+  ASSERT_TRUE(a.PublishBeforeCommit(6).ok());
+  ShardStore store(root_.string() + "/c");
+  ASSERT_EQ(V(store.Newest(ShardId{"r", "t", 1}))->checkpoint, 6u)
+      << "published before the commit";
+  EXPECT_EQ(V(store.Newest(ShardId{"r", "t", 1}))->outputs, out("m6"));
+
+  // a's commit of 6 does not take place; b claims partition 1 and restores
+  // checkpoint 5, the newest whose commit did.
+  auto to_b = Parts({1}, false);
+  ASSERT_TRUE(b.Assign(&to_b).ok());
+  EXPECT_EQ(to_b[0].offset, 50);
+  EXPECT_GT(asked, 0);
+  auto in1 = [](const std::string& k) { return PartitionOf(Partitioner::kCrc32, k, 2) == 1; };
+  for (const auto& [k, v] : at5) {
+    if (in1(k)) {
+      EXPECT_EQ(Contents(bucket_b).at(k), v) << k;
+    }
+  }
+  auto claim = V(store.Newest(ShardId{"r", "t", 1}));
+  EXPECT_TRUE(claim->claim);
+  EXPECT_EQ(claim->checkpoint, 5u);
+  EXPECT_TRUE(claim->outputs.empty()) << "a claim has decided";
+
+  // a, not told, publishes checkpoint 7: partition 1 is refused, and from
+  // then on a publishes nothing before a commit, so it commits nothing.
+  ASSERT_TRUE(a.Prepare(7, R"({"offsets":[["t",0,200],["t",1,95]]})", out("m7"),
+                        Saved(&bucket_a)).ok());
+  Status fenced = a.PublishBeforeCommit(7);
+  EXPECT_EQ(fenced.code(), Code::kInvalidArgument) << fenced.message();
+  ASSERT_TRUE(a.Prepare(8, R"({"offsets":[["t",0,210]]})", out("m8"), Saved(&bucket_a)).ok());
+  EXPECT_FALSE(a.PublishBeforeCommit(8).ok()) << "fenced for good";
+
+  // a restarts on its local state (a position for partition 0). The newest
+  // entry of partition 0 is its own, published before a commit: had that
+  // commit taken place, its own state would be current and kept...
+  committed.insert("m7");
+  {
+    Bucket bucket("sums", 0);
+    ShardAgent restarted(Config("a"), nullptr, &clock_);
+    restarted.Bind("r", {&bucket});
+    restarted.SetCommitCheck(check);
+    auto kept = Parts({0}, true);
+    ASSERT_TRUE(restarted.Assign(&kept).ok());
+    EXPECT_TRUE(kept[0].keep);
+  }
+  // ...but it did not (the restart went back to the checkpoint before), so
+  // the shard is claimed again, from checkpoint 5.
+  committed.erase("m7");
+  Bucket bucket_a2("sums", 0);
+  ShardAgent a2(Config("a"), nullptr, &clock_);
+  a2.Bind("r", {&bucket_a2});
+  a2.SetCommitCheck(check);
+  auto again = Parts({0}, true);
+  ASSERT_TRUE(a2.Assign(&again).ok());
+  EXPECT_FALSE(again[0].keep);
+  EXPECT_EQ(again[0].offset, 100);
 }
 
 TEST_F(ShardAgentTest, MemberFilesNameEachKeysOwner) {

@@ -18,7 +18,10 @@ namespace {
 
 // How many entries of a shard's log stay (the newest that count, and the
 // chunks they name): the newest, and one to fall back to when it is damaged.
+// With two-phase outputs one more: the newest may name a commit that did
+// not take place.
 constexpr size_t kKeepEntries = 2;
+constexpr size_t kKeepEntriesTwoPhase = 3;
 
 }  // namespace
 
@@ -104,6 +107,8 @@ Status ShardAgent::Assign(std::vector<Assigned>* parts) {
   std::set<int32_t> claimed_partitions;
   std::map<std::string, std::vector<std::string>> slices;  // unit -> the claimed shards' slices
   std::vector<std::pair<Assigned*, Holding>> claims;
+  std::map<std::string, bool> asked;  // output state -> its commit took place
+  const ShardStore::Usable usable = [&](const ShardManifest& m) { return Committed(m, &asked); };
   for (Assigned& a : *parts) {
     const ShardId id = IdOf(a.topic, a.partition);
     std::vector<std::string> notes;
@@ -113,7 +118,19 @@ Status ShardAgent::Assign(std::vector<Assigned>* parts) {
     // The server's own state is current when it is the shard's newest owner
     // and still holds a position for it: its local checkpoint (or memory)
     // is at least as new as what it published.
-    if (a.have_position && newest->has_value() && (*newest)->owner == config_.member) {
+    // An entry this member published before a restart, before its outputs
+    // committed: when that commit did not take place, the local state went
+    // back to the checkpoint before (a restart's fall-back), and the shard
+    // is claimed again from the newest entry that did commit.
+    bool current = a.have_position && newest->has_value() && (*newest)->owner == config_.member;
+    if (current && !(*newest)->outputs.empty()) {
+      auto held = owned_.find({a.topic, a.partition});
+      const bool written_here = held != owned_.end() &&
+                                held->second.epoch == (*newest)->epoch &&
+                                held->second.published_checkpoint == (*newest)->checkpoint;
+      if (!written_here && !usable(**newest)) current = false;
+    }
+    if (current) {
       auto& o = owned_[{a.topic, a.partition}];
       if (o.epoch != (*newest)->epoch) o.published_offset = (*newest)->next_offset;
       o.epoch = (*newest)->epoch;
@@ -124,11 +141,11 @@ Status ShardAgent::Assign(std::vector<Assigned>* parts) {
     }
     ShardManifest claimed;
     uint64_t epoch = 0;
-    auto outcome = store_.ClaimNext(id, config_.member, -1, &claimed, &epoch);
+    auto outcome = store_.ClaimNext(id, config_.member, -1, &claimed, &epoch, usable);
     // A claim loses only to another claim that took the number first; the
     // next reading finds it and goes one above.
     for (int tries = 0; outcome.ok() && *outcome == CommitOutcome::kFenced && tries < 8; ++tries) {
-      outcome = store_.ClaimNext(id, config_.member, -1, &claimed, &epoch);
+      outcome = store_.ClaimNext(id, config_.member, -1, &claimed, &epoch, usable);
     }
     if (!outcome.ok()) return outcome.status();
     if (*outcome != CommitOutcome::kCommitted) {
@@ -175,7 +192,24 @@ Status ShardAgent::Assign(std::vector<Assigned>* parts) {
   return Status::Ok();
 }
 
-Status ShardAgent::Prepare(uint64_t id, const std::string& position, const FullChunk& full_of) {
+bool ShardAgent::Committed(const ShardManifest& m, std::map<std::string, bool>* asked) const {
+  if (m.outputs.empty() || !commit_check_) return true;
+  std::string key;
+  for (const auto& [unit, state] : m.outputs) key += unit + '\n' + state + '\n';
+  auto it = asked->find(key);
+  if (it != asked->end()) return it->second;
+  const bool committed = commit_check_(m.outputs);
+  if (!committed) {
+    KLOG_WARN("cluster: checkpoint {} of {} was published before its outputs' commit, which did "
+              "not take place; its shards are restored from the entry before",
+              m.checkpoint, m.owner);
+  }
+  return (*asked)[key] = committed;
+}
+
+Status ShardAgent::Prepare(uint64_t id, const std::string& position,
+                           const std::map<std::string, std::string>& outputs,
+                           const FullChunk& full_of) {
   PartitionOffsets offsets;
   if (!PartitionOffsetsFromJson(position, &offsets)) {
     return Status::Corruption("cluster: the kafka input's position is unreadable");
@@ -212,7 +246,7 @@ Status ShardAgent::Prepare(uint64_t id, const std::string& position, const FullC
                                                 o.partitions, &by_unit[unit]));
         }
       }
-      Slice s{IdOf(tp.first, tp.second), o.epoch, offsets[tp], {}};
+      Slice s{IdOf(tp.first, tp.second), o.epoch, offsets[tp], {}, outputs};
       for (auto& [unit, shards] : by_unit) s.units[unit] = shards[static_cast<size_t>(tp.second)];
       slices.push_back(std::move(s));
     }
@@ -225,8 +259,16 @@ Status ShardAgent::Prepare(uint64_t id, const std::string& position, const FullC
   return Status::Ok();
 }
 
+Status ShardAgent::PublishBeforeCommit(uint64_t id) {
+  {
+    MutexLock lock(mu_);
+    if (!fenced_.empty()) return Status::Invalid(fenced_);
+  }
+  return PublishPrepared(id, /*before_commit=*/true);
+}
+
 void ShardAgent::Publish(uint64_t id) {
-  PublishPrepared(id);
+  (void)PublishPrepared(id, /*before_commit=*/false);
   MutexLock lock(mu_);
   if (handing_over_ && id > handover_after_) handing_over_ = false;
 }
@@ -253,21 +295,32 @@ bool ShardAgent::HandedOver() {
   return !handing_over_;
 }
 
-void ShardAgent::PublishPrepared(uint64_t id) {
+Status ShardAgent::PublishPrepared(uint64_t id, bool before_commit) {
   std::vector<Slice> slices;
   {
     MutexLock lock(mu_);
     auto it = prepared_.find(id);
-    if (it == prepared_.end()) return;
+    if (it == prepared_.end()) return Status::Ok();
     slices = std::move(it->second);
     prepared_.erase(prepared_.begin(), std::next(it));
   }
+  std::vector<Slice> unpublished;  // before a commit: tried again
+  std::string unavailable, fenced;
   for (Slice& s : slices) {
     {
       MutexLock lock(mu_);
       auto o = owned_.find({s.shard.topic, s.shard.partition});
       // Moved or claimed again since: what was cut is not this shard's now.
-      if (o == owned_.end() || o->second.epoch != s.epoch || o->second.lost) continue;
+      if (o == owned_.end() || o->second.epoch != s.epoch || o->second.lost) {
+        // The outputs hold what this checkpoint read of it, and no entry
+        // can say so any more: their commit would repeat it after the
+        // partition's next owner replays.
+        if (before_commit && fenced.empty()) {
+          fenced = "shard " + s.shard.Path() + " moved to another member before checkpoint " +
+                   std::to_string(id) + " was published";
+        }
+        continue;
+      }
     }
     ShardManifest m;
     m.epoch = s.epoch;
@@ -275,6 +328,7 @@ void ShardAgent::PublishPrepared(uint64_t id) {
     m.owner = config_.member;
     m.next_offset = s.offset;
     m.created_ms = clock_->NowMs();
+    m.outputs = s.outputs;
     Status st;
     for (const auto& [unit, data] : s.units) {
       auto ref = store_.WriteChunk(s.shard, s.epoch, id, unit, data);
@@ -289,13 +343,20 @@ void ShardAgent::PublishPrepared(uint64_t id) {
       // The next checkpoint tries again: the offset stays unpublished.
       Error("shard " + s.shard.Path() + ": checkpoint " + std::to_string(id) +
             " not published: " + outcome.status().message());
+      if (before_commit) {
+        if (unavailable.empty()) unavailable = outcome.status().message();
+        unpublished.push_back(std::move(s));
+      }
       continue;
     }
     {
       MutexLock lock(mu_);
       auto o = owned_.find({s.shard.topic, s.shard.partition});
       if (*outcome == CommitOutcome::kCommitted) {
-        if (o != owned_.end() && o->second.epoch == s.epoch) o->second.published_offset = s.offset;
+        if (o != owned_.end() && o->second.epoch == s.epoch) {
+          o->second.published_offset = s.offset;
+          o->second.published_checkpoint = id;
+        }
       } else if (o != owned_.end() && o->second.epoch == s.epoch) {
         // Another member claimed the shard: this server writes to it no
         // more, and its state there is the new owner's.
@@ -305,12 +366,32 @@ void ShardAgent::PublishPrepared(uint64_t id) {
     if (*outcome == CommitOutcome::kFenced) {
       Error("shard " + s.shard.Path() + " was claimed by another member; this server no longer "
             "publishes it");
+      if (before_commit && fenced.empty()) {
+        fenced = "shard " + s.shard.Path() + " was claimed by another member";
+      }
       continue;
     }
-    if (Status p = store_.Prune(s.shard, kKeepEntries); !p.ok()) {
+    const size_t keep = s.outputs.empty() ? kKeepEntries : kKeepEntriesTwoPhase;
+    if (Status p = store_.Prune(s.shard, keep); !p.ok()) {
       KLOG_WARN("cluster: shard {}: pruning: {}", s.shard.Path(), p.message());
     }
   }
+  if (!before_commit) return Status::Ok();
+  MutexLock lock(mu_);
+  if (!fenced.empty()) {
+    fenced_ = fenced + ": the exactly-once outputs of region " + region_ +
+              " commit nothing more until the region restarts (POST /api/v1/pipelines/<id>/"
+              "restart, or restart the server)";
+    if (card_ != nullptr) card_->RecordError("cluster: " + fenced_);
+    KLOG_ERROR("cluster: {}", fenced_);
+    return Status::Invalid(fenced_);
+  }
+  if (!unpublished.empty()) {
+    prepared_[id] = std::move(unpublished);
+    return Status::Unavailable("checkpoint " + std::to_string(id) + " not published: " +
+                               unavailable);
+  }
+  return Status::Ok();
 }
 
 }  // namespace kayak::cluster

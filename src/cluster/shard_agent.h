@@ -11,11 +11,14 @@
 //
 // After each checkpoint of the region commits locally, Prepare (on the
 // coordinator's thread) cuts the buckets' state as that checkpoint holds it
-// into one slice per owned shard; Publish (once the checkpoint is final:
-// its two-phase outputs committed it) writes each slice with the
-// partition's offset in the same checkpoint as the shard's next entry. A
-// shard whose log shows a newer owner is dropped: this server is a zombie
-// for it and writes nothing more to it.
+// into one slice per owned shard; Publish (once the checkpoint is final)
+// writes each slice with the partition's offset in the same checkpoint as
+// the shard's next entry. With two-phase outputs (exactly_once kafka) the
+// entries are written before the outputs commit (PublishBeforeCommit) and
+// name that commit; a claim restores the newest entry whose commit took
+// place. A shard whose log shows a newer owner is dropped: this server is a
+// zombie for it and writes nothing more to it (and, with two-phase outputs,
+// commits nothing more).
 #pragma once
 
 #include <cstdint>
@@ -79,16 +82,33 @@ class ShardAgent final : public PartitionOwner {
   using CheckpointRequest = std::function<uint64_t()>;
   void SetCheckpointRequest(CheckpointRequest request) { request_checkpoint_ = std::move(request); }
 
+  // With two-phase outputs: whether the commit the output states of an
+  // entry name (output unit -> state) took place. Set before the input
+  // runs; asked on the input's thread when a shard is claimed.
+  using CommitCheck = std::function<bool(const std::map<std::string, std::string>& outputs)>;
+  void SetCommitCheck(CommitCheck check) { commit_check_ = std::move(check); }
+
   // The full chunk of a unit (a bucket's, a transform's) as checkpoint
   // `id` committed it.
   using FullChunk = std::function<Status(const std::string& unit, std::string* full)>;
   // Right after checkpoint `id` of the region committed to the local store,
   // before the next one: each owned shard's slice and offset in it
   // (`position`: the kafka input's, docs/state_format.md), kept until
-  // Publish. A shard whose offset did not move since it was last published
-  // is left out.
-  Status Prepare(uint64_t id, const std::string& position, const FullChunk& full_of);
-  // Checkpoint `id` is final: its prepared slices go to the store. Earlier
+  // published. A shard whose offset did not move since it was last
+  // published is left out. `outputs`: the two-phase outputs' states in the
+  // checkpoint (output unit -> state), empty when the region has none.
+  Status Prepare(uint64_t id, const std::string& position,
+                 const std::map<std::string, std::string>& outputs, const FullChunk& full_of);
+  // With two-phase outputs: checkpoint `id` is durable and its outputs have
+  // not committed it yet. Its prepared slices go to the store, each entry
+  // naming the outputs' commit, so the commit is made only once every
+  // shard it covers can be restored to match it. Unavailable: some were
+  // not written (try again; the outputs must wait). Invalid: a shard was
+  // claimed by another member, or moved away unpublished; the outputs must
+  // never commit `id` (nor any later checkpoint: the region has to restart).
+  Status PublishBeforeCommit(uint64_t id);
+  // Checkpoint `id` is final (its two-phase outputs committed it): its
+  // prepared slices, if not published yet, go to the store. Earlier
   // prepared checkpoints are dropped (`id` covers them).
   void Publish(uint64_t id);
 
@@ -113,6 +133,7 @@ class ShardAgent final : public PartitionOwner {
     uint64_t epoch = 0;
     int32_t partitions = 0;
     int64_t published_offset = -1;  // the offset of the newest entry written by this server
+    uint64_t published_checkpoint = 0;  // its checkpoint, when this process wrote it
     // Another member claimed it (a publication was fenced): nothing more is
     // published; its keys go at the next assignment, or are restored from
     // the new owner's if the partition is given back.
@@ -125,10 +146,16 @@ class ShardAgent final : public PartitionOwner {
     uint64_t epoch = 0;
     int64_t offset = 0;
     std::map<std::string, std::string> units;  // unit -> its slice (a full chunk)
+    std::map<std::string, std::string> outputs;  // the two-phase outputs' states
   };
   ShardId IdOf(const std::string& topic, int32_t partition) const;
-  // Publish's work: checkpoint `id`'s prepared slices into the store.
-  void PublishPrepared(uint64_t id);
+  // Checkpoint `id`'s prepared slices into the store. Before a commit
+  // (PublishBeforeCommit), a slice not written stays prepared, and a shard
+  // claimed or moved away fences the region's commits for good.
+  Status PublishPrepared(uint64_t id, bool before_commit);
+  // Whether an entry's outputs committed it (CommitCheck), remembered for
+  // the states already asked about; true when nothing is to be checked.
+  bool Committed(const ShardManifest& m, std::map<std::string, bool>* asked) const;
   void Error(const std::string& what) const;
 
   const ClusterConfig config_;
@@ -139,6 +166,7 @@ class ShardAgent final : public PartitionOwner {
   std::vector<Bucket*> buckets_;
   std::vector<std::pair<std::string, Transform*>> transforms_;
   CheckpointRequest request_checkpoint_;
+  CommitCheck commit_check_;
 
   mutable Mutex mu_;
   std::map<std::pair<std::string, int32_t>, Holding> owned_ KAYAK_GUARDED_BY(mu_);
@@ -148,6 +176,9 @@ class ShardAgent final : public PartitionOwner {
   // A hand-over waits for the publication of a checkpoint above this id.
   bool handing_over_ KAYAK_GUARDED_BY(mu_) = false;
   uint64_t handover_after_ KAYAK_GUARDED_BY(mu_) = 0;
+  // A checkpoint that covered a shard this server no longer owns could not
+  // be published before its outputs' commit: no later one may commit.
+  std::string fenced_ KAYAK_GUARDED_BY(mu_);
 };
 
 }  // namespace kayak::cluster

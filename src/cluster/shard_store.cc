@@ -16,7 +16,10 @@ namespace {
 using checkpoint::Crc32c;
 using checkpoint::FileKind;
 
+// 2: an entry with `outputs`. Entries without them are written as 1, which
+// every reader of 1 still reads.
 constexpr uint32_t kShardFormat = 1;
+constexpr uint32_t kShardFormatOutputs = 2;
 
 std::string Digits20(uint64_t v) {
   char b[24];
@@ -54,12 +57,14 @@ std::string Encode(const ShardId& shard, uint64_t seq, const ShardManifest& m) {
   for (const auto& [name, u] : m.units) {
     units[name] = {{"chunk", u.chunk}, {"bytes", u.bytes}, {"crc", u.crc}};
   }
-  nlohmann::json j = {{"format", kShardFormat},   {"seq", seq}, {"region", shard.region},
+  nlohmann::json j = {{"format", m.outputs.empty() ? kShardFormat : kShardFormatOutputs},
+                            {"seq", seq}, {"region", shard.region},
                             {"topic", shard.topic},     {"partition", shard.partition},
                             {"epoch", m.epoch},         {"checkpoint", m.checkpoint},
                             {"owner", m.owner},         {"next_offset", m.next_offset},
                             {"created_ms", m.created_ms}, {"units", units}};
   if (m.claim) j["claim"] = true;
+  if (!m.outputs.empty()) j["outputs"] = m.outputs;
   return checkpoint::Frame(FileKind::kShardManifest, j.dump());
 }
 
@@ -69,7 +74,8 @@ Result<ShardManifest> Decode(const ShardId& shard, std::string_view file, uint64
   const auto j = nlohmann::json::parse(payload->begin(), payload->end(), nullptr, false);
   if (!j.is_object()) return Status::Corruption("payload is not a JSON object");
   try {
-    if (j.at("format").get<uint32_t>() != kShardFormat) {
+    const uint32_t format = j.at("format").get<uint32_t>();
+    if (format != kShardFormat && format != kShardFormatOutputs) {
       return Status::Corruption("shard manifest format " + j.at("format").dump() +
                                 " is not supported");
     }
@@ -85,6 +91,12 @@ Result<ShardManifest> Decode(const ShardId& shard, std::string_view file, uint64
     m.next_offset = j.at("next_offset").get<int64_t>();
     m.created_ms = j.at("created_ms").get<int64_t>();
     m.claim = j.value("claim", false);
+    if (format == kShardFormatOutputs) {
+      for (const auto& [unit, state] : j.at("outputs").items()) {
+        m.outputs.emplace(unit, state.get<std::string>());
+      }
+      if (m.outputs.empty()) return Status::Corruption("format 2 without outputs");
+    }
     for (const auto& [name, u] : j.at("units").items()) {
       ShardUnit unit{u.at("chunk").get<std::string>(), u.at("bytes").get<uint64_t>(),
                      u.at("crc").get<uint32_t>()};
@@ -100,7 +112,8 @@ Result<ShardManifest> Decode(const ShardId& shard, std::string_view file, uint64
 // Whether `a`, read from the log, is the commit `b` (not a claim of it).
 bool SameCommit(const ShardManifest& a, const ShardManifest& b) {
   if (a.claim || b.claim || a.epoch != b.epoch || a.checkpoint != b.checkpoint ||
-      a.owner != b.owner || a.next_offset != b.next_offset || a.units.size() != b.units.size()) {
+      a.owner != b.owner || a.next_offset != b.next_offset || a.units.size() != b.units.size() ||
+      a.outputs != b.outputs) {
     return false;
   }
   for (const auto& [name, u] : a.units) {
@@ -232,7 +245,8 @@ Result<CommitOutcome> ShardStore::Append(
 }
 
 const ShardStore::Entry* ShardStore::NewestOf(const std::string& dir, std::vector<Entry>* log,
-                                              std::vector<std::string>* notes) const {
+                                              std::vector<std::string>* notes,
+                                              const Usable& usable) const {
   for (auto it = log->rbegin(); it != log->rend(); ++it) {
     std::string why = it->why;
     if (it->counts) {
@@ -244,6 +258,10 @@ const ShardStore::Entry* ShardStore::NewestOf(const std::string& dir, std::vecto
           why = "its chunk " + u.chunk + " is missing or of another length";
           break;
         }
+      }
+      if (why.empty() && usable && !it->m->outputs.empty() && !usable(*it->m)) {
+        why = "the commit of its outputs (checkpoint " + std::to_string(it->m->checkpoint) +
+              " of " + it->m->owner + ") did not take place";
       }
       if (why.empty()) return &*it;
     }
@@ -282,14 +300,14 @@ Result<CommitOutcome> ShardStore::Claim(const ShardId& shard, uint64_t epoch,
                                         const std::string& owner, int64_t next_offset,
                                         ShardManifest* claimed) {
   if (epoch == 0) return Status::Invalid("a shard's epoch starts at 1");
-  return ClaimAt(shard, epoch, owner, next_offset, claimed);
+  return ClaimAt(shard, epoch, owner, next_offset, claimed, nullptr);
 }
 
 Result<CommitOutcome> ShardStore::ClaimNext(const ShardId& shard, const std::string& owner,
                                             int64_t next_offset, ShardManifest* claimed,
-                                            uint64_t* epoch) {
+                                            uint64_t* epoch, const Usable& usable) {
   ShardManifest m;
-  auto outcome = ClaimAt(shard, 0, owner, next_offset, &m);
+  auto outcome = ClaimAt(shard, 0, owner, next_offset, &m, usable);
   if (outcome.ok() && *outcome == CommitOutcome::kCommitted) {
     if (epoch != nullptr) *epoch = m.epoch;
     if (claimed != nullptr) *claimed = std::move(m);
@@ -299,7 +317,7 @@ Result<CommitOutcome> ShardStore::ClaimNext(const ShardId& shard, const std::str
 
 Result<CommitOutcome> ShardStore::ClaimAt(const ShardId& shard, uint64_t epoch,
                                           const std::string& owner, int64_t next_offset,
-                                          ShardManifest* claimed) {
+                                          ShardManifest* claimed, const Usable& usable) {
   auto dir = DirOf(shard);
   if (!dir.ok()) return dir.status();
   // What is restated is decided on the same reading of the log as the
@@ -314,8 +332,9 @@ Result<CommitOutcome> ShardStore::ClaimAt(const ShardId& shard, uint64_t epoch,
         const uint64_t at = epoch == 0 ? highest + 1 : epoch;
         if (highest >= at) return std::nullopt;
         ShardManifest m;
-        if (const Entry* newest = NewestOf(*dir, log, nullptr)) {
+        if (const Entry* newest = NewestOf(*dir, log, nullptr, usable)) {
           m = *newest->m;
+          m.outputs.clear();  // decided
         } else {
           m.next_offset = next_offset;
         }

@@ -64,12 +64,22 @@ struct ShardManifest {
   // numbered as that owner numbers them) at the claimer's epoch.
   bool claim = false;
   std::map<std::string, ShardUnit> units;
+  // With two-phase outputs (exactly_once kafka): each output unit's state
+  // at the checkpoint, naming the commit that makes the entry's outputs
+  // visible. The entry is published before that commit, so it counts for a
+  // claim only once the commit is seen (ShardStore::Usable). Empty on a
+  // claim: the claimer decided.
+  std::map<std::string, std::string> outputs;
 };
 
 enum class CommitOutcome { kCommitted, kFenced };
 
 class ShardStore {
  public:
+  // Whether an entry with outputs may be restored: its outputs' commit took
+  // place. Null: every entry may.
+  using Usable = std::function<bool(const ShardManifest&)>;
+
   // `root` is the cluster's directory in the shared store; made on first use.
   explicit ShardStore(std::string root);
   // The cluster's shards under `prefix` ("" or "<name>") in `blobs`.
@@ -100,8 +110,11 @@ class ShardStore {
   // log), decided on the same reading of the log as the claim itself: the
   // newest assignment of a partition always wins its shard. `*epoch` gets
   // the epoch taken.
+  // The entry restated is the newest that `usable` accepts; those after it
+  // are passed over.
   Result<CommitOutcome> ClaimNext(const ShardId& shard, const std::string& owner,
-                                  int64_t next_offset, ShardManifest* claimed, uint64_t* epoch);
+                                  int64_t next_offset, ShardManifest* claimed, uint64_t* epoch,
+                                  const Usable& usable = nullptr);
 
   // The shard's newest entry that counts (the last of the log whose epoch
   // no entry before it exceeds), or nullopt when it has none. An entry that
@@ -121,7 +134,8 @@ class ShardStore {
  private:
   // Claim at `epoch`, or (`epoch` == 0) at one above the log's highest.
   Result<CommitOutcome> ClaimAt(const ShardId& shard, uint64_t epoch, const std::string& owner,
-                                int64_t next_offset, ShardManifest* claimed);
+                                int64_t next_offset, ShardManifest* claimed,
+                                const Usable& usable);
   // One log entry as read: `m` is set when it passed its checks.
   struct Entry {
     uint64_t seq = 0;
@@ -142,7 +156,7 @@ class ShardStore {
   // The last entry of `log` that counts and whose chunks are all there;
   // `*notes` gets each later one passed over, and why.
   const Entry* NewestOf(const std::string& dir, std::vector<Entry>* log,
-                        std::vector<std::string>* notes) const;
+                        std::vector<std::string>* notes, const Usable& usable = nullptr) const;
 
   std::shared_ptr<Blobs> blobs_;
   std::string prefix_;  // the shards' directory in `blobs_`

@@ -57,12 +57,13 @@ def get_once(url):
 
 class ClusterTest(KayakTest):
 
-    def member(self, name, b, group, store, slow=60000):
-        """A member `name`: its own directory, state dir and output. A store
-        s3://kayak/<prefix> is in the suite's S3 server, its secret key
-        given as ${ENV}."""
+    def member(self, name, b, group, store, slow=60000, output=None, env=None):
+        """A member `name`: its own directory, state dir and output (a file
+        unless `output` gives one). A store s3://kayak/<prefix> is in the
+        suite's S3 server, its secret key given as ${ENV}."""
         d = self.path(name)
         os.makedirs(d, exist_ok=True)
+        output = output or f"{{file: {{path: {os.path.join(d, 'out')}}}}}"
         graph = f"""
 buckets:
   sums: {{}}
@@ -75,19 +76,20 @@ pipelines:
       - lua: {{script: 'function process(m) for i=1,{slow} do end return m end'}}
       - rolling_window: {{key: k, field: v, window_messages: 5, aggregates: [count, sum]}}
       - bucket: {{name: sums, key: k, op: add, field: v, as: total}}
-    outputs: [{{file: {{path: {os.path.join(d, 'out')}}}}}]
+    outputs: [{output}]
 """
-        s3, env = "", None
+        s3, env = "", dict(env or {})
         if store.startswith("s3://"):
             e = s3_env()
             s3 = (f", s3: {{endpoint: '{e['S3_ENDPOINT']}', path_style: true, "
                   f"access_key_id: {e['S3_ACCESS_KEY_ID']}, "
                   "secret_access_key: '${CLUSTER_S3_SECRET}'}")
-            env = {"CLUSTER_S3_SECRET": e["S3_SECRET_ACCESS_KEY"]}
+            env["CLUSTER_S3_SECRET"] = e["S3_SECRET_ACCESS_KEY"]
         server = (f"listen: 127.0.0.1:0\ncheckpoint: {{interval_secs: 1}}\n"
                   f"cluster: {{name: c1, member: {name}, store: '{store}', partitioner: crc32"
                   f"{s3}}}\n")
-        s = Server(d, graph, server_config=server, state_dir=os.path.join(d, "state"), env=env)
+        s = Server(d, graph, server_config=server, state_dir=os.path.join(d, "state"),
+                   env=env or None)
         self.servers.append(s)
         return s
 
@@ -320,6 +322,88 @@ pipelines:
         count = wait_for(counted, timeout=30, interval=0.5, what="every message in an output")
         twice = sorted(q for q, k in count.items() if k > 1)
         self.assertEqual(twice, [], f"{len(twice)} messages put out more than once")
+        self.assertEqual(set(count), set(range(n)))
+
+    def test_exactly_once_output_across_kills(self):
+        """An exactly_once kafka output in a cluster. b is killed with
+        SIGKILL after it published a checkpoint's shards and before its
+        transaction committed, and comes back inside its session; then a is
+        killed right after a commit and stays away. Each shard goes on from the
+        newest checkpoint whose transaction committed, so a read_committed
+        reader of the output sees every message once, with the oracle's
+        window."""
+        store = self.path("store")
+        b = Broker((f"in:{PARTITIONS}", "out:3", "markers:1"))
+        group = "g-" + uuid.uuid4().hex[:8]
+        out = (f'{{kafka: {{brokers: "{b.bootstrap}", topic: "{b.t("out")}", '
+               f'exactly_once: true, transactional_id: {b.t("txn")}, '
+               f'marker_topic: "{b.t("markers")}", '
+               'properties: {transaction.timeout.ms: "10000"}}}')
+        n = 3000
+        b.produce("in", n, 0, KEYS)
+        a = self.member("a", b, group, store, output=out)
+        bm = self.member("b", b, group, store, output=out,
+                         env={"KAYAK_CRASH_POINT": "kafka_before_commit:2"})
+        members = {"a": a, "b": bm}
+
+        def crashed():
+            # More to read until b dies (the broker's first transactions
+            # can be slow to start): at most 180 batches.
+            nonlocal n
+            if bm.proc.poll() is not None:
+                return True
+            b.produce("in", 500, n, KEYS)
+            n += 500
+            return False
+        try:
+            wait_for(crashed, timeout=180, interval=1, what="b's crash point")
+        except AssertionError as e:
+            raise AssertionError(f"{e}: {bm.stderr()[-3000:]}") from None
+        self.assertIn("crash point kafka_before_commit reached", bm.stderr())
+        del members["b"]
+        # Back inside its session (6 s): its newest entries name a commit
+        # that did not take place, so it claims those shards again.
+        bm = self.member("b", b, group, store, output=out)
+        members["b"] = bm
+        self.assert_settles(members, n, "after b came back")
+        self.assertIn("did not take place", bm.stderr())
+
+        # a is killed, comes back inside its session, and is killed again
+        # right after a transaction committed, before it heard so; it stays
+        # away, and b claims its shards once its session ends.
+        self.kill(members, "a")
+        a = self.member("a", b, group, store, output=out,
+                        env={"KAYAK_CRASH_POINT": "kafka_after_commit:2"})
+
+        def a_crashed():
+            nonlocal n
+            if a.proc.poll() is not None:
+                return True
+            b.produce("in", 500, n, KEYS)
+            n += 500
+            return False
+        try:
+            wait_for(a_crashed, timeout=180, interval=1, what="a's crash point")
+        except AssertionError as e:
+            raise AssertionError(f"{e}: {a.stderr()[-3000:]}") from None
+        self.assertIn("crash point kafka_after_commit reached", a.stderr())
+        self.assert_settles(members, n, "after a was killed")
+        self.assert_one_owner_an_epoch(store)
+
+        # a's open transaction ends within its timeout (10 s); then the
+        # output holds every message once.
+        windows = window_oracle(n)
+
+        def read():
+            rows = b.read("out", seconds=30)
+            return rows if len(rows) >= n else None
+        rows = wait_for(read, timeout=120, interval=2, what="every message in topic out")
+        count = {}
+        for r in rows:
+            count[r["seq"]] = count.get(r["seq"], 0) + 1
+            self.assertEqual((r["v_count"], r["v_sum"]), windows[r["seq"]], f"seq {r['seq']}")
+        twice = sorted(q for q, k in count.items() if k > 1)
+        self.assertEqual(twice, [], f"{len(twice)} messages read twice")
         self.assertEqual(set(count), set(range(n)))
 
     def test_a_store_in_s3(self):

@@ -466,14 +466,38 @@ Status Engine::BindShards(std::vector<Checkpointer::Region>* regions,
     for (Bucket* b : r.buckets) buckets[layout::BucketUnit(b->name())] = b;
     agent->Bind(r.name, r.buckets, windows);
     std::map<std::string, Transform*> transforms(windows.begin(), windows.end());
-    r.prepare_shards = [agent, input = layout::InputUnit(unit), buckets, transforms](
+    // The region's two-phase outputs, by unit: each shard entry names their
+    // commit, and a claim asks them whether it took place.
+    std::map<std::string, const Output*> two_phase;
+    for (auto* cp : r.pipelines) {
+      auto* p = static_cast<PipelineRunner*>(cp);
+      for (size_t k = 0; k < p->spec().outputs.size(); ++k) {
+        const Output* out = p->output(k)->output();
+        if (out->TwoPhase()) two_phase[OutputUnitOf(p->spec(), k)] = out;
+      }
+    }
+    if (!two_phase.empty()) {
+      agent->SetCommitCheck([two_phase](const std::map<std::string, std::string>& outputs) {
+        for (const auto& [unit, state] : outputs) {
+          auto it = two_phase.find(unit);
+          // An output no longer in the graph: its commits are not this
+          // graph's to repeat.
+          if (it != two_phase.end() && !it->second->CommitVisible(state)) return false;
+        }
+        return true;
+      });
+      r.publish_before_commit = [agent](uint64_t id) { return agent->PublishBeforeCommit(id); };
+    }
+    r.prepare_shards = [agent, input = layout::InputUnit(unit), buckets, transforms, two_phase](
                            uint64_t id, const std::vector<checkpoint::UnitState>& units,
                            const Checkpointer::Region::ReadChain& read_chain) {
       const std::string* position = nullptr;
       std::map<std::string, const std::string*> fingerprints;
+      std::map<std::string, std::string> outputs;
       for (const auto& u : units) {
         fingerprints[u.unit] = &u.fingerprint;
         if (u.unit == input && u.data) position = &*u.data;
+        if (two_phase.count(u.unit) && u.data) outputs[u.unit] = *u.data;
       }
       if (position == nullptr) return Status::Ok();
       // A unit's state as checkpoint `id` holds it: its committed chain,
@@ -494,7 +518,7 @@ Status Engine::BindShards(std::vector<Checkpointer::Region>* regions,
         }
         return transforms.at(unit)->CompactState(chain.data, deltas, out);
       };
-      return agent->Prepare(id, *position, full_of);
+      return agent->Prepare(id, *position, outputs, full_of);
     };
     r.publish_shards = [agent](uint64_t id) { agent->Publish(id); };
   }

@@ -55,6 +55,11 @@ struct Transactions {
 // produced before it gives up on it.
 constexpr int64_t kCloseFlushMs = 10000;
 
+// How long CommitVisible asks before it takes a commit as not made: past
+// librdkafka's default transaction.timeout.ms (60 s), after which the broker
+// has ended any transaction a dead producer left open.
+constexpr int64_t kVisibleAskMs = 90000;
+
 class KafkaOutput final : public Output {
  public:
   KafkaOutput(std::string brokers, std::string topic, std::shared_ptr<const expr::Expr> topic_expr,
@@ -207,7 +212,8 @@ class KafkaOutput final : public Output {
       marker_sent_ = false;
     }
     *state = DumpJson(nlohmann::json{{"transactional_id", txn_.id},
-                            {"marker", txn_open_ ? pending_marker_ : committed_marker_}});
+                                     {"marker", txn_open_ ? pending_marker_ : committed_marker_},
+                                     {"marker_topic", txn_.marker_topic}});
     return Status::Ok();
   }
 
@@ -239,6 +245,7 @@ class KafkaOutput final : public Output {
     if (e == nullptr) {
       txn_open_ = false;
       committed_marker_ = pending_marker_;
+      CrashPoint("kafka_after_commit");
       return Status::Ok();
     }
     bool retriable = false;
@@ -275,7 +282,7 @@ class KafkaOutput final : public Output {
       // instance left open, so the marker partition is readable to its end.
       Status st = Open();
       if (st.ok()) {
-        auto found = FindMarker(marker);
+        auto found = FindMarker(txn_.marker_topic, txn_.id, marker);
         if (found.ok()) return *found;
         st = found.status();
       }
@@ -286,6 +293,38 @@ class KafkaOutput final : public Output {
     KLOG_ERROR("kafka output: cannot learn whether marker {} was committed ({}); replaying from "
                "the checkpoint before, which may repeat messages",
                marker, why);
+    return false;
+  }
+
+  // Another member's marker (or this member's from before a restart): its
+  // transaction is not this producer's to abort, so a read_committed read
+  // waits for it to end. Asked until kVisibleAskMs passes: an open
+  // transaction ends within the broker's transaction timeout.
+  bool CommitVisible(std::string_view state) const override {
+    if (!txn_.on || state.empty()) return true;
+    auto j = nlohmann::json::parse(state, nullptr, false);
+    if (!j.is_object() || !j["marker"].is_string() || !j["transactional_id"].is_string()) {
+      KLOG_WARN("kafka output: a cluster shard names an unreadable transaction state; taken as "
+                "not committed");
+      return false;
+    }
+    const std::string marker = j["marker"].get<std::string>();
+    if (marker.empty()) return true;
+    const std::string topic = j.value("marker_topic", txn_.marker_topic);
+    const std::string id = j["transactional_id"].get<std::string>();
+    const int64_t deadline = MonotonicMs() + kVisibleAskMs;
+    std::string why;
+    for (int64_t backoff = 200; MonotonicMs() < deadline;
+         backoff = std::min<int64_t>(5000, backoff * 2)) {
+      auto found = FindMarker(topic, id, marker);
+      if (found.ok()) return *found;
+      why = found.status().message();
+      KLOG_WARN("{}; asking again", why);
+      std::this_thread::sleep_for(std::chrono::milliseconds(backoff));
+    }
+    KLOG_ERROR("kafka output: cannot learn whether marker {} of {} was committed ({}); taken as "
+               "not, which may repeat messages",
+               marker, id, why);
     return false;
   }
 
@@ -395,11 +434,13 @@ class KafkaOutput final : public Output {
     }
   }
 
-  // Reads the newest records of the marker topic's partition 0 as a
-  // read_committed consumer: true if `marker` is among them.
-  Result<bool> FindMarker(const std::string& marker) {
+  // Reads the newest records of partition 0 of `topic` as a read_committed
+  // consumer: true if `id`'s `marker` is among them. Reads only what
+  // construction set, so any thread may ask.
+  Result<bool> FindMarker(const std::string& topic, const std::string& id,
+                          const std::string& marker) const {
     Properties p = {{"bootstrap.servers", brokers_},
-                    {"group.id", txn_.id + ".markers"},
+                    {"group.id", id + ".markers"},
                     {"isolation.level", "read_committed"},
                     {"enable.auto.commit", "false"},
                     {"enable.partition.eof", "true"}};
@@ -424,17 +465,17 @@ class KafkaOutput final : public Output {
     } closer{c};
     int64_t low = 0, high = 0;
     const rd_kafka_resp_err_t qe = rd_kafka_query_watermark_offsets(
-        c, txn_.marker_topic.c_str(), 0, &low, &high, 10000);
+        c, topic.c_str(), 0, &low, &high, 10000);
     if (qe == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) return false;  // no marker ever
     if (qe) {
-      return Status::Unavailable("kafka output: cannot read " + txn_.marker_topic + ": " +
+      return Status::Unavailable("kafka output: cannot read " + topic + ": " +
                                  rd_kafka_err2str(qe));
     }
     if (high <= low) return false;
     // Only this output writes the topic, and the marker a restore asks about
     // is among the last few commits.
     auto* list = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(list, txn_.marker_topic.c_str(), 0)->offset =
+    rd_kafka_topic_partition_list_add(list, topic.c_str(), 0)->offset =
         std::max(low, high - 1000);
     const rd_kafka_resp_err_t ae = rd_kafka_assign(c, list);
     rd_kafka_topic_partition_list_destroy(list);
@@ -449,7 +490,7 @@ class KafkaOutput final : public Output {
       if (!m->err && m->payload != nullptr) {
         auto j = nlohmann::json::parse(
             std::string_view(static_cast<const char*>(m->payload), m->len), nullptr, false);
-        if (j.is_object() && j.value("transactional_id", "") == txn_.id &&
+        if (j.is_object() && j.value("transactional_id", "") == id &&
             j.value("marker", "") == marker) {
           found = true;
         }
@@ -459,7 +500,7 @@ class KafkaOutput final : public Output {
       if (!merr.empty()) return Status::Unavailable("kafka output: reading markers: " + merr);
       if (end || found) return found;
     }
-    return Status::Unavailable("kafka output: reading " + txn_.marker_topic +
+    return Status::Unavailable("kafka output: reading " + topic +
                                " did not reach its end in 30 s");
   }
 
