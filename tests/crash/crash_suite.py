@@ -624,10 +624,12 @@ def part_cluster(d, kills, rng, c, verbose):
     at random instants, most restarted at once (static membership: they take
     their own place back), some only after their session ended (their
     partitions move, with their state, and come back). At the end each key
-    is on one member only, with the oracle's total."""
+    is on one member only, with the oracle's total, every message is in a
+    member's file output, and a read_committed reader of the exactly_once
+    kafka output reads each message once."""
     keys, partitions, burst = 60, 6, 300
     os.makedirs(d, exist_ok=True)
-    b = Broker((f"in:{partitions}",))
+    b = Broker((f"in:{partitions}", "out:3", "markers:1"))
     group = f"crash-cluster-{rng.randrange(1 << 30)}"
     store = f"{d}/store"
     server_of = lambda m: (f"listen: 127.0.0.1:0\ncheckpoint: {{interval_secs: 1, timeout_secs: 20}}\n"
@@ -647,7 +649,11 @@ pipelines:
     transforms:
       - lua: {{script: 'function process(m) for i=1,30000 do end return m end'}}
       - bucket: {{name: csums, key: k, op: add, field: v, as: total}}
-    outputs: [{{file: {{path: {md}/out}}}}]
+    outputs:
+      - {{file: {{path: {md}/out}}}}
+      - {{kafka: {{brokers: "{b.bootstrap}", topic: "{b.t('out')}", exactly_once: true,
+                  transactional_id: {b.t('txn')}, marker_topic: "{b.t('markers')}",
+                  properties: {{transaction.timeout.ms: "10000"}}}}}}
 """
         return Server(md, cfg, server_config=server_of(m), state_dir=f"{md}/state")
 
@@ -733,6 +739,26 @@ pipelines:
         if missing:
             print(f"cluster: {len(missing)} messages in no output, e.g. {sorted(missing)[:10]}")
             c.lost += len(missing)
+        # The kafka output: once each (an open transaction of a member ends
+        # within its timeout).
+        count = {}
+
+        def read_once():
+            count.clear()
+            for r in b.read("out", seconds=30):
+                count[r["seq"]] = count.get(r["seq"], 0) + 1
+            return len(count) >= n
+        try:
+            wait_for(read_once, timeout=120, interval=2, what="cluster: topic out")
+        except AssertionError as e:
+            print(f"cluster: {e}")
+        twice = sorted(q for q, k in count.items() if k > 1)
+        absent = set(range(n)) - set(count)
+        if twice or absent:
+            print(f"cluster: topic out (read_committed): {len(twice)} messages twice, e.g. "
+                  f"{twice[:10]}; {len(absent)} missing, e.g. {sorted(absent)[:10]}")
+        c.double += len(twice)
+        c.lost += len(absent)
         c.messages += n
     finally:
         for s in members.values():
