@@ -9,8 +9,16 @@
 // thread and 80,000-120,000 on the checkpoint coordinator's in a 4 s run
 // (growing lists of the keys written, the encoded chunks), and 1,300-3,000
 // with this (docs/benchmarks.md, "Measured design choices").
+//
+// narenas:2: two arenas instead of four a CPU. Each arena keeps the pages
+// freed into it for reuse; with librdkafka's threads, the pipelines' and
+// the checkpoint coordinator's spread over eight arenas, a kafka -> window
+// + bucket -> kafka run under a backlog peaked at 313 MB, and at 231 MB with
+// two, at the same rate within the runs' spread (docs/benchmarks.md,
+// "Memory"). Each thread's cache still serves most allocations without
+// the arena's lock.
 // Linked only where jemalloc is (not into the sanitizer builds).
 extern "C" {
 // NOLINTNEXTLINE: the name and type are jemalloc's.
-const char* malloc_conf = "thp:always";
+const char* malloc_conf = "thp:always,narenas:2";
 }

@@ -94,7 +94,12 @@ class KafkaInput final : public Input {
                     // (hundreds of ms), even when the queue was drained long
                     // before: a fast pipeline stalls (docs/benchmarks.md).
                     // Memory stays bounded by queued.max.messages.kbytes.
-                    {"queued.min.messages", "1000000"}};
+                    {"queued.min.messages", "1000000"},
+                    // A quarter of librdkafka's 64 MB: under a backlog the
+                    // prefetch was most of the server's peak memory, and 16 MB
+                    // (about 0.2 s of 200-byte messages at 300,000 a second)
+                    // keeps the pipeline fed (docs/benchmarks.md).
+                    {"queued.max.messages.kbytes", "16384"}};
     for (const auto& kv : props_) p.push_back(kv);
     if (ctx_.partitions != nullptr && !StaticMember()) {
       // A member that restarts inside the session timeout takes its own
@@ -670,7 +675,9 @@ ComponentDef KafkaInputDef() {
       {"meta_field", PropType::kString, false, "",
        "a field to put the message's Kafka metadata under (object payloads)"},
       PropDef{"properties", PropType::kStringMap, false, "",
-       "librdkafka consumer properties, by their librdkafka names", PropRole::kTuning}
+       "librdkafka consumer properties, by their librdkafka names; kayak's own defaults, "
+       "which these override: queued.max.messages.kbytes 16384, queued.min.messages 1000000",
+       PropRole::kTuning}
           .Secret(),
       TlsPropDef(),
       kafka::SaslPropDef(),
