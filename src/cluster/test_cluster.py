@@ -324,6 +324,34 @@ pipelines:
         self.assertEqual(twice, [], f"{len(twice)} messages put out more than once")
         self.assertEqual(set(count), set(range(n)))
 
+    def eos_broker(self, txn_timeout_ms=10000):
+        """A broker with topics in, out and markers, and an exactly_once
+        kafka output into out (YAML)."""
+        b = Broker((f"in:{PARTITIONS}", "out:3", "markers:1"))
+        out = (f'{{kafka: {{brokers: "{b.bootstrap}", topic: "{b.t("out")}", '
+               f'exactly_once: true, transactional_id: {b.t("txn")}, '
+               f'marker_topic: "{b.t("markers")}", '
+               f'properties: {{transaction.timeout.ms: "{txn_timeout_ms}"}}}}}}')
+        return b, out
+
+    def assert_read_once(self, b, n):
+        """A read_committed reader of out reads every message 0..n-1 once,
+        each with the oracle's window (an open transaction of a member
+        killed ends within its timeout, 10 s)."""
+        windows = window_oracle(n)
+
+        def read():
+            rows = b.read("out", seconds=30)
+            return rows if len(rows) >= n else None
+        rows = wait_for(read, timeout=120, interval=2, what="every message in topic out")
+        count = {}
+        for r in rows:
+            count[r["seq"]] = count.get(r["seq"], 0) + 1
+            self.assertEqual((r["v_count"], r["v_sum"]), windows[r["seq"]], f"seq {r['seq']}")
+        twice = sorted(q for q, k in count.items() if k > 1)
+        self.assertEqual(twice, [], f"{len(twice)} messages read twice")
+        self.assertEqual(set(count), set(range(n)))
+
     def test_exactly_once_output_across_kills(self):
         """An exactly_once kafka output in a cluster. b is killed with
         SIGKILL after it published a checkpoint's shards and before its
@@ -333,12 +361,8 @@ pipelines:
         reader of the output sees every message once, with the oracle's
         window."""
         store = self.path("store")
-        b = Broker((f"in:{PARTITIONS}", "out:3", "markers:1"))
+        b, out = self.eos_broker()
         group = "g-" + uuid.uuid4().hex[:8]
-        out = (f'{{kafka: {{brokers: "{b.bootstrap}", topic: "{b.t("out")}", '
-               f'exactly_once: true, transactional_id: {b.t("txn")}, '
-               f'marker_topic: "{b.t("markers")}", '
-               'properties: {transaction.timeout.ms: "10000"}}}')
         n = 3000
         b.produce("in", n, 0, KEYS)
         a = self.member("a", b, group, store, output=out)
@@ -390,21 +414,49 @@ pipelines:
         self.assert_settles(members, n, "after a was killed")
         self.assert_one_owner_an_epoch(store)
 
-        # a's open transaction ends within its timeout (10 s); then the
-        # output holds every message once.
-        windows = window_oracle(n)
+        self.assert_read_once(b, n)
 
-        def read():
-            rows = b.read("out", seconds=30)
-            return rows if len(rows) >= n else None
-        rows = wait_for(read, timeout=120, interval=2, what="every message in topic out")
-        count = {}
-        for r in rows:
-            count[r["seq"]] = count.get(r["seq"], 0) + 1
-            self.assertEqual((r["v_count"], r["v_sum"]), windows[r["seq"]], f"seq {r['seq']}")
-        twice = sorted(q for q, k in count.items() if k > 1)
-        self.assertEqual(twice, [], f"{len(twice)} messages read twice")
-        self.assertEqual(set(count), set(range(n)))
+    def test_a_member_paused_past_its_session_cannot_commit(self):
+        """An exactly_once kafka output in a cluster: b stops (SIGSTOP) after
+        it published a checkpoint's shards and before it produced the
+        commit's marker, and stays stopped past its session. a claims b's
+        shards, does not see that commit, and fences b's transactional id
+        before it restores the entry before. b, resumed well inside its
+        transaction's timeout (60 s), cannot commit. Every message is read
+        once."""
+        store = self.path("store")
+        b, out = self.eos_broker(txn_timeout_ms=60000)
+        group = "g-" + uuid.uuid4().hex[:8]
+        n = 3000
+        b.produce("in", n, 0, KEYS)
+        a = self.member("a", b, group, store, output=out)
+        bm = self.member("b", b, group, store, output=out,
+                         env={"KAYAK_STOP_POINT": "kafka_before_marker:2"})
+
+        def stopped():
+            nonlocal n
+            if "stop point kafka_before_marker reached" in bm.stderr():
+                return True
+            b.produce("in", 500, n, KEYS)
+            n += 500
+            return False
+        try:
+            wait_for(stopped, timeout=180, interval=1, what="b's stop point")
+        except AssertionError as e:
+            raise AssertionError(f"{e}: {bm.stderr()[-3000:]}") from None
+        # a takes every shard once b's session ends (6 s).
+        self.assert_settles({"a": a}, n, "a alone, b paused")
+        self.assertIn("fenced transactional id", a.stderr())
+        bm.proc.send_signal(signal.SIGCONT)
+        wait_for(lambda: "transaction aborted" in bm.stderr(), timeout=60,
+                 what="b's commit refused")
+        # b restarts (its region commits nothing more until it does).
+        self.kill({"b": bm}, "b")
+        bm = self.member("b", b, group, store, output=out)
+        b.produce("in", 2000, n, KEYS)
+        n += 2000
+        self.assert_settles({"a": a, "b": bm}, n, "after b restarted")
+        self.assert_read_once(b, n)
 
     def test_a_store_in_s3(self):
         """The shards and the member files in an S3 bucket: a member killed

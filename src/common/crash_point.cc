@@ -10,17 +10,34 @@
 
 namespace kayak {
 
-void CrashPoint(const char* step) {
-  static const char* want = std::getenv("KAYAK_CRASH_POINT");
-  static std::atomic<int> reached{0};
-  if (want == nullptr) return;
+namespace {
+
+// Whether `want` (<step>[:<n>], or null) names `step`, counting this call in
+// `reached`: true on the n-th (default the first) and every later one.
+bool Reached(const char* want, const char* step, std::atomic<int>* reached) {
+  if (want == nullptr) return false;
   const char* colon = std::strchr(want, ':');
   const size_t len = colon != nullptr ? static_cast<size_t>(colon - want) : std::strlen(want);
-  if (len != std::strlen(step) || std::strncmp(want, step, len) != 0) return;
+  if (len != std::strlen(step) || std::strncmp(want, step, len) != 0) return false;
   const int nth = colon != nullptr ? std::atoi(colon + 1) : 1;
-  if (++reached >= nth) {
+  return ++*reached >= nth;
+}
+
+}  // namespace
+
+void CrashPoint(const char* step) {
+  static const char* crash = std::getenv("KAYAK_CRASH_POINT");
+  static const char* stop = std::getenv("KAYAK_STOP_POINT");
+  static std::atomic<int> crashes{0}, stops{0};
+  if (crash == nullptr && stop == nullptr) return;
+  if (Reached(crash, step, &crashes)) {
     std::fprintf(stderr, "kayak: crash point %s reached\n", step);
     ::kill(::getpid(), SIGKILL);
+  }
+  static std::atomic<bool> stopped{false};
+  if (Reached(stop, step, &stops) && !stopped.exchange(true)) {
+    std::fprintf(stderr, "kayak: stop point %s reached\n", step);
+    ::kill(::getpid(), SIGSTOP);  // until SIGCONT; once only
   }
 }
 

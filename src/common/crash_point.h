@@ -1,7 +1,9 @@
 // Testing aid (docs/testing.md): with KAYAK_CRASH_POINT=<step>[:<n>] in the
 // environment, the n-th time (default: the first) the process reaches
-// CrashPoint("<step>") it kills itself with SIGKILL. Without the variable a
-// call costs one comparison.
+// CrashPoint("<step>") it kills itself with SIGKILL. With
+// KAYAK_STOP_POINT=<step>[:<n>] it stops itself there instead (SIGSTOP),
+// once, until a SIGCONT: a process paused at the worst moment. Without the
+// variables a call costs two comparisons.
 #pragma once
 
 #include <string_view>

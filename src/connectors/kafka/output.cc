@@ -296,10 +296,14 @@ class KafkaOutput final : public Output {
     return false;
   }
 
-  // Another member's marker (or this member's from before a restart): its
-  // transaction is not this producer's to abort, so a read_committed read
-  // waits for it to end. Asked until kVisibleAskMs passes: an open
-  // transaction ends within the broker's transaction timeout.
+  // Another member's marker (or this member's from before a restart). Not
+  // seen: the transaction that would leave it is fenced (a producer
+  // initialised with its transactional id aborts it and refuses its later
+  // commit), and the marker is looked for once more, so the answer cannot
+  // change afterwards. A member cut off past its session that published a
+  // checkpoint's shards can thus no longer commit it once another member
+  // judged it not committed. Asked until kVisibleAskMs passes each time: an
+  // open transaction ends within the broker's transaction timeout.
   bool CommitVisible(std::string_view state) const override {
     if (!txn_.on || state.empty()) return true;
     auto j = nlohmann::json::parse(state, nullptr, false);
@@ -312,20 +316,18 @@ class KafkaOutput final : public Output {
     if (marker.empty()) return true;
     const std::string topic = j.value("marker_topic", txn_.marker_topic);
     const std::string id = j["transactional_id"].get<std::string>();
-    const int64_t deadline = MonotonicMs() + kVisibleAskMs;
-    std::string why;
-    for (int64_t backoff = 200; MonotonicMs() < deadline;
-         backoff = std::min<int64_t>(5000, backoff * 2)) {
-      auto found = FindMarker(topic, id, marker);
-      if (found.ok()) return *found;
-      why = found.status().message();
-      KLOG_WARN("{}; asking again", why);
-      std::this_thread::sleep_for(std::chrono::milliseconds(backoff));
+    auto seen = AskForMarker(topic, id, marker);
+    if (!seen.ok()) return false;
+    // This member's own id: its producer's start fenced the old one already.
+    if (*seen || id == txn_.id) return *seen;
+    if (Status st = Fence(id); !st.ok()) {
+      KLOG_ERROR("kafka output: cannot fence transactional id {} ({}); its checkpoint is taken "
+                 "as not committed, which repeats messages if it still commits",
+                 id, st.message());
+      return false;
     }
-    KLOG_ERROR("kafka output: cannot learn whether marker {} of {} was committed ({}); taken as "
-               "not, which may repeat messages",
-               marker, id, why);
-    return false;
+    seen = AskForMarker(topic, id, marker);
+    return seen.ok() && *seen;
   }
 
   Status Close() override {
@@ -434,22 +436,69 @@ class KafkaOutput final : public Output {
     }
   }
 
+  // `p` and the output's connection and security settings (not its
+  // producer ones), for the clients the output starts besides its producer.
+  Properties WithConnection(Properties p) const {
+    for (const auto& [k, v] : props_) {
+      for (const char* prefix : {"security.", "sasl.", "ssl.", "client.", "socket.", "broker."}) {
+        if (k.rfind(prefix, 0) == 0) p.emplace_back(k, v);
+      }
+    }
+    return p;
+  }
+
+  // FindMarker, asked again until kVisibleAskMs passes.
+  Result<bool> AskForMarker(const std::string& topic, const std::string& id,
+                            const std::string& marker) const {
+    const int64_t deadline = MonotonicMs() + kVisibleAskMs;
+    std::string why;
+    for (int64_t backoff = 200; MonotonicMs() < deadline;
+         backoff = std::min<int64_t>(5000, backoff * 2)) {
+      auto found = FindMarker(topic, id, marker);
+      if (found.ok()) return *found;
+      why = found.status().message();
+      KLOG_WARN("{}; asking again", why);
+      std::this_thread::sleep_for(std::chrono::milliseconds(backoff));
+    }
+    KLOG_ERROR("kafka output: cannot learn whether marker {} of {} was committed ({}); taken as "
+               "not, which may repeat messages",
+               marker, id, why);
+    return Status::Unavailable(why);
+  }
+
+  // Starts a producer with transactional id `id` and lets it go: the broker
+  // aborts the transaction the id's earlier producer left open and refuses
+  // that producer from then on.
+  Status Fence(const std::string& id) const {
+    const Properties p =
+        WithConnection({{"bootstrap.servers", brokers_}, {"transactional.id", id}});
+    std::string error;
+    rd_kafka_conf_t* conf = MakeConf(p, &error);
+    if (conf == nullptr) return Status::Invalid("kafka output: fencing producer: " + error);
+    char err[512];
+    rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    if (rk == nullptr) return Status::Invalid(std::string("kafka output: fencing producer: ") + err);
+    Status st;
+    if (rd_kafka_error_t* e = rd_kafka_init_transactions(rk, 30000)) {
+      st = Status::Unavailable("kafka output: init_transactions: " + TakeError(e));
+    } else {
+      KLOG_INFO("kafka output: fenced transactional id {}: its open transaction is aborted and "
+                "it commits no more", id);
+    }
+    rd_kafka_destroy(rk);
+    return st;
+  }
+
   // Reads the newest records of partition 0 of `topic` as a read_committed
   // consumer: true if `id`'s `marker` is among them. Reads only what
   // construction set, so any thread may ask.
   Result<bool> FindMarker(const std::string& topic, const std::string& id,
                           const std::string& marker) const {
-    Properties p = {{"bootstrap.servers", brokers_},
-                    {"group.id", id + ".markers"},
-                    {"isolation.level", "read_committed"},
-                    {"enable.auto.commit", "false"},
-                    {"enable.partition.eof", "true"}};
-    for (const auto& [k, v] : props_) {
-      // Connection and security settings carry over; producer ones do not.
-      for (const char* prefix : {"security.", "sasl.", "ssl.", "client.", "socket.", "broker."}) {
-        if (k.rfind(prefix, 0) == 0) p.emplace_back(k, v);
-      }
-    }
+    const Properties p = WithConnection({{"bootstrap.servers", brokers_},
+                                         {"group.id", id + ".markers"},
+                                         {"isolation.level", "read_committed"},
+                                         {"enable.auto.commit", "false"},
+                                         {"enable.partition.eof", "true"}});
     std::string error;
     rd_kafka_conf_t* conf = MakeConf(p, &error);
     if (conf == nullptr) return Status::Invalid("kafka output: marker reader: " + error);
