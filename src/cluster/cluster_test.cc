@@ -735,6 +735,21 @@ TEST_F(ShardAgentTest, WithTwoPhaseOutputsAClaimRestoresTheNewestCommittedEntry)
   ASSERT_TRUE(a2.Assign(&again).ok());
   EXPECT_FALSE(again[0].keep);
   EXPECT_EQ(again[0].offset, 100);
+  // Restarted once more before a checkpoint of its own: the newest entry is
+  // its earlier run's claim, whose state may be newer than what the local
+  // checkpoint holds, so it claims again rather than keep.
+  Bucket bucket_a3("sums", 0);
+  ShardAgent a3(Config("a"), nullptr, &clock_);
+  a3.Bind("r", {&bucket_a3});
+  a3.SetCommitCheck(check);
+  auto third = Parts({0}, true);
+  ASSERT_TRUE(a3.Assign(&third).ok());
+  EXPECT_FALSE(third[0].keep);
+  EXPECT_EQ(third[0].offset, 100);
+  // In the same run, a shard it claimed is its own: kept.
+  auto same_run = Parts({0}, true);
+  ASSERT_TRUE(a3.Assign(&same_run).ok());
+  EXPECT_TRUE(same_run[0].keep);
 }
 
 TEST_F(ShardAgentTest, MemberFilesNameEachKeysOwner) {

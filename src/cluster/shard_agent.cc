@@ -118,17 +118,19 @@ Status ShardAgent::Assign(std::vector<Assigned>* parts) {
     // The server's own state is current when it is the shard's newest owner
     // and still holds a position for it: its local checkpoint (or memory)
     // is at least as new as what it published.
-    // An entry this member published before a restart, before its outputs
-    // committed: when that commit did not take place, the local state went
-    // back to the checkpoint before (a restart's fall-back), and the shard
-    // is claimed again from the newest entry that did commit.
     bool current = a.have_position && newest->has_value() && (*newest)->owner == config_.member;
-    if (current && !(*newest)->outputs.empty()) {
-      auto held = owned_.find({a.topic, a.partition});
-      const bool written_here = held != owned_.end() &&
-                                held->second.epoch == (*newest)->epoch &&
-                                held->second.published_checkpoint == (*newest)->checkpoint;
-      if (!written_here && !usable(**newest)) current = false;
+    auto held = owned_.find({a.topic, a.partition});
+    if (current && (held == owned_.end() || held->second.epoch != (*newest)->epoch)) {
+      // The newest entry is from before a restart of this member. A claim:
+      // it restored another owner's state, which may be newer than the
+      // local checkpoint (the member stopped before a checkpoint covered
+      // it), so the shard is claimed again. An entry published before its
+      // outputs committed, whose commit did not take place: the local state
+      // went back to the checkpoint before (the restart's fall-back), and
+      // the shard is claimed again from the newest entry that did commit.
+      if ((*newest)->claim || (!(*newest)->outputs.empty() && !usable(**newest))) {
+        current = false;
+      }
     }
     if (current) {
       auto& o = owned_[{a.topic, a.partition}];
@@ -353,10 +355,7 @@ Status ShardAgent::PublishPrepared(uint64_t id, bool before_commit) {
       MutexLock lock(mu_);
       auto o = owned_.find({s.shard.topic, s.shard.partition});
       if (*outcome == CommitOutcome::kCommitted) {
-        if (o != owned_.end() && o->second.epoch == s.epoch) {
-          o->second.published_offset = s.offset;
-          o->second.published_checkpoint = id;
-        }
+        if (o != owned_.end() && o->second.epoch == s.epoch) o->second.published_offset = s.offset;
       } else if (o != owned_.end() && o->second.epoch == s.epoch) {
         // Another member claimed the shard: this server writes to it no
         // more, and its state there is the new owner's.

@@ -133,7 +133,6 @@ class ShardAgent final : public PartitionOwner {
     uint64_t epoch = 0;
     int32_t partitions = 0;
     int64_t published_offset = -1;  // the offset of the newest entry written by this server
-    uint64_t published_checkpoint = 0;  // its checkpoint, when this process wrote it
     // Another member claimed it (a publication was fenced): nothing more is
     // published; its keys go at the next assignment, or are restored from
     // the new owner's if the partition is given back.
