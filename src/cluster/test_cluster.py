@@ -413,7 +413,11 @@ pipelines:
         self.assertIn("crash point kafka_after_commit reached", a.stderr())
         self.assert_settles(members, n, "after a was killed")
         self.assert_one_owner_an_epoch(store)
-
+        # A graceful stop commits its savepoint's transaction.
+        b.produce("in", 1000, n, KEYS)
+        n += 1000
+        self.assert_settles(members, n, "the last messages")
+        self.assertEqual(bm.stop(), 0, bm.stderr()[-2000:])
         self.assert_read_once(b, n)
 
     def test_a_member_paused_past_its_session_cannot_commit(self):
