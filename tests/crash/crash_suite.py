@@ -31,6 +31,7 @@ Ends with one line:
 and exits non-zero if anything was lost, double counted or mismatched.
 """
 import argparse
+import glob
 import json
 import os
 import random
@@ -618,8 +619,9 @@ pipelines:
         b.close()
 
 
-def part_cluster(d, kills, rng, c, verbose):
-    """Three members of a cluster (docs/cluster.md) summing a topic of six
+def part_cluster(d, kills, rng, c, verbose, on_s3=False):
+    """Three members of a cluster (docs/cluster.md), their store a directory
+    or (`on_s3`) a prefix in the suite's S3 server, summing a topic of six
     partitions into a bucket while a producer goes on; random members killed
     at random instants, most restarted at once (static membership: they take
     their own place back), some only after their session ended (their
@@ -631,10 +633,38 @@ def part_cluster(d, kills, rng, c, verbose):
     os.makedirs(d, exist_ok=True)
     b = Broker((f"in:{partitions}", "out:3", "markers:1"))
     group = f"crash-cluster-{rng.randrange(1 << 30)}"
-    store = f"{d}/store"
+    store, s3 = f"{d}/store", ""
+    if on_s3:
+        prefix = f"crash-cluster-{rng.randrange(1 << 30)}"
+        store = f"s3://kayak/{prefix}"
+        e = servers.s3_env()
+        s3 = (f", s3: {{endpoint: '{e['S3_ENDPOINT']}', path_style: true, "
+              f"access_key_id: {e['S3_ACCESS_KEY_ID']}, "
+              f"secret_access_key: '{e['S3_SECRET_ACCESS_KEY']}'}}")
     server_of = lambda m: (f"listen: 127.0.0.1:0\ncheckpoint: {{interval_secs: 1, timeout_secs: 20}}\n"
-                           f"cluster: {{name: crash, member: {m}, store: {store}, "
-                           f"partitioner: crc32}}\n")
+                           f"cluster: {{name: crash, member: {m}, store: '{store}', "
+                           f"partitioner: crc32{s3}}}\n")
+
+    def member_files():
+        """[member file as JSON] of the store."""
+        if on_s3:
+            objs = servers.s3_objects_signed(f"{prefix}/crash/members/")
+            blobs = [v for k, v in objs.items() if k.endswith(".json")]
+        else:
+            blobs = []
+            for f in glob.glob(f"{store}/crash/members/*.json"):
+                try:
+                    with open(f, "rb") as fh:
+                        blobs.append(fh.read())
+                except OSError:
+                    continue
+        out = []
+        for b in blobs:
+            try:
+                out.append(json.loads(b))
+            except ValueError:
+                continue
+        return out
 
     def start_member(m):
         md = f"{d}/{m}"
@@ -676,13 +706,8 @@ pipelines:
     def held_by_others(m):
         """The partitions the other members' files say they own."""
         held = set()
-        for other in members:
-            if other == m:
-                continue
-            try:
-                with open(f"{store}/crash/members/{other}.json") as f:
-                    j = json.load(f)
-            except (OSError, ValueError):
+        for j in member_files():
+            if j.get("member") == m or j.get("member") not in members:
                 continue
             for r in j["regions"]:
                 held.update(o["partition"] for o in r["owned"])
@@ -1449,7 +1474,11 @@ def run(args):
         part_kafka(os.path.join(base, "kafka"), args.kafka_kills, rng, max(n // 4, 300),
                    args.slow, c, args.verbose)
         if args.cluster_kills:
-            part_cluster(os.path.join(base, "cluster"), args.cluster_kills, rng, c, args.verbose)
+            # Half on a shared directory, half on S3.
+            part_cluster(os.path.join(base, "cluster"), (args.cluster_kills + 1) // 2, rng, c,
+                         args.verbose)
+            part_cluster(os.path.join(base, "cluster-s3"), args.cluster_kills // 2, rng, c,
+                         args.verbose, on_s3=True)
         part_http(os.path.join(base, "http"), args.http_kills, rng, max(n // 6, 300), c,
                   args.verbose)
         if args.https_kills:
