@@ -334,6 +334,24 @@ pipelines:
                f'properties: {{transaction.timeout.ms: "{txn_timeout_ms}"}}}}}}')
         return b, out
 
+    def produce_until(self, b, n, s, line):
+        """Produces 500 more messages a second, from seq n on, until `line`
+        is in member s's log (a crash or stop point it reaches while it
+        works; the broker's first transactions can be slow to start), at
+        most 180 batches. The number of messages then produced in all."""
+        def reached():
+            nonlocal n
+            if line in s.stderr():
+                return True
+            b.produce("in", 500, n, KEYS)
+            n += 500
+            return False
+        try:
+            wait_for(reached, timeout=180, interval=1, what=line)
+        except AssertionError as e:
+            raise AssertionError(f"{e}: {s.stderr()[-3000:]}") from None
+        return n
+
     def assert_read_once(self, b, n):
         """A read_committed reader of out reads every message 0..n-1 once,
         each with the oracle's window (an open transaction of a member
@@ -370,20 +388,8 @@ pipelines:
                          env={"KAYAK_CRASH_POINT": "kafka_before_commit:2"})
         members = {"a": a, "b": bm}
 
-        def crashed():
-            # More to read until b dies (the broker's first transactions
-            # can be slow to start): at most 180 batches.
-            nonlocal n
-            if bm.proc.poll() is not None:
-                return True
-            b.produce("in", 500, n, KEYS)
-            n += 500
-            return False
-        try:
-            wait_for(crashed, timeout=180, interval=1, what="b's crash point")
-        except AssertionError as e:
-            raise AssertionError(f"{e}: {bm.stderr()[-3000:]}") from None
-        self.assertIn("crash point kafka_before_commit reached", bm.stderr())
+        n = self.produce_until(b, n, bm, "crash point kafka_before_commit reached")
+        bm.proc.wait(timeout=30)
         del members["b"]
         # Back inside its session (6 s): its newest entries name a commit
         # that did not take place, so it claims those shards again.
@@ -399,18 +405,8 @@ pipelines:
         a = self.member("a", b, group, store, output=out,
                         env={"KAYAK_CRASH_POINT": "kafka_after_commit:2"})
 
-        def a_crashed():
-            nonlocal n
-            if a.proc.poll() is not None:
-                return True
-            b.produce("in", 500, n, KEYS)
-            n += 500
-            return False
-        try:
-            wait_for(a_crashed, timeout=180, interval=1, what="a's crash point")
-        except AssertionError as e:
-            raise AssertionError(f"{e}: {a.stderr()[-3000:]}") from None
-        self.assertIn("crash point kafka_after_commit reached", a.stderr())
+        n = self.produce_until(b, n, a, "crash point kafka_after_commit reached")
+        a.proc.wait(timeout=30)
         self.assert_settles(members, n, "after a was killed")
         self.assert_one_owner_an_epoch(store)
         # A graceful stop commits its savepoint's transaction.
@@ -437,17 +433,7 @@ pipelines:
         bm = self.member("b", b, group, store, output=out,
                          env={"KAYAK_STOP_POINT": "kafka_before_marker:2"})
 
-        def stopped():
-            nonlocal n
-            if "stop point kafka_before_marker reached" in bm.stderr():
-                return True
-            b.produce("in", 500, n, KEYS)
-            n += 500
-            return False
-        try:
-            wait_for(stopped, timeout=180, interval=1, what="b's stop point")
-        except AssertionError as e:
-            raise AssertionError(f"{e}: {bm.stderr()[-3000:]}") from None
+        n = self.produce_until(b, n, bm, "stop point kafka_before_marker reached")
         # a takes every shard once b's session ends (6 s).
         self.assert_settles({"a": a}, n, "a alone, b paused")
         self.assertIn("fenced transactional id", a.stderr())

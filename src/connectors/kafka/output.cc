@@ -436,15 +436,23 @@ class KafkaOutput final : public Output {
     }
   }
 
-  // `p` and the output's connection and security settings (not its
-  // producer ones), for the clients the output starts besides its producer.
-  Properties WithConnection(Properties p) const {
+  // A client beside the output's producer (`what` names it in errors):
+  // the brokers, `p`, and the output's connection and security settings
+  // (not its producer ones). The caller destroys it.
+  Result<rd_kafka_t*> NewClient(rd_kafka_type_t type, Properties p, const char* what) const {
+    p.insert(p.begin(), {"bootstrap.servers", brokers_});
     for (const auto& [k, v] : props_) {
       for (const char* prefix : {"security.", "sasl.", "ssl.", "client.", "socket.", "broker."}) {
         if (k.rfind(prefix, 0) == 0) p.emplace_back(k, v);
       }
     }
-    return p;
+    std::string error;
+    rd_kafka_conf_t* conf = MakeConf(p, &error);
+    if (conf == nullptr) return Status::Invalid(std::string("kafka output: ") + what + ": " + error);
+    char err[512];
+    rd_kafka_t* rk = rd_kafka_new(type, conf, err, sizeof(err));
+    if (rk == nullptr) return Status::Invalid(std::string("kafka output: ") + what + ": " + err);
+    return rk;
   }
 
   // FindMarker, asked again until kVisibleAskMs passes.
@@ -470,14 +478,9 @@ class KafkaOutput final : public Output {
   // aborts the transaction the id's earlier producer left open and refuses
   // that producer from then on.
   Status Fence(const std::string& id) const {
-    const Properties p =
-        WithConnection({{"bootstrap.servers", brokers_}, {"transactional.id", id}});
-    std::string error;
-    rd_kafka_conf_t* conf = MakeConf(p, &error);
-    if (conf == nullptr) return Status::Invalid("kafka output: fencing producer: " + error);
-    char err[512];
-    rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
-    if (rk == nullptr) return Status::Invalid(std::string("kafka output: fencing producer: ") + err);
+    auto made = NewClient(RD_KAFKA_PRODUCER, {{"transactional.id", id}}, "fencing producer");
+    if (!made.ok()) return made.status();
+    rd_kafka_t* rk = *made;
     Status st;
     if (rd_kafka_error_t* e = rd_kafka_init_transactions(rk, 30000)) {
       st = Status::Unavailable("kafka output: init_transactions: " + TakeError(e));
@@ -494,17 +497,14 @@ class KafkaOutput final : public Output {
   // construction set, so any thread may ask.
   Result<bool> FindMarker(const std::string& topic, const std::string& id,
                           const std::string& marker) const {
-    const Properties p = WithConnection({{"bootstrap.servers", brokers_},
-                                         {"group.id", id + ".markers"},
-                                         {"isolation.level", "read_committed"},
-                                         {"enable.auto.commit", "false"},
-                                         {"enable.partition.eof", "true"}});
-    std::string error;
-    rd_kafka_conf_t* conf = MakeConf(p, &error);
-    if (conf == nullptr) return Status::Invalid("kafka output: marker reader: " + error);
-    char err[512];
-    rd_kafka_t* c = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
-    if (c == nullptr) return Status::Invalid(std::string("kafka output: marker reader: ") + err);
+    auto made = NewClient(RD_KAFKA_CONSUMER,
+                          {{"group.id", id + ".markers"},
+                           {"isolation.level", "read_committed"},
+                           {"enable.auto.commit", "false"},
+                           {"enable.partition.eof", "true"}},
+                          "marker reader");
+    if (!made.ok()) return made.status();
+    rd_kafka_t* c = *made;
     struct Closer {
       rd_kafka_t* c;
       ~Closer() {
