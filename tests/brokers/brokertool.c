@@ -16,7 +16,11 @@
  *
  * Messages are {"seq":N,"device":"dK","value":N}, N from START (default 0).
  * A reader stops after COUNT messages or 10 s (IDLE_SECS) without one, and prints
- * "COUNT messages in SECONDS s". Every loop is bounded in count and time. */
+ * "COUNT messages in SECONDS s". Every loop is bounded in count and time.
+ * nats-sub says "ready" once the server has its subscription, and exits 3
+ * (saying why on stderr) when it may itself have missed messages: its
+ * connection broke, or the server or library dropped some for it (a slow
+ * consumer). A test can then tell a reader's loss from kayak's. */
 #define _GNU_SOURCE
 #include <hiredis/hiredis.h>
 #include <mosquitto.h>
@@ -60,9 +64,34 @@ static void report(long n, double start) {
 }
 
 /* ---- NATS ---- */
+/* Set by the library's callbacks when a reader may have missed messages. */
+static volatile int nats_reader_lost = 0;
+
+static void nats_disconnected(natsConnection* nc, void* closure) {
+  (void)nc;
+  (void)closure;
+  fprintf(stderr, "brokertool: nats: the connection broke; what was sent meanwhile is missed\n");
+  nats_reader_lost = 1;
+}
+
+static void nats_async_error(natsConnection* nc, natsSubscription* sub, natsStatus err,
+                             void* closure) {
+  (void)nc;
+  (void)sub;
+  (void)closure;
+  fprintf(stderr, "brokertool: nats: %s\n", natsStatus_GetText(err));
+  if (err == NATS_SLOW_CONSUMER) nats_reader_lost = 1;
+}
+
 static natsConnection* nats_connect(const char* url, jsCtx** js) {
   natsConnection* nc = NULL;
-  natsStatus s = natsConnection_ConnectTo(&nc, url);
+  natsOptions* opts = NULL;
+  natsStatus s = natsOptions_Create(&opts);
+  if (s == NATS_OK) s = natsOptions_SetURL(opts, url);
+  if (s == NATS_OK) s = natsOptions_SetDisconnectedCB(opts, nats_disconnected, NULL);
+  if (s == NATS_OK) s = natsOptions_SetErrorHandler(opts, nats_async_error, NULL);
+  if (s == NATS_OK) s = natsConnection_Connect(&nc, opts);
+  natsOptions_Destroy(opts);
   if (s != NATS_OK) die("nats connect", natsStatus_GetText(s));
   if (js) {
     jsOptions o;
@@ -193,6 +222,8 @@ static int nats_sub(const char* url, const char* subject, long count, const char
   } else {
     s = natsConnection_SubscribeSync(&sub, nc, subject);
     if (s == NATS_OK) s = natsSubscription_SetPendingLimits(sub, 1000000, 1 << 30);
+    /* The server answered a PING sent after the SUB: it has the subscription. */
+    if (s == NATS_OK) s = natsConnection_FlushTimeout(nc, 10000);
   }
   if (s != NATS_OK) die("subscribe", natsStatus_GetText(s));
   printf("ready\n");
@@ -230,9 +261,19 @@ static int nats_sub(const char* url, const char* subject, long count, const char
   }
   fclose(f);
   report(n, t0);
+  int64_t dropped = 0;
+  if (!stream && natsSubscription_GetDropped(sub, &dropped) == NATS_OK && dropped > 0) {
+    fprintf(stderr, "brokertool: nats: %lld messages dropped for this reader (a slow consumer)\n",
+            (long long)dropped);
+    nats_reader_lost = 1;
+  }
+  /* Read before the close, which reports a disconnection too. A durable
+   * (STREAM) keeps what a broken connection did not deliver. */
+  const int lost = !stream && nats_reader_lost;
   natsSubscription_Destroy(sub);
   if (js) jsCtx_Destroy(js);
   natsConnection_Destroy(nc);
+  if (lost) return 3;
   return n >= count ? 0 : 2;
 }
 
