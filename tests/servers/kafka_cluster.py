@@ -20,6 +20,7 @@ log and data are under DIR."""
 import argparse
 import glob
 import os
+import random
 import shutil
 import signal
 import socket
@@ -77,9 +78,35 @@ SASL_PASSWORD = "kayak-sasl-secret"
 
 
 def free_port():
+    """A port that is free now, below the kernel's ephemeral range: a broker
+    takes seconds to bind it, and a port from that range (bind to 0) may meanwhile
+    become the local end of any process's outgoing connection."""
+    low = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    for _ in range(200):
+        port = random.randrange(max(1024, low - 12000), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def bind_failed(workdir):
+    """Whether a broker of the cluster in workdir could not bind its port."""
+    for log in glob.glob(os.path.join(workdir, "broker*", "*.log")):
+        text = tail(log, 200)
+        if "Address already in use" in text or "BindException" in text:
+            return True
+    return False
 
 
 class Cluster:
@@ -171,10 +198,14 @@ class Cluster:
     def start(self, timeout=120):
         os.makedirs(self.dir, exist_ok=True)
         self._configure(uuid.uuid4().hex[:22])
-        for i in range(self.n):
-            self.start_broker(i, wait=False)
-        for i in range(self.n):
-            self.await_broker(i, timeout)
+        try:
+            for i in range(self.n):
+                self.start_broker(i, wait=False)
+            for i in range(self.n):
+                self.await_broker(i, timeout)
+        except RuntimeError:
+            self.close()  # none is left running
+            raise
         with open(os.path.join(self.dir, "pids"), "w") as f:
             f.writelines(f"{p.pid}\n" for p in self.procs)
         return self
@@ -277,12 +308,18 @@ def main():
         stop(a.dir)
         shutil.rmtree(a.dir, ignore_errors=True)
         return
-    stop(a.dir)  # brokers left by an interrupted run
-    shutil.rmtree(a.dir, ignore_errors=True)
-    try:
-        c = Cluster(a.dir, a.brokers, tls=a.tls).start()
-    except RuntimeError as e:
-        sys.exit(f"kafka_cluster.py: {e}")
+    for attempt in range(3):
+        stop(a.dir)  # brokers left by an interrupted run, or by the failed attempt
+        shutil.rmtree(a.dir, ignore_errors=True)
+        try:
+            c = Cluster(a.dir, a.brokers, tls=a.tls).start()
+            break
+        except RuntimeError as e:
+            # A port taken between its choice and the broker's bind: other ports.
+            if attempt < 2 and bind_failed(a.dir):
+                print(f"kafka_cluster.py: a port was taken, starting again: {e}", file=sys.stderr)
+                continue
+            sys.exit(f"kafka_cluster.py: {e}")
     with open(os.path.join(a.dir, "pid"), "w") as f:
         f.write(f"{c.procs[0].pid}\n")
     with open(os.path.join(a.dir, "env"), "w") as f:
