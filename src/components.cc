@@ -29,6 +29,7 @@
   X(MapDef)                 \
   X(RemoveDef)              \
   X(RenameDef)              \
+  X(RepartitionDef)         \
   X(RollingWindowDef)       \
   X(BucketTransformDef)     \
   X(LookupDef)              \

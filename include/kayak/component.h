@@ -107,6 +107,11 @@ class PartitionOwner {
   virtual ~PartitionOwner() = default;
   // The server's member name in the cluster (its group.instance.id).
   virtual const std::string& member() const = 0;
+  // The librdkafka `partitioner` that puts a key on the partition the
+  // cluster expects it on ("consistent_random" for crc32, "murmur2_random"
+  // for murmur2): what a kafka output in the cluster partitions by unless its
+  // properties say otherwise, so a topic it writes can be read back as shards.
+  virtual const char* producer_partitioner() const { return "consistent_random"; }
   struct Assigned {
     std::string topic;
     int32_t partition = 0;
@@ -520,6 +525,10 @@ struct ComponentDef {
   // ComponentContext::partitions of each assignment: in a cluster its
   // pipeline's keyed state is sharded by them (docs/cluster.md).
   bool partitioned = false;
+  // A step the loader cuts its pipeline at: the part before it writes a
+  // kafka topic, the part after reads it back (`repartition`;
+  // config/loader.cc). Never made as a transform.
+  bool cuts_pipeline = false;
   std::vector<PropDef> props;
   std::string help;
   std::string checkpoint;  // what it keeps in a checkpoint (docs)

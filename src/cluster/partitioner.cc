@@ -72,4 +72,8 @@ bool ParsePartitioner(std::string_view name, Partitioner* out) {
   return true;
 }
 
+const char* ProducerPartitioner(Partitioner partitioner) {
+  return partitioner == Partitioner::kMurmur2 ? "murmur2_random" : "consistent_random";
+}
+
 }  // namespace kayak::cluster

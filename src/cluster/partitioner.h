@@ -35,4 +35,8 @@ int32_t PartitionOf(Partitioner partitioner, std::string_view key, int32_t parti
 // other.
 bool ParsePartitioner(std::string_view name, Partitioner* out);
 
+// librdkafka's name of the producer partitioner that hashes as `partitioner`
+// does: "murmur2_random" or "consistent_random".
+const char* ProducerPartitioner(Partitioner partitioner);
+
 }  // namespace kayak::cluster

@@ -69,6 +69,9 @@ class ShardAgent final : public PartitionOwner {
             std::vector<std::pair<std::string, Transform*>> transforms = {});
 
   const std::string& member() const override { return config_.member; }
+  const char* producer_partitioner() const override {
+    return ProducerPartitioner(config_.partitioner);
+  }
   Status Assign(std::vector<Assigned>* parts) override;
   void Progress(const std::string& topic, int32_t partition, int64_t next, int64_t lag) override;
   bool HandOver() override;

@@ -118,13 +118,13 @@ pipelines:
         s.proc.send_signal(signal.SIGKILL)
         s.proc.wait(timeout=30)
 
-    def buckets(self, members):
-        """{member: {key: total}} of bucket `sums` on each member."""
+    def buckets(self, members, bucket="sums"):
+        """{member: {key: total}} of `bucket` on each member."""
         out = {}
         for name, s in members.items():
             got, after = {}, None
             while True:
-                q = "/api/v1/buckets/sums?limit=1000" + (f"&after={after}" if after else "")
+                q = f"/api/v1/buckets/{bucket}?limit=1000" + (f"&after={after}" if after else "")
                 page = s.get_json(q)
                 for e in page["entries"]:
                     got[e["key"]] = e["value"]
@@ -134,13 +134,13 @@ pipelines:
             out[name] = got
         return out
 
-    def settled(self, members, n):
+    def settled(self, members, n, bucket="sums", want=None):
         """True once the members' buckets hold every key once, each with the
-        oracle's total for n messages: a key counted twice, on two members
-        or in one, never settles."""
-        want = oracle(n)
+        oracle's total for n messages (or `want`): a key counted twice, on
+        two members or in one, never settles."""
+        want = want or oracle(n)
         seen = {}
-        for name, got in self.buckets(members).items():
+        for name, got in self.buckets(members, bucket).items():
             for k, v in got.items():
                 if k in seen:
                     return False
@@ -148,11 +148,12 @@ pipelines:
         self.last_seen = seen
         return seen == want
 
-    def assert_settles(self, members, n, what, timeout=180):
+    def assert_settles(self, members, n, what, timeout=180, bucket="sums", want=None):
         try:
-            wait_for(lambda: self.settled(members, n), timeout=timeout, interval=0.5, what=what)
+            wait_for(lambda: self.settled(members, n, bucket, want), timeout=timeout,
+                     interval=0.5, what=what)
         except AssertionError:
-            want = oracle(n)
+            want = want or oracle(n)
             bad = {k: (v, want.get(k)) for k, v in getattr(self, "last_seen", {}).items()
                    if want.get(k) != v}
             raise AssertionError(f"{what}: keys off the oracle (got, want): "
@@ -213,9 +214,9 @@ pipelines:
             out.append((os.path.dirname(path), seq, m))
         return out
 
-    def assert_one_owner_an_epoch(self, store):
+    def assert_one_owner_an_epoch(self, store, partitions=PARTITIONS):
         """No epoch of a shard had two owners, and each shard's log moves to
-        higher epochs only."""
+        higher epochs only; `partitions` shards in all."""
         owners = {}
         last = {}
         for shard, seq, m in self.shard_logs(store):
@@ -223,7 +224,7 @@ pipelines:
                              f"{shard}: epoch {m['epoch']} has two owners")
             self.assertGreaterEqual(m["epoch"], last.get(shard, 0), f"{shard} seq {seq}")
             last[shard] = m["epoch"]
-        self.assertEqual(len(last), PARTITIONS, "a shard log per partition")
+        self.assertEqual(len(last), partitions, "a shard log per partition")
 
     def test_members_killed_joining_and_leaving_count_every_message_once(self):
         b = Broker((f"in:{PARTITIONS}",))
@@ -473,6 +474,76 @@ pipelines:
         self.assert_one_owner_an_epoch(store)
         members_files = s3_objects_signed(store[len("s3://kayak/"):] + "/c1/members/")
         self.assertEqual(sorted(os.path.basename(k) for k in members_files), ["a.json", "b.json"])
+
+    def test_state_keyed_by_another_field_after_a_repartition_step(self):
+        """A bucket keyed by a field the input topic is not partitioned by
+        (dev = seq % 7, where the producer keys by k = seq % 60), after a
+        `repartition` step: each member writes the topic between the parts
+        keyed by dev, in transactions, and reads back the partitions of it
+        the group gives it. b is killed with SIGKILL while it works and stays
+        away, then comes back: every device's total is the oracle's, on one
+        member only."""
+        devices = 7
+        b = Broker((f"in:{PARTITIONS}", "by-dev:4", "markers:1"))
+        group = "g-" + uuid.uuid4().hex[:8]
+        store = self.path("store")
+
+        def want(n):
+            sums = {}
+            for i in range(n):
+                sums[str(i % devices)] = sums.get(str(i % devices), 0) + value(i)
+            return sums
+
+        def member(name):
+            d = self.path(name)
+            os.makedirs(d, exist_ok=True)
+            graph = f"""
+buckets:
+  per_dev: {{}}
+pipelines:
+  k:
+    input: {{kafka: {{brokers: "{b.bootstrap}", topics: ["{b.t('in')}"], group: {group},
+                      batch_size: 100,
+                      properties: {{session.timeout.ms: "6000", heartbeat.interval.ms: "500"}}}}}}
+    transforms:
+      - lua: {{script: 'function process(m) for i=1,60000 do end return m end'}}
+      - map: {{dev: 'seq % {devices}'}}
+      - repartition: {{key: dev, topic: "{b.t('by-dev')}", marker_topic: "{b.t('markers')}",
+                       properties: {{transaction.timeout.ms: "10000"}}}}
+      - bucket: {{name: per_dev, key: dev, op: add, field: v}}
+    outputs: [{{file: {{path: {os.path.join(d, 'out')}}}}}]
+"""
+            server = (f"listen: 127.0.0.1:0\ncheckpoint: {{interval_secs: 1}}\n"
+                      f"cluster: {{name: c1, member: {name}, store: '{store}', "
+                      "partitioner: crc32}\n")
+            s = Server(d, graph, server_config=server, state_dir=os.path.join(d, "state"))
+            self.servers.append(s)
+            return s
+
+        n = 3000
+        b.produce("in", n, 0, KEYS)
+        members = {name: member(name) for name in ("a", "b")}
+        self.assert_settles(members, n, "two members", bucket="per_dev", want=want(n))
+        bm = members["b"]
+        read = bm.card("k", "input")["messages_in"]
+        b.produce("in", 3000, n, KEYS)
+        n += 3000
+        # Both read a part of the topic between the parts.
+        for s in members.values():
+            wait_for(lambda: s.card("k-part2", "input")["messages_in"] > 0, timeout=60,
+                     what="each member to read the repartitioned topic")
+        wait_for(lambda: bm.card("k", "input")["messages_in"] > read + 300, what="b at work")
+        self.assertLess(bm.card("k", "input")["messages_in"], read + 2000, "b done already")
+        self.kill(members, "b")
+        self.assert_settles(members, n, "after b was killed", bucket="per_dev", want=want(n))
+        members["b"] = member("b")
+        b.produce("in", 2000, n, KEYS)
+        n += 2000
+        self.assert_settles(members, n, "after b came back", bucket="per_dev", want=want(n))
+        # Shards of both parts: the input topic's and the repartitioned one's.
+        self.assert_one_owner_an_epoch(store, PARTITIONS + 4)
+        self.assertEqual(sorted(os.listdir(os.path.join(store, "c1"))),
+                         ["k", "k-part2", "members"])
 
     def test_a_graph_that_cannot_follow_partitions_is_refused(self):
         b = Broker(("in:2",))

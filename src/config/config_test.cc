@@ -289,6 +289,89 @@ TEST(Config, ValidGraphIsOrderedUpstreamFirst) {
   EXPECT_EQ(spec.pipelines[2].upstreams, (std::vector<std::string>{"a", "b"}));
 }
 
+TEST(Config, ARepartitionStepCutsItsPipelineIntoParts) {
+  GraphSpec spec;
+  ErrorList errors;
+  ASSERT_TRUE(LoadGraphText(
+      "buckets: {per_dev: {}}\n"
+      "pipelines:\n"
+      "  p:\n"
+      "    input: {kafka: {brokers: 'b:9092', topics: [in], group: g, sasl: {mechanism: PLAIN, "
+      "username: u, password: pw}}}\n"
+      "    transforms:\n"
+      "      - filter: 'seq > 0'\n"
+      "      - repartition: {key: dev, topic: by-dev}\n"
+      "      - bucket: {name: per_dev, key: dev, op: count}\n"
+      "      - repartition: {key: site, topic: by-site, brokers: [c:9092], exactly_once: false}\n"
+      "      - map: {site: site}\n"
+      "    outputs: [{stdout: {}}]\n"
+      "    dead_letter: {file: {path: /tmp/dead.ndjson}}\n"
+      "  q: {input: {pipeline: p}, outputs: [{stdout: {}}]}\n",
+      "p.yaml", BuiltinComponents(), &spec, &errors))
+      << errors.ToString();
+  ASSERT_EQ(spec.pipelines.size(), 4u);
+  std::map<std::string, const PipelineSpec*> by_id;
+  for (const auto& p : spec.pipelines) by_id[p.id] = &p;
+  ASSERT_TRUE(by_id.count("p") && by_id.count("p-part2") && by_id.count("p-part3"));
+  // The first part: the filter, then the topic, keyed by the step's key, in
+  // transactions; the brokers and the login are the input's.
+  const PipelineSpec& a = *by_id["p"];
+  ASSERT_EQ(a.transforms.size(), 1u);
+  EXPECT_EQ(a.transforms[0].def->type, "filter");
+  ASSERT_EQ(a.outputs.size(), 1u);
+  EXPECT_EQ(a.dead_letter, -1);
+  const auto out = IdentityOptions(a.outputs[0]);
+  EXPECT_EQ(a.outputs[0].def->type, "kafka");
+  EXPECT_EQ(out.at("topic"), "\"by-dev\"");
+  EXPECT_EQ(out.at("key"), "\"dev\"");
+  EXPECT_EQ(out.at("exactly_once"), "\"true\"");
+  EXPECT_EQ(a.outputs[0].value["brokers"].Scalar(), "b:9092");
+  EXPECT_EQ(a.outputs[0].value["sasl"]["password"].Scalar(), "pw");
+  // The second: reads the topic in a group of its own, counts per device,
+  // and writes the next topic on the brokers that step names.
+  const PipelineSpec& b = *by_id["p-part2"];
+  EXPECT_EQ(b.input.def->type, "kafka");
+  EXPECT_EQ(b.input.value["topics"].Scalar(), "by-dev");
+  EXPECT_EQ(b.input.value["group"].Scalar(), "kayak-p-by-dev");
+  EXPECT_EQ(b.input.value["sasl"]["username"].Scalar(), "u");
+  ASSERT_EQ(b.transforms.size(), 1u);
+  EXPECT_EQ(b.transforms[0].def->type, "bucket");
+  ASSERT_EQ(b.outputs.size(), 1u);
+  EXPECT_EQ(b.outputs[0].value["brokers"][0].Scalar(), "c:9092");
+  EXPECT_EQ(b.outputs[0].value["exactly_once"].Scalar(), "false");
+  EXPECT_FALSE(b.outputs[0].value["sasl"].IsDefined());
+  // The last has the rest, the outputs and the dead letters; a pipeline that
+  // read `p` reads it.
+  const PipelineSpec& c = *by_id["p-part3"];
+  EXPECT_EQ(c.input.value["brokers"][0].Scalar(), "c:9092");
+  ASSERT_EQ(c.transforms.size(), 1u);
+  EXPECT_EQ(c.transforms[0].def->type, "map");
+  ASSERT_EQ(c.outputs.size(), 2u);
+  EXPECT_EQ(c.dead_letter, 1);
+  EXPECT_EQ(by_id["q"]->upstreams, (std::vector<std::string>{"p-part3"}));
+  EXPECT_EQ(spec.pipelines.back().id, "q");
+}
+
+TEST(Config, ARepartitionStepThatCannotBeCutIsRefusedAtItsPlace) {
+  const std::string text =
+      "pipelines:\n"
+      "  p:\n"
+      "    input: {dummy: {}}\n"
+      "    transforms: [{repartition: {key: dev, topic: t}}]\n"
+      "  r:\n"
+      "    input: {kafka: {brokers: 'b:9092', topics: [in], group: g}}\n"
+      "    transforms: [{repartition: {key: dev, topic: t2}}]\n"
+      "  r-part2: {input: {dummy: {}}}\n"
+      "  s:\n"
+      "    input: {kafka: {brokers: 'b:9092', topics: [in], group: g}}\n"
+      "    transforms: [{repartition: {key: dev}}]\n";
+  const std::string out = CheckText(text);
+  ExpectError(out, Pos(text, 4, "repartition"), "give `brokers`");
+  ExpectError(out, Pos(text, 7, "repartition"), "declares too");
+  EXPECT_NE(out.find("topic"), std::string::npos) << out;
+  EXPECT_NE(out.find(":11:"), std::string::npos) << out;
+}
+
 TEST(Config, ServerConfigCluster) {
   ServerConfig c;
   ErrorList errors;

@@ -189,8 +189,9 @@ class GraphLoader {
       // Kept even when invalid, so components that are fine still get their
       // semantic checks and every error is reported in one run.
       LoadPipeline(kv.first, kv.second, &p);
-      specs.push_back(std::move(p));
+      SplitAtRepartitions(std::move(p), &specs);
     }
+    ReadFromLastParts(&specs);
     CheckGraph(&specs, out);
   }
 
@@ -429,6 +430,134 @@ class GraphLoader {
     return ok;
   }
 
+  // A pipeline with `repartition` steps becomes one pipeline per part: the
+  // part before a step ends in a kafka output of the step's topic, keyed by
+  // its key; the part after it, <id>-part2 (-part3, ...), reads that topic
+  // with a kafka input and goes on with the steps after it, and the last
+  // part has the pipeline's outputs and dead letters. Each part after a
+  // step is partitioned by the step's key: in a cluster, a region of its own
+  // whose shards follow that key.
+  void SplitAtRepartitions(PipelineSpec p, std::vector<PipelineSpec>* specs) {
+    declared_ids_.insert(p.id);
+    std::vector<size_t> cuts;
+    for (size_t i = 0; i < p.transforms.size(); ++i) {
+      if (p.transforms[i].def != nullptr && p.transforms[i].def->cuts_pipeline) {
+        cuts.push_back(i);
+      }
+    }
+    if (cuts.empty()) {
+      specs->push_back(std::move(p));
+      return;
+    }
+    // Each part is made in its place in `specs`: a YAML::Node assigned to
+    // writes through to the node it shared, so no spec is assigned over.
+    specs->emplace_back();
+    size_t part = specs->size() - 1;
+    (*specs)[part].id = p.id;
+    (*specs)[part].mark = p.mark;
+    (*specs)[part].input = std::move(p.input);
+    (*specs)[part].upstreams = std::move(p.upstreams);
+    size_t from = 0;
+    for (size_t k = 0; k < cuts.size(); ++k) {
+      const ComponentSpec& step = p.transforms[cuts[k]];
+      for (size_t i = from; i < cuts[k]; ++i) {
+        (*specs)[part].transforms.push_back(std::move(p.transforms[i]));
+      }
+      PipelineSpec next;
+      next.id = p.id + "-part" + std::to_string(k + 2);
+      next.mark = step.mark;
+      ComponentSpec out;
+      if (MakeRepartitionEnds(step, p.id, (*specs)[part].input, &out, &next.input)) {
+        (*specs)[part].outputs.push_back(std::move(out));
+      }
+      generated_ids_[next.id] = step.mark;
+      specs->push_back(std::move(next));
+      part = specs->size() - 1;
+      from = cuts[k] + 1;
+    }
+    for (size_t i = from; i < p.transforms.size(); ++i) {
+      (*specs)[part].transforms.push_back(std::move(p.transforms[i]));
+    }
+    (*specs)[part].outputs = std::move(p.outputs);
+    (*specs)[part].dead_letter = p.dead_letter;
+    last_part_[p.id] = (*specs)[part].id;
+  }
+
+  // The two ends of a repartition step: the kafka output the part before it
+  // ends in, and the kafka input the part after it begins with. The step's
+  // own option nodes are shared, so an error in one points at the step.
+  bool MakeRepartitionEnds(const ComponentSpec& step, const std::string& pipeline,
+                           const ComponentSpec& before, ComponentSpec* out, ComponentSpec* in) {
+    const YAML::Node v = step.value;
+    if (!v.IsMap()) return false;  // its shape error is reported
+    // An option of the file into a generated component, the node itself
+    // (its place in the file goes with it); one not given is left out.
+    auto put = [](YAML::Node& to, const char* key, const YAML::Node& from) {
+      if (from.IsDefined() && !from.IsNull()) to[key] = from;
+    };
+    YAML::Node ov(YAML::NodeType::Map), iv(YAML::NodeType::Map);
+    if (v["brokers"].IsDefined()) {
+      put(ov, "brokers", v["brokers"]);
+      put(iv, "brokers", v["brokers"]);
+    } else {
+      // A partitioned input reads a consumer group: kafka's brokers, tls,
+      // sasl and properties.
+      if (before.def == nullptr || !before.def->partitioned || !before.value.IsMap()) {
+        errors_->Add(step.mark, "repartition: give `brokers`: the input before this step is not "
+                                "kafka, whose brokers it would use");
+        return false;
+      }
+      const YAML::Node b = before.value;
+      for (const char* name : {"brokers", "tls", "sasl"}) {
+        put(ov, name, b[name]);
+        put(iv, name, b[name]);
+      }
+      put(iv, "properties", b["properties"]);
+    }
+    put(ov, "topic", v["topic"]);
+    put(iv, "topics", v["topic"]);
+    put(ov, "key", v["key"]);
+    if (v["exactly_once"].IsDefined()) {
+      put(ov, "exactly_once", v["exactly_once"]);
+    } else {
+      ov["exactly_once"] = "true";
+    }
+    for (const char* name : {"transactional_id", "marker_topic", "properties"}) {
+      put(ov, name, v[name]);
+    }
+    if (v["group"].IsDefined()) {
+      put(iv, "group", v["group"]);
+    } else {
+      iv["group"] = "kayak-" + pipeline + "-" + (v["topic"].IsScalar() ? v["topic"].Scalar() : "");
+    }
+    YAML::Node o(YAML::NodeType::Map), i(YAML::NodeType::Map);
+    o["kafka"] = ov;
+    i["kafka"] = iv;
+    const bool made = LoadComponent("output", o, out) && LoadComponent("input", i, in);
+    out->mark = step.mark;
+    in->mark = step.mark;
+    return made;
+  }
+
+  // Pipelines that read a pipeline cut by repartition steps read its last
+  // part, which has its outputs. A part's id must not be a pipeline's.
+  void ReadFromLastParts(std::vector<PipelineSpec>* specs) {
+    for (const auto& [id, mark] : generated_ids_) {
+      if (declared_ids_.count(id)) {
+        errors_->Add(mark, "repartition: the part after this step would be pipeline '" + id +
+                               "', which the file declares too");
+      } else if (!IsValidId(id)) {
+        errors_->Add(mark, "repartition: the part after this step would be pipeline '" + id +
+                               "', longer than 64 characters: shorten the pipeline's id");
+      }
+    }
+    for (auto& p : *specs) {
+      for (auto& up : p.upstreams) {
+        if (auto it = last_part_.find(up); it != last_part_.end()) up = it->second;
+      }
+    }
+  }
+
   // Upstreams exist, buckets exist (for bucket/lookup transforms), no
   // cycles; orders pipelines so that upstreams come first.
   void CheckGraph(std::vector<PipelineSpec>* specs, GraphSpec* out) {
@@ -516,6 +645,9 @@ class GraphLoader {
   const ComponentRegistry& registry_;
   ErrorList* errors_;
   std::set<std::string> bucket_names_;
+  std::set<std::string> declared_ids_;               // the file's pipelines
+  std::map<std::string, SourceMark> generated_ids_;  // a part's id -> its repartition step
+  std::map<std::string, std::string> last_part_;     // a cut pipeline -> its last part
 };
 
 }  // namespace

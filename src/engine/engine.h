@@ -431,8 +431,10 @@ class Engine {
   // The member's name for components of a cluster that own no partitions.
   class MemberOnly final : public PartitionOwner {
    public:
-    explicit MemberOnly(std::string member) : member_(std::move(member)) {}
+    MemberOnly(std::string member, const char* partitioner)
+        : member_(std::move(member)), partitioner_(partitioner) {}
     const std::string& member() const override { return member_; }
+    const char* producer_partitioner() const override { return partitioner_; }
     Status Assign(std::vector<Assigned>* parts) override {
       (void)parts;
       return Status::Internal("only a kafka input's pipeline owns partitions");
@@ -440,10 +442,14 @@ class Engine {
 
    private:
     std::string member_;
+    const char* partitioner_;
   };
   std::unique_ptr<MemberOnly> member_only_;
   PartitionOwner* ClusterMember() {
-    if (!member_only_) member_only_ = std::make_unique<MemberOnly>(options_.cluster->member);
+    if (!member_only_) {
+      member_only_ = std::make_unique<MemberOnly>(
+          options_.cluster->member, cluster::ProducerPartitioner(options_.cluster->partitioner));
+    }
     return member_only_.get();
   }
   std::vector<std::unique_ptr<MemoryAccount>> bucket_memory_;  // before the buckets it counts

@@ -230,4 +230,60 @@ ComponentDef RenameDef() {
   return d;
 }
 
+// A step the loader cuts the pipeline at (config/loader.cc, "repartition"):
+// it is never made as a transform. Its table is here so that its options are
+// checked and documented as every component's are.
+ComponentDef RepartitionDef() {
+  ComponentDef d;
+  d.kind = "transform";
+  d.type = "repartition";
+  d.cuts_pipeline = true;
+  d.props = {
+      {"key", PropType::kExpr, true, "",
+       "the new partition key: each message goes to the partition of `topic` its value hashes "
+       "to (a string as it is, another value as compact JSON)"},
+      {"topic", PropType::kString, true, "",
+       "the topic between the two parts; create it beforehand, with the partitions the part "
+       "after should be cut in"},
+      PropDef{"brokers", PropType::kStringList, false, "",
+              "bootstrap brokers of `topic`; default: the pipeline's kafka input's, with its "
+              "`tls` and `sasl`",
+              PropRole::kTuning},
+      {"group", PropType::kString, false, "",
+       "the consumer group of the part after; default kayak-<pipeline>-<topic>"},
+      {"exactly_once", PropType::kBool, false, "true",
+       "write `topic` in transactions committed with the checkpoints (needs --state-dir), so "
+       "the part after counts each message once after a crash; false: at least once"},
+      {"transactional_id", PropType::kString, false, "",
+       "with exactly_once: the writer's transactional.id (default kayak-<pipeline>-0)"},
+      {"marker_topic", PropType::kString, false, "",
+       "with exactly_once: where each commit leaves a marker (default "
+       "<transactional_id>.markers, each cluster member's own); create it with one partition"},
+      PropDef{"properties", PropType::kStringMap, false, "",
+              "librdkafka producer properties of the writer (transaction.timeout.ms: how long "
+              "a killed member's open transaction holds up the part after)",
+              PropRole::kTuning}
+          .Secret(),
+  };
+  d.help =
+      "Cuts the pipeline in two at this step: the part before it produces each message to the "
+      "kafka `topic`, keyed by `key`; the part after it reads that topic as a kafka input of "
+      "its own (a pipeline named <pipeline>-part2, then -part3) and goes on with the steps that "
+      "follow and the outputs. A bucket or window keyed by `key` after it holds each key in one "
+      "partition: in a cluster (docs/cluster.md) the way to key state by another field than the "
+      "one the input topic is partitioned by. The part after reads with the consumer "
+      "`properties` of the input before it when it uses that input's brokers.";
+  d.checkpoint =
+      "nothing itself: the part before checkpoints the topic's transactions (its kafka output), "
+      "the part after the topic's offsets (its kafka input)";
+  d.bad_input =
+      "a message whose `key` fails goes to the pipeline's dead letters or is dropped and "
+      "counted, as in the kafka output";
+  d.make_transform = [](const Options& o, const ComponentContext&) -> std::unique_ptr<Transform> {
+    o.Error("topic", "a repartition step is cut out of its pipeline by the loader");
+    return nullptr;
+  };
+  return d;
+}
+
 }  // namespace kayak

@@ -716,7 +716,9 @@ ComponentDef KafkaOutputDef() {
            "idempotent producer (librdkafka). The key "
            "is the `key` expression's value, or the message's own key; its headers go along. "
            "Batches are produced without waiting for each other's delivery reports; a "
-           "checkpoint barrier waits for all of them.";
+           "checkpoint barrier waits for all of them. In a cluster a key goes to the partition "
+           "the cluster's `partitioner` gives it (librdkafka's `partitioner` property set to "
+           "match, unless `properties` sets it).";
   d.checkpoint = "nothing kept: the barrier passes only once the broker has acknowledged every "
                  "message produced before it";
   d.bad_input = "a message the producer gives up on (message.timeout.ms) is kept and produced "
@@ -753,6 +755,12 @@ ComponentDef KafkaOutputDef() {
     const std::string comp = o.String("compression");
     Properties props = kafka::SecurityProperties(o);
     props.insert(props.begin(), {"compression.codec", comp});
+    // In a cluster, keys go where the cluster's partitioner expects them, so
+    // a topic this output writes can be read back by the cluster as shards
+    // (a `repartition` step); `properties` may say otherwise.
+    if (ctx.partitions != nullptr) {
+      props.insert(props.begin(), {"partitioner", ctx.partitions->producer_partitioner()});
+    }
     for (auto& kv : o.StringMap("properties")) props.push_back(std::move(kv));
     CheckProperties(o, props);
     auto key = o.Has("key") ? o.Expr("key") : nullptr;
