@@ -800,6 +800,67 @@ TEST_F(ShardAgentTest, MemberFilesNameEachKeysOwner) {
   }
 }
 
+// In a cluster keyed state is keyed by the message's Kafka key, the key its
+// partition follows: a bucket write or a window under another key is
+// refused, naming both; a lookup reads any key; a window without a key is
+// refused when it is made. On one server nothing of this applies.
+TEST(ClusterKeys, KeyedStateInAClusterIsKeyedByTheMessagesKafkaKey) {
+  using testing::MakeBatch;
+  using testing::MakeTransform;
+  class Owner final : public PartitionOwner {
+   public:
+    const std::string& member() const override { return name_; }
+    Status Assign(std::vector<Assigned>* parts) override {
+      (void)parts;
+      return Status::Ok();
+    }
+
+   private:
+    std::string name_ = "m";
+  } owner;
+  FakeClock clock;
+  BucketRegistry buckets;
+  buckets.Add("sums", 0);
+  std::string errors;
+  auto one = [](const std::string& payload, const std::string& key) {
+    Batch b = MakeBatch({payload});
+    b.messages[0].set_key(key);
+    return b;
+  };
+  auto add = MakeTransform("bucket: {name: sums, key: k, op: add, field: v}", &clock, &buckets,
+                           &errors, &owner);
+  ASSERT_TRUE(add) << errors;
+  Batch same = one(R"({"k":"k1","v":2})", "k1");
+  EXPECT_TRUE(add->Process(&same).ok());
+  Batch other = one(R"({"k":"k1","v":3})", "k2");
+  const Status st = add->Process(&other);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("key field 'k' is 'k1', the message's key 'k2'"),
+            std::string::npos) << st.message();
+  EXPECT_EQ(buckets.Find("sums")->Get("k1", 0)->value, Json(2));
+
+  auto lookup = MakeTransform("bucket: {name: sums, key: k, op: lookup, as: s}", &clock, &buckets,
+                              &errors, &owner);
+  ASSERT_TRUE(lookup) << errors;
+  Batch read = one(R"({"k":"k1"})", "k9");
+  EXPECT_TRUE(lookup->Process(&read).ok());
+
+  auto window = MakeTransform("rolling_window: {key: k, field: v, window_messages: 3}", &clock,
+                              &buckets, &errors, &owner);
+  ASSERT_TRUE(window) << errors;
+  Batch w = one(R"({"k":"k1","v":1})", "");
+  EXPECT_FALSE(window->Process(&w).ok());
+  EXPECT_FALSE(MakeTransform("rolling_window: {field: v, window_messages: 3}", &clock, &buckets,
+                             &errors, &owner));
+  EXPECT_NE(errors.find("in a cluster a window needs a `key`"), std::string::npos) << errors;
+
+  // One server: any key.
+  auto plain = MakeTransform("bucket: {name: sums, key: k, op: add, field: v}", &clock, &buckets);
+  ASSERT_TRUE(plain);
+  Batch any = one(R"({"k":"k1","v":3})", "k2");
+  EXPECT_TRUE(plain->Process(&any).ok());
+}
+
 // A rolling_window's keys of one partition move to another instance, which
 // goes on with their windows where they stopped; the moves count as changes
 // for its next delta.

@@ -560,6 +560,12 @@ pipelines:
              "group: g}}\n"
              "    transforms: [{buffer: {max_messages: 10}}]\n    outputs: [{stdout: {}}]\n",
              "keeps state that does not move with partitions"),
+            ("pipelines:\n  p:\n"
+             f"    input: {{kafka: {{brokers: \"{b.bootstrap}\", topics: [\"{b.t('in')}\"], "
+             "group: g}}\n"
+             "    transforms: [{rolling_window: {field: v, window_messages: 3}}]\n"
+             "    outputs: [{stdout: {}}]\n",
+             "in a cluster a window needs a `key`"),
         ]
         for graph, want in cases:
             s = Server(d, graph, server_config=server, state_dir=os.path.join(d, "state"),

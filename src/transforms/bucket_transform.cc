@@ -42,6 +42,7 @@ class BucketTransform final : public Transform {
     FieldPath field;
     FieldPath as;  // empty: do not put the value into the message
     size_t max_items = 1000;
+    bool follow_partition = false;  // in a cluster: the key is the message's Kafka key
   };
   BucketTransform(Config c, const Clock* clock) : c_(std::move(c)), clock_(clock) {}
 
@@ -57,6 +58,7 @@ class BucketTransform final : public Transform {
     KAYAK_RETURN_IF_ERROR(OpenFields(batch, m, &doc_, true));
     scratch_.Reset();
     KAYAK_RETURN_IF_ERROR(KeyOf(doc_, c_.key, &scratch_, &key_));
+    if (c_.follow_partition) KAYAK_RETURN_IF_ERROR(FollowsPartition(key_, m, c_.key));
     const std::string* key = &key_;
     Json result;
     if (c_.op == Op::kLookup) {
@@ -138,6 +140,8 @@ std::unique_ptr<Transform> Make(const Options& o, const ComponentContext& ctx,
     }
   }
   if (o.Has("as")) PathOption(o, "as", &c.as);
+  // A lookup reads: any key, from any partition.
+  c.follow_partition = ctx.partitions != nullptr && op != Op::kLookup;
   if (op == Op::kLookup && c.as.empty()) o.Error(bucket_opt, "a lookup needs the option 'as'");
   if (o.failed() || c.bucket == nullptr) return nullptr;  // an unknown bucket: reported by the loader
   return std::make_unique<BucketTransform>(std::move(c), ctx.clock);
@@ -157,7 +161,7 @@ ComponentDef BucketTransformDef() {
   d.checkpoint = "nothing itself; the bucket is checkpointed once per checkpoint, after every "
                  "pipeline bound to it reached the barrier";
   d.bad_input =
-      "a missing key or value field, a value that is not a number for add/min/max, or an entry that holds a non-number for add/min/max/count is a transform error; the entry is left as it was";
+      "a missing key or value field, a value that is not a number for add/min/max, or an entry that holds a non-number for add/min/max/count is a transform error; the entry is left as it was. In a cluster, so is a write whose key is not the message's Kafka key (docs/cluster.md)";
   d.props = {
       PropDef{"name", PropType::kString, true, "", "the bucket, declared under top-level `buckets`"}.Refers(PropRef::kBucketWrite).ReadsOnlyWhen("op", "lookup"),
       {"key", PropType::kString, true, "", "field path of the key"},

@@ -113,6 +113,20 @@ inline Status KeyOf(const expr::Document& doc, const FieldPath& path, expr::Scra
   return Status::Ok();
 }
 
+// In a cluster (docs/cluster.md) keyed state moves with the input partition
+// of the message that wrote it, and is found again by hashing its key as
+// the producers hashed the message's Kafka key: so a key of keyed state must
+// be that Kafka key. A write under another key is refused, naming both.
+inline Status FollowsPartition(const std::string& key, const Message& m, const FieldPath& path) {
+  if (key == m.key()) return Status::Ok();
+  auto shown = [](const std::string& s) { return s.size() > 64 ? s.substr(0, 64) + "..." : s; };
+  return Status::Invalid(
+      "in a cluster a key of keyed state must be the message's Kafka key, which its partition "
+      "follows: key field '" + FieldPathToString(path) + "' is '" + shown(key) +
+      "', the message's key '" + shown(m.key()) +
+      "' (a repartition step before it keys the messages by that field)");
+}
+
 // A value read from a message as a JSON tree, for state that holds trees
 // (buckets). Scalars are built directly; arrays and objects are parsed.
 inline Json ToJson(const expr::Value& v) {

@@ -36,6 +36,7 @@ class RollingWindow final : public Transform {
     int64_t idle_timeout_ms = 0;
     size_t max_keys = 0;
     size_t max_points_per_key = 0;
+    bool follow_partition = false;  // in a cluster: the key is the message's Kafka key
   };
 
   RollingWindow(Config c, const Clock* clock, metrics::Counter* evicted)
@@ -640,6 +641,7 @@ class RollingWindow final : public Transform {
     scratch_.Reset();
     key_.clear();
     if (!c_.key.empty()) KAYAK_RETURN_IF_ERROR(KeyOf(doc_, c_.key, &scratch_, &key_));
+    if (c_.follow_partition) KAYAK_RETURN_IF_ERROR(FollowsPartition(key_, m, c_.key));
     const expr::Value v = doc_.Get(c_.field, &scratch_);
     if (v.missing()) return Status::Invalid("field '" + FieldPathToString(c_.field) + "' is missing");
     if (!v.is_number()) {
@@ -838,7 +840,7 @@ ComponentDef RollingWindowDef() {
                  "in the window, newest event time and last write time (a delta); every key's, "
                  "once the deltas reach half of the whole";
   d.bad_input =
-      "a missing key, value or time field, a value that is not a number, or a time it cannot read is a transform error: the batch is dropped and counted";
+      "a missing key, value or time field, a value that is not a number, or a time it cannot read is a transform error: the batch is dropped and counted. In a cluster, so is a key that is not the message's Kafka key (docs/cluster.md)";
   d.props = {
       {"key", PropType::kString, false, "", "field path of the key; absent = one window for all"},
       {"field", PropType::kString, true, "", "field path of the numeric value"},
@@ -892,6 +894,11 @@ ComponentDef RollingWindowDef() {
     c.idle_timeout_ms = static_cast<int64_t>(o.Number("idle_timeout_secs") * 1000);
     c.max_keys = static_cast<size_t>(o.Int("max_keys"));
     c.max_points_per_key = static_cast<size_t>(o.Int("max_points_per_key"));
+    c.follow_partition = ctx.partitions != nullptr;
+    if (c.follow_partition && c.key.empty()) {
+      o.Error("field", "in a cluster a window needs a `key`: its state moves with the key's "
+                       "partition (docs/cluster.md)");
+    }
     if (o.failed()) return nullptr;
     // Keys evicted at max_keys, in /metrics (the series outlives a rebuild).
     metrics::Counter* evicted = metrics::Registry::Global().GetCounter(

@@ -11,7 +11,8 @@
 namespace kayak::testing {
 
 std::unique_ptr<Transform> MakeTransform(const std::string& yaml, const Clock* clock,
-                                         BucketRegistry* buckets, std::string* errors_out) {
+                                         BucketRegistry* buckets, std::string* errors_out,
+                                         PartitionOwner* partitions) {
   YAML::Node node = YAML::Load(yaml);
   const std::string type = node.begin()->first.Scalar();
   const ComponentDef* def = BuiltinComponents().Find("transform", type);
@@ -27,6 +28,7 @@ std::unique_ptr<Transform> MakeTransform(const std::string& yaml, const Clock* c
       ComponentContext ctx;
       ctx.clock = clock;
       ctx.buckets = buckets;
+      ctx.partitions = partitions;
       ComponentStats card("t", "transform", type);
       ctx.stats = &card;
       t = def->make_transform(opts, ctx);

@@ -14,9 +14,11 @@ namespace kayak::testing {
 
 // Builds the transform described by `yaml` ("filter: 'x > 1'"). On a config
 // error returns nullptr and, if given, fills `errors`.
+// With `partitions`, as in a pipeline of a cluster that reads them.
 std::unique_ptr<Transform> MakeTransform(const std::string& yaml, const Clock* clock,
                                          BucketRegistry* buckets = nullptr,
-                                         std::string* errors = nullptr);
+                                         std::string* errors = nullptr,
+                                         PartitionOwner* partitions = nullptr);
 
 // A batch of messages from JSON texts, stamped with `ts_ms`.
 Batch MakeBatch(const std::vector<std::string>& payloads, int64_t ts_ms = 0);
