@@ -146,6 +146,11 @@ class PartitionOwner {
   // A checkpoint begun after HandOver() is published (or failed to be):
   // the input may let the partitions go. On the input's thread.
   virtual bool HandedOver() { return true; }
+  // An exactly-once output of the region can commit nothing more (another
+  // member fenced its transactions): the server restarts the region, which
+  // goes on from the last checkpoint its outputs committed. Any thread;
+  // does not wait for the restart.
+  virtual void Fenced() {}
 };
 
 struct ComponentContext {

@@ -269,6 +269,18 @@ Status ShardAgent::PublishBeforeCommit(uint64_t id) {
   return PublishPrepared(id, /*before_commit=*/true);
 }
 
+void ShardAgent::Fenced() {
+  std::string region;
+  {
+    MutexLock lock(mu_);
+    if (restart_asked_ || !config_.on_fenced) return;
+    restart_asked_ = true;
+    region = region_;
+  }
+  KLOG_WARN("cluster: region {} restarts: its exactly-once outputs were fenced", region);
+  config_.on_fenced(region);
+}
+
 void ShardAgent::Publish(uint64_t id) {
   (void)PublishPrepared(id, /*before_commit=*/false);
   MutexLock lock(mu_);
@@ -378,12 +390,16 @@ Status ShardAgent::PublishPrepared(uint64_t id, bool before_commit) {
   if (!before_commit) return Status::Ok();
   MutexLock lock(mu_);
   if (!fenced.empty()) {
+    const bool first = fenced_.empty();
     fenced_ = fenced + ": the exactly-once outputs of region " + region_ +
-              " commit nothing more until the region restarts (POST /api/v1/pipelines/<id>/"
-              "restart, or restart the server)";
+              " commit nothing more until the region restarts" +
+              (config_.on_fenced ? " (it restarts by itself)" : "");
     if (card_ != nullptr) card_->RecordError("cluster: " + fenced_);
     KLOG_ERROR("cluster: {}", fenced_);
-    return Status::Invalid(fenced_);
+    Status st = Status::Invalid(fenced_);
+    lock.Unlock();
+    if (first) Fenced();
+    return st;
   }
   if (!unpublished.empty()) {
     prepared_[id] = std::move(unpublished);

@@ -51,6 +51,11 @@ struct ClusterConfig {
   Membership* membership = nullptr;
   // The store itself; null: the directory `store`.
   std::shared_ptr<Blobs> blobs;
+  // Called once when a region's exactly-once outputs are fenced from a
+  // shard (another member claimed it): with the region's name, a pipeline
+  // id, so the server restarts the region. From the acknowledgement thread;
+  // must not wait for the region.
+  std::function<void(const std::string& region)> on_fenced;
 };
 
 class ShardAgent final : public PartitionOwner {
@@ -76,6 +81,7 @@ class ShardAgent final : public PartitionOwner {
   void Progress(const std::string& topic, int32_t partition, int64_t next, int64_t lag) override;
   bool HandOver() override;
   bool HandedOver() override;
+  void Fenced() override;
 
   // How the agent asks its region for a checkpoint now, for a hand-over:
   // returns the id of the newest checkpoint the region began before the
@@ -181,6 +187,7 @@ class ShardAgent final : public PartitionOwner {
   // A checkpoint that covered a shard this server no longer owns could not
   // be published before its outputs' commit: no later one may commit.
   std::string fenced_ KAYAK_GUARDED_BY(mu_);
+  bool restart_asked_ KAYAK_GUARDED_BY(mu_) = false;  // on_fenced called
 };
 
 }  // namespace kayak::cluster

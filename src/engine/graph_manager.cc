@@ -29,11 +29,35 @@ void AddMissed(const std::vector<Checkpointer::Missed>& missed, Json* body) {
 
 }  // namespace
 
+namespace {
+
+// In a cluster, a region whose exactly-once outputs were fenced restarts
+// through `graph`'s change thread, as POST .../restart would.
+EngineOptions WithFencedRestarts(EngineOptions e, GraphManager* graph) {
+  if (e.cluster) {
+    e.cluster->on_fenced = [graph](const std::string& region) {
+      const bool queued = graph->Submit(
+          [graph, region] { return graph->Restart(region); },
+          [region](const GraphManager::Answer& a) {
+            if (a.outcome == GraphManager::Outcome::kOk) {
+              KLOG_INFO("cluster: region {} restarted", region);
+            } else {
+              KLOG_ERROR("cluster: region {} did not restart: {}", region, a.body.dump());
+            }
+          });
+      if (!queued) KLOG_WARN("cluster: region {} cannot restart now (stopping, or busy)", region);
+    };
+  }
+  return e;
+}
+
+}  // namespace
+
 GraphManager::GraphManager(Options options)
     : opt_(std::move(options)),
       history_(opt_.registry, opt_.engine.checkpointing, opt_.engine.clock,
                opt_.engine.state_dir),
-      regions_(opt_.registry, opt_.engine, opt_.discard_state) {
+      regions_(opt_.registry, WithFencedRestarts(opt_.engine, this), opt_.discard_state) {
   change_thread_ = std::thread([this] { ChangeLoop(); });
 }
 

@@ -49,6 +49,9 @@ struct Transactions {
   std::string id;            // transactional.id
   std::string marker_topic;  // each commit leaves a marker here, partition 0
   std::string pipeline;      // for the error that asks for a restart
+  // In a cluster: told when a transaction can no longer commit, so the
+  // server restarts the region.
+  PartitionOwner* owner = nullptr;
 };
 
 // How long a stop waits for the broker to acknowledge what the output
@@ -430,9 +433,12 @@ class KafkaOutput final : public Output {
       txn_open_ = false;
       txn_failed_ = "kafka output: transaction aborted (" + why +
                     "); what it held comes back from the last checkpoint once pipeline " +
-                    txn_.pipeline + " restarts (POST /api/v1/pipelines/" + txn_.pipeline +
-                    "/restart, or restart the server)";
+                    txn_.pipeline + " restarts" +
+                    (txn_.owner != nullptr ? " (in a cluster it restarts by itself)"
+                                           : " (POST /api/v1/pipelines/" + txn_.pipeline +
+                                                 "/restart, or restart the server)");
       KLOG_ERROR("{}", txn_failed_);
+      if (txn_.owner != nullptr) txn_.owner->Fenced();
     }
   }
 
@@ -790,6 +796,7 @@ ComponentDef KafkaOutputDef() {
       // Every member of a cluster runs this output: each needs an id of its
       // own, or they would fence one another.
       if (ctx.partitions != nullptr) txn.id += "." + ctx.partitions->member();
+      txn.owner = ctx.partitions;
       txn.marker_topic = o.String("marker_topic");
       if (txn.marker_topic.empty()) txn.marker_topic = txn.id + ".markers";
     } else if (o.Has("transactional_id") || o.Has("marker_topic")) {
