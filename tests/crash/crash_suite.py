@@ -625,13 +625,15 @@ def part_cluster(d, kills, rng, c, verbose, on_s3=False):
     partitions into a bucket while a producer goes on; random members killed
     at random instants, most restarted at once (static membership: they take
     their own place back), some only after their session ended (their
-    partitions move, with their state, and come back). At the end each key
-    is on one member only, with the oracle's total, every message is in a
+    partitions move, with their state, and come back). A second bucket is
+    keyed by another field (dev = seq % 7), after a `repartition` step
+    through a topic of four partitions. At the end each key of both is on
+    one member only, with the oracle's total, every message is in a
     member's file output, and a read_committed reader of the exactly_once
     kafka output reads each message once."""
-    keys, partitions, burst = 60, 6, 300
+    keys, partitions, burst, devices = 60, 6, 300, 7
     os.makedirs(d, exist_ok=True)
-    b = Broker((f"in:{partitions}", "out:3", "markers:1"))
+    b = Broker((f"in:{partitions}", "out:3", "markers:1", "by-dev:4"))
     group = f"crash-cluster-{rng.randrange(1 << 30)}"
     store, s3 = f"{d}/store", ""
     if on_s3:
@@ -672,6 +674,7 @@ def part_cluster(d, kills, rng, c, verbose, on_s3=False):
         cfg = f"""
 buckets:
   csums: {{}}
+  dsums: {{}}
 pipelines:
   k:
     input: {{kafka: {{brokers: "{b.bootstrap}", topics: ["{b.t('in')}"], group: {group}, batch_size: 40,
@@ -679,6 +682,10 @@ pipelines:
     transforms:
       - lua: {{script: 'function process(m) for i=1,30000 do end return m end'}}
       - bucket: {{name: csums, key: k, op: add, field: v, as: total}}
+      - map: {{dev: 'seq % {devices}'}}
+      - repartition: {{key: dev, topic: "{b.t('by-dev')}", marker_topic: "{b.t('markers')}",
+                       properties: {{transaction.timeout.ms: "10000"}}}}
+      - bucket: {{name: dsums, key: dev, op: add, field: v}}
     outputs:
       - {{file: {{path: {md}/out}}}}
       - {{kafka: {{brokers: "{b.bootstrap}", topic: "{b.t('out')}", exactly_once: true,
@@ -687,13 +694,14 @@ pipelines:
 """
         return Server(md, cfg, server_config=server_of(m), state_dir=f"{md}/state")
 
-    def totals(members):
-        """{key: total} over the members, and the keys found on two of them."""
+    def totals(members, bucket):
+        """{key: total} of `bucket` over the members, and the keys found on
+        two of them."""
         got, twice = {}, set()
         for s in members.values():
             after = ""
             while True:
-                page = s.get_json(f"/api/v1/buckets/csums?limit=1000&after={after}")
+                page = s.get_json(f"/api/v1/buckets/{bucket}?limit=1000&after={after}")
                 for e in page["entries"]:
                     if e["key"] in got:
                         twice.add(e["key"])
@@ -736,27 +744,29 @@ pipelines:
             if verbose:
                 print(f"  cluster kill {c.kill_points}: member {m}, {n} messages"
                       f"{', restarted after its partitions moved' if moved else ''}", flush=True)
-        want = {}
+        wants = {"csums": {}, "dsums": {}}
         for i in range(n):
-            want[f"k{i % keys}"] = want.get(f"k{i % keys}", 0) + (i * 31) % 97
-        last = {}
+            for bucket, key in (("csums", f"k{i % keys}"), ("dsums", str(i % devices))):
+                wants[bucket][key] = wants[bucket].get(key, 0) + (i * 31) % 97
+        for bucket, want in wants.items():
+            last = {}
 
-        def settled():
-            got, twice = totals(members)
-            last["got"], last["twice"] = got, twice
-            return not twice and got == want
-        try:
-            wait_for(settled, timeout=240, interval=1, what="cluster: the oracle's totals")
-        except AssertionError:
-            got, twice = last.get("got", {}), last.get("twice", set())
-            c.double += len(twice)
-            for k, v in want.items():
-                if got.get(k, 0) != v:
-                    print(f"cluster: csums[{k}] = {got.get(k)}, oracle {v}")
-                    c.double += got.get(k, 0) > v
-                    c.lost += got.get(k, 0) < v
-            if twice:
-                print(f"cluster: keys on two members: {sorted(twice)[:10]}")
+            def settled():
+                got, twice = totals(members, bucket)
+                last["got"], last["twice"] = got, twice
+                return not twice and got == want
+            try:
+                wait_for(settled, timeout=240, interval=1, what=f"cluster: {bucket}: the oracle")
+            except AssertionError:
+                got, twice = last.get("got", {}), last.get("twice", set())
+                c.double += len(twice)
+                for k, v in want.items():
+                    if got.get(k, 0) != v:
+                        print(f"cluster: {bucket}[{k}] = {got.get(k)}, oracle {v}")
+                        c.double += got.get(k, 0) > v
+                        c.lost += got.get(k, 0) < v
+                if twice:
+                    print(f"cluster: {bucket}: keys on two members: {sorted(twice)[:10]}")
         seqs = set()
         for m in ("a", "b", "c"):
             seqs.update(json.loads(l)["seq"] for l in lines_of(f"{d}/{m}/out"))
