@@ -370,8 +370,15 @@ std::shared_ptr<const expr::Expr> YamlOptions::ExprAt(const YAML::Node& node) co
 
 SourceMark YamlOptions::MarkOfOption(const std::string& name) const {
   YAML::Node v = Get(name);
-  if (v.IsDefined()) return MarkOf(mark_.file, v);
+  if (v.IsDefined()) return PlaceOf(v);
   return mark_;
+}
+
+// A node's place in the file; a node the loader made (the ends of a
+// repartition step) has none, and is at its component's place.
+SourceMark YamlOptions::PlaceOf(const YAML::Node& node) const {
+  const SourceMark m = MarkOf(mark_.file, node);
+  return m.line > 0 ? m : mark_;
 }
 
 void YamlOptions::Error(const std::string& name, const std::string& message) const {
@@ -380,7 +387,7 @@ void YamlOptions::Error(const std::string& name, const std::string& message) con
 }
 
 void YamlOptions::ErrorAt(const YAML::Node& node, const std::string& message) const {
-  errors_->Add(MarkOf(mark_.file, node), def_->type + " " + def_->kind + ": " + message);
+  errors_->Add(PlaceOf(node), def_->type + " " + def_->kind + ": " + message);
   failed_ = true;
 }
 

@@ -67,6 +67,7 @@ class YamlOptions final : public Options {
 
   const SourceMark& mark() const { return mark_; }
   SourceMark MarkOfOption(const std::string& name) const;
+  SourceMark PlaceOf(const YAML::Node& node) const;
 
  private:
   const PropDef* Find(const std::string& name) const;

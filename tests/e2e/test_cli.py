@@ -94,6 +94,20 @@ class CliTest(KayakTest):
         env["KAYAK_NOT_SET_ANYWHERE"] = "in.ndjson"
         self.assertEqual(run(["check", path], env=env).returncode, 0)
 
+    def test_a_repartition_step_without_a_state_dir_is_refused_at_its_place(self):
+        # Its writer's transactions commit with checkpoints (exactly_once is
+        # its default); the error is at the step, which the file shows.
+        path = self.path("repartition.yaml")
+        with open(path, "w") as f:
+            f.write("pipelines:\n  p:\n"
+                    "    input: {kafka: {brokers: '127.0.0.1:9', topics: [in], group: g}}\n"
+                    "    transforms:\n"
+                    "      - repartition: {key: dev, topic: by-dev}\n"
+                    "    outputs: [{stdout: {}}]\n")
+        serve = run(["--config", path])
+        self.assertEqual(serve.returncode, 2)
+        self.assertIn(":5:9: kafka output: exactly_once needs a state directory", serve.stderr)
+
     def test_bad_server_config_exits_2(self):
         cfg = self.path("p.yaml")
         with open(cfg, "w") as f:
