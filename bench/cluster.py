@@ -2,7 +2,7 @@
 """kafka -> window + bucket -> kafka on a cluster of 1, 2 and 3 kayak members
 (docs/cluster.md), on this machine's cores.
 
-    python3 bench/cluster.py [--messages N] [--keys K] [--runs R]
+    python3 bench/cluster.py [--messages N] [--keys K] [--runs R] [--repartition]
 
 Starts a real Apache Kafka broker on 127.0.0.1 (tests/servers/kafka_cluster.py).
 Each run makes a topic of six partitions, starts M members of a cluster (one
@@ -20,9 +20,16 @@ member joins: the rebalance pause is the time from its start until the group
 has given all six partitions out again and every member has claimed or kept
 its shards (each claim restores its state).
 
+With --repartition the window and the bucket are keyed by another field
+(g = seq % K) after a `repartition` step through a topic of six partitions
+(exactly once: its transactions commit with the checkpoints), so every
+message is produced and consumed once more: what keying state by a field
+the input is not partitioned by costs.
+
 Prints one line per run and a table of medians.
 """
 import argparse
+import json
 import os
 import re
 import shutil
@@ -42,10 +49,17 @@ ASSIGNED = re.compile(r"kafka input: assigned (\d+) partitions")
 
 
 class Member:
-    def __init__(self, work, name, bootstrap, topic, group, out, store, cluster=True):
+    def __init__(self, work, name, bootstrap, topic, group, out, store, cluster=True,
+                 repartition=None):
         self.name = name
         d = os.path.join(work, name)
         os.makedirs(d, exist_ok=True)
+        key, steps = "k", ""
+        if repartition:
+            key = "g"
+            steps = (f"      - map: {{g: 'seq % {repartition[2]}'}}\n"
+                     f"      - repartition: {{key: g, topic: {repartition[0]}, "
+                     f"marker_topic: {repartition[1]}}}\n")
         with open(f"{d}/p.yaml", "w") as f:
             f.write(f"""buckets:
   sums: {{}}
@@ -54,8 +68,8 @@ pipelines:
     input: {{kafka: {{brokers: '{bootstrap}', topics: [{topic}], group: {group}, batch_size: 5000,
                       properties: {{session.timeout.ms: "6000", heartbeat.interval.ms: "500"}}}}}}
     transforms:
-      - rolling_window: {{key: k, field: v, window_secs: 10, time_field: ts, aggregates: [count, sum]}}
-      - bucket: {{name: sums, key: k, op: add, field: v, as: total}}
+{steps}      - rolling_window: {{key: {key}, field: v, window_secs: 10, time_field: ts, aggregates: [count, sum]}}
+      - bucket: {{name: sums, key: {key}, op: add, field: v, as: total}}
     outputs: [{{kafka: {{brokers: '{bootstrap}', topic: {out}}}}}]
 """)
         with open(f"{d}/s.yaml", "w") as f:
@@ -67,6 +81,20 @@ pipelines:
         self.proc = subprocess.Popen([KAYAK, "--config", f"{d}/p.yaml", "--server-config",
                                       f"{d}/s.yaml", "--state-dir", f"{d}/state"],
                                      stderr=self.err, stdout=subprocess.DEVNULL)
+
+    def owns_all(self, store, regions):
+        """With two regions (a repartition step), whose inputs log alike: one
+        server holds every partition of both (its log says so twice), a
+        member holds what its member file in `store` says it owns."""
+        if store is None:
+            self.err.seek(0)
+            return sum(1 for line in self.err if f"assigned {PARTITIONS} partitions" in line) >= regions
+        try:
+            with open(os.path.join(store, "bench", "members", f"{self.name}.json")) as f:
+                j = json.load(f)
+        except (OSError, ValueError):
+            return 0
+        return sum(len(r.get("owned", [])) for r in j.get("regions", []))
 
     def assigned(self):
         """The partitions of its newest assignment (0 after a revocation)."""
@@ -89,27 +117,39 @@ pipelines:
         self.err.close()
 
 
-def settled(members):
-    """True when the members' newest assignments cover every partition."""
-    return sum(m.assigned() for m in members) == PARTITIONS
+def settled(members, regions=1, store=None):
+    """True when the members' newest assignments cover every partition (of
+    each region's topic)."""
+    if regions == 1:
+        return sum(m.assigned() for m in members) == PARTITIONS
+    if store is None:
+        return members[0].owns_all(None, regions)
+    return sum(m.owns_all(store, regions) for m in members) == PARTITIONS * regions
 
 
-def run(work, bootstrap, n, keys, count, join=False):
+def run(work, bootstrap, n, keys, count, join=False, repartition=False):
     """(msg/s, [CPU s per member], rebalance pause s or None). count 0: one
     server without `cluster:`."""
     tag = uuid.uuid4().hex[:8]
     topic, out, group = f"in-{tag}", f"out-{tag}", f"g-{tag}"
     store = os.path.join(work, f"store-{tag}")
-    subprocess.run([TOOL, "create", bootstrap, f"{topic}:{PARTITIONS}", out + ":6"], check=True)
+    topics = [f"{topic}:{PARTITIONS}", out + ":6"]
+    between = None
+    if repartition:
+        between = (f"by-g-{tag}", f"markers-{tag}", keys)
+        topics += [f"{between[0]}:{PARTITIONS}", f"{between[1]}:1"]
+    regions = 2 if repartition else 1
+    subprocess.run([TOOL, "create", bootstrap, *topics], check=True)
     d = os.path.join(work, tag)
     members = []
     try:
         for i in range(max(count, 1)):
             members.append(Member(d, f"m{i}", bootstrap, topic, group, out, store,
-                                  cluster=count > 0))
-        wait(lambda: settled(members), 120, "the group to give out every partition")
+                                  cluster=count > 0, repartition=between))
+        at = store if count > 0 else None
+        wait(lambda: settled(members, regions, at), 120, "the group to give out every partition")
         time.sleep(1)  # a member that joined last may still cause one more rebalance
-        wait(lambda: settled(members), 120, "the group to settle")
+        wait(lambda: settled(members, regions, at), 120, "the group to settle")
         done = subprocess.Popen([TOOL, "wait", bootstrap, out, str(n), "600"],
                                 stdout=subprocess.PIPE, text=True)
         cpu0 = [cpu_secs(m.proc.pid) for m in members]
@@ -120,7 +160,8 @@ def run(work, bootstrap, n, keys, count, join=False):
         pause = None
         if join:
             t = time.monotonic()
-            members.append(Member(d, f"m{count}", bootstrap, topic, group, out, store))
+            members.append(Member(d, f"m{count}", bootstrap, topic, group, out, store,
+                                  repartition=between))
             wait(lambda: members[-1].assigned() > 0 and settled(members), 120,
                  "the group to give the new member partitions")
             pause = time.monotonic() - t
@@ -139,6 +180,8 @@ def main():
     ap.add_argument("--messages", type=int, default=1_000_000)
     ap.add_argument("--keys", type=int, default=100_000)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--repartition", action="store_true",
+                    help="key the state by another field, after a repartition step")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="kayak-bench-cluster-")
     broker = Cluster(os.path.join(work, "kafka"), 1)
@@ -150,7 +193,8 @@ def main():
         for r in range(a.runs):
             for count in (0, 1, 2, 3):
                 rate, cpu, pause = run(work, broker.bootstrap, a.messages, a.keys, count,
-                                       join=count == 2)
+                                       join=count == 2 and not a.repartition,
+                                       repartition=a.repartition)
                 rates[count].append(rate)
                 cpus[count].append(cpu)
                 if pause is not None:
@@ -170,8 +214,9 @@ def main():
             total = sum(per)
             print(f"| {label(count)} | {m:,.0f} | {m / base:.2f} | {', '.join(f'{c:.2f}' for c in per)} | "
                   f"{a.messages / total:,.0f} |")
-        print(f"\nrebalance pause, a third member joining two that hold {a.keys:,} keys: "
-              f"{statistics.median(pauses):.2f} s (median)")
+        if pauses:
+            print(f"\nrebalance pause, a third member joining two that hold {a.keys:,} keys: "
+                  f"{statistics.median(pauses):.2f} s (median)")
     finally:
         broker.close()
         shutil.rmtree(work, ignore_errors=True)
