@@ -392,8 +392,17 @@ GraphManager::Answer GraphManager::Revert(const std::string& id) {
 GraphManager::Answer GraphManager::Restart(const std::string& id) {
   MutexLock lock(mu_);
   Entries::const_iterator it;
-  if (auto no = FindLive(lock, id, &it)) return *no;
-  const int version = it->second.versions.back().number;
+  int version = 0;  // a part a repartition step cut from its pipeline has none of its own
+  if (auto no = FindLive(lock, id, &it)) {
+    const auto& running = regions_.spec().pipelines;
+    if (no->outcome != Outcome::kNotFound ||
+        std::none_of(running.begin(), running.end(),
+                     [&](const PipelineSpec& p) { return p.id == id; })) {
+      return *no;
+    }
+  } else {
+    version = it->second.versions.back().number;
+  }
   std::vector<Checkpointer::Missed> missed;
   if (Status st = Run(/*persist=*/false, &missed, id); !st.ok()) {
     return {Outcome::kFailed, Json{{"error", "the graph did not build again: " + st.message()}}};
