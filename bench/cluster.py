@@ -82,13 +82,14 @@ pipelines:
                                       f"{d}/s.yaml", "--state-dir", f"{d}/state"],
                                      stderr=self.err, stdout=subprocess.DEVNULL)
 
-    def owns_all(self, store, regions):
-        """With two regions (a repartition step), whose inputs log alike: one
-        server holds every partition of both (its log says so twice), a
-        member holds what its member file in `store` says it owns."""
-        if store is None:
-            self.err.seek(0)
-            return sum(1 for line in self.err if f"assigned {PARTITIONS} partitions" in line) >= regions
+    def regions_assigned_all(self):
+        """How many of its regions were given every partition (one server:
+        each region's input logs its assignment alike)."""
+        self.err.seek(0)
+        return sum(1 for line in self.err if f"assigned {PARTITIONS} partitions" in line)
+
+    def shards_owned(self, store):
+        """How many shards its member file in `store` says it owns."""
         try:
             with open(os.path.join(store, "bench", "members", f"{self.name}.json")) as f:
                 j = json.load(f)
@@ -123,8 +124,8 @@ def settled(members, regions=1, store=None):
     if regions == 1:
         return sum(m.assigned() for m in members) == PARTITIONS
     if store is None:
-        return members[0].owns_all(None, regions)
-    return sum(m.owns_all(store, regions) for m in members) == PARTITIONS * regions
+        return members[0].regions_assigned_all() >= regions
+    return sum(m.shards_owned(store) for m in members) == PARTITIONS * regions
 
 
 def run(work, bootstrap, n, keys, count, join=False, repartition=False):

@@ -530,6 +530,12 @@ struct ComponentDef {
   // ComponentContext::partitions of each assignment: in a cluster its
   // pipeline's keyed state is sharded by them (docs/cluster.md).
   bool partitioned = false;
+  // An input every member of a cluster may run, each member taking a share
+  // of the messages that no other member takes: its clients send each
+  // message to one server (a listener), or its server gives each message to
+  // one subscriber (a queue group). Null for an input that is neither; a
+  // function because it may hold only with some options (docs/cluster.md).
+  std::function<bool(const Options&)> shared_by_members;
   // A step the loader cuts its pipeline at: the part before it writes a
   // kafka topic, the part after reads it back (`repartition`;
   // config/loader.cc). Never made as a transform.

@@ -390,7 +390,6 @@ Status ShardAgent::PublishPrepared(uint64_t id, bool before_commit) {
   if (!before_commit) return Status::Ok();
   MutexLock lock(mu_);
   if (!fenced.empty()) {
-    const bool first = fenced_.empty();
     fenced_ = fenced + ": the exactly-once outputs of region " + region_ +
               " commit nothing more until the region restarts" +
               (config_.on_fenced ? " (it restarts by itself)" : "");
@@ -398,7 +397,7 @@ Status ShardAgent::PublishPrepared(uint64_t id, bool before_commit) {
     KLOG_ERROR("cluster: {}", fenced_);
     Status st = Status::Invalid(fenced_);
     lock.Unlock();
-    if (first) Fenced();
+    Fenced();  // asks for the restart once
     return st;
   }
   if (!unpublished.empty()) {

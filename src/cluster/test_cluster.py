@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 import uuid
 
-from harness import KayakTest, Server, wait_for
+from harness import KayakTest, Server, post_until_taken, wait_for
 from kafka_broker import Broker, value
 from servers import s3_env, s3_objects_signed
 
@@ -57,14 +57,16 @@ def get_once(url):
 
 class ClusterTest(KayakTest):
 
-    def member(self, name, b, group, store, slow=60000, output=None, env=None):
+    def member(self, name, b, group, store, slow=60000, output=None, env=None, graph=None):
         """A member `name`: its own directory, state dir and output (a file
         unless `output` gives one). A store s3://kayak/<prefix> is in the
-        suite's S3 server, its secret key given as ${ENV}."""
+        suite's S3 server, its secret key given as ${ENV}. `graph`, given the
+        member's directory, makes its pipelines file (by default: a window and
+        bucket `sums` over the topic `in`, read by `group`)."""
         d = self.path(name)
         os.makedirs(d, exist_ok=True)
         output = output or f"{{file: {{path: {os.path.join(d, 'out')}}}}}"
-        graph = f"""
+        graph = graph(d) if graph else f"""
 buckets:
   sums: {{}}
 pipelines:
@@ -492,10 +494,8 @@ pipelines:
                 sums[str(i % devices)] = sums.get(str(i % devices), 0) + value(i)
             return sums
 
-        def member(name):
-            d = self.path(name)
-            os.makedirs(d, exist_ok=True)
-            graph = f"""
+        def graph(d):
+            return f"""
 buckets:
   per_dev: {{}}
 pipelines:
@@ -511,12 +511,9 @@ pipelines:
       - bucket: {{name: per_dev, key: dev, op: add, field: v}}
     outputs: [{{file: {{path: {os.path.join(d, 'out')}}}}}]
 """
-            server = (f"listen: 127.0.0.1:0\ncheckpoint: {{interval_secs: 1}}\n"
-                      f"cluster: {{name: c1, member: {name}, store: '{store}', "
-                      "partitioner: crc32}\n")
-            s = Server(d, graph, server_config=server, state_dir=os.path.join(d, "state"))
-            self.servers.append(s)
-            return s
+
+        def member(name):
+            return self.member(name, b, group, store, graph=graph)
 
         n = 3000
         b.produce("in", n, 0, KEYS)
@@ -557,6 +554,71 @@ pipelines:
         self.assertEqual(sorted(os.listdir(os.path.join(store, "c1"))),
                          ["k", "k-part2", "members"])
 
+    def test_posts_to_every_member_after_a_repartition_step(self):
+        """An http input runs on every member, each taking the posts sent to
+        it; a `repartition` step writes them to a topic keyed by device, in
+        transactions, and the bucket after it counts each once, on the member
+        that owns the device's partition. b is killed with SIGKILL right
+        after it accepted posts and comes back on its state directory: what
+        it accepted is counted, once."""
+        devices = 7
+        b = Broker(("by-dev:4", "markers:1"))
+        store = self.path("store")
+
+        def graph(d):
+            return f"""
+buckets:
+  per_dev: {{}}
+pipelines:
+  h:
+    input: {{http: {{path: /ingest}}}}
+    transforms:
+      - repartition: {{key: dev, topic: "{b.t('by-dev')}", brokers: "{b.bootstrap}",
+                       marker_topic: "{b.t('markers')}",
+                       properties: {{transaction.timeout.ms: "10000"}}}}
+      - bucket: {{name: per_dev, key: dev, op: add, field: v}}
+    outputs: [{{file: {{path: {os.path.join(d, 'out')}}}}}]
+"""
+
+        def member(name):
+            return self.member(name, b, None, store, graph=graph)
+
+        def want(n):
+            sums = {}
+            for i in range(n):
+                sums[str(i % devices)] = sums.get(str(i % devices), 0) + value(i)
+            return sums
+
+        def post(s, first, count):
+            body = "".join(json.dumps({"seq": i, "dev": i % devices, "v": value(i)}) + "\n"
+                           for i in range(first, first + count)).encode()
+            post_until_taken(s, "/ingest", body)
+
+        members = {name: member(name) for name in ("a", "b")}
+        n = 0
+        for i in range(40):
+            post(members["ab"[i % 2]], n, 50)
+            n += 50
+        self.assert_settles(members, n, "posts to both members", bucket="per_dev", want=want(n))
+        # Accepted by b (202: in its http log), then b is killed before its
+        # step can have sent them all.
+        for _ in range(20):
+            post(members["b"], n, 50)
+            n += 50
+        self.kill(members, "b")
+        for _ in range(10):
+            post(members["a"], n, 50)
+            n += 50
+        members["b"] = member("b")
+        for i in range(10):
+            post(members["ab"[i % 2]], n, 50)
+            n += 50
+        self.assert_settles(members, n, "after b came back", bucket="per_dev", want=want(n))
+        # Each member's part after the step owns some of the topic's shards.
+        self.assert_one_owner_an_epoch(store, 4)
+        self.assertEqual(sorted(os.listdir(os.path.join(store, "c1"))),
+                         ["h-part2", "members"])
+
     def test_a_graph_that_cannot_follow_partitions_is_refused(self):
         b = Broker(("in:2",))
         store = self.path("store")
@@ -566,7 +628,23 @@ pipelines:
                   f"cluster: {{name: c1, member: x, store: {store}, partitioner: crc32}}\n")
         cases = [
             ("pipelines:\n  p:\n    input: {dummy: {count: 1}}\n    outputs: [{stdout: {}}]\n",
-             "is not partitioned"),
+             "would give every member the same messages"),
+            ("pipelines:\n  p:\n    input: {nats: {url: 'nats://127.0.0.1:1', subject: s}}\n"
+             "    outputs: [{stdout: {}}]\n",
+             "would give every member the same messages"),
+            ("buckets: {n: {}}\npipelines:\n  p:\n    input: {http: {path: /in}}\n"
+             "    transforms: [{bucket: {name: n, key: k, op: count}}]\n"
+             "    outputs: [{stdout: {}}]\n",
+             "only a pipeline that reads a partitioned input writes buckets"),
+            ("buckets: {n: {}}\npipelines:\n  p:\n"
+             f"    input: {{kafka: {{brokers: \"{b.bootstrap}\", topics: [\"{b.t('in')}\"], "
+             "group: g}}\n"
+             "    transforms: [{bucket: {name: n, key: k, op: count}}]\n"
+             "    outputs: [{stdout: {}}]\n"
+             "  q:\n    input: {http: {path: /in}}\n"
+             "    transforms: [{bucket: {name: n, key: k, op: lookup, as: c}}]\n"
+             "    outputs: [{stdout: {}}]\n",
+             "reads pipeline p's partitions and pipeline q's http input"),
             ("pipelines:\n  p:\n"
              f"    input: {{kafka: {{brokers: \"{b.bootstrap}\", topics: [\"{b.t('in')}\"], "
              "group: g}}\n"
@@ -587,6 +665,18 @@ pipelines:
             s.kill()
             self.assertNotEqual(code, 0)
             self.assertIn(want, s.stderr())
+        # Inputs whose messages the members share run on every member.
+        shared = ("pipelines:\n"
+                  "  n:\n    input: {nats: {url: 'nats://127.0.0.1:1', subject: s, queue: q}}\n"
+                  "    outputs: [{stdout: {}}]\n"
+                  "  t:\n    input: {tcp: {listen: '127.0.0.1:0'}}\n    outputs: [{stdout: {}}]\n"
+                  "  u:\n    input: {udp: {listen: '127.0.0.1:0'}}\n    outputs: [{stdout: {}}]\n"
+                  "  h:\n    input: {http: {path: /in}}\n    outputs: [{stdout: {}}]\n")
+        s = Server(d, shared, server_config=server, state_dir=os.path.join(d, "state"))
+        self.servers.append(s)
+        self.assertEqual(sorted(p["id"] for p in s.get_json("/api/v1/pipelines")["pipelines"]),
+                         ["h", "n", "t", "u"])
+        s.kill()
         # Without a state directory there is no cluster.
         s = Server(d, cases[0][0], server_config=server, wait=False)
         self.servers.append(s)

@@ -258,10 +258,13 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
         agent = made.get();
         engine->shard_agents_[runner.get()] = std::move(made);
         ctx.partitions = agent;
-      } else if (options.cluster) {
-        errors->Add(in.mark, "in a cluster every pipeline reads a partitioned input (kafka) or "
-                             "other pipelines (docs/cluster.md): a " + in.def->type +
-                             " input is not partitioned, and every member would run it");
+      } else if (options.cluster &&
+                 !(in.def->shared_by_members && in.def->shared_by_members(opts))) {
+        errors->Add(in.mark, "in a cluster every pipeline reads a partitioned input (kafka), an "
+                             "input whose messages the members share (http, tcp, udp, nats "
+                             "with a queue group) or other pipelines (docs/cluster.md): a " +
+                             in.def->type + " input like this one would give every member "
+                             "the same messages");
       }
       auto input = in.def->make_input(opts, ctx);
       if (input != nullptr && !opts.failed()) runner->SetInput(std::move(input), std::move(in_card));
@@ -283,7 +286,8 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
       if (options.cluster && tr->Stateful() && !(tr->ShardedByKey() && agent != nullptr)) {
         errors->Add(t.mark, "in a cluster keyed state lives in buckets and in the windows of a "
                             "pipeline that reads a partitioned input (docs/cluster.md): this " +
-                                t.def->type + " keeps state that does not move with partitions");
+                                t.def->type + " keeps state that does not move with partitions "
+                                "(a repartition step before it would make it)");
       }
       runner->AddTransform(std::move(tr), std::move(card));
     }
@@ -453,6 +457,16 @@ Status Engine::BindShards(std::vector<Checkpointer::Region>* regions,
       unit = p->id();
     }
     if (agent == nullptr) continue;
+    // Another source would share the region's checkpoints (and its buckets)
+    // with the partitions, which move while it stays.
+    for (auto* cp : r.sources) {
+      auto* p = static_cast<PipelineRunner*>(cp);
+      if (shard_agents_.count(p)) continue;
+      return Status::Invalid("in a cluster a region that reads a partitioned input reads no "
+                             "other (docs/cluster.md): region " + r.name + " reads pipeline " +
+                             unit + "'s partitions and pipeline " + p->id() + "'s " +
+                             p->spec().input.def->type + " input");
+    }
     agents->emplace_back(index, agent);
     // The input's pipeline's windows move with its partitions (Build
     // refused any other state).

@@ -27,10 +27,6 @@ void AddMissed(const std::vector<Checkpointer::Missed>& missed, Json* body) {
   (*body)["savepoint_missed"] = std::move(list);
 }
 
-}  // namespace
-
-namespace {
-
 // In a cluster, a region whose exactly-once outputs were fenced restarts
 // through `graph`'s change thread, as POST .../restart would.
 EngineOptions WithFencedRestarts(EngineOptions e, GraphManager* graph) {

@@ -321,6 +321,8 @@ ComponentDef HttpInputDef() {
        "with a state directory: the log starts a new segment file past this size",
        PropRole::kTuning}.AtLeast(4096).Unit("bytes"),
   };
+  // Each post comes to one member.
+  d.shared_by_members = [](const Options&) { return true; };
   d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
     const std::string path = o.String("path");
     if (path.empty() || path[0] != '/') o.Error("path", "must start with /");

@@ -555,6 +555,11 @@ ComponentDef NatsInputDef() {
   for (auto& p : BrokerPayloadProps("subject, stream sequence and headers")) {
     d.props.push_back(std::move(p));
   }
+  // The server gives each message of a core subject to one subscriber of
+  // its queue group.
+  d.shared_by_members = [](const Options& o) {
+    return o.String("stream").empty() && !o.String("queue").empty();
+  };
   d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
     JetStreamOptions js;
     js.stream = o.String("stream");

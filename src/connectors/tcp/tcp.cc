@@ -231,6 +231,8 @@ ComponentDef TcpInputDef() {
               "lines read and not yet handed to the pipeline, at most",
               PropRole::kTuning}.Range(4096, 1 << 30).Unit("bytes"),
   };
+  // Each connection's lines come to one member.
+  d.shared_by_members = [](const Options&) { return true; };
   d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
     std::string host;
     uint16_t port = 0;

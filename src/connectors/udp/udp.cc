@@ -200,6 +200,8 @@ ComponentDef UdpInputDef() {
               "net.core.rmem_max where the process may)",
               PropRole::kTuning}.Range(4096, 1 << 30).Unit("bytes"),
   };
+  // Each datagram comes to one member.
+  d.shared_by_members = [](const Options&) { return true; };
   d.make_input = [](const Options& o, const ComponentContext& ctx) -> std::unique_ptr<Input> {
     std::string host;
     uint16_t port = 0;
