@@ -10,7 +10,7 @@ of 10 s of event time and a running total) in each engine, checkpointing every
 S seconds (default 1). Once all N are in an engine's output topic (every key
 has state), a producer adds F messages every half second (--feed, default
 10,000: a rate each engine must keep up with); when 30,000 of
-them are out, the engine is killed with SIGKILL while it works and started
+them (--kill-after) are out, the engine is killed with SIGKILL while it works and started
 again as its own docs say a failed job resumes:
 
   kayak                 the same command, --state-dir and group ("kayak static":
@@ -42,6 +42,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -67,6 +68,22 @@ def kayak_start(d, bootstrap, out, eos, secs, static=False):
     return subprocess.Popen([KAYAK, "--config", f"{d}/p.yaml", "--server-config", f"{d}/s.yaml",
                              "--state-dir", f"{d}/state"],
                             stdout=subprocess.DEVNULL, stderr=open(f"{d}/stderr", "a"))
+
+
+def kayak_exposure(d):
+    """What kayak's checkpoints say a kill now would replay: (messages read
+    since the last committed checkpoint's barrier, ms since that commit, the
+    newest checkpoints' durations in ms), from its API."""
+    url = None
+    with open(f"{d}/stderr") as f:
+        for line in f:
+            if "listening on http://" in line:
+                url = line.split("listening on ")[1].strip()
+    with urllib.request.urlopen(url + "/api/v1/checkpoints", timeout=10) as r:
+        region = json.load(r)["regions"][0]
+    e = region["exposure"]
+    return (e["messages"], e["since_commit_ms"],
+            [(h["status"], h["duration_ms"]) for h in region["history"][:5]])
 
 
 def jvm_start(d, bootstrap, out, peer, guarantee, secs, jvm=(), restore=None):
@@ -155,7 +172,7 @@ class Feeder(threading.Thread):
             self.stop.wait(0.5)
 
 
-def one(work, bootstrap, name, n, keys, secs, produced, feed):
+def one(work, bootstrap, name, n, keys, secs, produced, feed, kill_after):
     d = tempfile.mkdtemp(dir=work, prefix=name.replace(" ", "-") + "-")
     out = "out-" + uuid.uuid4().hex[:8]
     subprocess.run([TOOL, "create", bootstrap, f"{out}:4"], check=True)
@@ -184,8 +201,9 @@ def one(work, bootstrap, name, n, keys, secs, produced, feed):
         subprocess.run([TOOL, "wait", bootstrap, out, str(n), "900"], check=True,
                        capture_output=True)
         feeder.start()
-        subprocess.run([TOOL, "wait", bootstrap, out, str(n + 30000), "900"], check=True,
+        subprocess.run([TOOL, "wait", bootstrap, out, str(n + kill_after), "900"], check=True,
                        capture_output=True)
+        exposure = kayak_exposure(d) if name.startswith("kayak") else None
         for p in ps:
             os.kill(p.pid, signal.SIGKILL)
         t_kill = time.monotonic()
@@ -214,7 +232,7 @@ def one(work, bootstrap, name, n, keys, secs, produced, feed):
         peak = sum(peak_rss_mb(p.pid) for p in ps)
         return {"restart_to_first": first - t_restart, "settle": settle, "over": over,
                 "under": under, "twice": twice, "complete": complete, "peak": peak,
-                "produced": n}
+                "produced": n, "exposure": exposure}
     finally:
         feeder.stop.set()
         for p in ps:
@@ -234,6 +252,9 @@ def main():
     ap.add_argument("--feed", type=int, default=10000,
                     help="messages produced every half second once the engine caught up")
     ap.add_argument("--checkpoint-secs", type=int, default=1)
+    ap.add_argument("--kill-after", type=int, default=30000,
+                    help="fed messages out before the kill (the feed gives `--feed` twice a "
+                         "second, the feeder stops after 120 s)")
     ap.add_argument("--engines", default="kayak,kayak exactly_once,kafka streams,"
                     "kafka streams exactly_once_v2,flink,flink exactly_once")
     a = ap.parse_args()
@@ -250,7 +271,8 @@ def main():
         for name in a.engines.split(","):
             # Each engine reads `in` from the start: the messages fed to the
             # engines before it are part of its input too.
-            r = one(work, bootstrap, name, produced, a.keys, a.checkpoint_secs, produced, a.feed)
+            r = one(work, bootstrap, name, produced, a.keys, a.checkpoint_secs, produced, a.feed,
+                    a.kill_after)
             produced = r["produced"]
             rows.append((name, r))
             print(f"{name}: restart to first new output {r['restart_to_first']:.2f} s "
@@ -258,6 +280,11 @@ def main():
                   f"{r['over']:,}, under {r['under']:,}, messages twice {r['twice']:,}, "
                   f"every message out: {r['complete']}, peak after restart {r['peak']:.0f} MB",
                   flush=True)
+            if r["exposure"] is not None:
+                m, ms, history = r["exposure"]
+                print(f"  at the kill: {m:,} messages read since the last committed checkpoint's "
+                      f"barrier, {ms} ms since its commit; newest checkpoints (status, ms): "
+                      f"{history}", flush=True)
         print(f"\n{a.messages:,} messages and more fed, {a.keys:,} keys, a checkpoint every "
               f"{a.checkpoint_secs} s, kill -9 while working:")
         print("| engine | restart to first new output s | keys over the oracle | keys under "

@@ -560,9 +560,10 @@ pipelines:
         transactions, and the bucket after it counts each once, on the member
         that owns the device's partition. b is killed with SIGKILL right
         after it accepted posts and comes back on its state directory: what
-        it accepted is counted, once."""
+        it accepted is counted, once. Both members' commit markers go to the
+        one marker topic of the step's transactional id."""
         devices = 7
-        b = Broker(("by-dev:4", "markers:1"))
+        b = Broker(("by-dev:4", "txn.markers:1"))
         store = self.path("store")
 
         def graph(d):
@@ -574,7 +575,7 @@ pipelines:
     input: {{http: {{path: /ingest}}}}
     transforms:
       - repartition: {{key: dev, topic: "{b.t('by-dev')}", brokers: "{b.bootstrap}",
-                       marker_topic: "{b.t('markers')}",
+                       transactional_id: "{b.t('txn')}",
                        properties: {{transaction.timeout.ms: "10000"}}}}
       - bucket: {{name: per_dev, key: dev, op: add, field: v}}
     outputs: [{{file: {{path: {os.path.join(d, 'out')}}}}}]
@@ -618,6 +619,8 @@ pipelines:
         self.assert_one_owner_an_epoch(store, 4)
         self.assertEqual(sorted(os.listdir(os.path.join(store, "c1"))),
                          ["h-part2", "members"])
+        writers = {m["transactional_id"] for m in b.read("txn.markers")}
+        self.assertEqual(writers, {b.t("txn") + ".a", b.t("txn") + ".b"})
 
     def test_a_graph_that_cannot_follow_partitions_is_refused(self):
         b = Broker(("in:2",))

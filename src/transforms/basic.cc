@@ -258,7 +258,8 @@ ComponentDef RepartitionDef() {
        "with exactly_once: the writer's transactional.id (default kayak-<pipeline>-0)"},
       {"marker_topic", PropType::kString, false, "",
        "with exactly_once: where each commit leaves a marker (default "
-       "<transactional_id>.markers, each cluster member's own); create it with one partition"},
+       "<transactional_id>.markers, one for all members of a cluster); create it with one "
+       "partition"},
       PropDef{"properties", PropType::kStringMap, false, "",
               "librdkafka producer properties of the writer (transaction.timeout.ms: how long "
               "a killed member's open transaction holds up the part after)",

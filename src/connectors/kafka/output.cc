@@ -750,7 +750,8 @@ ComponentDef KafkaOutputDef() {
        "unique per output; in a cluster each member adds .<member>"},
       {"marker_topic", PropType::kString, false, "",
        "with exactly_once: where each commit leaves a marker, partition 0 (default "
-       "<transactional_id>.markers); create it with one partition"},
+       "<transactional_id>.markers, one for all members of a cluster); create it with one "
+       "partition"},
       PropDef{"properties", PropType::kStringMap, false, "",
        "librdkafka producer properties, by their librdkafka names", PropRole::kTuning}
           .Secret(),
@@ -793,12 +794,14 @@ ComponentDef KafkaOutputDef() {
         index = open == std::string::npos ? "0" : index.substr(open + 1, index.size() - open - 2);
         txn.id = "kayak-" + ctx.pipeline_id + "-" + index;
       }
+      // The members of a cluster share the marker topic: a marker is keyed
+      // by its writer's transactional id.
+      txn.marker_topic = o.String("marker_topic");
+      if (txn.marker_topic.empty()) txn.marker_topic = txn.id + ".markers";
       // Every member of a cluster runs this output: each needs an id of its
       // own, or they would fence one another.
       if (ctx.partitions != nullptr) txn.id += "." + ctx.partitions->member();
       txn.owner = ctx.partitions;
-      txn.marker_topic = o.String("marker_topic");
-      if (txn.marker_topic.empty()) txn.marker_topic = txn.id + ".markers";
     } else if (o.Has("transactional_id") || o.Has("marker_topic")) {
       o.Error(o.Has("transactional_id") ? "transactional_id" : "marker_topic",
               "only with exactly_once: true");
