@@ -10,7 +10,12 @@
 //   drop      a's next assignment without the partition: its keys leave a's
 //             bucket (Assign)
 //
-//   shard_move [--keys N] [--partitions P] [--rounds R] [--dir DIR]
+//   shard_move [--keys N] [--partitions P] [--rounds R] [--dir DIR | --s3 ENV]
+//
+// With --s3 the store is a bucket: ENV is a file of KEY=VALUE lines
+// (S3_ENDPOINT, S3_BUCKET, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, as the
+// test servers' s3/env), and the floor is printed too: one PUT and one GET
+// of the slice's bytes through the same client.
 //
 // Prints each round and the medians.
 #include <algorithm>
@@ -18,12 +23,16 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "cluster/partitioner.h"
 #include "cluster/shard_agent.h"
 #include "common/clock.h"
+#include "connectors/s3/blobs.h"
 #include "state/bucket.h"
 
 namespace fs = std::filesystem;
@@ -57,6 +66,26 @@ void Check(const Status& st, const char* what) {
   }
 }
 
+// The bucket an s3/env file names (path-style addressing, as moto needs).
+s3::Endpoint EndpointFrom(const std::string& file) {
+  std::map<std::string, std::string> env;
+  std::ifstream f(file);
+  for (std::string line; std::getline(f, line);) {
+    const size_t eq = line.find('=');
+    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  if (env["S3_ENDPOINT"].empty() || env["S3_BUCKET"].empty()) {
+    std::fprintf(stderr, "%s names no S3_ENDPOINT and S3_BUCKET\n", file.c_str());
+    std::exit(2);
+  }
+  s3::Endpoint e;
+  e.endpoint = env["S3_ENDPOINT"];
+  e.bucket = env["S3_BUCKET"];
+  e.path_style = true;
+  e.credentials = {env["S3_ACCESS_KEY_ID"], env["S3_SECRET_ACCESS_KEY"], ""};
+  return e;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -64,18 +93,27 @@ int main(int argc, char** argv) {
   int32_t partitions = 1;
   int rounds = 3;
   std::string dir = (fs::temp_directory_path() / "kayak-shard-move").string();
+  std::string s3_env;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--keys")) keys = std::stoull(argv[i + 1]);
     if (!std::strcmp(argv[i], "--partitions")) partitions = std::stoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--rounds")) rounds = std::stoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--dir")) dir = argv[i + 1];
+    if (!std::strcmp(argv[i], "--s3")) s3_env = argv[i + 1];
   }
+  const std::string prefix = "shard-move-" + std::to_string(::getpid());
   std::vector<double> publish, claim, drop;
   uint64_t moved_keys = 0, slice_bytes = 0;
   const SystemClock* clock = SystemClock::Get();
   for (int r = 0; r < rounds; ++r) {
     fs::remove_all(dir);
-    const cluster::ClusterConfig ca{"bench", "a", dir, cluster::Partitioner::kCrc32};
+    cluster::ClusterConfig ca{"bench", "a", dir, cluster::Partitioner::kCrc32};
+    if (!s3_env.empty()) {
+      // A prefix of its own each round: the logs start empty.
+      const std::string round = prefix + "/" + std::to_string(r);
+      ca.store = "s3://bucket/" + round;
+      ca.blobs = s3::MakeBlobs(EndpointFrom(s3_env), round);
+    }
     cluster::ClusterConfig cb = ca;
     cb.member = "b";
     Bucket bucket_a("sums", 0), bucket_b("sums", 0);
@@ -121,10 +159,21 @@ int main(int argc, char** argv) {
     t = Seconds();
     Check(a.Assign(&keep), "a's next assignment");
     drop.push_back(Seconds() - t);
-    for (const auto& e : fs::recursive_directory_iterator(dir)) {
-      if (e.is_regular_file() && e.path().filename().string().rfind("chunk-", 0) == 0 &&
-          e.path().string().find("/in.0/") != std::string::npos) {
-        slice_bytes = std::max<uint64_t>(slice_bytes, e.file_size());
+    if (s3_env.empty()) {
+      for (const auto& e : fs::recursive_directory_iterator(dir)) {
+        if (e.is_regular_file() && e.path().filename().string().rfind("chunk-", 0) == 0 &&
+            e.path().string().find("/in.0/") != std::string::npos) {
+          slice_bytes = std::max<uint64_t>(slice_bytes, e.file_size());
+        }
+      }
+    } else {
+      std::vector<std::string> names;
+      Check(ca.blobs->List("bench/r/in.0", &names), "listing the shard");
+      for (const auto& n : names) {
+        if (n.rfind("chunk-", 0) != 0) continue;
+        auto size = ca.blobs->Size("bench/r/in.0/" + n);
+        Check(size.status(), "the slice's size");
+        slice_bytes = std::max<uint64_t>(slice_bytes, static_cast<uint64_t>(*size));
       }
     }
     std::printf("round %d: %llu keys moved, publish %.3f s, claim and restore %.3f s, drop %.3f s\n",
@@ -148,6 +197,24 @@ int main(int argc, char** argv) {
   std::printf("| publish (cut + write + commit) | %.3f |\n", median(publish));
   std::printf("| claim + restore on the new owner | %.3f |\n", median(claim));
   std::printf("| drop on the old owner | %.3f |\n", median(drop));
+  if (!s3_env.empty()) {
+    // The floor: the slice's bytes in one PUT and one GET, nothing cut or
+    // merged.
+    auto blobs = s3::MakeBlobs(EndpointFrom(s3_env), prefix + "/floor");
+    const std::string bytes(slice_bytes, 'x');
+    std::vector<double> put, get;
+    for (int r = 0; r < rounds; ++r) {
+      double t = Seconds();
+      Check(blobs->Write("slice-" + std::to_string(r), "", bytes, true), "the floor's PUT");
+      put.push_back(Seconds() - t);
+      t = Seconds();
+      auto back = blobs->Read("slice-" + std::to_string(r));
+      Check(back.status(), "the floor's GET");
+      get.push_back(Seconds() - t);
+    }
+    std::printf("| the floor: one PUT of the slice's bytes | %.3f |\n", median(put));
+    std::printf("| the floor: one GET of the slice's bytes | %.3f |\n", median(get));
+  }
   fs::remove_all(dir);
   return 0;
 }

@@ -60,6 +60,14 @@ size_t Client::OnBody(char* p, size_t size, size_t n, void* userdata) {
       return r->sink_status.ok() ? size * n : 0;  // 0 stops the transfer
     }
   }
+  if (r->body.empty()) {
+    // One allocation for the whole body where the answer says its length.
+    curl_off_t length = -1;
+    if (curl_easy_getinfo(r->curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) == CURLE_OK &&
+        length > 0 && length <= (curl_off_t{1} << 30)) {
+      r->body.reserve(static_cast<size_t>(length));
+    }
+  }
   r->body.append(p, size * n);
   return size * n;
 }
