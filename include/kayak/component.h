@@ -327,12 +327,16 @@ class Transform {
   }
 
   // ---- in a cluster (docs/cluster.md) ----
-  // True if the state is keyed by the key the input's producers partition
-  // by and its full state (SaveState) is laid out as a rolling_window's
-  // (docs/state_format.md): then it moves with its partitions.
-  virtual bool ShardedByKey() const { return false; }
+  // How the state moves with its partitions, if it does: keyed by the key
+  // the input's producers partition by, its full state (SaveState) laid
+  // out as a rolling_window's (kKeyed), or as a buffer's held messages,
+  // each in the partition of its Kafka key (kMessages;
+  // docs/state_format.md).
+  enum class Sharding { kNone, kKeyed, kMessages };
+  virtual Sharding ShardedAs() const { return Sharding::kNone; }
   // On the pipeline's thread, between two batches: drops every key that
-  // `belongs`, then takes the keys of `fulls` (full states of the same
+  // `belongs` (with kMessages, every message whose Kafka key does), then
+  // takes the keys (messages) of `fulls` (full states of the same
   // transform, each a shard's) as the newest writes. Both count as changes
   // for the next checkpoint. A malformed state is Corruption and changes
   // nothing.

@@ -804,20 +804,24 @@ TEST_F(ShardAgentTest, MemberFilesNameEachKeysOwner) {
 // partition follows: a bucket write or a window under another key is
 // refused, naming both; a lookup reads any key; a window without a key is
 // refused when it is made. On one server nothing of this applies.
+// A member of a cluster that owns no partitions: what a transform made in
+// a cluster is given (ComponentContext::partitions).
+class MemberOnly final : public PartitionOwner {
+ public:
+  const std::string& member() const override { return name_; }
+  Status Assign(std::vector<Assigned>* parts) override {
+    (void)parts;
+    return Status::Ok();
+  }
+
+ private:
+  std::string name_ = "m";
+};
+
 TEST(ClusterKeys, KeyedStateInAClusterIsKeyedByTheMessagesKafkaKey) {
   using testing::MakeBatch;
   using testing::MakeTransform;
-  class Owner final : public PartitionOwner {
-   public:
-    const std::string& member() const override { return name_; }
-    Status Assign(std::vector<Assigned>* parts) override {
-      (void)parts;
-      return Status::Ok();
-    }
-
-   private:
-    std::string name_ = "m";
-  } owner;
+  MemberOnly owner;
   FakeClock clock;
   BucketRegistry buckets;
   buckets.Add("sums", 0);
@@ -877,7 +881,7 @@ TEST(WindowReplaceKeys, AMovedPartitionsWindowsGoOnWhereTheyStopped) {
   auto b = MakeTransform(yaml, &clock, &buckets, &errors);
   auto c = MakeTransform(yaml, &clock, &buckets, &errors);
   ASSERT_TRUE(a && b && c) << errors;
-  ASSERT_TRUE(a->ShardedByKey());
+  ASSERT_EQ(a->ShardedAs(), Transform::Sharding::kKeyed);
   auto feed = [](Transform& t, int key, int v) {
     Batch batch = MakeBatch({"{\"k\":\"k" + std::to_string(key) + "\",\"v\":" + std::to_string(v) +
                              "}"});
@@ -921,6 +925,73 @@ TEST(WindowReplaceKeys, AMovedPartitionsWindowsGoOnWhereTheyStopped) {
   }
   EXPECT_GT(moved, 0);
   EXPECT_EQ(b->ReplaceKeys(in1, {"\x01"}).code(), Code::kCorruption);
+}
+
+// A buffer's held messages move with the partition of their Kafka key: the
+// new owner releases them, in the order they came, and the old one drops
+// them. In a cluster a message without a key is refused.
+TEST(BufferReplaceKeys, AMovedPartitionsHeldMessagesGoWithIt) {
+  using testing::FieldsOf;
+  using testing::MakeBatch;
+  using testing::MakeTransform;
+  MemberOnly owner;
+  FakeClock clock;
+  BucketRegistry buckets;
+  std::string errors;
+  const std::string yaml = "buffer: {max_messages: 1000}";
+  auto a = MakeTransform(yaml, &clock, &buckets, &errors, &owner);
+  auto b = MakeTransform(yaml, &clock, &buckets, &errors, &owner);
+  auto c = MakeTransform(yaml, &clock, &buckets, &errors, &owner);
+  ASSERT_TRUE(a && b && c) << errors;
+  ASSERT_EQ(a->ShardedAs(), Transform::Sharding::kMessages);
+  for (int i = 0; i < 40; ++i) {
+    Batch batch = MakeBatch({"{\"seq\":" + std::to_string(i) + "}"});
+    batch.messages[0].set_key("k" + std::to_string(i % 20));
+    ASSERT_TRUE(a->Process(&batch).ok());
+    EXPECT_TRUE(batch.messages.empty());
+  }
+  Batch keyless = MakeBatch({R"({"seq":99})"});
+  const Status refused = a->Process(&keyless);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("has no key"), std::string::npos) << refused.message();
+
+  std::string full;
+  a->SaveState(&full);
+  std::vector<std::string> slices;
+  ASSERT_TRUE(SplitStateChunk(KeyedState::kBuffer, full, Partitioner::kCrc32, 2, &slices).ok());
+  // Merged back, the slices hold every message once.
+  std::string merged;
+  ASSERT_TRUE(MergeStateChunks(KeyedState::kBuffer, {slices[0], slices[1]}, &merged).ok());
+  ASSERT_TRUE(c->RestoreState(merged).ok());
+  Batch all;
+  c->Drain(&all);
+  EXPECT_EQ(all.messages.size(), 40u);
+
+  auto in1 = [](const std::string& k) { return PartitionOf(Partitioner::kCrc32, k, 2) == 1; };
+  ASSERT_TRUE(b->ReplaceKeys(in1, {slices[1]}).ok());
+  ASSERT_TRUE(a->ReplaceKeys(in1, {}).ok());
+  EXPECT_TRUE(b->StateChanged());
+  Batch from_a, from_b;
+  a->Drain(&from_a);
+  b->Drain(&from_b);
+  std::set<int64_t> seen;
+  int64_t last_b = -1;
+  for (auto& m : from_a.messages) {
+    EXPECT_FALSE(in1(m.key())) << m.key();
+    EXPECT_TRUE(seen.insert(FieldsOf(m)["seq"].get<int64_t>()).second);
+  }
+  for (auto& m : from_b.messages) {
+    EXPECT_TRUE(in1(m.key())) << m.key();
+    const int64_t seq = FieldsOf(m)["seq"].get<int64_t>();
+    EXPECT_GT(seq, last_b) << "in the order they came";
+    last_b = seq;
+    EXPECT_TRUE(seen.insert(seq).second);
+  }
+  EXPECT_GT(from_b.messages.size(), 0u);
+  EXPECT_EQ(seen.size(), 40u);
+  EXPECT_EQ(b->ReplaceKeys(in1, {"\x01"}).code(), Code::kCorruption);
+  EXPECT_EQ(SplitStateChunk(KeyedState::kBuffer, "\x01", Partitioner::kCrc32, 2, &slices).code(),
+            Code::kCorruption);
 }
 
 }  // namespace

@@ -236,7 +236,8 @@ Status ShardAgent::Prepare(uint64_t id, const std::string& position,
     }
     for (const auto& [unit, t] : transforms_) {
       auto& [kind, full] = fulls[unit];
-      kind = KeyedState::kRollingWindow;
+      kind = t->ShardedAs() == Transform::Sharding::kMessages ? KeyedState::kBuffer
+                                                               : KeyedState::kRollingWindow;
       KAYAK_RETURN_IF_ERROR(full_of(unit, &full));
     }
     std::map<int32_t, std::map<std::string, std::vector<std::string>>> cut;  // partitions -> unit

@@ -2,6 +2,8 @@
 
 #include <absl/container/flat_hash_set.h>
 
+#include <functional>
+
 #include "common/format.h"
 #include "cluster/partitioner.h"
 
@@ -70,6 +72,82 @@ class EntryReader {
   uint64_t late_ = 0;
 };
 
+// A buffer's full chunk: I64 when the oldest held message arrived, U64
+// messages; per message Str payload, I64 time, Str key, U64 headers, per
+// header Str name, Str value. Calls `each` with every message's key and
+// bytes, in order.
+Status EachHeld(std::string_view chunk, int64_t* first_ms,
+                const std::function<void(std::string_view key, std::string_view bytes)>& each) {
+  Decoder d(chunk);
+  uint64_t n = 0;
+  const auto shorter = [] { return Status::Corruption("buffer chunk is short"); };
+  if (!d.I64(first_ms) || !d.U64(&n) || n > chunk.size() / 32) return shorter();
+  for (uint64_t i = 0; i < n; ++i) {
+    const size_t at = d.pos();
+    std::string_view payload, key;
+    int64_t ts = 0;
+    uint64_t headers = 0;
+    if (!d.View(&payload) || !d.I64(&ts) || !d.View(&key) || !d.U64(&headers) ||
+        headers > chunk.size() / 16) {
+      return shorter();
+    }
+    for (uint64_t h = 0; h < headers; ++h) {
+      std::string_view name, value;
+      if (!d.View(&name) || !d.View(&value)) return shorter();
+    }
+    each(key, chunk.substr(at, d.pos() - at));
+  }
+  if (!d.done()) return Status::Corruption("buffer chunk has trailing bytes");
+  return Status::Ok();
+}
+
+Status SplitBuffer(std::string_view full, Partitioner partitioner, int32_t partitions,
+                   std::vector<std::string>* shards) {
+  std::vector<Encoder> out(static_cast<size_t>(partitions));
+  std::vector<uint64_t> counts(out.size(), 0);
+  int64_t first_ms = 0;
+  std::vector<std::pair<size_t, std::string_view>> routed;
+  KAYAK_RETURN_IF_ERROR(EachHeld(full, &first_ms, [&](std::string_view key, std::string_view b) {
+    routed.emplace_back(static_cast<size_t>(PartitionOf(partitioner, key, partitions)), b);
+  }));
+  for (auto& e : out) {
+    e.I64(first_ms);
+    e.U64(0);
+  }
+  for (const auto& [p, bytes] : routed) {
+    out[p].out().append(bytes);
+    ++counts[p];
+  }
+  shards->assign(out.size(), std::string());
+  for (size_t p = 0; p < out.size(); ++p) {
+    out[p].PatchU64(8, counts[p]);
+    out[p].AppendTo(&(*shards)[p]);
+  }
+  return Status::Ok();
+}
+
+Status MergeBuffers(const std::vector<std::string_view>& shards, std::string* out) {
+  Encoder e;
+  e.I64(0);
+  e.U64(0);
+  uint64_t total = 0;
+  int64_t first = 0;
+  for (std::string_view s : shards) {
+    int64_t first_ms = 0;
+    uint64_t n = 0;
+    KAYAK_RETURN_IF_ERROR(EachHeld(s, &first_ms, [&](std::string_view, std::string_view b) {
+      e.out().append(b);
+      ++n;
+    }));
+    if (n > 0 && (total == 0 || first_ms < first)) first = first_ms;
+    total += n;
+  }
+  e.PatchU64(0, static_cast<uint64_t>(first));
+  e.PatchU64(8, total);
+  e.AppendTo(out);
+  return Status::Ok();
+}
+
 // A chunk's header: its count (patched once known) and a window's late.
 void Header(KeyedState kind, uint64_t late, Encoder* e) {
   e->U64(0);
@@ -81,6 +159,7 @@ void Header(KeyedState kind, uint64_t late, Encoder* e) {
 Status SplitStateChunk(KeyedState kind, std::string_view full, Partitioner partitioner,
                        int32_t partitions, std::vector<std::string>* shards) {
   if (partitions < 1) return Status::Invalid("a topic has at least one partition");
+  if (kind == KeyedState::kBuffer) return SplitBuffer(full, partitioner, partitions, shards);
   EntryReader reader(kind, full);
   KAYAK_RETURN_IF_ERROR(reader.Start());
   std::vector<Encoder> out(static_cast<size_t>(partitions));
@@ -105,6 +184,7 @@ Status SplitStateChunk(KeyedState kind, std::string_view full, Partitioner parti
 
 Status MergeStateChunks(KeyedState kind, const std::vector<std::string_view>& shards,
                         std::string* out) {
+  if (kind == KeyedState::kBuffer) return MergeBuffers(shards, out);
   std::vector<EntryReader> readers;
   readers.reserve(shards.size());
   uint64_t total = 0;

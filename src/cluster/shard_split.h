@@ -18,11 +18,12 @@
 
 namespace kayak::cluster {
 
-// The full chunks that split by key: a bucket's, and a rolling_window's
-// (whose count of late points goes with partition 0's slice, and whose
-// slices' counts add up when merged). A buffer's messages have no key of
-// their own and do not split.
-enum class KeyedState { kBucket, kRollingWindow };
+// The full chunks that split by key: a bucket's, a rolling_window's (whose
+// count of late points goes with partition 0's slice, and whose slices'
+// counts add up when merged), and a buffer's, whose held messages split by
+// their Kafka keys (each slice keeps the time the oldest held message
+// arrived; merged, the earliest of the slices that hold any).
+enum class KeyedState { kBucket, kRollingWindow, kBuffer };
 
 // (*shards)[p], for every p < `partitions`, becomes the full chunk of the
 // entries of `full` whose key `partitioner` puts in partition p, in `full`'s
@@ -35,7 +36,8 @@ Status SplitStateChunk(KeyedState kind, std::string_view full, Partitioner parti
 // sets of keys), least recently written first: entries are interleaved by
 // their last write, each shard's own order kept (the earlier shard first on
 // a tie). Corruption when a chunk is malformed or a key is in two of them:
-// a key lives in one shard only.
+// a key lives in one shard only. A buffer's messages are kept in each
+// shard's order, the shards one after the other.
 Status MergeStateChunks(KeyedState kind, const std::vector<std::string_view>& shards,
                         std::string* out);
 

@@ -650,7 +650,8 @@ pipelines:
              "reads pipeline p's partitions and pipeline q's http input"),
             ("pipelines:\n  p:\n"
              f"    input: {{kafka: {{brokers: \"{b.bootstrap}\", topics: [\"{b.t('in')}\"], "
-             "group: g}}\n"
+             "group: g}}\n    outputs: [{stdout: {}}]\n"
+             "  q:\n    input: {pipeline: p}\n"
              "    transforms: [{buffer: {max_messages: 10}}]\n    outputs: [{stdout: {}}]\n",
              "keeps state that does not move with partitions"),
             ("pipelines:\n  p:\n"

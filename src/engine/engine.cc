@@ -283,9 +283,11 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
       ctx.stats = card.get();
       auto tr = t.def->make_transform(opts, ctx);
       if (tr == nullptr || opts.failed()) continue;
-      if (options.cluster && tr->Stateful() && !(tr->ShardedByKey() && agent != nullptr)) {
-        errors->Add(t.mark, "in a cluster keyed state lives in buckets and in the windows of a "
-                            "pipeline that reads a partitioned input (docs/cluster.md): this " +
+      if (options.cluster && tr->Stateful() &&
+          !(tr->ShardedAs() != Transform::Sharding::kNone && agent != nullptr)) {
+        errors->Add(t.mark, "in a cluster state lives in buckets and in the windows and buffers "
+                            "of a pipeline that reads a partitioned input (docs/cluster.md): "
+                            "this " +
                                 t.def->type + " keeps state that does not move with partitions "
                                 "(a repartition step before it would make it)");
       }
@@ -468,7 +470,7 @@ Status Engine::BindShards(std::vector<Checkpointer::Region>* regions,
                              p->spec().input.def->type + " input");
     }
     agents->emplace_back(index, agent);
-    // The input's pipeline's windows move with its partitions (Build
+    // The input's pipeline's windows and buffers move with its partitions (Build
     // refused any other state).
     PipelineRunner* reader = Find(unit);
     std::vector<std::pair<std::string, Transform*>> windows;

@@ -276,7 +276,7 @@ class RollingWindow final : public Transform {
     return Status::Ok();
   }
 
-  bool ShardedByKey() const override { return true; }
+  Sharding ShardedAs() const override { return Sharding::kKeyed; }
 
   Status ReplaceKeys(const std::function<bool(const std::string& key)>& belongs,
                      const std::vector<std::string_view>& fulls) override {

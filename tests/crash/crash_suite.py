@@ -622,7 +622,8 @@ pipelines:
 def part_cluster(d, kills, rng, c, verbose, on_s3=False):
     """Three members of a cluster (docs/cluster.md), their store a directory
     or (`on_s3`) a prefix in the suite's S3 server, summing a topic of six
-    partitions into a bucket while a producer goes on; random members killed
+    partitions into a bucket (through a buffer, whose held messages move
+    with their partitions) while a producer goes on; random members killed
     at random instants, most restarted at once (static membership: they take
     their own place back), some only after their session ended (their
     partitions move, with their state, and come back). A second bucket is
@@ -681,6 +682,7 @@ pipelines:
                       properties: {{session.timeout.ms: "6000", heartbeat.interval.ms: "500"}}}}}}
     transforms:
       - lua: {{script: 'function process(m) for i=1,30000 do end return m end'}}
+      - buffer: {{max_messages: 100, max_secs: 0.3}}
       - bucket: {{name: csums, key: k, op: add, field: v, as: total}}
       - map: {{dev: 'seq % {devices}'}}
       - repartition: {{key: dev, topic: "{b.t('by-dev')}", marker_topic: "{b.t('markers')}",
