@@ -479,6 +479,20 @@ TEST(BucketReplaceKeys, DropsWhatBelongsWritesTheSliceAndCountsBothAsChanges) {
   for (const auto& [k, v] : Contents(live)) EXPECT_FALSE(in1(k)) << k;
 }
 
+// A member of a cluster that owns no partitions: what a transform made in
+// a cluster is given (ComponentContext::partitions).
+class MemberOnly final : public PartitionOwner {
+ public:
+  const std::string& member() const override { return name_; }
+  Status Assign(std::vector<Assigned>* parts) override {
+    (void)parts;
+    return Status::Ok();
+  }
+
+ private:
+  std::string name_ = "m";
+};
+
 class ShardAgentTest : public ShardStoreTest {
  protected:
   ClusterConfig Config(const std::string& member) const {
@@ -610,6 +624,68 @@ TEST_F(ShardAgentTest, APartitionMovesWithItsStateAndTheOldOwnerIsFenced) {
 // A revocation: the agent asks for a checkpoint and says the partitions may
 // go only once one begun after the request is published, with their
 // offsets in the store.
+// A buffer can release what it holds with no new input: a shard whose
+// newest entry held messages is published again at the next checkpoint even
+// though its offset did not move, so a claim does not release them twice.
+TEST_F(ShardAgentTest, AShardWhoseBufferHeldMessagesIsPublishedAgainOnceReleased) {
+  MemberOnly owner;
+  BucketRegistry buckets;
+  std::string errors;
+  const std::string yaml = "buffer: {max_messages: 1000}";
+  auto buffer_a = testing::MakeTransform(yaml, &clock_, &buckets, &errors, &owner);
+  auto buffer_b = testing::MakeTransform(yaml, &clock_, &buckets, &errors, &owner);
+  ASSERT_TRUE(buffer_a && buffer_b) << errors;
+  ShardAgent a(Config("a"), nullptr, &clock_), b(Config("b"), nullptr, &clock_);
+  a.Bind("r", {}, {{"p.k.t0", buffer_a.get()}});
+  b.Bind("r", {}, {{"p.k.t0", buffer_b.get()}});
+  auto parts = Parts({0, 1}, false);
+  ASSERT_TRUE(a.Assign(&parts).ok());
+  Batch in = testing::MakeBatch({R"({"seq":1})", R"({"seq":2})", R"({"seq":3})"});
+  for (size_t i = 0; i < in.messages.size(); ++i) {
+    in.messages[i].set_key("key-" + std::to_string(i));
+  }
+  ASSERT_TRUE(buffer_a->Process(&in).ok());
+  const auto saved = [&](const std::string& unit, std::string* full) {
+    EXPECT_EQ(unit, "p.k.t0");
+    full->clear();
+    buffer_a->SaveState(full);
+    return Status::Ok();
+  };
+  ASSERT_TRUE(a.Prepare(1, R"({"offsets":[["t",0,10],["t",1,10]]})", {}, saved).ok());
+  a.Publish(1);
+  Batch released;
+  buffer_a->Drain(&released);  // max_secs passed: out to the outputs
+  ASSERT_EQ(released.messages.size(), 3u);
+  // The same offsets: only what the buffer holds changed.
+  ASSERT_TRUE(a.Prepare(2, R"({"offsets":[["t",0,10],["t",1,10]]})", {}, saved).ok());
+  a.Publish(2);
+  auto to_b = Parts({0, 1}, false);
+  ASSERT_TRUE(b.Assign(&to_b).ok());
+  for (const auto& p : to_b) EXPECT_EQ(p.offset, 10);
+  Batch again;
+  buffer_b->Drain(&again);
+  EXPECT_EQ(again.messages.size(), 0u) << "released by a, and released again by b";
+  // An idle shard whose entry holds nothing is not written again.
+  const auto entries = [&] {
+    size_t n = 0;
+    for (const auto& e : fs::recursive_directory_iterator(root_)) {
+      n += e.path().filename().string().rfind("LOG-", 0) == 0;
+    }
+    return n;
+  };
+  const auto saved_b = [&](const std::string&, std::string* full) {
+    full->clear();
+    buffer_b->SaveState(full);
+    return Status::Ok();
+  };
+  ASSERT_TRUE(b.Prepare(3, R"({"offsets":[["t",0,10],["t",1,10]]})", {}, saved_b).ok());
+  b.Publish(3);  // after a claim: written once
+  const size_t after_claim = entries();
+  ASSERT_TRUE(b.Prepare(4, R"({"offsets":[["t",0,10],["t",1,10]]})", {}, saved_b).ok());
+  b.Publish(4);
+  EXPECT_EQ(entries(), after_claim);
+}
+
 TEST_F(ShardAgentTest, AHandOverWaitsForACheckpointBegunAfterIt) {
   Bucket bucket("sums", 0);
   ShardAgent a(Config("a"), nullptr, &clock_);
@@ -804,20 +880,6 @@ TEST_F(ShardAgentTest, MemberFilesNameEachKeysOwner) {
 // partition follows: a bucket write or a window under another key is
 // refused, naming both; a lookup reads any key; a window without a key is
 // refused when it is made. On one server nothing of this applies.
-// A member of a cluster that owns no partitions: what a transform made in
-// a cluster is given (ComponentContext::partitions).
-class MemberOnly final : public PartitionOwner {
- public:
-  const std::string& member() const override { return name_; }
-  Status Assign(std::vector<Assigned>* parts) override {
-    (void)parts;
-    return Status::Ok();
-  }
-
- private:
-  std::string name_ = "m";
-};
-
 TEST(ClusterKeys, KeyedStateInAClusterIsKeyedByTheMessagesKafkaKey) {
   using testing::MakeBatch;
   using testing::MakeTransform;

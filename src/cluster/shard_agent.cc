@@ -62,6 +62,9 @@ void ShardAgent::Bind(std::string region, std::vector<Bucket*> buckets,
   region_ = std::move(region);
   buckets_ = std::move(buckets);
   transforms_ = std::move(transforms);
+  for (const auto& [unit, t] : transforms_) {
+    holds_messages_ = holds_messages_ || t->ShardedAs() == Transform::Sharding::kMessages;
+  }
   // After the fields it reads are set: the member file's writer reads them
   // from now on (ordered by the membership's mutex).
   if (config_.membership != nullptr) config_.membership->Add(this);
@@ -134,7 +137,10 @@ Status ShardAgent::Assign(std::vector<Assigned>* parts) {
     }
     if (current) {
       auto& o = owned_[{a.topic, a.partition}];
-      if (o.epoch != (*newest)->epoch) o.published_offset = (*newest)->next_offset;
+      if (o.epoch != (*newest)->epoch) {
+        o.published_offset = (*newest)->next_offset;
+        o.held_messages = holds_messages_;  // what it restored is not known here
+      }
       o.epoch = (*newest)->epoch;
       o.partitions = a.partitions;
       o.lost = false;
@@ -159,7 +165,9 @@ Status ShardAgent::Assign(std::vector<Assigned>* parts) {
       slices[unit].push_back(std::move(*data));
     }
     claimed_partitions.insert(a.partition);
-    claims.emplace_back(&a, Holding{epoch, a.partitions, claimed.next_offset});
+    Holding holding{epoch, a.partitions, claimed.next_offset};
+    holding.held_messages = holds_messages_;  // a buffer's slice of it may hold some
+    claims.emplace_back(&a, holding);
     KLOG_INFO("cluster: claimed shard {} at epoch {}: restoring checkpoint {}, reading from "
               "offset {}", id.Path(), epoch, claimed.checkpoint, claimed.next_offset);
   }
@@ -221,7 +229,10 @@ Status ShardAgent::Prepare(uint64_t id, const std::string& position,
     MutexLock lock(mu_);
     for (const auto& [tp, o] : owned_) {
       auto at = offsets.find(tp);
-      if (!o.lost && at != offsets.end() && at->second != o.published_offset) due[tp] = o;
+      if (!o.lost && at != offsets.end() &&
+          (at->second != o.published_offset || o.held_messages)) {
+        due[tp] = o;
+      }
     }
   }
   std::vector<Slice> slices;
@@ -250,7 +261,13 @@ Status ShardAgent::Prepare(uint64_t id, const std::string& position,
         }
       }
       Slice s{IdOf(tp.first, tp.second), o.epoch, offsets[tp], {}, outputs};
-      for (auto& [unit, shards] : by_unit) s.units[unit] = shards[static_cast<size_t>(tp.second)];
+      for (auto& [unit, shards] : by_unit) {
+        s.units[unit] = shards[static_cast<size_t>(tp.second)];
+        // A buffer's slice past its header (I64 time, U64 count) holds some.
+        if (fulls[unit].first == KeyedState::kBuffer && s.units[unit].size() > 16) {
+          s.held_messages = true;
+        }
+      }
       slices.push_back(std::move(s));
     }
   }
@@ -368,7 +385,10 @@ Status ShardAgent::PublishPrepared(uint64_t id, bool before_commit) {
       MutexLock lock(mu_);
       auto o = owned_.find({s.shard.topic, s.shard.partition});
       if (*outcome == CommitOutcome::kCommitted) {
-        if (o != owned_.end() && o->second.epoch == s.epoch) o->second.published_offset = s.offset;
+        if (o != owned_.end() && o->second.epoch == s.epoch) {
+          o->second.published_offset = s.offset;
+          o->second.held_messages = s.held_messages;
+        }
       } else if (o != owned_.end() && o->second.epoch == s.epoch) {
         // Another member claimed the shard: this server writes to it no
         // more, and its state there is the new owner's.

@@ -146,6 +146,10 @@ class ShardAgent final : public PartitionOwner {
     // published; its keys go at the next assignment, or are restored from
     // the new owner's if the partition is given back.
     bool lost = false;
+    // The newest entry written (or restored) may hold a buffer's messages,
+    // which the buffer can release with no new input: the shard is
+    // published at the next checkpoint even if its offset did not move.
+    bool held_messages = false;
     int64_t next = -1;  // the input's progress (Progress)
     int64_t lag = -1;
   };
@@ -155,6 +159,7 @@ class ShardAgent final : public PartitionOwner {
     int64_t offset = 0;
     std::map<std::string, std::string> units;  // unit -> its slice (a full chunk)
     std::map<std::string, std::string> outputs;  // the two-phase outputs' states
+    bool held_messages = false;  // a buffer's slice of it holds messages
   };
   ShardId IdOf(const std::string& topic, int32_t partition) const;
   // Checkpoint `id`'s prepared slices into the store. Before a commit
@@ -173,6 +178,7 @@ class ShardAgent final : public PartitionOwner {
   std::string region_;
   std::vector<Bucket*> buckets_;
   std::vector<std::pair<std::string, Transform*>> transforms_;
+  bool holds_messages_ = false;  // one of transforms_ is a buffer (set by Bind)
   CheckpointRequest request_checkpoint_;
   CommitCheck commit_check_;
 
