@@ -686,6 +686,48 @@ TEST_F(ShardAgentTest, AShardWhoseBufferHeldMessagesIsPublishedAgainOnceReleased
   EXPECT_EQ(entries(), after_claim);
 }
 
+// From the revocation to the next assignment a buffer releases nothing by
+// time: what it holds of the partitions handed over is in the checkpoint
+// their next owner restores and releases. Then it goes on with what it kept.
+TEST_F(ShardAgentTest, ABufferReleasesNothingByTimeWhilePartitionsAreHandedOver) {
+  ShardAgent a(Config("a"), nullptr, &clock_);
+  BucketRegistry buckets;
+  std::string errors;
+  auto buffer = testing::MakeTransform("buffer: {max_messages: 1000, max_secs: 1}", &clock_,
+                                       &buckets, &errors, &a);
+  ASSERT_TRUE(buffer) << errors;
+  a.Bind("r", {}, {{"p.k.t0", buffer.get()}});
+  a.SetCheckpointRequest([] { return uint64_t{7}; });
+  auto parts = Parts({0, 1}, false);
+  ASSERT_TRUE(a.Assign(&parts).ok());
+  Batch in = testing::MakeBatch({"{}", "{}", "{}", "{}", "{}", "{}"});
+  for (size_t i = 0; i < in.messages.size(); ++i) {
+    in.messages[i].set_key("key-" + std::to_string(i));
+  }
+  ASSERT_TRUE(buffer->Process(&in).ok());
+  // The hand-over's checkpoint, published.
+  ASSERT_TRUE(a.Prepare(1, R"({"offsets":[["t",0,10],["t",1,10]]})", {},
+                        [&](const std::string&, std::string* full) {
+                          full->clear();
+                          buffer->SaveState(full);
+                          return Status::Ok();
+                        }).ok());
+  a.Publish(1);
+  ASSERT_TRUE(a.HandOver());
+  EXPECT_TRUE(a.StateHeld());
+  Batch out;
+  buffer->Tick(clock_.NowMs() + 5000, &out);
+  EXPECT_TRUE(out.messages.empty()) << "released while its partitions were handed over";
+  auto kept = Parts({0}, true);
+  ASSERT_TRUE(a.Assign(&kept).ok());
+  EXPECT_FALSE(a.StateHeld());
+  buffer->Tick(clock_.NowMs() + 5000, &out);
+  ASSERT_FALSE(out.messages.empty());
+  for (const auto& m : out.messages) {
+    EXPECT_EQ(PartitionOf(Partitioner::kCrc32, m.key(), 2), 0) << m.key();
+  }
+}
+
 TEST_F(ShardAgentTest, AHandOverWaitsForACheckpointBegunAfterIt) {
   Bucket bucket("sums", 0);
   ShardAgent a(Config("a"), nullptr, &clock_);

@@ -80,6 +80,7 @@ void ShardAgent::Error(const std::string& what) const {
 }
 
 Status ShardAgent::Assign(std::vector<Assigned>* parts) {
+  state_held_.store(false);  // the keys of the partitions that went go below
   MutexLock lock(mu_);
   std::set<std::pair<std::string, int32_t>> given;
   std::set<int32_t> given_partitions;
@@ -317,6 +318,7 @@ bool ShardAgent::HandOver() {
   // this returns, so no checkpoint begun after the request can be
   // published first.
   const uint64_t after = request_checkpoint_();
+  state_held_.store(true);
   MutexLock lock(mu_);
   handover_after_ = after;
   return true;

@@ -21,6 +21,7 @@
 // commits nothing more).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -81,6 +82,7 @@ class ShardAgent final : public PartitionOwner {
   void Progress(const std::string& topic, int32_t partition, int64_t next, int64_t lag) override;
   bool HandOver() override;
   bool HandedOver() override;
+  bool StateHeld() const override { return state_held_.load(); }
   void Fenced() override;
 
   // How the agent asks its region for a checkpoint now, for a hand-over:
@@ -179,6 +181,8 @@ class ShardAgent final : public PartitionOwner {
   std::vector<Bucket*> buckets_;
   std::vector<std::pair<std::string, Transform*>> transforms_;
   bool holds_messages_ = false;  // one of transforms_ is a buffer (set by Bind)
+  // From HandOver() to the next Assign(): both on the pipeline's thread.
+  std::atomic<bool> state_held_{false};
   CheckpointRequest request_checkpoint_;
   CommitCheck commit_check_;
 

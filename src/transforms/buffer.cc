@@ -33,12 +33,13 @@ bool DecodeHeld(checkpoint::Decoder* d, Message* out) {
 
 class BufferTransform final : public Transform {
  public:
-  BufferTransform(size_t max_messages, size_t max_bytes, int64_t max_ms, bool follow_partition,
-                  const Clock* clock)
+  BufferTransform(size_t max_messages, size_t max_bytes, int64_t max_ms,
+                  const PartitionOwner* owner, const Clock* clock)
       : max_messages_(max_messages),
         max_bytes_(max_bytes),
         max_ms_(max_ms),
-        follow_partition_(follow_partition),
+        follow_partition_(owner != nullptr),
+        owner_(owner),
         clock_(clock) {}
 
   Status Process(Batch* batch) override {
@@ -65,6 +66,9 @@ class BufferTransform final : public Transform {
   }
 
   void Tick(int64_t now_ms, Batch* out) override {
+    // While partitions are handed over, what it holds of them is in the
+    // checkpoint their next owner restores and releases.
+    if (owner_ != nullptr && owner_->StateHeld()) return;
     if (!held_.empty() && max_ms_ > 0 && now_ms - first_ms_ >= max_ms_) Release(out);
   }
 
@@ -166,6 +170,7 @@ class BufferTransform final : public Transform {
   const size_t max_bytes_;
   const int64_t max_ms_;
   const bool follow_partition_;  // in a cluster (docs/cluster.md)
+  const PartitionOwner* owner_;  // in a cluster; null on one server
   const Clock* clock_;
   std::vector<Message> held_;
   size_t held_bytes_ = 0;
@@ -205,7 +210,7 @@ ComponentDef BufferDef() {
         static_cast<size_t>(o.Has("max_messages") ? o.Int("max_messages") : kDefaultMaxMessages),
         static_cast<size_t>(o.Has("max_bytes") ? o.Int("max_bytes") : kDefaultMaxBytes),
         o.Has("max_secs") ? static_cast<int64_t>(o.Number("max_secs") * 1000) : 0,
-        ctx.partitions != nullptr, ctx.clock);
+        ctx.partitions, ctx.clock);
   };
   return d;
 }
