@@ -101,6 +101,16 @@ def kayak_args(d, bootstrap, output, state, eos=False, transforms=None, head="",
     return args
 
 
+def listen_url(err):
+    """The admin API's address in a kayak's stderr (an open file), or None
+    before it listens."""
+    err.seek(0)
+    for line in err:
+        if "listening on http://" in line:
+            return line.split("listening on ")[1].strip()
+    return None
+
+
 def run_kayak(work, bootstrap, n, output, state, eos=False, label="", transforms=None,
               head="", interval_secs=None, input_extra=""):
     """msg/s of one kayak run. `transforms` (YAML flow list) replaces the
@@ -123,13 +133,7 @@ def run_kayak(work, bootstrap, n, output, state, eos=False, label="", transforms
     t0 = time.monotonic()
     p = subprocess.Popen(args, stderr=err, stdout=subprocess.DEVNULL)
     try:
-        def url():
-            err.seek(0)
-            for line in err:
-                if "listening on http://" in line:
-                    return line.split("listening on ")[1].strip()
-            return None
-        u = wait(url, 30, "kayak to listen")
+        u = wait(lambda: listen_url(err), 30, "kayak to listen")
         if done is not None:
             first, end = watched(done, f"out-{group}", n)
             FIRSTS.setdefault(label, []).append(first - t0)

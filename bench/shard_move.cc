@@ -23,8 +23,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <map>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -33,6 +31,7 @@
 #include "cluster/shard_agent.h"
 #include "common/clock.h"
 #include "connectors/s3/blobs.h"
+#include "connectors/s3/env_file.h"
 #include "state/bucket.h"
 
 namespace fs = std::filesystem;
@@ -66,23 +65,13 @@ void Check(const Status& st, const char* what) {
   }
 }
 
-// The bucket an s3/env file names (path-style addressing, as moto needs).
+// The bucket an s3/env file names; the run stops without one.
 s3::Endpoint EndpointFrom(const std::string& file) {
-  std::map<std::string, std::string> env;
-  std::ifstream f(file);
-  for (std::string line; std::getline(f, line);) {
-    const size_t eq = line.find('=');
-    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  if (env["S3_ENDPOINT"].empty() || env["S3_BUCKET"].empty()) {
+  s3::Endpoint e = s3::EndpointFromEnvFile(file);
+  if (e.endpoint.empty() || e.bucket.empty()) {
     std::fprintf(stderr, "%s names no S3_ENDPOINT and S3_BUCKET\n", file.c_str());
     std::exit(2);
   }
-  s3::Endpoint e;
-  e.endpoint = env["S3_ENDPOINT"];
-  e.bucket = env["S3_BUCKET"];
-  e.path_style = true;
-  e.credentials = {env["S3_ACCESS_KEY_ID"], env["S3_SECRET_ACCESS_KEY"], ""};
   return e;
 }
 

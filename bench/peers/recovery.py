@@ -13,8 +13,9 @@ has state), a producer adds F messages every half second (--feed, default
 them (--kill-after) are out, the engine is killed with SIGKILL while it works and started
 again as its own docs say a failed job resumes:
 
-  kayak                 the same command, --state-dir and group ("kayak static":
-                        with `group.instance.id` among the input's properties)
+  kayak                 the same command, --state-dir and group (a static member
+                        of the group, its id from the state directory; "kayak
+                        dynamic": with `group.instance.id: ""`, a dynamic one)
   Kafka Streams         the same application.id and state.dir
   Flink                 a MiniCluster job started from its newest retained
                         checkpoint (`execution.state-recovery.path`), as
@@ -49,15 +50,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE)))
 import run as peers  # noqa: E402
+import kafka_pipe  # noqa: E402
 from kafka_pipe import JAVA, KAYAK, TOOL, Cluster, peak_rss_mb  # noqa: E402
 
 
-def kayak_start(d, bootstrap, out, eos, secs, static=False):
+def kayak_start(d, bootstrap, out, eos, secs, dynamic=False):
     group = os.path.basename(d)
     txn = ", exactly_once: true" if eos else ""
-    # Static membership: a restarted member takes its partitions back at once
-    # instead of waiting out the dead one's session (45 s by default).
-    props = f", properties: {{group.instance.id: {group}}}" if static else ""
+    # By default a static member: a restarted member takes its partitions
+    # back at once. A dynamic one waits out the dead one's session (45 s by
+    # default).
+    props = ", properties: {group.instance.id: ''}" if dynamic else ""
     with open(f"{d}/p.yaml", "w") as f:
         f.write(f"buckets:\n  totals: {{}}\npipelines:\n  p:\n    input: {{kafka: {{brokers: "
                 f"'{bootstrap}', topics: [in], group: {group}, batch_size: 5000{props}}}}}\n"
@@ -74,11 +77,8 @@ def kayak_exposure(d):
     """What kayak's checkpoints say a kill now would replay: (messages read
     since the last committed checkpoint's barrier, ms since that commit, the
     newest checkpoints' durations in ms), from its API."""
-    url = None
     with open(f"{d}/stderr") as f:
-        for line in f:
-            if "listening on http://" in line:
-                url = line.split("listening on ")[1].strip()
+        url = kafka_pipe.listen_url(f)
     with urllib.request.urlopen(url + "/api/v1/checkpoints", timeout=10) as r:
         region = json.load(r)["regions"][0]
     e = region["exposure"]
@@ -181,7 +181,7 @@ def one(work, bootstrap, name, n, keys, secs, produced, feed, kill_after):
     def start(restart):
         """The engine's processes."""
         if name.startswith("kayak"):
-            return [kayak_start(d, bootstrap, out, eos, secs, "static" in name)]
+            return [kayak_start(d, bootstrap, out, eos, secs, "dynamic" in name)]
         if name.startswith("kafka streams"):
             return [jvm_start(d, bootstrap, out, peers.KSTREAMS,
                               "exactly_once_v2" if eos else "at_least_once", secs)]

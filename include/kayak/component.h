@@ -178,6 +178,12 @@ struct ComponentContext {
   // In a cluster, for a kafka input: who keeps its region's shards. Null
   // otherwise.
   PartitionOwner* partitions = nullptr;
+  // With checkpointing: a name of the state directory, the same across the
+  // server's restarts on it and another for another directory (a keyed
+  // hash under its key; 16 hex digits). What a consumer names itself by to
+  // take its own place back after a kill (a kafka input's static
+  // membership). Empty otherwise.
+  std::string instance_id;
 };
 
 // Where a component sends what it will never handle, with why: its

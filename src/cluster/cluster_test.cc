@@ -718,6 +718,14 @@ TEST_F(ShardAgentTest, ABufferReleasesNothingByTimeWhilePartitionsAreHandedOver)
   Batch out;
   buffer->Tick(clock_.NowMs() + 5000, &out);
   EXPECT_TRUE(out.messages.empty()) << "released while its partitions were handed over";
+  // An assignment that fails is tried again later: until one succeeds the
+  // messages of the partitions that went are still held for their owner.
+  auto bad = Parts({0}, true);
+  bad.front().partitions = 0;
+  ASSERT_FALSE(a.Assign(&bad).ok());
+  EXPECT_TRUE(a.StateHeld());
+  buffer->Tick(clock_.NowMs() + 5000, &out);
+  EXPECT_TRUE(out.messages.empty()) << "released after an assignment that failed";
   auto kept = Parts({0}, true);
   ASSERT_TRUE(a.Assign(&kept).ok());
   EXPECT_FALSE(a.StateHeld());

@@ -80,7 +80,6 @@ void ShardAgent::Error(const std::string& what) const {
 }
 
 Status ShardAgent::Assign(std::vector<Assigned>* parts) {
-  state_held_.store(false);  // the keys of the partitions that went go below
   MutexLock lock(mu_);
   std::set<std::pair<std::string, int32_t>> given;
   std::set<int32_t> given_partitions;
@@ -200,6 +199,10 @@ Status ShardAgent::Assign(std::vector<Assigned>* parts) {
     a->keep = false;
     a->offset = holding.published_offset;
   }
+  // Only now are the keys of the partitions that went dropped: an
+  // assignment that failed before (the store unreachable) is tried again,
+  // and until then what they held is still their next owner's.
+  state_held_.store(false);
   return Status::Ok();
 }
 

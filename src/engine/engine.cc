@@ -219,6 +219,11 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
   std::map<std::string, PipelineRunner*> by_id;
   std::map<std::string, size_t> downstream_lanes;
   bool crash_dir_made = false;
+  // The state directory's name for its consumers: a keyed hash, so it says
+  // nothing of the key and differs from one directory to the next.
+  const std::string instance_id = options.checkpointing && options.store != nullptr
+                                      ? options.store->Seal("kayak instance id 1").substr(3, 16)
+                                      : std::string();
   for (const auto& p : spec.pipelines) {
     auto runner = std::make_unique<PipelineRunner>(p, options.clock);
     ComponentContext ctx;
@@ -229,6 +234,7 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
     ctx.ingest = engine->ingest();
     ctx.memory = options.memory;
     ctx.transforms_follow = !p.transforms.empty();
+    ctx.instance_id = instance_id;
     cluster::ShardAgent* agent = nullptr;
 
     const ComponentSpec& in = p.input;

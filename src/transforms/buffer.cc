@@ -38,12 +38,11 @@ class BufferTransform final : public Transform {
       : max_messages_(max_messages),
         max_bytes_(max_bytes),
         max_ms_(max_ms),
-        follow_partition_(owner != nullptr),
         owner_(owner),
         clock_(clock) {}
 
   Status Process(Batch* batch) override {
-    if (follow_partition_) {
+    if (owner_ != nullptr) {
       // Held messages move with the partition of their Kafka key: one
       // without a key names none.
       for (size_t i = 0; i < batch->messages.size(); ++i) {
@@ -169,8 +168,7 @@ class BufferTransform final : public Transform {
   const size_t max_messages_;
   const size_t max_bytes_;
   const int64_t max_ms_;
-  const bool follow_partition_;  // in a cluster (docs/cluster.md)
-  const PartitionOwner* owner_;  // in a cluster; null on one server
+  const PartitionOwner* owner_;  // in a cluster (docs/cluster.md); null on one server
   const Clock* clock_;
   std::vector<Message> held_;
   size_t held_bytes_ = 0;

@@ -100,11 +100,32 @@ class KafkaInput final : public Input {
                     // (about 0.2 s of 200-byte messages at 300,000 a second)
                     // keeps the pipeline fed (docs/benchmarks.md).
                     {"queued.max.messages.kbytes", "16384"}};
-    for (const auto& kv : props_) p.push_back(kv);
-    if (ctx_.partitions != nullptr && !StaticMember()) {
-      // A member that restarts inside the session timeout takes its own
-      // place back: its partitions, and so its shards, stay where they are.
-      p.emplace_back("group.instance.id", ctx_.partitions->member() + "." + ctx_.pipeline_id);
+    // A static member (`group.instance.id`) that restarts inside the
+    // session timeout takes its own place back at once: no rebalance waits
+    // for the killed process's session to end, and in a cluster its
+    // partitions, and so its shards, stay where they are. The id is the
+    // properties' if set there (empty: none), else the cluster member's
+    // name, else the state directory's (docs/operations.md).
+    std::string instance;
+    bool instance_given = false;
+    for (const auto& kv : props_) {
+      if (kv.first == "group.instance.id") {
+        instance = kv.second;
+        instance_given = true;
+      } else {
+        p.push_back(kv);
+      }
+    }
+    if (!instance_given && ctx_.partitions != nullptr) {
+      instance = ctx_.partitions->member() + "." + ctx_.pipeline_id;
+    } else if (!instance_given && !ctx_.instance_id.empty()) {
+      instance = "kayak-" + ctx_.instance_id + "." + ctx_.pipeline_id;
+    }
+    static_member_ = !instance.empty();
+    if (static_member_) {
+      p.emplace_back("group.instance.id", instance);
+      KLOG_INFO("kafka input {}: a static member of group {} as {}", ctx_.pipeline_id, group_,
+                instance);
     }
     // Under checkpointing the checkpoint decides what is committed, whatever
     // the properties say.
@@ -259,18 +280,13 @@ class KafkaInput final : public Input {
     return std::max<int64_t>(0, high - offset);
   }
 
-  // A static member (`group.instance.id` among the properties): the broker
-  // keeps a killed predecessor's membership under that id until its session
-  // ends, and fences a commit made outside the group in its name, fatally
-  // for the client. Its restored offsets wait for the assignment instead,
-  // which comes at once: the restarted member takes the old one's place.
-  bool StaticMember() const {
-    return std::any_of(props_.begin(), props_.end(),
-                       [](const auto& kv) { return kv.first == "group.instance.id"; });
-  }
-
   Status Subscribe(rd_kafka_t* rk) {
-    if (restore_commit_ && StaticMember()) {
+    if (restore_commit_ && static_member_) {
+      // The broker keeps a killed predecessor's membership under the same
+      // id until its session ends, and fences a commit made outside the
+      // group in its name, fatally for the client. The restored offsets
+      // wait for the assignment instead, which comes at once: this member
+      // takes the old one's place.
       commit_after_assign_ = true;
       restore_commit_ = false;
     }
@@ -621,6 +637,7 @@ class KafkaInput final : public Input {
   std::atomic<rd_kafka_t*> rk_{nullptr};
   bool subscribed_ = false;
   bool restore_commit_ = false;
+  bool static_member_ = false;  // with a group.instance.id (set by Open)
   bool commit_after_assign_ = false;
   std::atomic<bool> assigned_{false};  // set by the rebalance callback, read by Committed
   // In a cluster, between a revocation and the publication of the
@@ -657,9 +674,12 @@ ComponentDef KafkaInputDef() {
            "payload; its key, headers and timestamp go with it, and with `meta_field` set, an "
            "object payload also gets {topic, partition, offset, key, timestamp, headers} under "
            "that field for transforms. With a state directory the offsets are checkpointed and "
-           "committed to the broker only once a checkpoint holding them is durable.";
+           "committed to the broker only once a checkpoint holding them is durable, and the input "
+           "is a static member of its group, named by the state directory, so a restart after a "
+           "kill takes its partitions back at once (docs/operations.md).";
   d.checkpoint = "the next offset of every partition read; committed to the group after the "
-                 "checkpoint is durable, and first of all on a restart";
+                 "checkpoint is durable, and again on a restart (a static member's once the group "
+                 "assigns it the partitions)";
   d.bad_input = "an unreachable broker or unknown topic is an error on the card while librdkafka "
                 "retries; a bad property name is a config error";
   d.props = {
@@ -676,7 +696,9 @@ ComponentDef KafkaInputDef() {
        "a field to put the message's Kafka metadata under (object payloads)"},
       PropDef{"properties", PropType::kStringMap, false, "",
        "librdkafka consumer properties, by their librdkafka names; kayak's own defaults, "
-       "which these override: queued.max.messages.kbytes 16384, queued.min.messages 1000000",
+       "which these override: queued.max.messages.kbytes 16384, queued.min.messages 1000000, "
+       "and with a state directory group.instance.id kayak-<16 hex digits>.<pipeline> (\"\" "
+       "for a dynamic member)",
        PropRole::kTuning}
           .Secret(),
       TlsPropDef(),

@@ -5,6 +5,7 @@ import glob
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -139,6 +140,53 @@ class KafkaTest(KafkaBase):
         self.assert_matches_oracle(self.rows(), n, "static member", exactly_once=True)
         self.assertNotIn("atal", s.card("k", "input").get("last_error") or "")
         self.assert_sums(s, n)
+
+    def test_a_killed_input_takes_its_place_back_without_waiting_for_its_session(self):
+        # With a state directory the input is a static member by default, its
+        # id from the directory: the restarted server is assigned at once,
+        # not after the killed one's session (here 5 minutes) times out.
+        n = 20000
+        b = self.broker()
+        b.produce("in", n)
+        group = group_name()
+        state = self.path("state")
+        cfg = self.config(b, group, slow=150000,
+                          props=', session.timeout.ms: "300000", heartbeat.interval.ms: "1000"')
+        cfg = cfg.replace('session.timeout.ms: "6000", heartbeat.interval.ms: "500", ', "")
+        s = self.start(cfg, server_config=self.server, state_dir=state)
+        wait_for(lambda: s.card("k", "input")["messages_in"] > 0, timeout=120,
+                 what="the input to consume")
+        wait_for(lambda: checkpointed_offsets(state, "k"), timeout=60,
+                 what="a checkpoint holding offsets")
+        first = re.findall(r"static member of group \S+ as (\S+)", s.stderr())
+        s.proc.send_signal(signal.SIGKILL)
+        s.proc.wait(timeout=30)
+        s.kill()
+        self.assertLess(len(self.read_output("out")), n, "the kill came too late")
+        self.assertEqual(len(first), 1, "the input names its static member id")
+        self.assertRegex(first[0], r"^kayak-[0-9a-f]{16}\.k$")
+        s = self.start(cfg, server_config=self.server, state_dir=state)
+        wait_for(lambda: len(self.read_output("out")) >= n, timeout=120,
+                 what="every message well before the killed member's session ends")
+        self.assertEqual(re.findall(r"static member of group \S+ as (\S+)", s.stderr()), first)
+        self.assert_matches_oracle(self.rows(), n, "default static member", exactly_once=True)
+        self.assert_sums(s, n)
+        # Another directory is another member.
+        s.stop()
+        other = self.start(cfg.replace(f"group: {group}", f"group: {group}x"),
+                           server_config=self.server, state_dir=self.path("state2"))
+        wait_for(lambda: "static member" in other.stderr(), timeout=30, what="the other's id")
+        self.assertNotEqual(re.findall(r"static member of group \S+ as (\S+)", other.stderr()),
+                            first)
+        other.stop()
+        # An empty id in the properties: a dynamic member.
+        dynamic = self.start(cfg.replace(f"group: {group}", f"group: {group}y").replace(
+                                 'heartbeat.interval.ms: "1000"',
+                                 'heartbeat.interval.ms: "1000", group.instance.id: ""'),
+                             server_config=self.server, state_dir=self.path("state3"))
+        wait_for(lambda: dynamic.card("k", "input")["messages_in"] > 0, timeout=120,
+                 what="the dynamic member to consume")
+        self.assertNotIn("static member", dynamic.stderr())
 
     def test_a_second_member_joining_and_leaving_the_group_changes_nothing(self):
         # A real coordinator rebalances the group twice while kayak consumes:

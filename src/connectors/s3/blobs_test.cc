@@ -11,13 +11,12 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "cluster/shard_store.h"
 #include "connectors/s3/blobs.h"
+#include "connectors/s3/env_file.h"
 
 namespace kayak::s3 {
 namespace {
@@ -34,20 +33,8 @@ T V(Result<T> r) {
 }
 
 Endpoint FromEnv() {
-  Endpoint e;
   const char* base = std::getenv("KAYAK_SERVERS");
-  if (base == nullptr) return e;
-  std::ifstream f(std::string(base) + "/s3/env");
-  std::map<std::string, std::string> env;
-  for (std::string line; std::getline(f, line);) {
-    const size_t eq = line.find('=');
-    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  e.endpoint = env["S3_ENDPOINT"];
-  e.bucket = env["S3_BUCKET"];
-  e.path_style = true;
-  e.credentials = {env["S3_ACCESS_KEY_ID"], env["S3_SECRET_ACCESS_KEY"], ""};
-  return e;
+  return base == nullptr ? Endpoint{} : EndpointFromEnvFile(std::string(base) + "/s3/env");
 }
 
 class S3BlobsTest : public ::testing::Test {
