@@ -13,10 +13,11 @@ namespace kayak {
 
 // Loads and validates the pipelines file; prints every error (file:line:
 // column) and returns false on any.
-inline bool LoadConfig(const std::string& path, GraphSpec* spec, bool checkpointing = true) {
+inline bool LoadConfig(const std::string& path, GraphSpec* spec, bool checkpointing = true,
+                       const cluster::ClusterConfig* cluster = nullptr) {
   ErrorList errors;
   LoadGraphFile(path, BuiltinComponents(), spec, &errors);
-  ValidateComponents(*spec, &errors, checkpointing);
+  ValidateComponents(*spec, &errors, checkpointing, cluster);
   if (!errors.empty()) {
     std::fputs(errors.ToString().c_str(), stderr);
     std::fprintf(stderr, "kayak: %zu error%s in %s\n", errors.size(),

@@ -1,7 +1,7 @@
 // kayak: the command line (SPEC section 1).
 //
 //   kayak --config FILE [--state-dir DIR [--discard-state REGION]...] [--server-config FILE]
-//   kayak check FILE
+//   kayak check FILE [--server-config FILE]
 //   kayak tool TYPE ARGS...   (a component's helper: `kayak tool opcua ...`)
 //   kayak --version
 //
@@ -19,6 +19,7 @@
 #include <map>
 #include <set>
 #include <memory>
+#include <optional>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -55,7 +56,7 @@ constexpr int kExitLocked = 3;
 const char* kUsage =
     "usage:\n"
     "  kayak --config FILE [--state-dir DIR [--discard-state REGION]...] [--server-config FILE]\n"
-    "  kayak check FILE\n"
+    "  kayak check FILE [--server-config FILE]\n"
     "  kayak tool TYPE ARGS...   (kayak tool, alone, lists them)\n"
     "  kayak state DIR [ls | verify | show BUCKET [KEY] | export BUCKET | drop REGION [--yes]]\n"
     "                  [--json] [--force-read]\n"
@@ -151,11 +152,37 @@ bool ParseArgs(int argc, char** argv, Args* a, std::string* problem) {
   return true;
 }
 
-int Check(const std::string& path) {
+// The cluster a server config's `cluster:` block names (its store not
+// opened yet).
+cluster::ClusterConfig ClusterOf(const ServerConfig& server) {
+  cluster::ClusterConfig c;
+  c.name = server.cluster_name;
+  c.member = server.cluster_member;
+  c.store = server.cluster_store;
+  cluster::ParsePartitioner(server.cluster_partitioner, &c.partitioner);
+  return c;
+}
+
+bool LoadServerConfig(const std::string& path, ServerConfig* server) {
+  if (path.empty()) return true;
+  ErrorList errors;
+  if (LoadServerConfigFile(path, server, &errors)) return true;
+  std::fputs(errors.ToString().c_str(), stderr);
+  return false;
+}
+
+// With a server config that has `cluster:`, the graph is held to the
+// cluster's rules too, as a member of it would hold it at start.
+int Check(const std::string& path, const std::string& server_config) {
+  ServerConfig server;
+  if (!LoadServerConfig(server_config, &server)) return kExitUsage;
+  std::optional<cluster::ClusterConfig> cluster;
+  if (!server.cluster_name.empty()) cluster = ClusterOf(server);
   GraphSpec spec;
-  if (!LoadConfig(path, &spec)) return kExitUsage;
-  std::printf("%s: ok (%zu pipelines, %zu buckets)\n", path.c_str(), spec.pipelines.size(),
-              spec.buckets.size());
+  if (!LoadConfig(path, &spec, true, cluster ? &*cluster : nullptr)) return kExitUsage;
+  std::printf("%s: ok (%zu pipelines, %zu buckets%s)\n", path.c_str(), spec.pipelines.size(),
+              spec.buckets.size(),
+              cluster ? (", fit for cluster " + cluster->name).c_str() : "");
   return kExitOk;
 }
 
@@ -222,19 +249,22 @@ int Serve(const Args& args) {
   }).detach();
 
   ServerConfig server;
-  if (!args.server_config.empty()) {
-    ErrorList errors;
-    if (!LoadServerConfigFile(args.server_config, &server, &errors)) {
-      std::fputs(errors.ToString().c_str(), stderr);
-      return kExitUsage;
-    }
-  }
+  if (!LoadServerConfig(args.server_config, &server)) return kExitUsage;
   if (Status st = SetLogLevel(server.log_level); !st.ok()) {
     std::fprintf(stderr, "kayak: %s\n", st.message().c_str());
     return kExitUsage;
   }
   GraphSpec spec;
-  if (!LoadConfig(args.config, &spec, !args.state_dir.empty())) return kExitUsage;
+  std::optional<cluster::ClusterConfig> in_cluster;
+  if (!server.cluster_name.empty()) in_cluster = ClusterOf(server);
+  if (in_cluster && args.state_dir.empty()) {
+    std::fprintf(stderr, "kayak: a cluster needs --state-dir: its shards are its checkpoints\n");
+    return kExitUsage;
+  }
+  if (!LoadConfig(args.config, &spec, !args.state_dir.empty(),
+                  in_cluster ? &*in_cluster : nullptr)) {
+    return kExitUsage;
+  }
 
   StateDirLock lock;
   if (!args.state_dir.empty()) {
@@ -314,15 +344,7 @@ int Serve(const Args& args) {
   }
   std::unique_ptr<cluster::Membership> membership;  // outlives the graph, whose agents it lists
   if (!server.cluster_name.empty()) {
-    cluster::ClusterConfig c;
-    c.name = server.cluster_name;
-    c.member = server.cluster_member;
-    c.store = server.cluster_store;
-    cluster::ParsePartitioner(server.cluster_partitioner, &c.partitioner);
-    if (!eopts.checkpointing) {
-      std::fprintf(stderr, "kayak: a cluster needs --state-dir: its shards are its checkpoints\n");
-      return kExitUsage;
-    }
+    cluster::ClusterConfig c = *in_cluster;
     if (c.store.rfind("s3://", 0) == 0) {
       const auto& o = server.cluster_s3;
       auto get = [&](const char* k, const char* otherwise = "") {
@@ -495,7 +517,7 @@ int Main(int argc, char** argv) {
     std::printf("kayak %s\n", KAYAK_VERSION);
     return kExitOk;
   }
-  if (args.check) return Check(args.check_file);
+  if (args.check) return Check(args.check_file, args.server_config);
   return Serve(args);
 }
 

@@ -12,6 +12,7 @@ import urllib.request
 import uuid
 
 from harness import KayakTest, Server, post_until_taken, wait_for
+from harness import run as run_kayak
 from kafka_broker import Broker, value
 from servers import s3_env, s3_objects_signed
 
@@ -661,7 +662,19 @@ pipelines:
              "    outputs: [{stdout: {}}]\n",
              "in a cluster a window needs a `key`"),
         ]
-        for graph, want in cases:
+        with open(os.path.join(d, "server.yaml"), "w") as f:
+            f.write(server)
+        for i, (graph, want) in enumerate(cases):
+            # `kayak check` with the server config refuses what the member would.
+            with open(os.path.join(d, f"g{i}.yaml"), "w") as f:
+                f.write(graph)
+            r = run_kayak(["check", os.path.join(d, f"g{i}.yaml"), "--server-config",
+                           os.path.join(d, "server.yaml")])
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn(want, r.stderr)
+            self.assertRegex(r.stderr, rf"g{i}\.yaml:\d+:\d+: ")
+            r = run_kayak(["check", os.path.join(d, f"g{i}.yaml")])
+            self.assertEqual(r.returncode, 0, f"without a cluster: {r.stderr}")
             s = Server(d, graph, server_config=server, state_dir=os.path.join(d, "state"),
                        wait=False)
             self.servers.append(s)
@@ -676,6 +689,12 @@ pipelines:
                   "  t:\n    input: {tcp: {listen: '127.0.0.1:0'}}\n    outputs: [{stdout: {}}]\n"
                   "  u:\n    input: {udp: {listen: '127.0.0.1:0'}}\n    outputs: [{stdout: {}}]\n"
                   "  h:\n    input: {http: {path: /in}}\n    outputs: [{stdout: {}}]\n")
+        with open(os.path.join(d, "shared.yaml"), "w") as f:
+            f.write(shared)
+        r = run_kayak(["check", os.path.join(d, "shared.yaml"), "--server-config",
+                       os.path.join(d, "server.yaml")])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("fit for cluster c1", r.stdout)
         s = Server(d, shared, server_config=server, state_dir=os.path.join(d, "state"))
         self.servers.append(s)
         self.assertEqual(sorted(p["id"] for p in s.get_json("/api/v1/pipelines")["pipelines"]),

@@ -1,8 +1,10 @@
 #include "engine/engine.h"
 #include "checkpoint/state_layout.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <type_traits>
 
@@ -40,6 +42,54 @@ bool TransformsShareState(const PipelineSpec& p) {
   }
   return false;
 }
+
+// In a cluster (docs/cluster.md) every pipeline reads a partitioned input,
+// one whose messages the members share, or other pipelines.
+void CheckClusterInput(const ComponentSpec& in, const Options& opts, ErrorList* errors) {
+  if (in.def->reads_pipelines || in.def->partitioned ||
+      (in.def->shared_by_members && in.def->shared_by_members(opts))) {
+    return;
+  }
+  errors->Add(in.mark, "in a cluster every pipeline reads a partitioned input (kafka), an "
+                       "input whose messages the members share (http, tcp, udp, nats with a "
+                       "queue group) or other pipelines (docs/cluster.md): a " +
+                           in.def->type + " input like this one would give every member the "
+                           "same messages");
+}
+
+// In a cluster a transform keeps state only if it moves with the partitions
+// of its pipeline's input.
+void CheckClusterTransform(const ComponentSpec& t, const Transform& tr, bool reads_partitions,
+                           ErrorList* errors) {
+  if (!tr.Stateful() || (tr.ShardedAs() != Transform::Sharding::kNone && reads_partitions)) {
+    return;
+  }
+  errors->Add(t.mark, "in a cluster state lives in buckets and in the windows and buffers of a "
+                      "pipeline that reads a partitioned input (docs/cluster.md): this " +
+                          t.def->type + " keeps state that does not move with partitions (a "
+                          "repartition step before it would make it)");
+}
+
+bool ReadsPartitions(const PipelineSpec& p) {
+  return !p.input.def->reads_pipelines && p.input.def->partitioned;
+}
+
+// A member's name for the components of a graph only checked, not run.
+class CheckedMember final : public PartitionOwner {
+ public:
+  explicit CheckedMember(const cluster::ClusterConfig& c)
+      : member_(c.member), partitioner_(cluster::ProducerPartitioner(c.partitioner)) {}
+  const std::string& member() const override { return member_; }
+  const char* producer_partitioner() const override { return partitioner_; }
+  Status Assign(std::vector<Assigned>* parts) override {
+    (void)parts;
+    return Status::Internal("a graph only checked owns no partitions");
+  }
+
+ private:
+  std::string member_;
+  const char* partitioner_;
+};
 
 // Applies a recovered unit when the component's config is unchanged: its
 // full chunk, then (a bucket, a rolling_window) its deltas in order. Returns
@@ -174,29 +224,91 @@ std::vector<RegionSpec> SplitIntoRegions(const GraphSpec& spec) {
   return out;
 }
 
-void ValidateComponents(const GraphSpec& spec, ErrorList* errors, bool checkpointing) {
+void ValidateComponents(const GraphSpec& spec, ErrorList* errors, bool checkpointing,
+                        const cluster::ClusterConfig* cluster) {
   BucketRegistry buckets;
   for (const auto& b : spec.buckets) buckets.Add(b.name, b.idle_timeout_secs * 1000);
+  std::optional<CheckedMember> member;
+  if (cluster != nullptr) member.emplace(*cluster);
   for (const auto& p : spec.pipelines) {
     ComponentContext ctx;
     ctx.clock = SystemClock::Get();
     ctx.pipeline_id = p.id;
     ctx.buckets = &buckets;
     ctx.checkpointing = checkpointing;
+    ctx.partitions = member ? &*member : nullptr;
     ComponentStats card("validate", "validate", "validate");
     ctx.stats = &card;
+    const bool reads_partitions = p.input.def != nullptr && ReadsPartitions(p);
     if (p.input.def != nullptr && p.input.def->make_input) {
       YamlOptions opts(p.input.def, p.input.value, p.input.mark, errors);
       (void)p.input.def->make_input(opts, ctx);
+      if (member && !opts.failed()) CheckClusterInput(p.input, opts, errors);
     }
     for (const auto& t : p.transforms) {
       YamlOptions opts(t.def, t.value, t.mark, errors);
-      (void)t.def->make_transform(opts, ctx);
+      auto tr = t.def->make_transform(opts, ctx);
+      if (member && tr != nullptr && !opts.failed()) {
+        CheckClusterTransform(t, *tr, reads_partitions, errors);
+      }
     }
     for (const auto& o : p.outputs) {
       YamlOptions opts(o.def, o.value, o.mark, errors);
       (void)o.def->make_output(opts, ctx);
     }
+  }
+  if (member) ValidateClusterGraph(spec, errors);
+}
+
+void ValidateClusterGraph(const GraphSpec& spec, ErrorList* errors) {
+  const size_t n = spec.pipelines.size();
+  for (const auto& p : spec.pipelines) {
+    if (p.input.def == nullptr || ReadsPartitions(p)) continue;
+    // A bucket changes only on the thread of the pipeline that reads its
+    // partitions: a shard's keys are dropped or replaced between two of its
+    // batches, with nothing of the partition in flight.
+    for (const auto& t : p.transforms) {
+      for (const auto& b : t.buckets) {
+        if (!b.writes) continue;
+        errors->Add(t.mark, "in a cluster only a pipeline that reads a partitioned input writes "
+                            "buckets (docs/cluster.md): pipeline " + p.id + " writes bucket " +
+                                b.bucket);
+        break;
+      }
+    }
+  }
+  // A region (its checkpoints, its buckets) follows the partitions of one
+  // input, and another source would share it while they move.
+  const std::vector<size_t> group = GroupIntoRegions(spec);
+  std::map<size_t, std::string> region_name;  // by root: the smallest pipeline id
+  std::map<size_t, size_t> reader;            // by root: the pipeline reading partitions
+  for (size_t i = 0; i < n; ++i) {
+    auto [it, fresh] = region_name.emplace(group[i], spec.pipelines[i].id);
+    if (!fresh) it->second = std::min(it->second, spec.pipelines[i].id);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const PipelineSpec& p = spec.pipelines[i];
+    if (p.input.def == nullptr || !ReadsPartitions(p)) continue;
+    auto [it, fresh] = reader.emplace(group[i], i);
+    if (!fresh) {
+      errors->Add(p.input.mark, "in a cluster a region reads one partitioned input "
+                                "(docs/cluster.md): region " + region_name[group[i]] +
+                                    " has two, pipelines " + spec.pipelines[it->second].id +
+                                    " and " + p.id);
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const PipelineSpec& p = spec.pipelines[i];
+    auto it = reader.find(group[i]);
+    if (p.input.def == nullptr || p.input.def->reads_pipelines || ReadsPartitions(p) ||
+        it == reader.end()) {
+      continue;
+    }
+    errors->Add(p.input.mark, "in a cluster a region that reads a partitioned input reads no "
+                              "other (docs/cluster.md): region " + region_name[group[i]] +
+                                  " reads pipeline " + spec.pipelines[it->second].id +
+                                  "'s partitions and pipeline " + p.id + "'s " +
+                                  p.input.def->type + " input");
   }
 }
 
@@ -264,13 +376,8 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
         agent = made.get();
         engine->shard_agents_[runner.get()] = std::move(made);
         ctx.partitions = agent;
-      } else if (options.cluster &&
-                 !(in.def->shared_by_members && in.def->shared_by_members(opts))) {
-        errors->Add(in.mark, "in a cluster every pipeline reads a partitioned input (kafka), an "
-                             "input whose messages the members share (http, tcp, udp, nats "
-                             "with a queue group) or other pipelines (docs/cluster.md): a " +
-                             in.def->type + " input like this one would give every member "
-                             "the same messages");
+      } else if (options.cluster) {
+        CheckClusterInput(in, opts, errors);
       }
       auto input = in.def->make_input(opts, ctx);
       if (input != nullptr && !opts.failed()) runner->SetInput(std::move(input), std::move(in_card));
@@ -289,14 +396,7 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
       ctx.stats = card.get();
       auto tr = t.def->make_transform(opts, ctx);
       if (tr == nullptr || opts.failed()) continue;
-      if (options.cluster && tr->Stateful() &&
-          !(tr->ShardedAs() != Transform::Sharding::kNone && agent != nullptr)) {
-        errors->Add(t.mark, "in a cluster state lives in buckets and in the windows and buffers "
-                            "of a pipeline that reads a partitioned input (docs/cluster.md): "
-                            "this " +
-                                t.def->type + " keeps state that does not move with partitions "
-                                "(a repartition step before it would make it)");
-      }
+      if (options.cluster) CheckClusterTransform(t, *tr, agent != nullptr, errors);
       runner->AddTransform(std::move(tr), std::move(card));
     }
     for (size_t i = 0; i < p.outputs.size(); ++i) {
@@ -332,6 +432,7 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
     errors->Add(SourceMark{spec.file, 0, 0},
                 "a cluster needs --state-dir: its shards are its checkpoints");
   }
+  if (options.cluster) ValidateClusterGraph(spec, errors);
   if (!errors->empty()) return nullptr;
   if (options.checkpointing && options.store != nullptr) {
     if (Status st = engine->SetUpCheckpointing(spec); !st.ok()) {
@@ -385,17 +486,6 @@ Status Engine::SetUpCheckpointing(const GraphSpec& spec) {
   }
   std::vector<size_t> region_index(n);
   for (size_t i = 0; i < n; ++i) region_index[i] = region_of_root[group[i]];
-  if (o.cluster) {
-    // A bucket changes only on the thread of the pipeline that reads its
-    // partitions: a shard's keys are dropped or replaced between two of its
-    // batches, with nothing of the partition in flight.
-    for (size_t i = 0; i < n; ++i) {
-      if (written[i].empty() || shard_agents_.count(pipelines_[i].get())) continue;
-      return Status::Invalid("in a cluster only a pipeline that reads a partitioned input "
-                             "writes buckets (docs/cluster.md): pipeline " + spec.pipelines[i].id +
-                             " writes bucket " + *written[i].begin());
-    }
-  }
   std::vector<std::pair<size_t, cluster::ShardAgent*>> agents;
   KAYAK_RETURN_IF_ERROR(BindShards(&regions, &agents));
   std::vector<size_t> ids;
@@ -456,25 +546,14 @@ Status Engine::BindShards(std::vector<Checkpointer::Region>* regions,
       auto* p = static_cast<PipelineRunner*>(cp);
       auto it = shard_agents_.find(p);
       if (it == shard_agents_.end()) continue;
+      // ValidateClusterGraph refused a region with two.
       if (agent != nullptr) {
-        return Status::Invalid("in a cluster a region reads one partitioned input "
-                               "(docs/cluster.md): region " + r.name + " has two, pipelines " +
-                               p->id() + " and " + unit);
+        return Status::Internal("region " + r.name + " reads two partitioned inputs");
       }
       agent = it->second.get();
       unit = p->id();
     }
     if (agent == nullptr) continue;
-    // Another source would share the region's checkpoints (and its buckets)
-    // with the partitions, which move while it stays.
-    for (auto* cp : r.sources) {
-      auto* p = static_cast<PipelineRunner*>(cp);
-      if (shard_agents_.count(p)) continue;
-      return Status::Invalid("in a cluster a region that reads a partitioned input reads no "
-                             "other (docs/cluster.md): region " + r.name + " reads pipeline " +
-                             unit + "'s partitions and pipeline " + p->id() + "'s " +
-                             p->spec().input.def->type + " input");
-    }
     agents->emplace_back(index, agent);
     // The input's pipeline's windows and buffers move with its partitions (Build
     // refused any other state).

@@ -356,8 +356,15 @@ struct EngineOptions {
 // records their semantic errors (bad expressions, bad option values). Used by
 // `kayak check` and before a server starts. Safe on a spec with load errors.
 // `checkpointing`: whether the server runs with a state directory (`kayak
-// check` cannot know, and assumes one).
-void ValidateComponents(const GraphSpec& spec, ErrorList* errors, bool checkpointing = true);
+// check` cannot know, and assumes one). `cluster`: the graph is to run in
+// that cluster, whose rules (docs/cluster.md) it is held to as well.
+void ValidateComponents(const GraphSpec& spec, ErrorList* errors, bool checkpointing = true,
+                        const cluster::ClusterConfig* cluster = nullptr);
+
+// The cluster's rules on the graph as a whole, from its spec: only a
+// pipeline that reads a partitioned input writes buckets, and a region reads
+// one partitioned input and no other source.
+void ValidateClusterGraph(const GraphSpec& spec, ErrorList* errors);
 
 // Pipelines joined by an edge or by a bucket they share form a region: they
 // are checkpointed together, and a graph change stops and rebuilds whole

@@ -117,7 +117,8 @@ Status GraphManager::Init(const std::string& file_text, const std::string& file_
   {
     GraphSpec spec;
     const bool loaded = LoadGraphText(file_text, file_name, *opt_.registry, &spec, errors);
-    ValidateComponents(spec, errors, opt_.engine.checkpointing);
+    ValidateComponents(spec, errors, opt_.engine.checkpointing,
+                       opt_.engine.cluster ? &*opt_.engine.cluster : nullptr);
     if (!loaded || !errors->empty()) return Status::Invalid("the config file has errors");
   }
   bool stored = false;
