@@ -74,23 +74,6 @@ bool ReadsPartitions(const PipelineSpec& p) {
   return !p.input.def->reads_pipelines && p.input.def->partitioned;
 }
 
-// A member's name for the components of a graph only checked, not run.
-class CheckedMember final : public PartitionOwner {
- public:
-  explicit CheckedMember(const cluster::ClusterConfig& c)
-      : member_(c.member), partitioner_(cluster::ProducerPartitioner(c.partitioner)) {}
-  const std::string& member() const override { return member_; }
-  const char* producer_partitioner() const override { return partitioner_; }
-  Status Assign(std::vector<Assigned>* parts) override {
-    (void)parts;
-    return Status::Internal("a graph only checked owns no partitions");
-  }
-
- private:
-  std::string member_;
-  const char* partitioner_;
-};
-
 // Applies a recovered unit when the component's config is unchanged: its
 // full chunk, then (a bucket, a rolling_window) its deltas in order. Returns
 // what it restored, or null when the component starts empty.
@@ -228,7 +211,7 @@ void ValidateComponents(const GraphSpec& spec, ErrorList* errors, bool checkpoin
                         const cluster::ClusterConfig* cluster) {
   BucketRegistry buckets;
   for (const auto& b : spec.buckets) buckets.Add(b.name, b.idle_timeout_secs * 1000);
-  std::optional<CheckedMember> member;
+  std::optional<MemberOnly> member;
   if (cluster != nullptr) member.emplace(*cluster);
   for (const auto& p : spec.pipelines) {
     ComponentContext ctx;

@@ -352,6 +352,24 @@ struct EngineOptions {
   std::optional<cluster::ClusterConfig> cluster;
 };
 
+// The member's name for components of a cluster that own no partitions
+// (outputs, and every component of a graph only checked).
+class MemberOnly final : public PartitionOwner {
+ public:
+  explicit MemberOnly(const cluster::ClusterConfig& c)
+      : member_(c.member), partitioner_(cluster::ProducerPartitioner(c.partitioner)) {}
+  const std::string& member() const override { return member_; }
+  const char* producer_partitioner() const override { return partitioner_; }
+  Status Assign(std::vector<Assigned>* parts) override {
+    (void)parts;
+    return Status::Internal("only a kafka input's pipeline owns partitions");
+  }
+
+ private:
+  std::string member_;
+  const char* partitioner_;
+};
+
 // Builds every component of `spec` once, without starting anything, and
 // records their semantic errors (bad expressions, bad option values). Used by
 // `kayak check` and before a server starts. Safe on a spec with load errors.
@@ -435,28 +453,9 @@ class Engine {
   // In a cluster, one per pipeline reading kafka: before the pipelines,
   // whose inputs call them, and the coordinator, which does.
   std::map<const PipelineRunner*, std::unique_ptr<cluster::ShardAgent>> shard_agents_;
-  // The member's name for components of a cluster that own no partitions.
-  class MemberOnly final : public PartitionOwner {
-   public:
-    MemberOnly(std::string member, const char* partitioner)
-        : member_(std::move(member)), partitioner_(partitioner) {}
-    const std::string& member() const override { return member_; }
-    const char* producer_partitioner() const override { return partitioner_; }
-    Status Assign(std::vector<Assigned>* parts) override {
-      (void)parts;
-      return Status::Internal("only a kafka input's pipeline owns partitions");
-    }
-
-   private:
-    std::string member_;
-    const char* partitioner_;
-  };
   std::unique_ptr<MemberOnly> member_only_;
   PartitionOwner* ClusterMember() {
-    if (!member_only_) {
-      member_only_ = std::make_unique<MemberOnly>(
-          options_.cluster->member, cluster::ProducerPartitioner(options_.cluster->partitioner));
-    }
+    if (!member_only_) member_only_ = std::make_unique<MemberOnly>(*options_.cluster);
     return member_only_.get();
   }
   std::vector<std::unique_ptr<MemoryAccount>> bucket_memory_;  // before the buckets it counts
