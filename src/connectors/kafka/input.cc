@@ -412,13 +412,16 @@ class KafkaInput final : public Input {
       }
       return;
     }
+    // The cooperative protocol (`cooperative-sticky`) gives and takes only
+    // the partitions that move, each list on top of what is held.
+    const bool cooperative = std::strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
       for (int i = 0; i < parts->cnt; ++i) {
         auto it = self->positions_.find({parts->elems[i].topic, parts->elems[i].partition});
         if (it != self->positions_.end()) parts->elems[i].offset = it->second;
       }
       if (self->ctx_.checkpointing && self->start_ == "latest") self->PinLatest(rk, parts);
-      rd_kafka_assign(rk, parts);
+      if (!self->Reassign(rk, parts, cooperative, true)) return;
       KLOG_INFO("kafka input: assigned {} partitions", parts->cnt);
       self->assigned_.store(true);
       if (self->commit_after_assign_ && !self->positions_.empty()) {
@@ -448,10 +451,43 @@ class KafkaInput final : public Input {
                   rd_kafka_err2str(err));
         return;
       }
-      self->assigned_.store(false);
-      rd_kafka_assign(rk, nullptr);
-      KLOG_INFO("kafka input: partitions revoked ({})", rd_kafka_err2str(err));
+      if (!self->Reassign(rk, parts, cooperative, false)) return;
+      self->assigned_.store(cooperative && self->HoldsPartitions(rk));
+      KLOG_INFO("kafka input: {} partitions revoked ({})", parts->cnt, rd_kafka_err2str(err));
     }
+  }
+
+  // Takes (`add`) or lets go of `parts` as the group's protocol wants it:
+  // the eager one replaces the whole assignment, the cooperative one changes
+  // it by these. False (and an error on the card) when librdkafka refused.
+  bool Reassign(rd_kafka_t* rk, rd_kafka_topic_partition_list_t* parts, bool cooperative,
+                bool add) {
+    std::string error;
+    if (cooperative) {
+      rd_kafka_error_t* e =
+          add ? rd_kafka_incremental_assign(rk, parts) : rd_kafka_incremental_unassign(rk, parts);
+      if (e != nullptr) {
+        error = rd_kafka_error_string(e);
+        rd_kafka_error_destroy(e);
+      }
+    } else if (rd_kafka_resp_err_t e = rd_kafka_assign(rk, add ? parts : nullptr); e) {
+      error = rd_kafka_err2str(e);
+    }
+    if (error.empty()) return true;
+    KLOG_ERROR("kafka input: the group's {} could not be applied: {}",
+               add ? "assignment" : "revocation", error);
+    if (ctx_.stats) ctx_.stats->RecordError("kafka: applying the group's assignment: " + error);
+    return false;
+  }
+
+  static bool HoldsPartitions(rd_kafka_t* rk) {
+    rd_kafka_topic_partition_list_t* held = nullptr;
+    if (rd_kafka_assignment(rk, &held) != RD_KAFKA_RESP_ERR_NO_ERROR || held == nullptr) {
+      return false;
+    }
+    const bool any = held->cnt > 0;
+    rd_kafka_topic_partition_list_destroy(held);
+    return any;
   }
 
   // A hand-over is over once the cluster published its checkpoint, or after

@@ -12,7 +12,7 @@ import sys
 import time
 import uuid
 
-from harness import KayakTest, committed, http, wait_for
+from harness import KayakTest, Server, committed, http, wait_for
 import servers
 from kafka_broker import KEYS, Broker, checkpointed_offsets, oracle, own_cluster, value  # noqa: F401
 
@@ -221,6 +221,49 @@ class KafkaTest(KafkaBase):
         self.assert_sums(s, n)
         wait_for(lambda: sum(b.committed("in", group).values()) == n, timeout=30,
                  what="the group to commit the final offsets")
+
+    def test_the_cooperative_assignor_moves_only_what_changes(self):
+        # With `cooperative-sticky` the group gives and takes single
+        # partitions. A second server joins (it reads what it is given, with
+        # no state of kayak's) and leaves: the first lets go of the two it
+        # hands over, keeps reading the other two, takes them back and goes
+        # on from its own positions. Every message once, sums exact.
+        n = 20000
+        b = self.broker()
+        b.produce("in", n)
+        group = group_name()
+        coop = ', partition.assignment.strategy: "cooperative-sticky"'
+        s = self.start(self.config(b, group, slow=150000, props=coop),
+                       server_config=self.server, state_dir=self.path("state"))
+        wait_for(lambda: s.card("k", "input")["messages_in"] > 0, timeout=60,
+                 what="the input to consume")
+        os.makedirs(self.path("second"))
+        second = f"""
+pipelines:
+  k:
+    input: {{kafka: {{brokers: "{b.bootstrap}", topics: ["{b.t('in')}"], group: {group},
+                      properties: {{session.timeout.ms: "6000", heartbeat.interval.ms: "500"{coop}}}}}}}
+    transforms:
+      - lua: {{script: 'function process(m) for i=1,150000 do end return m end',
+               max_instructions: 1500000}}
+    outputs: [{{file: {{path: {self.path('second', 'out')}}}}}]
+"""
+        other = Server(self.path("second"), second)
+        self.servers.append(other)
+        wait_for(lambda: other.card("k", "input")["messages_in"] > 0, timeout=60,
+                 what="the second server to read what it was given")
+        self.assertIn("kafka input: 2 partitions revoked", s.stderr())
+        self.assertNotIn("4 partitions revoked", s.stderr(), "only what moved was revoked")
+        self.assertEqual(other.stop(), 0)
+        wait_for(lambda: len(re.findall(r"kafka input: assigned 2 partitions", s.stderr())) >= 1
+                 and "assigned 4 partitions" in s.stderr(), timeout=60,
+                 what="the two partitions back")
+        self.assertLess(len(self.read_output("out")), n, "the rebalances came too late")
+        wait_for(lambda: len(self.read_output("out")) >= n, timeout=180,
+                 what="every message in the output")
+        self.assert_matches_oracle(self.rows(), n, "cooperative", exactly_once=True)
+        self.assert_sums(s, n)
+        self.assertEqual(s.card("k", "input").get("last_error") or "", "")
 
     def test_start_latest_loses_nothing_to_a_kill_before_the_first_checkpoint(self):
         # The position where `latest` put each partition is pinned at
