@@ -3,7 +3,6 @@
 (docs/cluster.md), on this machine's cores.
 
     python3 bench/cluster.py [--messages N] [--keys K] [--runs R] [--repartition]
-                             [--assignor cooperative-sticky] [--counts 0,1,2,3]
 
 Starts a real Apache Kafka broker on 127.0.0.1 (tests/servers/kafka_cluster.py).
 Each run makes a topic of six partitions, starts M members of a cluster (one
@@ -47,15 +46,12 @@ from kafka_pipe import KAYAK, TOOL, Cluster, cpu_secs, wait, watched  # noqa: E4
 
 PARTITIONS = 6
 ASSIGNED = re.compile(r"kafka input: assigned (\d+) partitions")
-REVOKED = re.compile(r"kafka input: (\d+) partitions revoked")
 
 
 class Member:
     def __init__(self, work, name, bootstrap, topic, group, out, store, cluster=True,
-                 repartition=None, assignor=None):
+                 repartition=None):
         self.name = name
-        self.cooperative = assignor == "cooperative-sticky"
-        strategy = f', partition.assignment.strategy: "{assignor}"' if assignor else ""
         d = os.path.join(work, name)
         os.makedirs(d, exist_ok=True)
         key, steps = "k", ""
@@ -70,7 +66,7 @@ class Member:
 pipelines:
   p:
     input: {{kafka: {{brokers: '{bootstrap}', topics: [{topic}], group: {group}, batch_size: 5000,
-                      properties: {{session.timeout.ms: "6000", heartbeat.interval.ms: "500"{strategy}}}}}}}
+                      properties: {{session.timeout.ms: "6000", heartbeat.interval.ms: "500"}}}}}}
     transforms:
 {steps}      - rolling_window: {{key: {key}, field: v, window_secs: 10, time_field: ts, aggregates: [count, sum]}}
       - bucket: {{name: sums, key: {key}, op: add, field: v, as: total}}
@@ -102,20 +98,15 @@ pipelines:
         return sum(len(r.get("owned", [])) for r in j.get("regions", []))
 
     def assigned(self):
-        """The partitions it was given and holds, from its log: an eager
-        assignment is the whole set (none after a revocation), a cooperative
-        one comes on top of what it holds, and a revocation takes what it
-        names."""
+        """The partitions of its newest assignment (0 after a revocation)."""
         self.err.seek(0)
         n = 0
         for line in self.err:
             m = ASSIGNED.search(line)
             if m:
-                n = n + int(m.group(1)) if self.cooperative else int(m.group(1))
-                continue
-            m = REVOKED.search(line)
-            if m:
-                n = n - int(m.group(1)) if self.cooperative else 0
+                n = int(m.group(1))
+            elif "partitions revoked" in line:
+                n = 0
         return n
 
     def close(self):
@@ -137,7 +128,7 @@ def settled(members, regions=1, store=None):
     return sum(m.shards_owned(store) for m in members) == PARTITIONS * regions
 
 
-def run(work, bootstrap, n, keys, count, join=False, repartition=False, assignor=None):
+def run(work, bootstrap, n, keys, count, join=False, repartition=False):
     """(msg/s, [CPU s per member], rebalance pause s or None). count 0: one
     server without `cluster:`."""
     tag = uuid.uuid4().hex[:8]
@@ -155,7 +146,7 @@ def run(work, bootstrap, n, keys, count, join=False, repartition=False, assignor
     try:
         for i in range(max(count, 1)):
             members.append(Member(d, f"m{i}", bootstrap, topic, group, out, store,
-                                  cluster=count > 0, repartition=between, assignor=assignor))
+                                  cluster=count > 0, repartition=between))
         at = store if count > 0 else None
         wait(lambda: settled(members, regions, at), 120, "the group to give out every partition")
         time.sleep(1)  # a member that joined last may still cause one more rebalance
@@ -171,7 +162,7 @@ def run(work, bootstrap, n, keys, count, join=False, repartition=False, assignor
         if join:
             t = time.monotonic()
             members.append(Member(d, f"m{count}", bootstrap, topic, group, out, store,
-                                  repartition=between, assignor=assignor))
+                                  repartition=between))
             wait(lambda: members[-1].assigned() > 0 and settled(members), 120,
                  "the group to give the new member partitions")
             pause = time.monotonic() - t
@@ -192,13 +183,7 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--repartition", action="store_true",
                     help="key the state by another field, after a repartition step")
-    ap.add_argument("--assignor", default=None,
-                    help="the inputs' partition.assignment.strategy (librdkafka's default: "
-                         "range,roundrobin), e.g. cooperative-sticky")
-    ap.add_argument("--counts", default="0,1,2,3",
-                    help="the cluster sizes to run (0: one server without a cluster)")
     a = ap.parse_args()
-    counts = [int(c) for c in a.counts.split(",")]
     work = tempfile.mkdtemp(prefix="kayak-bench-cluster-")
     broker = Cluster(os.path.join(work, "kafka"), 1)
     rates = {0: [], 1: [], 2: [], 3: []}
@@ -207,10 +192,10 @@ def main():
     try:
         broker.start()
         for r in range(a.runs):
-            for count in counts:
+            for count in (0, 1, 2, 3):
                 rate, cpu, pause = run(work, broker.bootstrap, a.messages, a.keys, count,
                                        join=count == 2 and not a.repartition,
-                                       repartition=a.repartition, assignor=a.assignor)
+                                       repartition=a.repartition)
                 rates[count].append(rate)
                 cpus[count].append(cpu)
                 if pause is not None:
@@ -223,13 +208,12 @@ def main():
               f"{PARTITIONS} partitions, {os.cpu_count()} cores, medians:")
         print("| servers | msg/s | ratio to one server | CPU s per member | msgs per CPU s |")
         print("|---|---|---|---|---|")
-        base = statistics.median(rates[0]) if rates[0] else None
-        for count in counts:
+        base = statistics.median(rates[0])
+        for count in (0, 1, 2, 3):
             m = statistics.median(rates[count])
             per = [statistics.median(c[i] for c in cpus[count]) for i in range(max(count, 1))]
             total = sum(per)
-            ratio = f"{m / base:.2f}" if base else ""
-            print(f"| {label(count)} | {m:,.0f} | {ratio} | {', '.join(f'{c:.2f}' for c in per)} | "
+            print(f"| {label(count)} | {m:,.0f} | {m / base:.2f} | {', '.join(f'{c:.2f}' for c in per)} | "
                   f"{a.messages / total:,.0f} |")
         if pauses:
             print(f"\nrebalance pause, a third member joining two that hold {a.keys:,} keys: "

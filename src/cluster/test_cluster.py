@@ -58,14 +58,12 @@ def get_once(url):
 
 class ClusterTest(KayakTest):
 
-    def member(self, name, b, group, store, slow=60000, output=None, env=None, graph=None,
-               props=""):
+    def member(self, name, b, group, store, slow=60000, output=None, env=None, graph=None):
         """A member `name`: its own directory, state dir and output (a file
         unless `output` gives one). A store s3://kayak/<prefix> is in the
         suite's S3 server, its secret key given as ${ENV}. `graph`, given the
         member's directory, makes its pipelines file (by default: a window and
-        bucket `sums` over the topic `in`, read by `group`; `props` goes into
-        its input's properties)."""
+        bucket `sums` over the topic `in`, read by `group`)."""
         d = self.path(name)
         os.makedirs(d, exist_ok=True)
         output = output or f"{{file: {{path: {os.path.join(d, 'out')}}}}}"
@@ -76,7 +74,7 @@ pipelines:
   k:
     input: {{kafka: {{brokers: "{b.bootstrap}", topics: ["{b.t('in')}"], group: {group},
                       batch_size: 100,
-                      properties: {{session.timeout.ms: "6000", heartbeat.interval.ms: "500"{props}}}}}}}
+                      properties: {{session.timeout.ms: "6000", heartbeat.interval.ms: "500"}}}}}}
     transforms:
       - lua: {{script: 'function process(m) for i=1,{slow} do end return m end'}}
       - rolling_window: {{key: k, field: v, window_messages: 5, aggregates: [count, sum]}}
@@ -98,13 +96,13 @@ pipelines:
         self.servers.append(s)
         return s
 
-    def two_members(self, store, n, props=""):
+    def two_members(self, store, n):
         """A topic of PARTITIONS partitions holding n messages, and members a
         and b on it, settled: (broker, group, members)."""
         b = Broker((f"in:{PARTITIONS}",))
         group = "g-" + uuid.uuid4().hex[:8]
         b.produce("in", n, 0, KEYS)
-        members = {name: self.member(name, b, group, store, props=props) for name in ("a", "b")}
+        members = {name: self.member(name, b, group, store) for name in ("a", "b")}
         self.assert_settles(members, n, "two members: the first messages")
         return b, group, members
 
@@ -299,30 +297,15 @@ pipelines:
         """Members joining while the others work: each revoked partition is
         held until a checkpoint covering what was read is published, and its
         next owner goes on from there, so no message is put out twice."""
-        self.join_hands_over()
-
-    def test_a_join_under_the_cooperative_assignor_hands_over_only_what_moves(self):
-        """The same with `cooperative-sticky`: a member hands over the one
-        partition of its three that moves, and reads the two it keeps on."""
-        members = self.join_hands_over(', partition.assignment.strategy: "cooperative-sticky"')
-        # a held all six, then three once b joined; b three.
-        self.assertNotIn(f"{PARTITIONS} partitions revoked", members["a"].stderr(),
-                         "a let go of all it held")
-        self.assertNotIn(f"{PARTITIONS // 2} partitions revoked", members["b"].stderr(),
-                         "b let go of all it held")
-        self.assertTrue(any("1 partitions revoked" in members[name].stderr()
-                            for name in ("a", "b")), "a or b handed one partition over")
-
-    def join_hands_over(self, props=""):
         store = self.path("store")
         n = 3000
-        b, group, members = self.two_members(store, n, props)
+        b, group, members = self.two_members(store, n)
         a, bm = members["a"], members["b"]
         b.produce("in", 9000, n, KEYS)
         n += 9000
         wait_for(lambda: a.card("k", "input")["messages_in"] > 3000 or
                  bm.card("k", "input")["messages_in"] > 3000, what="a and b to be at work")
-        c = self.member("c", b, group, store, props=props)
+        c = self.member("c", b, group, store)
         members["c"] = c
         self.wait_owns_shards(c, "c")
         self.assert_settles(members, n, "after c joined")
@@ -344,7 +327,6 @@ pipelines:
         twice = sorted(q for q, k in count.items() if k > 1)
         self.assertEqual(twice, [], f"{len(twice)} messages put out more than once")
         self.assertEqual(set(count), set(range(n)))
-        return members
 
     def eos_broker(self, txn_timeout_ms=10000):
         """A broker with topics in, out and markers, and an exactly_once

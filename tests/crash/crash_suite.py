@@ -619,7 +619,7 @@ pipelines:
         b.close()
 
 
-def part_cluster(d, kills, rng, c, verbose, on_s3=False, cooperative=False):
+def part_cluster(d, kills, rng, c, verbose, on_s3=False):
     """Three members of a cluster (docs/cluster.md), their store a directory
     or (`on_s3`) a prefix in the suite's S3 server, summing a topic of six
     partitions into a bucket (through a buffer, whose held messages move
@@ -631,10 +631,8 @@ def part_cluster(d, kills, rng, c, verbose, on_s3=False, cooperative=False):
     through a topic of four partitions. At the end each key of both is on
     one member only, with the oracle's total, every message is in a
     member's file output, and a read_committed reader of the exactly_once
-    kafka output reads each message once. With `cooperative` the input
-    uses the cooperative assignor: a rebalance moves single partitions."""
+    kafka output reads each message once."""
     keys, partitions, burst, devices = 60, 6, 300, 7
-    assignor = ', partition.assignment.strategy: "cooperative-sticky"' if cooperative else ""
     os.makedirs(d, exist_ok=True)
     b = Broker((f"in:{partitions}", "out:3", "markers:1", "by-dev:4"))
     group = f"crash-cluster-{rng.randrange(1 << 30)}"
@@ -681,7 +679,7 @@ buckets:
 pipelines:
   k:
     input: {{kafka: {{brokers: "{b.bootstrap}", topics: ["{b.t('in')}"], group: {group}, batch_size: 40,
-                      properties: {{session.timeout.ms: "6000", heartbeat.interval.ms: "500"{assignor}}}}}}}
+                      properties: {{session.timeout.ms: "6000", heartbeat.interval.ms: "500"}}}}}}
     transforms:
       - lua: {{script: 'function process(m) for i=1,30000 do end return m end'}}
       - buffer: {{max_messages: 100, max_secs: 0.3}}
@@ -1488,12 +1486,11 @@ def run(args):
         part_kafka(os.path.join(base, "kafka"), args.kafka_kills, rng, max(n // 4, 300),
                    args.slow, c, args.verbose)
         if args.cluster_kills:
-            # Half on a shared directory with the eager assignor, half on S3
-            # with the cooperative one.
+            # Half on a shared directory, half on S3.
             part_cluster(os.path.join(base, "cluster"), (args.cluster_kills + 1) // 2, rng, c,
                          args.verbose)
             part_cluster(os.path.join(base, "cluster-s3"), args.cluster_kills // 2, rng, c,
-                         args.verbose, on_s3=True, cooperative=True)
+                         args.verbose, on_s3=True)
         part_http(os.path.join(base, "http"), args.http_kills, rng, max(n // 6, 300), c,
                   args.verbose)
         if args.https_kills:

@@ -77,16 +77,7 @@ class KafkaInput final : public Input {
     DropUnclaimed();
     if (queue_ != nullptr) rd_kafka_queue_destroy(queue_);
     if (rk != nullptr) {
-      if (handing_over_) {  // closing: nothing to wait for
-        if (revoking_ != nullptr) {
-          if (rd_kafka_error_t* e = rd_kafka_incremental_unassign(rk, revoking_)) {
-            rd_kafka_error_destroy(e);
-          }
-        } else {
-          rd_kafka_assign(rk, nullptr);
-        }
-      }
-      DropRevoking();
+      if (handing_over_) rd_kafka_assign(rk, nullptr);  // closing: nothing to wait for
       rd_kafka_consumer_close(rk);
       rd_kafka_destroy(rk);
     }
@@ -171,11 +162,10 @@ class KafkaInput final : public Input {
         return Status::Unavailable("kafka: no broker reachable: " + unreachable_why_);
       }
     }
-    if (handing_over_ && !HandOverDone(rk) && revoking_ == nullptr) {
+    if (handing_over_ && !HandOverDone(rk)) {
       // Held, paused, until the cluster published a checkpoint covering
       // all that was read; what a paused partition still delivers is
-      // dropped, unread: its next owner reads it. (Under the cooperative
-      // protocol only the revoked partitions wait; the others are read on.)
+      // dropped, unread: its next owner reads it.
       rd_kafka_message_t* m = rd_kafka_consumer_poll(
           rk, static_cast<int>(std::clamp<int64_t>(wait_ms, 0, 100)));
       if (m != nullptr) rd_kafka_message_destroy(m);
@@ -337,7 +327,7 @@ class KafkaInput final : public Input {
 
   // A message or an error event from the consumer queue; destroys it.
   void Consume(rd_kafka_message_t* m, Batch* out) {
-    if (handing_over_ && (revoking_ == nullptr || Revoking(m))) {
+    if (handing_over_) {
       // Revoked earlier in this read: not taken, so not past the position
       // the hand-over's checkpoint holds.
       rd_kafka_message_destroy(m);
@@ -411,9 +401,6 @@ class KafkaInput final : public Input {
   static void OnRebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err,
                           rd_kafka_topic_partition_list_t* parts, void* opaque) {
     auto* self = static_cast<KafkaInput*>(opaque);
-    // The cooperative protocol (`cooperative-sticky`) gives and takes only
-    // the partitions that move, each list on top of what is held.
-    const bool cooperative = std::strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS && self->ctx_.partitions != nullptr) {
       // In a cluster: each partition's shard is kept or claimed and restored
       // before it is read; on an error the partitions wait for Read to try
@@ -425,6 +412,9 @@ class KafkaInput final : public Input {
       }
       return;
     }
+    // The cooperative protocol (`cooperative-sticky`) gives and takes only
+    // the partitions that move, each list on top of what is held.
+    const bool cooperative = std::strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
       for (int i = 0; i < parts->cnt; ++i) {
         auto it = self->positions_.find({parts->elems[i].topic, parts->elems[i].partition});
@@ -450,21 +440,15 @@ class KafkaInput final : public Input {
         // a checkpoint covering what was read is published, so that their
         // next owners go on from there instead of replaying. librdkafka
         // takes the unassign outside the callback; the group waits for it.
-        // Under the cooperative protocol only the revoked ones.
         rd_kafka_topic_partition_list_t* held = nullptr;
-        if (cooperative) {
-          self->DropRevoking();
-          self->revoking_ = rd_kafka_topic_partition_list_copy(parts);
-          rd_kafka_pause_partitions(rk, self->revoking_);
-        } else if (rd_kafka_assignment(rk, &held) == RD_KAFKA_RESP_ERR_NO_ERROR &&
-                   held != nullptr) {
+        if (rd_kafka_assignment(rk, &held) == RD_KAFKA_RESP_ERR_NO_ERROR && held != nullptr) {
           rd_kafka_pause_partitions(rk, held);
           rd_kafka_topic_partition_list_destroy(held);
         }
         self->handing_over_ = true;
         self->handover_deadline_ms_ = MonotonicMs() + kHandOverMs;
-        KLOG_INFO("kafka input: {} partitions revoked ({}); handing them over after a "
-                  "checkpoint", parts->cnt, rd_kafka_err2str(err));
+        KLOG_INFO("kafka input: partitions revoked ({}); handing them over after a checkpoint",
+                  rd_kafka_err2str(err));
         return;
       }
       if (!self->Reassign(rk, parts, cooperative, false)) return;
@@ -513,22 +497,15 @@ class KafkaInput final : public Input {
     const bool published = ctx_.partitions->HandedOver();
     if (!published && MonotonicMs() < handover_deadline_ms_) return false;
     handing_over_ = false;
+    assigned_.store(false);
     // A partition stays paused across assignments: resumed before it goes,
     // or it would read nothing when it is given back.
-    if (revoking_ != nullptr) {
-      rd_kafka_resume_partitions(rk, revoking_);
-      Reassign(rk, revoking_, /*cooperative=*/true, /*add=*/false);
-      DropRevoking();
-      assigned_.store(HoldsPartitions(rk));
-    } else {
-      assigned_.store(false);
-      rd_kafka_topic_partition_list_t* held = nullptr;
-      if (rd_kafka_assignment(rk, &held) == RD_KAFKA_RESP_ERR_NO_ERROR && held != nullptr) {
-        rd_kafka_resume_partitions(rk, held);
-        rd_kafka_topic_partition_list_destroy(held);
-      }
-      rd_kafka_assign(rk, nullptr);
+    rd_kafka_topic_partition_list_t* held = nullptr;
+    if (rd_kafka_assignment(rk, &held) == RD_KAFKA_RESP_ERR_NO_ERROR && held != nullptr) {
+      rd_kafka_resume_partitions(rk, held);
+      rd_kafka_topic_partition_list_destroy(held);
     }
+    rd_kafka_assign(rk, nullptr);
     if (published) {
       KLOG_INFO("kafka input: partitions handed over");
     } else {
@@ -562,7 +539,8 @@ class KafkaInput final : public Input {
   Status AssignClaimed(rd_kafka_t* rk, rd_kafka_topic_partition_list_t* parts) {
     std::vector<PartitionOwner::Assigned> list;
     std::map<std::string, int32_t> counts;
-    const auto add = [&](const rd_kafka_topic_partition_t& e, bool held) {
+    for (int i = 0; i < parts->cnt; ++i) {
+      const auto& e = parts->elems[i];
       auto [c, fresh] = counts.try_emplace(e.topic, 0);
       if (fresh) c->second = PartitionCount(rk, e.topic);
       if (c->second < 1) {
@@ -573,23 +551,8 @@ class KafkaInput final : public Input {
       a.topic = e.topic;
       a.partition = e.partition;
       a.partitions = c->second;
-      // A partition held on from before (the cooperative protocol) is read
-      // on: its state here is current.
-      a.have_position = held || positions_.count({a.topic, a.partition}) > 0;
+      a.have_position = positions_.count({a.topic, a.partition}) > 0;
       list.push_back(std::move(a));
-      return Status::Ok();
-    };
-    for (int i = 0; i < parts->cnt; ++i) KAYAK_RETURN_IF_ERROR(add(parts->elems[i], false));
-    // The owner is told the whole assignment: under the cooperative protocol
-    // `parts` is what comes on top of what is held.
-    const bool cooperative = std::strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
-    rd_kafka_topic_partition_list_t* held = nullptr;
-    if (cooperative && rd_kafka_assignment(rk, &held) == RD_KAFKA_RESP_ERR_NO_ERROR &&
-        held != nullptr) {
-      Status st;
-      for (int i = 0; i < held->cnt && st.ok(); ++i) st = add(held->elems[i], true);
-      rd_kafka_topic_partition_list_destroy(held);
-      KAYAK_RETURN_IF_ERROR(st);
     }
     if (Status st = ctx_.partitions->Assign(&list); !st.ok()) {
       if (ctx_.stats) ctx_.stats->RecordError("cluster: " + st.message());
@@ -600,17 +563,14 @@ class KafkaInput final : public Input {
       const PartitionOwner::Assigned& a = list[i];
       const std::pair<std::string, int32_t> tp{a.topic, a.partition};
       auto it = positions_.find(tp);
-      // The held ones (after `parts`) are read on from where they are.
-      int64_t unused = 0;
-      int64_t& offset = i < static_cast<size_t>(parts->cnt) ? parts->elems[i].offset : unused;
       if (a.keep && it != positions_.end()) {
         kept[tp] = it->second;
-        offset = it->second;
+        parts->elems[i].offset = it->second;
       } else if (!a.keep && a.offset >= 0) {
         kept[tp] = a.offset;
-        offset = a.offset;
+        parts->elems[i].offset = a.offset;
       } else {
-        offset = RD_KAFKA_OFFSET_INVALID;  // the group's committed offset
+        parts->elems[i].offset = RD_KAFKA_OFFSET_INVALID;  // the group's committed offset
       }
     }
     // A partition not given any more, or given without a checkpoint, has
@@ -618,9 +578,7 @@ class KafkaInput final : public Input {
     positions_ = std::move(kept);
     last_valid_ = false;
     if (ctx_.checkpointing && start_ == "latest") PinLatest(rk, parts);
-    if (!Reassign(rk, parts, cooperative, true)) {
-      return Status::Unavailable("cluster: librdkafka refused the assignment");
-    }
+    rd_kafka_assign(rk, parts);
     KLOG_INFO("kafka input: assigned {} partitions, their shards claimed", parts->cnt);
     assigned_.store(true);
     if (parts == unclaimed_) DropUnclaimed();
@@ -630,23 +588,6 @@ class KafkaInput final : public Input {
   void DropUnclaimed() {
     if (unclaimed_ != nullptr) rd_kafka_topic_partition_list_destroy(unclaimed_);
     unclaimed_ = nullptr;
-  }
-
-  void DropRevoking() {
-    if (revoking_ != nullptr) rd_kafka_topic_partition_list_destroy(revoking_);
-    revoking_ = nullptr;
-  }
-
-  // `m` is of a partition being handed over (the cooperative protocol).
-  bool Revoking(const rd_kafka_message_t* m) const {
-    const char* topic = rd_kafka_topic_name(m->rkt);
-    for (int i = 0; i < revoking_->cnt; ++i) {
-      if (revoking_->elems[i].partition == m->partition &&
-          std::strcmp(revoking_->elems[i].topic, topic) == 0) {
-        return true;
-      }
-    }
-    return false;
   }
 
   // `start: latest` under checkpointing: a partition assigned with neither a
@@ -756,9 +697,6 @@ class KafkaInput final : public Input {
   Offsets unstored_;   // without a state dir: handed over, not yet stored for auto-commit
   // In a cluster: an assignment whose shards could not be claimed yet.
   rd_kafka_topic_partition_list_t* unclaimed_ = nullptr;
-  // In a cluster, under the cooperative protocol: the partitions being
-  // handed over (paused; the others are read on). Null otherwise.
-  rd_kafka_topic_partition_list_t* revoking_ = nullptr;
 };
 
 }  // namespace
@@ -811,6 +749,12 @@ ComponentDef KafkaInputDef() {
       // A shard is (region, partition): a key must name one partition.
       if (o.Strings("topics").size() != 1) {
         o.Error("topics", "in a cluster a kafka input reads one topic (docs/cluster.md)");
+      }
+      for (const auto& [k, v] : props) {
+        if (k == "partition.assignment.strategy" && v.find("cooperative") != std::string::npos) {
+          o.Error("properties", "in a cluster a kafka input uses the eager assignors (range, "
+                                "roundrobin): each assignment is the whole set it claims");
+        }
       }
     }
     if (o.failed()) return nullptr;
