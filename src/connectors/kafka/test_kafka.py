@@ -118,7 +118,7 @@ class KafkaTest(KafkaBase):
         # its member id) until its session ends. The restarted member takes
         # the place at once; a commit of its restored offsets made outside the
         # group in that name would be fenced, fatally for the client.
-        n = 2000
+        n = 20000  # enough that the kill comes while it still reads
         b = self.broker()
         b.produce("in", n)
         group = group_name()
