@@ -5,37 +5,18 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <map>
 #include <unistd.h>
 #include <string>
 
 #include "connectors/s3/client.h"
+#include "connectors/s3/env_file.h"
 
 namespace kayak::s3 {
 namespace {
 
-std::map<std::string, std::string> Env() {
-  const char* base = std::getenv("KAYAK_SERVERS");
-  std::map<std::string, std::string> out;
-  if (base == nullptr) return out;
-  std::ifstream f(std::string(base) + "/s3/env");
-  std::string line;
-  while (std::getline(f, line)) {
-    const size_t eq = line.find('=');
-    if (eq != std::string::npos) out[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  return out;
-}
-
 Endpoint FromEnv() {
-  auto env = Env();
-  Endpoint e;
-  e.endpoint = env["S3_ENDPOINT"];
-  e.bucket = env["S3_BUCKET"];
-  e.path_style = true;
-  e.credentials = {env["S3_ACCESS_KEY_ID"], env["S3_SECRET_ACCESS_KEY"], ""};
-  return e;
+  const char* base = std::getenv("KAYAK_SERVERS");
+  return base == nullptr ? Endpoint{} : EndpointFromEnvFile(std::string(base) + "/s3/env");
 }
 
 class S3ClientTest : public ::testing::Test {

@@ -474,9 +474,9 @@ class KafkaInput final : public Input {
       error = rd_kafka_err2str(e);
     }
     if (error.empty()) return true;
-    KLOG_ERROR("kafka input: the group's {} could not be applied: {}",
-               add ? "assignment" : "revocation", error);
-    if (ctx_.stats) ctx_.stats->RecordError("kafka: applying the group's assignment: " + error);
+    const std::string what = add ? "assignment" : "revocation";
+    KLOG_ERROR("kafka input: the group's {} could not be applied: {}", what, error);
+    if (ctx_.stats) ctx_.stats->RecordError("kafka: applying the group's " + what + ": " + error);
     return false;
   }
 

@@ -113,6 +113,29 @@ class KafkaTest(KafkaBase):
         wait_for(lambda: sum(b.committed("in", group).values()) == n, timeout=30,
                  what="the group to commit the final offsets")
 
+    def killed_after_a_checkpoint(self, cfg, state, n):
+        """Starts `cfg` on `state`, kills it with SIGKILL once a checkpoint
+        holds offsets and before all n messages are out; its log."""
+        s = self.start(cfg, server_config=self.server, state_dir=state)
+        wait_for(lambda: s.card("k", "input")["messages_in"] > 0, timeout=120,
+                 what="the input to consume")
+        wait_for(lambda: checkpointed_offsets(state, "k"), timeout=60,
+                 what="a checkpoint holding offsets")
+        s.proc.send_signal(signal.SIGKILL)
+        s.proc.wait(timeout=30)
+        s.kill()
+        self.assertLess(len(self.read_output("out")), n, "the kill came too late")
+        return s.stderr()
+
+    def restarted_to_the_oracle(self, cfg, state, n, what):
+        """Starts `cfg` on `state` again; every message out within 120 s,
+        each once with the oracle's aggregates. The server."""
+        s = self.start(cfg, server_config=self.server, state_dir=state)
+        wait_for(lambda: len(self.read_output("out")) >= n, timeout=120,
+                 what=f"{what}: every message after the restart")
+        self.assert_matches_oracle(self.rows(), n, what, exactly_once=True)
+        return s
+
     def test_a_static_member_killed_takes_its_place_back_and_loses_nothing(self):
         # With group.instance.id the broker keeps a killed member's place (and
         # its member id) until its session ends. The restarted member takes
@@ -125,19 +148,8 @@ class KafkaTest(KafkaBase):
         state = self.path("state")
         cfg = self.config(b, group, slow=150000,
                           props=f', group.instance.id: "{group}-a"')
-        s = self.start(cfg, server_config=self.server, state_dir=state)
-        wait_for(lambda: s.card("k", "input")["messages_in"] > 0, timeout=120,
-                 what="the input to consume")
-        wait_for(lambda: checkpointed_offsets(state, "k"), timeout=60,
-                 what="a checkpoint holding offsets")
-        s.proc.send_signal(signal.SIGKILL)
-        s.proc.wait(timeout=30)
-        s.kill()
-        self.assertLess(len(self.read_output("out")), n, "the kill came too late")
-        s = self.start(cfg, server_config=self.server, state_dir=state)
-        wait_for(lambda: len(self.read_output("out")) >= n, timeout=120,
-                 what="every message after the restart")
-        self.assert_matches_oracle(self.rows(), n, "static member", exactly_once=True)
+        self.killed_after_a_checkpoint(cfg, state, n)
+        s = self.restarted_to_the_oracle(cfg, state, n, "static member")
         self.assertNotIn("atal", s.card("k", "input").get("last_error") or "")
         self.assert_sums(s, n)
 
@@ -153,23 +165,13 @@ class KafkaTest(KafkaBase):
         cfg = self.config(b, group, slow=150000,
                           props=', session.timeout.ms: "300000", heartbeat.interval.ms: "1000"')
         cfg = cfg.replace('session.timeout.ms: "6000", heartbeat.interval.ms: "500", ', "")
-        s = self.start(cfg, server_config=self.server, state_dir=state)
-        wait_for(lambda: s.card("k", "input")["messages_in"] > 0, timeout=120,
-                 what="the input to consume")
-        wait_for(lambda: checkpointed_offsets(state, "k"), timeout=60,
-                 what="a checkpoint holding offsets")
-        first = re.findall(r"static member of group \S+ as (\S+)", s.stderr())
-        s.proc.send_signal(signal.SIGKILL)
-        s.proc.wait(timeout=30)
-        s.kill()
-        self.assertLess(len(self.read_output("out")), n, "the kill came too late")
+        first = re.findall(r"static member of group \S+ as (\S+)",
+                           self.killed_after_a_checkpoint(cfg, state, n))
         self.assertEqual(len(first), 1, "the input names its static member id")
         self.assertRegex(first[0], r"^kayak-[0-9a-f]{16}\.k$")
-        s = self.start(cfg, server_config=self.server, state_dir=state)
-        wait_for(lambda: len(self.read_output("out")) >= n, timeout=120,
-                 what="every message well before the killed member's session ends")
+        # (Well before the killed member's session ends.)
+        s = self.restarted_to_the_oracle(cfg, state, n, "default static member")
         self.assertEqual(re.findall(r"static member of group \S+ as (\S+)", s.stderr()), first)
-        self.assert_matches_oracle(self.rows(), n, "default static member", exactly_once=True)
         self.assert_sums(s, n)
         # Another directory is another member.
         s.stop()

@@ -8,7 +8,7 @@
 #include <map>
 #include <string>
 
-#include "connectors/s3/blobs.h"
+#include "connectors/s3/client.h"
 
 namespace kayak::s3 {
 
