@@ -146,10 +146,11 @@ class PartitionOwner {
   // A checkpoint begun after HandOver() is published (or failed to be):
   // the input may let the partitions go. On the input's thread.
   virtual bool HandedOver() { return true; }
-  // From HandOver() until the next assignment: the state of the partitions
-  // handed over is in the checkpoint their next owner restores, so what
-  // changes with no new input waits (a buffer releases nothing by time).
-  // On the pipeline's thread.
+  // Before the first assignment (what a restart restored may be of
+  // partitions that moved meanwhile) and from HandOver() until the next one
+  // (the state of the partitions handed over is in the checkpoint their next
+  // owner restores): what changes with no new input waits (a buffer releases
+  // nothing by time). On the pipeline's thread.
   virtual bool StateHeld() const { return false; }
   // An exactly-once output of the region can commit nothing more (another
   // member fenced its transactions): the server restarts the region, which

@@ -698,8 +698,20 @@ TEST_F(ShardAgentTest, ABufferReleasesNothingByTimeWhilePartitionsAreHandedOver)
   ASSERT_TRUE(buffer) << errors;
   a.Bind("r", {}, {{"p.k.t0", buffer.get()}});
   a.SetCheckpointRequest([] { return uint64_t{7}; });
+  // A restarted member's buffer holds what its local checkpoint held, of
+  // partitions that may have moved meanwhile: nothing goes by time before
+  // the first assignment says which are still its own.
+  Batch restored = testing::MakeBatch({"{}", "{}"});
+  restored.messages[0].set_key("key-0");
+  restored.messages[1].set_key("key-1");
+  ASSERT_TRUE(buffer->Process(&restored).ok());
+  EXPECT_TRUE(a.StateHeld());
+  Batch early;
+  buffer->Tick(clock_.NowMs() + 5000, &early);
+  EXPECT_TRUE(early.messages.empty()) << "released before the first assignment";
   auto parts = Parts({0, 1}, false);
   ASSERT_TRUE(a.Assign(&parts).ok());
+  EXPECT_FALSE(a.StateHeld());
   Batch in = testing::MakeBatch({"{}", "{}", "{}", "{}", "{}", "{}"});
   for (size_t i = 0; i < in.messages.size(); ++i) {
     in.messages[i].set_key("key-" + std::to_string(i));

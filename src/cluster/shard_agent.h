@@ -181,8 +181,10 @@ class ShardAgent final : public PartitionOwner {
   std::vector<Bucket*> buckets_;
   std::vector<std::pair<std::string, Transform*>> transforms_;
   bool holds_messages_ = false;  // one of transforms_ is a buffer (set by Bind)
-  // From HandOver() to the next Assign(): both on the pipeline's thread.
-  std::atomic<bool> state_held_{false};
+  // Until the first successful Assign(), and from HandOver() to the next
+  // one (both on the pipeline's thread): what a restart restored from the
+  // local checkpoint may be of partitions that moved meanwhile.
+  std::atomic<bool> state_held_{true};
   CheckpointRequest request_checkpoint_;
   CommitCheck commit_check_;
 

@@ -83,6 +83,18 @@ class Broker:
         return subprocess.Popen([TOOL, "member", self.bootstrap, self.t(topic), group,
                                  str(seconds)], stdout=subprocess.PIPE, text=True)
 
+    def hold(self, topic, transactional_id):
+        """A transaction of `transactional_id` holding partition 0 of `topic`
+        open (a process, once its record is in): closing its stdin aborts it."""
+        assert TOOL, "KAYAK_KAFKATOOL must name build/tests/kafkatool (ctest sets it)"
+        p = subprocess.Popen([TOOL, "hold", self.bootstrap, self.t(topic), transactional_id],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        line = p.stdout.readline()
+        if line.strip() != "open":
+            p.kill()
+            raise AssertionError(f"kafkatool hold: {line!r}, exit {p.wait()}")
+        return p
+
     def down(self, i=0):
         """Kills broker i of the private cluster (SIGKILL)."""
         self.cluster.stop_broker(i, signal.SIGKILL)

@@ -36,6 +36,11 @@
 //       reader the last stable ones, polled every 2 ms), printing when it saw
 //       the first message and when the N-th, as CLOCK_MONOTONIC seconds
 //       ("FIRST DONE"); exits 1 after SECONDS.
+//   kafkatool hold BOOTSTRAP TOPIC TRANSACTIONAL_ID
+//       Begins a transaction as TRANSACTIONAL_ID, produces {"held":1} to
+//       partition 0 of TOPIC in it, prints "open" once the broker has it, and
+//       keeps it open (the partition's last stable offset stays below it)
+//       until its stdin ends; then aborts it and exits 0.
 #include <librdkafka/rdkafka.h>
 #include <signal.h>
 #include <stdio.h>
@@ -416,6 +421,39 @@ static int next_message(const char* bootstrap, const char* topic, int seconds) {
   return rc;
 }
 
+static void txn_ok(const char* what, rd_kafka_error_t* e) {
+  if (!e) return;
+  fail(what, rd_kafka_error_string(e));
+}
+
+static int hold(const char* bootstrap, const char* topic, const char* id) {
+  rd_kafka_conf_t* c = rd_kafka_conf_new();
+  conf_set(c, "bootstrap.servers", bootstrap);
+  conf_set(c, "transactional.id", id);
+  conf_set(c, "transaction.timeout.ms", "600000");
+  rd_kafka_conf_set_dr_msg_cb(c, on_delivery);
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof(err));
+  if (!rk) fail("producer", err);
+  txn_ok("init_transactions", rd_kafka_init_transactions(rk, 30000));
+  txn_ok("begin_transaction", rd_kafka_begin_transaction(rk));
+  const char* value = "{\"held\":1}";
+  rd_kafka_resp_err_t e = rd_kafka_producev(
+      rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(0),
+      RD_KAFKA_V_VALUE((void*)value, strlen(value)), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+      RD_KAFKA_V_END);
+  if (e) fail("produce", rd_kafka_err2str(e));
+  rd_kafka_flush(rk, 30000);
+  if (delivered != 1) fail("produce", "not delivered");
+  printf("open\n");
+  fflush(stdout);
+  char line[64];
+  while (fgets(line, sizeof(line), stdin) != NULL) {
+  }
+  txn_ok("abort_transaction", rd_kafka_abort_transaction(rk, 30000));
+  rd_kafka_destroy(rk);
+  return 0;
+}
+
 static int ends(const char* bootstrap, const char* topic) {
   rd_kafka_t* committed_reader = reader(bootstrap, "read_committed");
   rd_kafka_t* any_reader = reader(bootstrap, "read_uncommitted");
@@ -453,6 +491,7 @@ int main(int argc, char** argv) {
   if (argc == 6 && !strcmp(argv[1], "wait")) {
     return wait_count(argv[2], argv[3], atoll(argv[4]), atoi(argv[5]));
   }
-  fprintf(stderr, "usage: kafkatool produce|committed|create|ends|next|consume|member|wait ... (see the source)\n");
+  if (argc == 5 && !strcmp(argv[1], "hold")) return hold(argv[2], argv[3], argv[4]);
+  fprintf(stderr, "usage: kafkatool produce|committed|create|ends|next|consume|member|wait|hold ... (see the source)\n");
   return 2;
 }

@@ -10,6 +10,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
@@ -62,6 +63,16 @@ constexpr int64_t kCloseFlushMs = 10000;
 // librdkafka's default transaction.timeout.ms (60 s), after which the broker
 // has ended any transaction a dead producer left open.
 constexpr int64_t kVisibleAskMs = 90000;
+
+// How long CommitVisible asks about another member's marker before it
+// fences that member's transactional id, which makes the answer final: a
+// commit under way ends in milliseconds.
+constexpr int64_t kFirstAskMs = 5000;
+
+// How far before its state's time a marker is looked for: the clock that
+// stamped it may have stepped back since, or (a topic with LogAppendTime)
+// the broker's clock may be behind the producer's.
+constexpr int64_t kMarkerSlackMs = 5 * 60 * 1000;
 
 class KafkaOutput final : public Output {
  public:
@@ -212,10 +223,14 @@ class KafkaOutput final : public Output {
     if (txn_open_) {
       pending_id_ = id;
       pending_marker_ = NewMarker(id);
+      pending_marker_ms_ = WallMs();
       marker_sent_ = false;
     }
+    // `marker_ms`: the marker is produced after this time (by this
+    // producer's clock, which stamps it), so a reader looks from there.
     *state = DumpJson(nlohmann::json{{"transactional_id", txn_.id},
                                      {"marker", txn_open_ ? pending_marker_ : committed_marker_},
+                                     {"marker_ms", txn_open_ ? pending_marker_ms_ : committed_marker_ms_},
                                      {"marker_topic", txn_.marker_topic}});
     return Status::Ok();
   }
@@ -248,6 +263,7 @@ class KafkaOutput final : public Output {
     if (e == nullptr) {
       txn_open_ = false;
       committed_marker_ = pending_marker_;
+      committed_marker_ms_ = pending_marker_ms_;
       CrashPoint("kafka_after_commit");
       return Status::Ok();
     }
@@ -265,6 +281,7 @@ class KafkaOutput final : public Output {
       return Status::Corruption("kafka output: not a transaction state");
     }
     committed_marker_ = j["marker"].get<std::string>();
+    committed_marker_ms_ = MarkerMs(j);
     return Status::Ok();
   }
 
@@ -278,14 +295,15 @@ class KafkaOutput final : public Output {
     if (!j.is_object() || !j["marker"].is_string()) return true;  // RestoreState reports it
     const std::string marker = j["marker"].get<std::string>();
     if (marker.empty()) return true;
-    const int64_t deadline = MonotonicMs() + 60000;
+    const int64_t deadline = MonotonicMs() + kVisibleAskMs;
     std::string why;
     for (int64_t backoff = 200; MonotonicMs() < deadline; backoff = std::min<int64_t>(5000, backoff * 2)) {
       // The producer first: init_transactions aborts the transaction a dead
-      // instance left open, so the marker partition is readable to its end.
+      // instance left open, so the marker partition is readable to its end
+      // (unless another producer's transaction is open there: asked again).
       Status st = Open();
       if (st.ok()) {
-        auto found = FindMarker(txn_.marker_topic, txn_.id, marker);
+        auto found = FindMarker(txn_.marker_topic, txn_.id, marker, MarkerMs(j));
         if (found.ok()) return *found;
         st = found.status();
       }
@@ -305,8 +323,9 @@ class KafkaOutput final : public Output {
   // commit), and the marker is looked for once more, so the answer cannot
   // change afterwards. A member cut off past its session that published a
   // checkpoint's shards can thus no longer commit it once another member
-  // judged it not committed. Asked until kVisibleAskMs passes each time: an
-  // open transaction ends within the broker's transaction timeout.
+  // judged it not committed. Asked for kFirstAskMs before the fence and until
+  // kVisibleAskMs passes after it (an open transaction ends within the
+  // broker's transaction timeout); this member's own, until kVisibleAskMs.
   bool CommitVisible(std::string_view state) const override {
     if (!txn_.on || state.empty()) return true;
     auto j = nlohmann::json::parse(state, nullptr, false);
@@ -319,18 +338,28 @@ class KafkaOutput final : public Output {
     if (marker.empty()) return true;
     const std::string topic = j.value("marker_topic", txn_.marker_topic);
     const std::string id = j["transactional_id"].get<std::string>();
-    auto seen = AskForMarker(topic, id, marker);
-    if (!seen.ok()) return false;
-    // This member's own id: its producer's start fenced the old one already.
-    if (*seen || id == txn_.id) return *seen;
+    const int64_t since_ms = MarkerMs(j);
+    const auto answer = [&](Result<bool> seen) {
+      if (seen.ok()) return *seen;
+      KLOG_ERROR("kafka output: cannot learn whether marker {} of {} was committed ({}); taken "
+                 "as not, which may repeat messages",
+                 marker, id, seen.status().message());
+      return false;
+    };
+    // This member's own id: its producer's start fenced the old one already,
+    // and the answer is final once it is known.
+    if (id == txn_.id) return answer(AskForMarker(topic, id, marker, since_ms, kVisibleAskMs));
+    auto seen = AskForMarker(topic, id, marker, since_ms, kFirstAskMs);
+    if (seen.ok() && *seen) return true;
+    // Not seen, or not known yet (the marker topic's end held back by an open
+    // transaction, which may be the old owner's own).
     if (Status st = Fence(id); !st.ok()) {
       KLOG_ERROR("kafka output: cannot fence transactional id {} ({}); its checkpoint is taken "
                  "as not committed, which repeats messages if it still commits",
                  id, st.message());
       return false;
     }
-    seen = AskForMarker(topic, id, marker);
-    return seen.ok() && *seen;
+    return answer(AskForMarker(topic, id, marker, since_ms, kVisibleAskMs));
   }
 
   Status Close() override {
@@ -420,6 +449,18 @@ class KafkaOutput final : public Output {
     return buf;
   }
 
+  static int64_t WallMs() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+
+  // A transaction state's `marker_ms`; 0 in a state written before it was.
+  static int64_t MarkerMs(const nlohmann::json& state) {
+    auto it = state.find("marker_ms");
+    return it != state.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+  }
+
   // The transaction cannot commit any more: everything written since the last
   // checkpoint is gone from Kafka, and only a replay from that checkpoint
   // brings it back. The output refuses writes and barriers until then.
@@ -461,22 +502,19 @@ class KafkaOutput final : public Output {
     return rk;
   }
 
-  // FindMarker, asked again until kVisibleAskMs passes.
+  // FindMarker, asked again until `ask_ms` passes.
   Result<bool> AskForMarker(const std::string& topic, const std::string& id,
-                            const std::string& marker) const {
-    const int64_t deadline = MonotonicMs() + kVisibleAskMs;
+                            const std::string& marker, int64_t since_ms, int64_t ask_ms) const {
+    const int64_t deadline = MonotonicMs() + ask_ms;
     std::string why;
     for (int64_t backoff = 200; MonotonicMs() < deadline;
          backoff = std::min<int64_t>(5000, backoff * 2)) {
-      auto found = FindMarker(topic, id, marker);
+      auto found = FindMarker(topic, id, marker, since_ms);
       if (found.ok()) return *found;
       why = found.status().message();
       KLOG_WARN("{}; asking again", why);
       std::this_thread::sleep_for(std::chrono::milliseconds(backoff));
     }
-    KLOG_ERROR("kafka output: cannot learn whether marker {} of {} was committed ({}); taken as "
-               "not, which may repeat messages",
-               marker, id, why);
     return Status::Unavailable(why);
   }
 
@@ -498,11 +536,17 @@ class KafkaOutput final : public Output {
     return st;
   }
 
-  // Reads the newest records of partition 0 of `topic` as a read_committed
-  // consumer: true if `id`'s `marker` is among them. Reads only what
-  // construction set, so any thread may ask.
+  // Whether `id`'s `marker` is in partition 0 of `topic`, as a
+  // read_committed consumer sees it. It is read from `since_ms` (the time
+  // the marker was made, 0 when the state predates it: then the last 1000
+  // records), less kMarkerSlackMs for a clock that stepped back, to the
+  // partition's end. Unavailable while another producer's transaction holds
+  // that end back (its last stable offset below the high watermark): the
+  // marker may be past it, committed, and a read_committed reader cannot
+  // see it until that transaction ends. Reads only what construction set,
+  // so any thread may ask.
   Result<bool> FindMarker(const std::string& topic, const std::string& id,
-                          const std::string& marker) const {
+                          const std::string& marker, int64_t since_ms) const {
     auto made = NewClient(RD_KAFKA_CONSUMER,
                           {{"group.id", id + ".markers"},
                            {"isolation.level", "read_committed"},
@@ -518,42 +562,67 @@ class KafkaOutput final : public Output {
         rd_kafka_destroy(c);
       }
     } closer{c};
+    // The partition's high watermark, not the last stable offset this
+    // read_committed consumer would be told.
+    auto ends = NewClient(RD_KAFKA_CONSUMER, {{"isolation.level", "read_uncommitted"}},
+                          "marker topic's end");
+    if (!ends.ok()) return ends.status();
     int64_t low = 0, high = 0;
     const rd_kafka_resp_err_t qe = rd_kafka_query_watermark_offsets(
-        c, topic.c_str(), 0, &low, &high, 10000);
+        *ends, topic.c_str(), 0, &low, &high, 10000);
+    rd_kafka_destroy(*ends);
     if (qe == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) return false;  // no marker ever
     if (qe) {
       return Status::Unavailable("kafka output: cannot read " + topic + ": " +
                                  rd_kafka_err2str(qe));
     }
     if (high <= low) return false;
-    // Only this output writes the topic, and the marker a restore asks about
-    // is among the last few commits.
+    int64_t from = std::max(low, high - 1000);
+    if (since_ms > 0) {
+      auto* at = rd_kafka_topic_partition_list_new(1);
+      rd_kafka_topic_partition_list_add(at, topic.c_str(), 0)->offset = since_ms - kMarkerSlackMs;
+      const rd_kafka_resp_err_t te = rd_kafka_offsets_for_times(c, at, 10000);
+      const int64_t found_at = at->elems[0].err ? -1 : at->elems[0].offset;
+      rd_kafka_topic_partition_list_destroy(at);
+      if (te) {
+        return Status::Unavailable("kafka output: cannot find the offset of time " +
+                                   std::to_string(since_ms) + " in " + topic + ": " +
+                                   rd_kafka_err2str(te));
+      }
+      // No record from that time on, as far as the broker tells: the last
+      // 1000 are read, which decides it either way.
+      if (found_at >= 0) from = std::clamp(found_at, low, high - 1);
+    }
     auto* list = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(list, topic.c_str(), 0)->offset =
-        std::max(low, high - 1000);
+    rd_kafka_topic_partition_list_add(list, topic.c_str(), 0)->offset = from;
     const rd_kafka_resp_err_t ae = rd_kafka_assign(c, list);
     rd_kafka_topic_partition_list_destroy(list);
     if (ae) return Status::Unavailable(std::string("kafka output: assign: ") + rd_kafka_err2str(ae));
-    bool found = false;
     const int64_t deadline = MonotonicMs() + 30000;
     while (MonotonicMs() < deadline) {
       rd_kafka_message_t* m = rd_kafka_consumer_poll(c, 200);
       if (m == nullptr) continue;
-      const bool end = m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF ||
-                       (!m->err && m->offset >= high - 1);
+      const bool eof = m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF;
+      const int64_t offset = m->offset;
+      bool found = false;
       if (!m->err && m->payload != nullptr) {
         auto j = nlohmann::json::parse(
             std::string_view(static_cast<const char*>(m->payload), m->len), nullptr, false);
-        if (j.is_object() && j.value("transactional_id", "") == id &&
-            j.value("marker", "") == marker) {
-          found = true;
-        }
+        found = j.is_object() && j.value("transactional_id", "") == id &&
+                j.value("marker", "") == marker;
       }
-      const std::string merr = m->err && !end ? rd_kafka_message_errstr(m) : "";
+      const std::string merr = m->err && !eof ? rd_kafka_message_errstr(m) : "";
       rd_kafka_message_destroy(m);
       if (!merr.empty()) return Status::Unavailable("kafka output: reading markers: " + merr);
-      if (end || found) return found;
+      if (found) return true;
+      if (!eof && offset >= high - 1) return false;  // read to the end, committed
+      if (eof && offset < high) {
+        return Status::Unavailable("kafka output: marker " + marker + " of " + id + " not in " +
+                                   topic + " up to offset " + std::to_string(offset) +
+                                   ", where a transaction still open holds its end (" +
+                                   std::to_string(high) + ")");
+      }
+      if (eof) return false;
     }
     return Status::Unavailable("kafka output: reading " + topic +
                                " did not reach its end in 30 s");
@@ -710,6 +779,8 @@ class KafkaOutput final : public Output {
   std::string pending_marker_;    // the marker that commit leaves
   bool marker_sent_ = false;      // produced into the open transaction
   std::string committed_marker_;  // the newest commit's marker
+  int64_t pending_marker_ms_ = 0;    // when pending_marker_ was made (wall clock, ms)
+  int64_t committed_marker_ms_ = 0;  // when committed_marker_ was (0: not known)
 };
 
 }  // namespace

@@ -577,6 +577,64 @@ class ExactlyOnceTest(KafkaBase):
         uncommitted = b.read("out", isolation="read_uncommitted")
         self.assertGreater(len(uncommitted), 1500, "the aborted transaction held messages")
 
+    def restarted_after_its_commit(self, b, n, while_down=lambda: None, on_restart=None):
+        """Dies right after the commit of its second checkpoint with data,
+        runs `while_down`, restarts and finishes (`on_restart(server)` first,
+        before its API listens):
+        the restart finds the commit (it does not go back to the checkpoint
+        before and replay it), and every message is in the file output and
+        the topic once."""
+        group = group_name()
+        state = self.path("state")
+        cfg = self.eos_config(b, group, slow=1000000)
+        s = self.start(cfg, server_config=self.server, state_dir=state,
+                       env={"KAYAK_CRASH_POINT": "kafka_after_commit:2"})
+        wait_for(lambda: s.proc.poll() is not None, timeout=120, what="the crash point")
+        self.assertIn("crash point kafka_after_commit reached", s.stderr())
+        while_down()
+        s = self.start(cfg, server_config=self.server, state_dir=state, wait=on_restart is None)
+        if on_restart:
+            on_restart(s)
+            s.url = wait_for(s._find_url, what="the API address in the log")
+        wait_for(lambda: len(self.read_output("out")) >= n, timeout=180,
+                 what="every message in the file output")
+        self.assertNotIn("was not committed to it", s.stderr())
+        self.assert_matches_oracle(self.rows(), n, "file output", exactly_once=True)
+        self.assert_sums(s, n)
+        s.stop()
+        self.assert_topic_exactly_once(b, n, "after the restart")
+
+    def test_a_commit_behind_another_producers_open_transaction_is_found(self):
+        """Another producer's transaction open on the marker topic since
+        before the commit holds its end back: a read_committed reader does
+        not see the marker yet. The restart waits for it to end instead of
+        taking the commit as not made and replaying it into the topic."""
+        b = self.eos_broker()
+        n = 1500
+        b.produce("in", n)
+        holder = b.hold("txn.markers", b.t("other-txn"))
+        self.addCleanup(holder.kill)
+        self.addCleanup(holder.stdout.close)
+
+        def held_then_released(s):
+            try:
+                wait_for(lambda: "where a transaction still open holds its end" in s.stderr(),
+                         timeout=60, what="the restart to wait for the open transaction")
+            except AssertionError as e:
+                raise AssertionError(f"{e}: {s.stderr()[-3000:]}") from None
+            self.assertIn(0, b.open_transactions("txn.markers"))
+            holder.stdin.close()
+            self.assertEqual(holder.wait(timeout=60), 0)
+        self.restarted_after_its_commit(b, n, on_restart=held_then_released)
+
+    def test_a_marker_far_behind_the_end_of_its_topic_is_found(self):
+        """Another writer of the marker topic put 3,000 records after the
+        commit's marker: the restart looks for it from the time it was made."""
+        b = self.eos_broker()
+        n = 1500
+        b.produce("in", n)
+        self.restarted_after_its_commit(b, n, while_down=lambda: b.produce("txn.markers", 3000))
+
     def test_kill_9_repeatedly_with_one_marker_per_committed_checkpoint(self):
         seed = int(os.environ.get("KAYAK_SEED", random.randrange(1 << 30)))
         rng = random.Random(seed)
