@@ -2,9 +2,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
+#include <mutex>
 #include <random>
 #include <set>
 #include <string>
@@ -780,6 +783,69 @@ TEST_F(ShardAgentTest, AHandOverWaitsForACheckpointBegunAfterIt) {
     EXPECT_EQ((*newest)->checkpoint, 8u);
     EXPECT_EQ((*newest)->next_offset, offset);
   }
+}
+
+// A claim may wait long on its commit check (an open transaction on the
+// marker topic): the member file and the checkpoints of the partitions that
+// stay go on meanwhile.
+TEST_F(ShardAgentTest, AClaimWaitingOnItsCommitCheckHoldsUpNothingElse) {
+  const auto out = [](const char* marker) {
+    return std::map<std::string, std::string>{{"o.k.0", marker}};
+  };
+  Bucket bucket_a("sums", 0), bucket_b("sums", 0);
+  ShardAgent a(Config("a"), nullptr, &clock_), b(Config("b"), nullptr, &clock_);
+  a.Bind("r", {&bucket_a});
+  b.Bind("r", {&bucket_b});
+  std::mutex gate_mu;
+  std::condition_variable gate_cv;
+  bool asking = false, answer = false;
+  b.SetCommitCheck([&](const std::map<std::string, std::string>&) {
+    std::unique_lock<std::mutex> l(gate_mu);
+    asking = true;
+    gate_cv.notify_all();
+    gate_cv.wait(l, [&] { return answer; });
+    return true;
+  });
+  auto to_a = Parts({1}, false);
+  ASSERT_TRUE(a.Assign(&to_a).ok());
+  Fill(bucket_a, 40, 100);
+  ASSERT_TRUE(a.Prepare(5, R"({"offsets":[["t",1,50]]})", out("m5"), Saved(&bucket_a)).ok());
+  ASSERT_TRUE(a.PublishBeforeCommit(5).ok());
+  auto first = Parts({0}, false);
+  ASSERT_TRUE(b.Assign(&first).ok());
+  Fill(bucket_b, 40, 300);
+
+  // b is given partition 1 besides 0 (which it keeps): its claim asks about
+  // a's commit of 5.
+  auto both = Parts({0, 1}, true);
+  Status assigned;
+  std::thread claimer([&] { assigned = b.Assign(&both); });
+  {
+    std::unique_lock<std::mutex> l(gate_mu);
+    ASSERT_TRUE(gate_cv.wait_for(l, std::chrono::seconds(30), [&] { return asking; }));
+  }
+  // While it waits: the member file reads what b owns, and a checkpoint of
+  // partition 0 is cut and published.
+  ShardStore store(root_.string() + "/c");
+  auto meanwhile = std::async(std::launch::async, [&] {
+    const auto d = b.Describe();
+    EXPECT_EQ(d.owned.size(), 1u);
+    EXPECT_TRUE(b.Prepare(6, R"({"offsets":[["t",0,70]]})", {}, Saved(&bucket_b)).ok());
+    b.Publish(6);
+    EXPECT_EQ(V(store.Newest(ShardId{"r", "t", 0}))->checkpoint, 6u);
+  });
+  EXPECT_EQ(meanwhile.wait_for(std::chrono::seconds(20)), std::future_status::ready)
+      << "the member file and the checkpoint waited for the claim";
+  {
+    std::lock_guard<std::mutex> l(gate_mu);
+    answer = true;
+  }
+  gate_cv.notify_all();
+  meanwhile.wait();
+  claimer.join();
+  ASSERT_TRUE(assigned.ok()) << assigned.message();
+  EXPECT_EQ(both[1].offset, 50);
+  EXPECT_EQ(b.Describe().owned.size(), 2u);
 }
 
 // With two-phase outputs an entry is published before its outputs commit

@@ -80,7 +80,6 @@ void ShardAgent::Error(const std::string& what) const {
 }
 
 Status ShardAgent::Assign(std::vector<Assigned>* parts) {
-  MutexLock lock(mu_);
   std::set<std::pair<std::string, int32_t>> given;
   std::set<int32_t> given_partitions;
   for (const Assigned& a : *parts) {
@@ -91,25 +90,41 @@ Status ShardAgent::Assign(std::vector<Assigned>* parts) {
     given.insert({a.topic, a.partition});
     given_partitions.insert(a.partition);
   }
-  for (auto it = owned_.begin(); it != owned_.end();) {
-    if (given.count(it->first)) {
-      ++it;
-      continue;
-    }
-    KLOG_INFO("cluster: shard {} went to another member",
-              IdOf(it->first.first, it->first.second).Path());
-    it = owned_.erase(it);
-  }
   const int32_t partitions = parts->empty() ? 0 : parts->front().partitions;
-  if (!parts->empty()) {
-    topic_ = parts->front().topic;
-    partitions_ = partitions;
+  // The epochs this server holds the given partitions at. The store is read
+  // and the commits are asked about without the mutex (a commit check may
+  // wait a minute for an open transaction to end): the member file and the
+  // checkpoints of what stays go on meanwhile. Only this thread changes
+  // what is owned.
+  std::map<std::pair<std::string, int32_t>, uint64_t> held_epochs;
+  {
+    MutexLock lock(mu_);
+    for (auto it = owned_.begin(); it != owned_.end();) {
+      if (given.count(it->first)) {
+        held_epochs[it->first] = it->second.epoch;
+        ++it;
+        continue;
+      }
+      KLOG_INFO("cluster: shard {} went to another member",
+                IdOf(it->first.first, it->first.second).Path());
+      it = owned_.erase(it);
+    }
+    if (!parts->empty()) {
+      topic_ = parts->front().topic;
+      partitions_ = partitions;
+    }
   }
   // Each partition given is kept or claimed; a claimed one's slices are
   // read here and folded in below, with every state changed once.
   std::set<int32_t> claimed_partitions;
   std::map<std::string, std::vector<std::string>> slices;  // unit -> the claimed shards' slices
   std::vector<std::pair<Assigned*, Holding>> claims;
+  struct Kept {
+    Assigned* a;
+    uint64_t epoch;          // of the newest entry, this server's
+    int64_t published_offset;  // its offset
+  };
+  std::vector<Kept> kept;
   std::map<std::string, bool> asked;  // output state -> its commit took place
   const ShardStore::Usable usable = [&](const ShardManifest& m) { return Committed(m, &asked); };
   for (Assigned& a : *parts) {
@@ -122,8 +137,8 @@ Status ShardAgent::Assign(std::vector<Assigned>* parts) {
     // and still holds a position for it: its local checkpoint (or memory)
     // is at least as new as what it published.
     bool current = a.have_position && newest->has_value() && (*newest)->owner == config_.member;
-    auto held = owned_.find({a.topic, a.partition});
-    if (current && (held == owned_.end() || held->second.epoch != (*newest)->epoch)) {
+    auto held = held_epochs.find({a.topic, a.partition});
+    if (current && (held == held_epochs.end() || held->second != (*newest)->epoch)) {
       // The newest entry is from before a restart of this member. A claim:
       // it restored another owner's state, which may be newer than the
       // local checkpoint (the member stopped before a checkpoint covered
@@ -136,14 +151,7 @@ Status ShardAgent::Assign(std::vector<Assigned>* parts) {
       }
     }
     if (current) {
-      auto& o = owned_[{a.topic, a.partition}];
-      if (o.epoch != (*newest)->epoch) {
-        o.published_offset = (*newest)->next_offset;
-        o.held_messages = holds_messages_;  // what it restored is not known here
-      }
-      o.epoch = (*newest)->epoch;
-      o.partitions = a.partitions;
-      o.lost = false;
+      kept.push_back(Kept{&a, (*newest)->epoch, (*newest)->next_offset});
       a.keep = true;
       continue;
     }
@@ -194,10 +202,23 @@ Status ShardAgent::Assign(std::vector<Assigned>* parts) {
   for (const auto& [unit, t] : transforms_) {
     KAYAK_RETURN_IF_ERROR(t->ReplaceKeys(replaced, fulls_of(unit)));
   }
-  for (auto& [a, holding] : claims) {
-    owned_[{a->topic, a->partition}] = holding;
-    a->keep = false;
-    a->offset = holding.published_offset;
+  {
+    MutexLock lock(mu_);
+    for (const Kept& k : kept) {
+      auto& o = owned_[{k.a->topic, k.a->partition}];
+      if (o.epoch != k.epoch) {
+        o.published_offset = k.published_offset;
+        o.held_messages = holds_messages_;  // what it restored is not known here
+      }
+      o.epoch = k.epoch;
+      o.partitions = k.a->partitions;
+      o.lost = false;
+    }
+    for (auto& [a, holding] : claims) {
+      owned_[{a->topic, a->partition}] = holding;
+      a->keep = false;
+      a->offset = holding.published_offset;
+    }
   }
   // Only now are the keys of the partitions that went dropped: an
   // assignment that failed before (the store unreachable) is tried again,
