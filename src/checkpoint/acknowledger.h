@@ -10,6 +10,7 @@
 // connector's own request timeout.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -28,8 +29,10 @@ class Acknowledger {
   Acknowledger& operator=(const Acknowledger&) = delete;
 
   // Queues `send` for `input` (any key naming it), replacing one queued and
-  // not yet run. Before Start it waits for it.
-  void Post(const void* input, std::function<void()> send);
+  // not yet run, to run once `delay_ms` passed (a retry: the thread serves
+  // the other inputs meanwhile; a stop runs it at once). Before Start it
+  // waits for it.
+  void Post(const void* input, std::function<void()> send, int64_t delay_ms = 0);
   void Start();
   // Runs what is queued, then ends the thread. Idempotent.
   void Stop();
@@ -40,9 +43,14 @@ class Acknowledger {
  private:
   void Run();
 
+  struct Due {
+    std::function<void()> send;
+    std::chrono::steady_clock::time_point at;  // not before
+  };
+
   mutable Mutex mu_;
   std::condition_variable cv_;
-  std::map<const void*, std::function<void()>> due_ KAYAK_GUARDED_BY(mu_);  // one per input
+  std::map<const void*, Due> due_ KAYAK_GUARDED_BY(mu_);  // one per input
   uint64_t superseded_ KAYAK_GUARDED_BY(mu_) = 0;
   bool stopping_ KAYAK_GUARDED_BY(mu_) = false;
   std::thread thread_;

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <vector>
@@ -38,6 +39,27 @@ TEST(Acknowledger, OnlyTheNewestWaitsPerInput) {
   EXPECT_EQ(a.superseded(), 99u);
   a.Stop();  // runs what waits
   EXPECT_EQ(seen, std::vector<int>{100});
+}
+
+// A retry waits on its own (a store that does not answer): the thread
+// serves the other inputs meanwhile, and a stop sends it at once.
+TEST(Acknowledger, ARetryLaterHoldsUpNoOtherInput) {
+  Acknowledger a;
+  a.Start();
+  int x = 0, y = 0;
+  std::atomic<int> tries{0};
+  std::promise<void> other;
+  std::function<void()> retry = [&] {
+    if (++tries < 3) a.Post(&x, retry, 60000);  // fails, and asks again in a minute
+  };
+  a.Post(&x, retry);
+  a.Post(&y, [&] { other.set_value(); });
+  EXPECT_EQ(other.get_future().wait_for(std::chrono::seconds(20)), std::future_status::ready)
+      << "another input waited for a retry";
+  const auto stop_start = std::chrono::steady_clock::now();
+  a.Stop();  // the minute is not waited out, nor is it for the retry posted meanwhile
+  EXPECT_LT(std::chrono::steady_clock::now() - stop_start, std::chrono::seconds(30));
+  EXPECT_EQ(tries.load(), 3);
 }
 
 TEST(Acknowledger, StopSendsWhatIsQueuedBeforeItReturns) {

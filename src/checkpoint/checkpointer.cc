@@ -167,31 +167,41 @@ void Checkpointer::AcknowledgeUncommitted(CheckpointedPipeline* p, std::string p
 }
 
 void Checkpointer::PublishThenDecide(RegionState& rs, uint64_t id) {
-  acker_.Post(&rs.region.publish_before_commit,
-              [this, publish = rs.region.publish_before_commit, outputs = rs.region.two_phase,
-               region = rs.region.name, id] {
-    int64_t pause_ms = 100;
-    while (!halting_.load()) {
-      Status st = publish(id);
-      if (st.ok()) {
-        for (auto* o : outputs) o->Decide(id, true);
-        return;
-      }
-      if (!st.retryable()) {
-        // The outputs wait for a decision that never comes: the region
-        // commits nothing more, and its restart goes back to the last
-        // checkpoint they committed.
-        KLOG_ERROR("checkpoint {} of region {} is not committed to its outputs: {}", id, region,
-                   st.message());
-        return;
-      }
-      KLOG_WARN("checkpoint {} of region {}: {}; asking again in {} ms", id, region, st.message(),
-                pause_ms);
-      MutexLock lock(mu_);
-      lock.WaitFor(cv_, std::chrono::milliseconds(pause_ms), [&] { return halting_.load(); });
-      pause_ms = std::min<int64_t>(pause_ms * 2, 5000);
-    }
-  });
+  TryPublishThenDecide(&rs.region.publish_before_commit, rs.region.publish_before_commit,
+                       rs.region.two_phase, rs.region.name, id, 0);
+}
+
+void Checkpointer::TryPublishThenDecide(const void* key,
+                                        std::function<Status(uint64_t)> publish,
+                                        std::vector<TwoPhaseParticipant*> outputs,
+                                        std::string region, uint64_t id, int64_t pause_ms) {
+  // A store that does not answer holds this region's outputs, not the
+  // acknowledger: the other regions' acknowledgements go on meanwhile.
+  acker_.Post(
+      key,
+      [this, key, publish = std::move(publish), outputs = std::move(outputs),
+       region = std::move(region), id, pause_ms]() mutable {
+        if (halting_.load()) return;
+        Status st = publish(id);
+        if (st.ok()) {
+          for (auto* o : outputs) o->Decide(id, true);
+          return;
+        }
+        if (!st.retryable()) {
+          // The outputs wait for a decision that never comes: the region
+          // commits nothing more, and its restart goes back to the last
+          // checkpoint they committed.
+          KLOG_ERROR("checkpoint {} of region {} is not committed to its outputs: {}", id, region,
+                     st.message());
+          return;
+        }
+        const int64_t next = std::min<int64_t>(std::max<int64_t>(pause_ms * 2, 100), 5000);
+        KLOG_WARN("checkpoint {} of region {}: {}; asking again in {} ms", id, region,
+                  st.message(), next);
+        TryPublishThenDecide(key, std::move(publish), std::move(outputs), std::move(region), id,
+                             next);
+      },
+      pause_ms);
 }
 
 void Checkpointer::Decide(RegionState& rs, uint64_t id, bool committed) {

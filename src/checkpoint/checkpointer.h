@@ -289,8 +289,13 @@ class Checkpointer {
   void CommitReady() KAYAK_REQUIRES(mu_);  // drops mu_ while it writes
   void AbandonOverdue(int64_t now_mono) KAYAK_REQUIRES(mu_);
   void Decide(RegionState& rs, uint64_t id, bool committed) KAYAK_REQUIRES(mu_);
-  // Region::publish_before_commit, then Decide, on acker_'s thread.
+  // Region::publish_before_commit, then Decide, on acker_'s thread; a
+  // retryable failure is tried again after `pause_ms` (doubling, up to 5 s)
+  // by a post of its own, so the thread serves the other regions meanwhile.
   void PublishThenDecide(RegionState& rs, uint64_t id) KAYAK_REQUIRES(mu_);
+  void TryPublishThenDecide(const void* key, std::function<Status(uint64_t)> publish,
+                            std::vector<TwoPhaseParticipant*> outputs, std::string region,
+                            uint64_t id, int64_t pause_ms);
   void NotifyInputs() KAYAK_REQUIRES(mu_);
   // Queues the region's inputs' acknowledgements of `units`: they go out on
   // acker_'s thread, off mu_.
