@@ -420,6 +420,42 @@ pipelines:
         self.assertEqual(bm.stop(), 0, bm.stderr()[-2000:])
         self.assert_read_once(b, n)
 
+    def test_a_claim_sees_a_commit_behind_another_open_transaction(self):
+        """Another producer opens a transaction on the marker topic and holds
+        it, so the topic's last stable offset stays below every marker after
+        it. b commits its last messages and is killed; it stays away. a,
+        claiming b's shards, cannot see b's marker yet: it fences b's
+        transactional id and waits for the marker topic's end, and once that
+        transaction ends it finds the commit and restores b's newest entry.
+        Nothing is replayed: a read_committed reader of out reads every
+        message once."""
+        store = self.path("store")
+        b, out = self.eos_broker()
+        group = "g-" + uuid.uuid4().hex[:8]
+        n = 3000
+        b.produce("in", n, 0, KEYS)
+        members = {m: self.member(m, b, group, store, output=out) for m in ("a", "b")}
+        self.assert_settles(members, n, "two members")
+        holder = b.hold("markers", b.t("other-txn"))
+        self.addCleanup(holder.kill)
+        self.addCleanup(holder.stdout.close)
+        b.produce("in", 2000, n, KEYS)
+        n += 2000
+        self.assert_settles(members, n, "two members, the marker topic held")
+        # Committed: the group's offsets follow the transactions' commits.
+        wait_for(lambda: sum(b.committed("in", group).values()) == n, timeout=60,
+                 what="the last checkpoint committed")
+        a = members["a"]
+        self.kill(members, "b")
+        wait_for(lambda: "fenced transactional id" in a.stderr() and
+                 "where a transaction still open holds its end" in a.stderr(), timeout=120,
+                 what="a to fence b and wait for the marker topic's end")
+        holder.stdin.close()
+        self.assertEqual(holder.wait(timeout=60), 0)
+        self.assert_settles(members, n, "a alone, with b's shards")
+        self.assertNotIn("did not take place", a.stderr())
+        self.assert_read_once(b, n)
+
     def test_a_member_paused_past_its_session_cannot_commit(self):
         """An exactly_once kafka output in a cluster: b stops (SIGSTOP) after
         it published a checkpoint's shards and before it produced the
