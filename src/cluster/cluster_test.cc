@@ -785,13 +785,16 @@ TEST_F(ShardAgentTest, AHandOverWaitsForACheckpointBegunAfterIt) {
   }
 }
 
+// The two-phase output states of an entry whose one output, o.k.0, names
+// `marker` as its commit.
+std::map<std::string, std::string> Outputs(const char* marker) {
+  return std::map<std::string, std::string>{{"o.k.0", marker}};
+}
+
 // A claim may wait long on its commit check (an open transaction on the
 // marker topic): the member file and the checkpoints of the partitions that
 // stay go on meanwhile.
 TEST_F(ShardAgentTest, AClaimWaitingOnItsCommitCheckHoldsUpNothingElse) {
-  const auto out = [](const char* marker) {
-    return std::map<std::string, std::string>{{"o.k.0", marker}};
-  };
   Bucket bucket_a("sums", 0), bucket_b("sums", 0);
   ShardAgent a(Config("a"), nullptr, &clock_), b(Config("b"), nullptr, &clock_);
   a.Bind("r", {&bucket_a});
@@ -809,7 +812,7 @@ TEST_F(ShardAgentTest, AClaimWaitingOnItsCommitCheckHoldsUpNothingElse) {
   auto to_a = Parts({1}, false);
   ASSERT_TRUE(a.Assign(&to_a).ok());
   Fill(bucket_a, 40, 100);
-  ASSERT_TRUE(a.Prepare(5, R"({"offsets":[["t",1,50]]})", out("m5"), Saved(&bucket_a)).ok());
+  ASSERT_TRUE(a.Prepare(5, R"({"offsets":[["t",1,50]]})", Outputs("m5"), Saved(&bucket_a)).ok());
   ASSERT_TRUE(a.PublishBeforeCommit(5).ok());
   auto first = Parts({0}, false);
   ASSERT_TRUE(b.Assign(&first).ok());
@@ -862,9 +865,6 @@ TEST_F(ShardAgentTest, WithTwoPhaseOutputsAClaimRestoresTheNewestCommittedEntry)
     }
     return true;
   };
-  const auto out = [](const char* marker) {
-    return std::map<std::string, std::string>{{"o.k.0", marker}};
-  };
   Bucket bucket_a("sums", 0), bucket_b("sums", 0);
   ShardAgent a(Config("a"), nullptr, &clock_), b(Config("b"), nullptr, &clock_);
   a.Bind("r", {&bucket_a});
@@ -874,20 +874,20 @@ TEST_F(ShardAgentTest, WithTwoPhaseOutputsAClaimRestoresTheNewestCommittedEntry)
   auto parts = Parts({0, 1}, false);
   ASSERT_TRUE(a.Assign(&parts).ok());
   Fill(bucket_a, 40, 100);
-  ASSERT_TRUE(a.Prepare(5, R"({"offsets":[["t",0,100],["t",1,50]]})", out("m5"),
+  ASSERT_TRUE(a.Prepare(5, R"({"offsets":[["t",0,100],["t",1,50]]})", Outputs("m5"),
                         Saved(&bucket_a)).ok());
   ASSERT_TRUE(a.PublishBeforeCommit(5).ok());
   committed.insert("m5");
   a.Publish(5);
   const auto at5 = Contents(bucket_a);
   Fill(bucket_a, 40, 900);
-  ASSERT_TRUE(a.Prepare(6, R"({"offsets":[["t",0,180],["t",1,90]]})", out("m6"),
+  ASSERT_TRUE(a.Prepare(6, R"({"offsets":[["t",0,180],["t",1,90]]})", Outputs("m6"),
                         Saved(&bucket_a)).ok());
   ASSERT_TRUE(a.PublishBeforeCommit(6).ok());
   ShardStore store(root_.string() + "/c");
   ASSERT_EQ(V(store.Newest(ShardId{"r", "t", 1}))->checkpoint, 6u)
       << "published before the commit";
-  EXPECT_EQ(V(store.Newest(ShardId{"r", "t", 1}))->outputs, out("m6"));
+  EXPECT_EQ(V(store.Newest(ShardId{"r", "t", 1}))->outputs, Outputs("m6"));
 
   // a's commit of 6 does not take place; b claims partition 1 and restores
   // checkpoint 5, the newest whose commit did.
@@ -908,11 +908,11 @@ TEST_F(ShardAgentTest, WithTwoPhaseOutputsAClaimRestoresTheNewestCommittedEntry)
 
   // a, not told, publishes checkpoint 7: partition 1 is refused, and from
   // then on a publishes nothing before a commit, so it commits nothing.
-  ASSERT_TRUE(a.Prepare(7, R"({"offsets":[["t",0,200],["t",1,95]]})", out("m7"),
+  ASSERT_TRUE(a.Prepare(7, R"({"offsets":[["t",0,200],["t",1,95]]})", Outputs("m7"),
                         Saved(&bucket_a)).ok());
   Status fenced = a.PublishBeforeCommit(7);
   EXPECT_EQ(fenced.code(), Code::kInvalidArgument) << fenced.message();
-  ASSERT_TRUE(a.Prepare(8, R"({"offsets":[["t",0,210]]})", out("m8"), Saved(&bucket_a)).ok());
+  ASSERT_TRUE(a.Prepare(8, R"({"offsets":[["t",0,210]]})", Outputs("m8"), Saved(&bucket_a)).ok());
   EXPECT_FALSE(a.PublishBeforeCommit(8).ok()) << "fenced for good";
 
   // a restarts on its local state (a position for partition 0). The newest
