@@ -59,9 +59,10 @@ struct Transactions {
 // produced before it gives up on it.
 constexpr int64_t kCloseFlushMs = 10000;
 
-// How long CommitVisible asks before it takes a commit as not made: past
-// librdkafka's default transaction.timeout.ms (60 s), after which the broker
-// has ended any transaction a dead producer left open.
+// How long a restart (WasCommitted) or a claim (CommitVisible) asks before
+// it takes a commit as not made: past librdkafka's default
+// transaction.timeout.ms (60 s), after which the broker has ended any
+// transaction a dead producer left open.
 constexpr int64_t kVisibleAskMs = 90000;
 
 // How long CommitVisible asks about another member's marker before it
@@ -228,10 +229,11 @@ class KafkaOutput final : public Output {
     }
     // `marker_ms`: the marker is produced after this time (by this
     // producer's clock, which stamps it), so a reader looks from there.
-    *state = DumpJson(nlohmann::json{{"transactional_id", txn_.id},
-                                     {"marker", txn_open_ ? pending_marker_ : committed_marker_},
-                                     {"marker_ms", txn_open_ ? pending_marker_ms_ : committed_marker_ms_},
-                                     {"marker_topic", txn_.marker_topic}});
+    *state = DumpJson(
+        nlohmann::json{{"transactional_id", txn_.id},
+                       {"marker", txn_open_ ? pending_marker_ : committed_marker_},
+                       {"marker_ms", txn_open_ ? pending_marker_ms_ : committed_marker_ms_},
+                       {"marker_topic", txn_.marker_topic}});
     return Status::Ok();
   }
 
