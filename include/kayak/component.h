@@ -556,6 +556,12 @@ struct ComponentDef {
   // kafka topic, the part after reads it back (`repartition`;
   // config/loader.cc). Never made as a transform.
   bool cuts_pipeline = false;
+  // An input that, given the option `topic`, writes what it takes to that
+  // Kafka topic (its `brokers`, `kafka_properties`) before it acknowledges
+  // it: the loader cuts its pipeline right after it, and the steps read the
+  // topic back as a part of their own, like the part after a `repartition`
+  // step (config/loader.cc).
+  bool writes_ahead_to_kafka = false;
   std::vector<PropDef> props;
   std::string help;
   std::string checkpoint;  // what it keeps in a checkpoint (docs)

@@ -94,8 +94,9 @@ Status ShardAgent::Assign(std::vector<Assigned>* parts) {
   // The epochs this server holds the given partitions at. The store is read
   // and the commits are asked about without the mutex (a commit check may
   // wait a minute for an open transaction to end): the member file and the
-  // checkpoints of what stays go on meanwhile. Only this thread changes
-  // what is owned.
+  // checkpoints of what stays go on meanwhile. Only this thread adds or
+  // removes what is owned; a publication meanwhile may mark a kept shard
+  // lost (another member claimed it), which stays so.
   std::map<std::pair<std::string, int32_t>, uint64_t> held_epochs;
   {
     MutexLock lock(mu_);
@@ -209,10 +210,10 @@ Status ShardAgent::Assign(std::vector<Assigned>* parts) {
       if (o.epoch != k.epoch) {
         o.published_offset = k.published_offset;
         o.held_messages = holds_messages_;  // what it restored is not known here
+        o.lost = false;  // an epoch of this server's it was not fenced from
       }
       o.epoch = k.epoch;
       o.partitions = k.a->partitions;
-      o.lost = false;
     }
     for (auto& [a, holding] : claims) {
       owned_[{a->topic, a->partition}] = holding;

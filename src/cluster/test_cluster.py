@@ -659,6 +659,62 @@ pipelines:
         writers = {m["transactional_id"] for m in b.read("txn.markers")}
         self.assertEqual(writers, {b.t("txn") + ".a", b.t("txn") + ".b"})
 
+    def test_posts_written_ahead_to_kafka_outlive_their_member(self):
+        """An http input given `topic` produces each post to the topic,
+        keyed by device, before its 202; the bucket after it, in the part
+        that reads the topic, counts per device with no repartition step. b
+        is killed with SIGKILL right after it accepted posts and never comes
+        back: a takes over its partitions and counts what b accepted, once.
+        The topic holds every accepted message once (an idempotent
+        producer)."""
+        devices = 7
+        b = Broker(("posts:4",))
+        store = self.path("store")
+
+        def graph(d):
+            return f"""
+buckets:
+  per_dev: {{}}
+pipelines:
+  h:
+    input: {{http: {{path: /ingest, topic: "{b.t('posts')}", brokers: "{b.bootstrap}", key: dev,
+                    kafka_properties: {{session.timeout.ms: "6000",
+                                        heartbeat.interval.ms: "500"}}}}}}
+    transforms:
+      - bucket: {{name: per_dev, key: dev, op: add, field: v}}
+    outputs: [{{file: {{path: {os.path.join(d, 'out')}}}}}]
+"""
+
+        def want(n):
+            sums = {}
+            for i in range(n):
+                sums[str(i % devices)] = sums.get(str(i % devices), 0) + value(i)
+            return sums
+
+        def post(s, first, count):
+            body = "".join(json.dumps({"seq": i, "dev": i % devices, "v": value(i)}) + "\n"
+                           for i in range(first, first + count)).encode()
+            post_until_taken(s, "/ingest", body)
+
+        members = {name: self.member(name, b, None, store, graph=graph) for name in ("a", "b")}
+        n = 0
+        for i in range(20):
+            post(members["ab"[i % 2]], n, 50)
+            n += 50
+        self.assert_settles(members, n, "posts to both members", bucket="per_dev", want=want(n))
+        # Accepted by b (202: in the topic), then b is gone for good.
+        for _ in range(20):
+            post(members["b"], n, 50)
+            n += 50
+        self.kill(members, "b")
+        for _ in range(10):
+            post(members["a"], n, 50)
+            n += 50
+        self.assert_settles(members, n, "a alone, b never back", bucket="per_dev", want=want(n))
+        self.assertEqual(sorted(m["seq"] for m in b.read("posts", isolation="read_uncommitted")),
+                         list(range(n)))
+        self.assertEqual(sorted(os.listdir(os.path.join(store, "c1"))), ["h-part2", "members"])
+
     def test_a_graph_that_cannot_follow_partitions_is_refused(self):
         b = Broker(("in:2",))
         store = self.path("store")

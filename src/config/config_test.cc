@@ -372,6 +372,69 @@ TEST(Config, ARepartitionStepThatCannotBeCutIsRefusedAtItsPlace) {
   EXPECT_NE(out.find(":11:"), std::string::npos) << out;
 }
 
+TEST(Config, AnHttpInputWritingAheadToKafkaIsAPartOfItsOwn) {
+  GraphSpec spec;
+  ErrorList errors;
+  ASSERT_TRUE(LoadGraphText(
+      "buckets: {per_dev: {}}\n"
+      "pipelines:\n"
+      "  p:\n"
+      "    input: {http: {path: /in, topic: posts, brokers: ['b:9092'], key: dev,\n"
+      "                   kafka_properties: {security.protocol: plaintext}}}\n"
+      "    transforms:\n"
+      "      - bucket: {name: per_dev, key: dev, op: count}\n"
+      "      - repartition: {key: site, topic: by-site}\n"
+      "      - map: {site: site}\n"
+      "    outputs: [{stdout: {}}]\n"
+      "  q: {input: {pipeline: p}, outputs: [{stdout: {}}]}\n"
+      "  r: {input: {http: {path: /r}}, transforms: [{map: {a: 1}}]}\n",
+      "p.yaml", BuiltinComponents(), &spec, &errors))
+      << errors.ToString();
+  std::map<std::string, const PipelineSpec*> by_id;
+  for (const auto& p : spec.pipelines) by_id[p.id] = &p;
+  ASSERT_EQ(spec.pipelines.size(), 5u);
+  ASSERT_TRUE(by_id.count("p") && by_id.count("p-part2") && by_id.count("p-part3"));
+  // The input alone: it writes the topic itself, before each 202.
+  const PipelineSpec& a = *by_id["p"];
+  EXPECT_EQ(a.input.def->type, "http");
+  EXPECT_TRUE(a.transforms.empty());
+  EXPECT_TRUE(a.outputs.empty());
+  // The steps read the topic on the input's brokers, with its properties.
+  const PipelineSpec& b = *by_id["p-part2"];
+  EXPECT_EQ(b.input.def->type, "kafka");
+  EXPECT_EQ(b.input.value["topics"].Scalar(), "posts");
+  EXPECT_EQ(b.input.value["brokers"][0].Scalar(), "b:9092");
+  EXPECT_EQ(b.input.value["group"].Scalar(), "kayak-p-posts");
+  EXPECT_EQ(b.input.value["properties"]["security.protocol"].Scalar(), "plaintext");
+  ASSERT_EQ(b.transforms.size(), 1u);
+  EXPECT_EQ(b.transforms[0].def->type, "bucket");
+  // A repartition step after it cuts the next part, from the same brokers.
+  const PipelineSpec& c = *by_id["p-part3"];
+  EXPECT_EQ(c.input.value["topics"].Scalar(), "by-site");
+  EXPECT_EQ(c.input.value["brokers"][0].Scalar(), "b:9092");
+  ASSERT_EQ(c.outputs.size(), 1u);
+  EXPECT_EQ(by_id["q"]->upstreams, (std::vector<std::string>{"p-part3"}));
+  // Without `topic`, nothing is cut.
+  EXPECT_EQ(by_id["r"]->transforms.size(), 1u);
+}
+
+TEST(Config, AnHttpInputsKafkaOptionsGoWithTopic) {
+  const std::string text =
+      "pipelines:\n"
+      "  p:\n"
+      "    input: {http: {path: /a, topic: posts}}\n"
+      "  q:\n"
+      "    input: {http: {path: /b, key: dev}}\n"
+      "  r:\n"
+      "    input: {http: {path: /c, topic: posts, brokers: [b], kafka_properties: {no.such: 1}}}\n"
+      "  r-part2: {input: {dummy: {}}}\n";
+  const std::string out = CheckText(text);
+  EXPECT_NE(out.find("give `brokers` with `topic`"), std::string::npos) << out;
+  EXPECT_NE(out.find("only with `topic`"), std::string::npos) << out;
+  EXPECT_NE(out.find("no.such"), std::string::npos) << out;
+  ExpectError(out, Pos(text, 7, "http"), "declares too");
+}
+
 TEST(Config, ServerConfigCluster) {
   ServerConfig c;
   ErrorList errors;

@@ -437,6 +437,9 @@ class GraphLoader {
   // part has the pipeline's outputs and dead letters. Each part after a
   // step is partitioned by the step's key: in a cluster, a region of its own
   // whose shards follow that key.
+  //
+  // An input that writes ahead to a Kafka topic (`writes_ahead_to_kafka`,
+  // given `topic`) is a part by itself: the steps after it read that topic.
   void SplitAtRepartitions(PipelineSpec p, std::vector<PipelineSpec>* specs) {
     declared_ids_.insert(p.id);
     std::vector<size_t> cuts;
@@ -445,7 +448,10 @@ class GraphLoader {
         cuts.push_back(i);
       }
     }
-    if (cuts.empty()) {
+    const bool ahead = p.input.def != nullptr && p.input.def->writes_ahead_to_kafka &&
+                       p.input.value.IsMap() && p.input.value["topic"].IsDefined() &&
+                       p.input.value["brokers"].IsDefined();  // without, the input says so
+    if (cuts.empty() && !ahead) {
       specs->push_back(std::move(p));
       return;
     }
@@ -458,13 +464,23 @@ class GraphLoader {
     (*specs)[part].input = std::move(p.input);
     (*specs)[part].upstreams = std::move(p.upstreams);
     size_t from = 0;
+    size_t parts = 1;
+    if (ahead) {
+      PipelineSpec next;
+      next.id = p.id + "-part" + std::to_string(++parts);
+      next.mark = (*specs)[part].input.mark;
+      MakeWriteAheadInput((*specs)[part].input, p.id, &next.input);
+      generated_ids_[next.id] = next.mark;
+      specs->push_back(std::move(next));
+      part = specs->size() - 1;
+    }
     for (size_t k = 0; k < cuts.size(); ++k) {
       const ComponentSpec& step = p.transforms[cuts[k]];
       for (size_t i = from; i < cuts[k]; ++i) {
         (*specs)[part].transforms.push_back(std::move(p.transforms[i]));
       }
       PipelineSpec next;
-      next.id = p.id + "-part" + std::to_string(k + 2);
+      next.id = p.id + "-part" + std::to_string(++parts);
       next.mark = step.mark;
       ComponentSpec out;
       if (MakeRepartitionEnds(step, p.id, (*specs)[part].input, &out, &next.input)) {
@@ -539,15 +555,34 @@ class GraphLoader {
     return made;
   }
 
+  // The kafka input of the part after an input that writes ahead to `topic`:
+  // that topic, on the input's brokers and with its `kafka_properties`, in
+  // the group kayak-<pipeline>-<topic>.
+  void MakeWriteAheadInput(const ComponentSpec& front, const std::string& pipeline,
+                           ComponentSpec* in) {
+    const YAML::Node v = front.value;
+    YAML::Node iv(YAML::NodeType::Map);
+    iv["brokers"] = v["brokers"];
+    iv["topics"] = v["topic"];
+    if (const YAML::Node props = v["kafka_properties"]; props.IsDefined() && !props.IsNull()) {
+      iv["properties"] = props;
+    }
+    iv["group"] = "kayak-" + pipeline + "-" + (v["topic"].IsScalar() ? v["topic"].Scalar() : "");
+    YAML::Node i(YAML::NodeType::Map);
+    i["kafka"] = iv;
+    (void)LoadComponent("input", i, in);
+    in->mark = front.mark;
+  }
+
   // Pipelines that read a pipeline cut by repartition steps read its last
   // part, which has its outputs. A part's id must not be a pipeline's.
   void ReadFromLastParts(std::vector<PipelineSpec>* specs) {
     for (const auto& [id, mark] : generated_ids_) {
       if (declared_ids_.count(id)) {
-        errors_->Add(mark, "repartition: the part after this step would be pipeline '" + id +
+        errors_->Add(mark, "the part after this would be pipeline '" + id +
                                "', which the file declares too");
       } else if (!IsValidId(id)) {
-        errors_->Add(mark, "repartition: the part after this step would be pipeline '" + id +
+        errors_->Add(mark, "the part after this would be pipeline '" + id +
                                "', longer than 64 characters: shorten the pipeline's id");
       }
     }

@@ -361,6 +361,7 @@ std::unique_ptr<Engine> Engine::Build(const GraphSpec& spec, const ComponentRegi
         ctx.partitions = agent;
       } else if (options.cluster) {
         CheckClusterInput(in, opts, errors);
+        ctx.partitions = engine->ClusterMember();  // its member name and partitioner
       }
       auto input = in.def->make_input(opts, ctx);
       if (input != nullptr && !opts.failed()) runner->SetInput(std::move(input), std::move(in_card));

@@ -1013,15 +1013,22 @@ class Poster:
                 time.sleep(0.01)
 
 
-def part_http(d, kills, rng, n, c, verbose, tls=False):
+def part_http(d, kills, rng, n, c, verbose, tls=False, ahead=False):
     """An http input (write-ahead log) counted into a bucket and written to a
     file, killed while a client posts. Every post answered 202 is in the
     output; the bucket equals the output (state exactly once); a post comes
     twice only if it was in doubt. With `tls` the listener serves https
     (a throwaway CA, tls_ca.py) and every post goes over it, so a kill also
-    cuts TLS sessions mid-record."""
+    cuts TLS sessions mid-record. With `ahead` the input writes each post
+    to a topic of the suite's Kafka broker before its 202 (`topic`), and the
+    bucket and the file are in the part that reads the topic back."""
     os.makedirs(d, exist_ok=True)
     server_config, context, label = SERVER, None, "http"
+    write_ahead, broker = "", None
+    if ahead:
+        broker = Broker(("posts:3",))
+        write_ahead = (f", topic: '{broker.t('posts')}', brokers: '{broker.bootstrap}', key: k")
+        label = "http_ahead"
     if tls:
         import ssl
         import tls_ca
@@ -1035,7 +1042,7 @@ buckets:
   hc: {{}}
 pipelines:
   h:
-    input: {{http: {{path: /ingest/h, batch_size: 50}}}}
+    input: {{http: {{path: /ingest/h, batch_size: 50{write_ahead}}}}}
     transforms:
       - bucket: {{name: hc, key: k, op: count}}
     outputs: [{{file: {{path: {d}/out}}}}]
@@ -1079,6 +1086,8 @@ pipelines:
         c.messages += n
     finally:
         poster.stop = True
+        if broker is not None:
+            broker.close()
 
 
 # ---- message brokers (nats, redis, mqtt) ----
@@ -1496,6 +1505,9 @@ def run(args):
         if args.https_kills:
             part_http(os.path.join(base, "https"), args.https_kills, rng, max(n // 12, 300), c,
                       args.verbose, tls=True)
+        if args.http_ahead_kills:
+            part_http(os.path.join(base, "http_ahead"), args.http_ahead_kills, rng,
+                      max(n // 12, 300), c, args.verbose, ahead=True)
         if args.db_rows:
             for make in (PostgresSource, ClickhouseSource):
                 part_database(make, os.path.join(base, make.name), args.db_kills, rng,
@@ -1537,6 +1549,8 @@ def main():
                     help="kills of random members of the three-member cluster (0: none)")
     ap.add_argument("--https-kills", type=int, default=3,
                     help="kills of the http workload with the listener over TLS (0: none)")
+    ap.add_argument("--http-ahead-kills", type=int, default=3,
+                    help="kills of the http workload written ahead to Kafka (0: none)")
     ap.add_argument("--db-kills", type=int, default=5,
                     help="kills of each database workload (postgres, clickhouse)")
     ap.add_argument("--db-rows", type=int, default=100_000,

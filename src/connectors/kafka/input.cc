@@ -27,7 +27,7 @@
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/partition_offsets.h"
-#include "connectors/kafka/conf.h"
+#include "connectors/shared/kafka_conf.h"
 #include "connectors/shared/tls.h"
 #include "kayak/component.h"
 #include "kayak/thread_annotations.h"

@@ -26,7 +26,7 @@
 #include "common/json_util.h"
 #include "common/log.h"
 #include "common/ndjson.h"
-#include "connectors/kafka/conf.h"
+#include "connectors/shared/kafka_conf.h"
 #include "connectors/shared/broker.h"
 #include "connectors/shared/tls.h"
 #include "expr/expr.h"

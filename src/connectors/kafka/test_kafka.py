@@ -454,6 +454,108 @@ pipelines:
         self.assertEqual({r["seq"] for r in b.read("out")}, set(range(300)))
 
 
+class HttpWriteAheadTest(KafkaBase):
+    """An http input given `topic` writes each post to it before its 202;
+    the pipeline's steps read the topic back as a part of their own."""
+
+    def graph(self, b, timeout_ms=10000):
+        return f"""
+buckets:
+  per_dev: {{}}
+pipelines:
+  h:
+    input: {{http: {{path: /ingest, topic: "{b.t('posts')}", brokers: "{b.bootstrap}", key: dev,
+                    delivery_timeout_ms: {timeout_ms}}}}}
+    transforms:
+      - bucket: {{name: per_dev, key: dev, op: add, field: v}}
+    outputs: [{{file: {{path: {self.path('out')}}}}}]
+"""
+
+    @staticmethod
+    def body(first, count, devices=5):
+        return "".join(json.dumps({"seq": i, "dev": f"d{i % devices}", "v": value(i)}) + "\n"
+                       for i in range(first, first + count)).encode()
+
+    @staticmethod
+    def sums(seqs, devices=5):
+        out = {}
+        for i in seqs:
+            out[f"d{i % devices}"] = out.get(f"d{i % devices}", 0) + value(i)
+        return out
+
+    def assert_counted(self, s, seqs):
+        want = self.sums(seqs)
+
+        def counted():
+            for k, v in want.items():
+                status, _, text = http("GET", s.url + f"/api/v1/buckets/per_dev?key={k}")
+                if status != 200 or json.loads(text)["value"] != v:
+                    return False
+            return True
+        wait_for(counted, timeout=120, what="every accepted post counted")
+        for k, v in want.items():
+            self.assertEqual(s.get_json(f"/api/v1/buckets/per_dev?key={k}")["value"], v, k)
+
+    def post(self, s, first, count):
+        """Posts until 202 (503 while it starts); the 202's body."""
+        out = {}
+
+        def once():
+            status, _, text = http("POST", s.url + "/ingest", self.body(first, count))
+            self.assertIn(status, (202, 503), text)
+            out["text"] = text
+            return status == 202
+        wait_for(once, what="a 202")
+        return json.loads(out["text"])
+
+    def test_each_post_is_in_the_topic_before_its_202_and_counted_once_after_a_kill(self):
+        b = self.broker(("posts:3",))
+        state = self.path("state")
+        s = self.start(self.graph(b), server_config=self.server, state_dir=state)
+        n = 0
+        for _ in range(20):
+            self.assertEqual(self.post(s, n, 25), {"accepted": 25})
+            n += 25
+        # A message whose key cannot be computed: the post gets 400 and none
+        # of its messages go to the topic.
+        bad = self.body(10000, 3) + b'{"seq": 10003, "v": 1}\n'
+        status, _, text = http("POST", s.url + "/ingest", bad)
+        self.assertEqual(status, 400, text)
+        self.assertIn("key", json.loads(text)["error"])
+        # Accepted, then killed before the part reading the topic can have
+        # counted them all.
+        for _ in range(10):
+            self.post(s, n, 25)
+            n += 25
+        s.proc.send_signal(signal.SIGKILL)
+        s.proc.wait(timeout=30)
+        s.kill()
+        s = self.start(self.graph(b), server_config=self.server, state_dir=state)
+        for _ in range(4):
+            self.post(s, n, 25)
+            n += 25
+        self.assert_counted(s, range(n))
+        got = b.read("posts", isolation="read_uncommitted")
+        self.assertEqual(sorted(m["seq"] for m in got), list(range(n)))
+        self.assertEqual(s.card("h-part2", "input")["type"], "kafka")
+
+    def test_a_post_the_broker_does_not_take_gets_503_and_a_retry_goes_through(self):
+        b = self.broker(("posts:1",), cluster=self.own_cluster())
+        s = self.start(self.graph(b, timeout_ms=2000), server_config=self.server,
+                       state_dir=self.path("state"))
+        self.post(s, 0, 10)
+        b.down()
+        status, headers, text = http("POST", s.url + "/ingest", self.body(10, 10))
+        self.assertEqual(status, 503, text)
+        self.assertIn("kafka", json.loads(text)["error"])
+        self.assertIn("Retry-After", headers)
+        wait_for(lambda: "written ahead" in (s.card("h", "input")["last_error"] or ""),
+                 timeout=30, what="the failure on the input's card")
+        b.up()
+        self.post(s, 10, 10)
+        self.assert_counted(s, range(20))
+
+
 class ReplicatedClusterTest(KafkaBase):
     """Three brokers, topics with three replicas and min.insync.replicas 2."""
 

@@ -1,4 +1,4 @@
-#include "connectors/kafka/conf.h"
+#include "connectors/shared/kafka_conf.h"
 
 #include <mutex>
 

@@ -1,5 +1,6 @@
-// What the kafka input and output share: librdkafka configuration from the
-// user's `properties`, checked at config time, and librdkafka's error objects.
+// What the kafka connector and the http input's write-ahead to Kafka share:
+// librdkafka configuration from the user's `properties`, checked at config
+// time, and librdkafka's error objects.
 #pragma once
 
 #include <librdkafka/rdkafka.h>
