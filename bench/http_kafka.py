@@ -23,6 +23,9 @@ Prints one line per run, then medians: posts (records) a second, wrk's p50 and
 p99, kayak's CPU µs a post (utime + stime over the run / posts) and peak RSS.
 After the last run it checks that every post a 202 answered is in the output
 file of `ahead` (the part read the topic back).
+
+AHEAD_PROPS adds to the written-ahead inputs' `kafka_properties` (YAML map
+entries, such as "linger.ms: '5'").
 """
 import argparse
 import json
@@ -89,6 +92,8 @@ def start_kayak(work, name, bootstrap, topic, interval):
     os.makedirs(d)
     port = free_port()
     ahead = (f", topic: {topic}, brokers: '{bootstrap}', key: user" if topic else "")
+    if topic and os.environ.get("AHEAD_PROPS"):
+        ahead += f", kafka_properties: {{{os.environ['AHEAD_PROPS']}}}"
     with open(f"{d}/p.yaml", "w") as f:
         f.write("pipelines:\n  ingest:\n"
                 f"    input: {{http: {{path: /ingest, max_backlog_bytes: 268435456{ahead}}}}}\n"
@@ -186,9 +191,13 @@ def main():
 
             def lines():
                 n = 0
-                for f in os.listdir(d):
-                    if f.startswith("out"):
-                        with open(os.path.join(d, f), "rb") as fh:
+                out = os.path.join(d, "out")
+                if os.path.isfile(out):
+                    with open(out, "rb") as fh:
+                        return fh.read().count(b"\n")
+                for root, _, files in os.walk(out):
+                    for f in files:
+                        with open(os.path.join(root, f), "rb") as fh:
                             n += fh.read().count(b"\n")
                 return n
             wait(lambda: lines() >= accepted[name], 300, f"{name}: every post in the output")

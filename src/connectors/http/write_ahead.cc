@@ -22,10 +22,14 @@ Result<std::unique_ptr<KafkaWriteAhead>> KafkaWriteAhead::Open(Options options) 
   std::unique_ptr<KafkaWriteAhead> w(new KafkaWriteAhead(std::move(options)));
   const Options& o = w->opt_;
   // Idempotent: the producer's own retries write a message once, in order.
-  // message.timeout.ms bounds how long a post waits for its answer.
+  // message.timeout.ms bounds how long a post waits for its answer. A post
+  // waits at most 1 ms for others to share its produce request (librdkafka's
+  // 5 ms default is made for throughput; a client waits for each post):
+  // docs/benchmarks.md, "http ingest written ahead to Kafka".
   kafka::Properties p = {
       {"bootstrap.servers", o.brokers},
       {"enable.idempotence", "true"},
+      {"linger.ms", "1"},
       {"message.timeout.ms", std::to_string(o.delivery_timeout_ms)},
       {"queue.buffering.max.kbytes", std::to_string(std::max<uint64_t>(1, o.max_queued_bytes >> 10))},
   };
