@@ -28,7 +28,6 @@ AHEAD_PROPS adds to the written-ahead inputs' `kafka_properties` (YAML map
 entries, such as "linger.ms: '5'").
 """
 import argparse
-import json
 import os
 import re
 import shutil
@@ -37,14 +36,16 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KAYAK = os.environ.get("KAYAK_BIN", os.path.join(ROOT, "build", "kayak"))
 TOOL = os.environ.get("KAYAK_KAFKATOOL", os.path.join(ROOT, "build", "tests", "kafkatool"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "servers"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 from kafka_cluster import JAVA, LIBS, Cluster  # noqa: E402
+from kafka_pipe import cpu_secs, peak_rss_mb, wait  # noqa: E402
+from peers.run import stop_procs  # noqa: E402
 
 
 def free_port():
@@ -55,15 +56,6 @@ def free_port():
     return port
 
 
-def wait(cond, timeout, what):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise SystemExit(f"timed out waiting for {what}")
-
-
 def post_ok(url):
     req = urllib.request.Request(url, data=b'{"user":"u0","id":0}', method="POST")
     try:
@@ -71,20 +63,6 @@ def post_ok(url):
             return r.status == 202
     except Exception:
         return False
-
-
-def cpu_ticks(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
-
-
-def peak_mb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def start_kayak(work, name, bootstrap, topic, interval):
@@ -167,7 +145,6 @@ def main():
             targets[name] = (p, url, d)
         results = {name: [] for name in list(targets) + ["producer"]}
         accepted = {name: 1 for name in targets}  # the post start_kayak made
-        hz = os.sysconf("SC_CLK_TCK")
         for r in range(a.runs):
             for name in results:
                 if name == "producer":
@@ -175,9 +152,9 @@ def main():
                     row = (rate, p50, p99, -1.0)
                 else:
                     p, url, _ = targets[name]
-                    before = cpu_ticks(p.pid)
+                    before = cpu_secs(p.pid)
                     rate, p50, p99, posts, bad = wrk(url, a.seconds, a.connections)
-                    cpu = (cpu_ticks(p.pid) - before) / hz * 1e6 / max(posts, 1)
+                    cpu = (cpu_secs(p.pid) - before) * 1e6 / max(posts, 1)
                     if bad:
                         raise SystemExit(f"{name}: {bad} answers were not 202")
                     accepted[name] += posts
@@ -210,20 +187,14 @@ def main():
         for name, rows in results.items():
             rate = statistics.median(v[0] for v in rows)
             cpu = statistics.median(v[3] for v in rows)
-            rss = f"{peak_mb(targets[name][0].pid):.0f}" if name in targets else ""
+            rss = f"{peak_rss_mb(targets[name][0].pid):.0f}" if name in targets else ""
             print(f"| {name} | {rate:,.0f} ({min(v[0] for v in rows):,.0f}-"
                   f"{max(v[0] for v in rows):,.0f}) | {rate / ref:.2f} | "
                   f"{statistics.median(v[1] for v in rows):.2f} | "
                   f"{statistics.median(v[2] for v in rows):.2f} | "
                   f"{'' if cpu < 0 else f'{cpu:.1f}'} | {rss} |")
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_procs(procs)
         broker.close()
         shutil.rmtree(work, ignore_errors=True)
 

@@ -42,6 +42,21 @@ def window_oracle(n):
     return want
 
 
+def device_sums(n, devices):
+    """{device: total} of messages 0..n-1 spread over `devices` devices."""
+    sums = {}
+    for i in range(n):
+        sums[str(i % devices)] = sums.get(str(i % devices), 0) + value(i)
+    return sums
+
+
+def post_devices(s, first, count, devices):
+    """Messages first..first+count-1 in one post to /ingest, until 202."""
+    body = "".join(json.dumps({"seq": i, "dev": i % devices, "v": value(i)}) + "\n"
+                   for i in range(first, first + count)).encode()
+    post_until_taken(s, "/ingest", body)
+
+
 class NoRedirect(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, req, fp, code, msg, headers, newurl):
         return None
@@ -622,15 +637,10 @@ pipelines:
             return self.member(name, b, None, store, graph=graph)
 
         def want(n):
-            sums = {}
-            for i in range(n):
-                sums[str(i % devices)] = sums.get(str(i % devices), 0) + value(i)
-            return sums
+            return device_sums(n, devices)
 
         def post(s, first, count):
-            body = "".join(json.dumps({"seq": i, "dev": i % devices, "v": value(i)}) + "\n"
-                           for i in range(first, first + count)).encode()
-            post_until_taken(s, "/ingest", body)
+            post_devices(s, first, count, devices)
 
         members = {name: member(name) for name in ("a", "b")}
         n = 0
@@ -686,15 +696,10 @@ pipelines:
 """
 
         def want(n):
-            sums = {}
-            for i in range(n):
-                sums[str(i % devices)] = sums.get(str(i % devices), 0) + value(i)
-            return sums
+            return device_sums(n, devices)
 
         def post(s, first, count):
-            body = "".join(json.dumps({"seq": i, "dev": i % devices, "v": value(i)}) + "\n"
-                           for i in range(first, first + count)).encode()
-            post_until_taken(s, "/ingest", body)
+            post_devices(s, first, count, devices)
 
         members = {name: self.member(name, b, None, store, graph=graph) for name in ("a", "b")}
         n = 0

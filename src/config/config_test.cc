@@ -289,6 +289,12 @@ TEST(Config, ValidGraphIsOrderedUpstreamFirst) {
   EXPECT_EQ(spec.pipelines[2].upstreams, (std::vector<std::string>{"a", "b"}));
 }
 
+std::map<std::string, const PipelineSpec*> PipelinesById(const GraphSpec& spec) {
+  std::map<std::string, const PipelineSpec*> by_id;
+  for (const auto& p : spec.pipelines) by_id[p.id] = &p;
+  return by_id;
+}
+
 TEST(Config, ARepartitionStepCutsItsPipelineIntoParts) {
   GraphSpec spec;
   ErrorList errors;
@@ -310,8 +316,7 @@ TEST(Config, ARepartitionStepCutsItsPipelineIntoParts) {
       "p.yaml", BuiltinComponents(), &spec, &errors))
       << errors.ToString();
   ASSERT_EQ(spec.pipelines.size(), 4u);
-  std::map<std::string, const PipelineSpec*> by_id;
-  for (const auto& p : spec.pipelines) by_id[p.id] = &p;
+  auto by_id = PipelinesById(spec);
   ASSERT_TRUE(by_id.count("p") && by_id.count("p-part2") && by_id.count("p-part3"));
   // The first part: the filter, then the topic, keyed by the step's key, in
   // transactions; the brokers and the login are the input's.
@@ -390,8 +395,7 @@ TEST(Config, AnHttpInputWritingAheadToKafkaIsAPartOfItsOwn) {
       "  r: {input: {http: {path: /r}}, transforms: [{map: {a: 1}}]}\n",
       "p.yaml", BuiltinComponents(), &spec, &errors))
       << errors.ToString();
-  std::map<std::string, const PipelineSpec*> by_id;
-  for (const auto& p : spec.pipelines) by_id[p.id] = &p;
+  auto by_id = PipelinesById(spec);
   ASSERT_EQ(spec.pipelines.size(), 5u);
   ASSERT_TRUE(by_id.count("p") && by_id.count("p-part2") && by_id.count("p-part3"));
   // The input alone: it writes the topic itself, before each 202.
