@@ -688,6 +688,7 @@ buckets:
 pipelines:
   h:
     input: {{http: {{path: /ingest, topic: "{b.t('posts')}", brokers: "{b.bootstrap}", key: dev,
+                    delivery_timeout_ms: 5000,
                     kafka_properties: {{session.timeout.ms: "6000",
                                         heartbeat.interval.ms: "500"}}}}}}
     transforms:

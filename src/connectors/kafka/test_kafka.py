@@ -458,7 +458,8 @@ class HttpWriteAheadTest(KafkaBase):
     """An http input given `topic` writes each post to it before its 202;
     the pipeline's steps read the topic back as a part of their own."""
 
-    def graph(self, b, timeout_ms=10000):
+    # A post is answered within `timeout_ms`, well inside the client's 10 s.
+    def graph(self, b, timeout_ms=5000):
         return f"""
 buckets:
   per_dev: {{}}
@@ -505,7 +506,7 @@ pipelines:
             self.assertIn(status, (202, 503), text)
             out["text"] = text
             return status == 202
-        wait_for(once, what="a 202")
+        wait_for(once, timeout=60, what="a 202")
         return json.loads(out["text"])
 
     def test_each_post_is_in_the_topic_before_its_202_and_counted_once_after_a_kill(self):
