@@ -2,6 +2,7 @@
 and reads back its sink (tests/connectors/test_conformance.py finds this file by its
 place, src/connectors/<name>/kit.py, and takes its INPUTS and OUTPUTS)."""
 import json
+import os
 import threading
 from http.server import BaseHTTPRequestHandler
 
@@ -148,5 +149,44 @@ class HttpPollConnector(Endpoint, Connector):
         return "{http_poll: {url: 'http://127.0.0.1:1/x', method: DELETE}}", "DELETE"
 
 
-INPUTS = [HttpConnector, HttpPollConnector]
+class HttpAheadConnector(HttpConnector):
+    """The http input given `topic`: each post is written to a topic of the
+    suite's Kafka broker before its 202, keyed by `k`, and the pipeline's
+    steps (`p-part2`) read it back. Its outage is the broker's, met by the
+    part reading the topic: the kafka connector's down_and_up."""
+    name = "http_ahead"
+    has_output = False
+    has_server = True  # the broker
+    outage = ""  # the kafka connector's down_and_up covers the part reading the topic
+
+    def __init__(self, t):
+        super().__init__(t)
+        from kafka_broker import Broker  # noqa: E402 (tests/e2e)
+        self.broker = Broker(("posts:2",))
+
+    def ahead(self):
+        return (f'topic: "{self.broker.t("posts")}", brokers: ["{self.broker.bootstrap}"], '
+                f'key: k, delivery_timeout_ms: 5000')
+
+    def input_yaml(self):
+        token = f", token: {self.token}" if self.token else ""
+        return f"{{http: {{path: {self.ingest}{token}, {self.ahead()}}}}}"
+
+    def tuning(self, side):
+        # The same broker through its SASL_SSL listener, for the producer and
+        # for the part reading the topic (kafka_cluster.py --tls).
+        import servers  # noqa: E402 (tests/e2e)
+        e = servers.env("kafka")
+        self.ingest = "/ingest/kit2"
+        return {"path": self.ingest, "brokers": [e["KAFKA_SASL_BROKERS"]], "batch_size": 500,
+                "max_backlog_bytes": 32 << 20, "segment_bytes": 1 << 20,
+                "delivery_timeout_ms": 6000,
+                "kafka_properties": {
+                    "security.protocol": "SASL_SSL",
+                    "ssl.ca.location": os.path.join(e["KAFKA_TLS_DIR"], "ca.crt"),
+                    "sasl.mechanisms": "PLAIN", "sasl.username": "kayak",
+                    "sasl.password": e["KAFKA_SASL_PASSWORD"]}}
+
+
+INPUTS = [HttpConnector, HttpPollConnector, HttpAheadConnector]
 OUTPUTS = [HttpConnector]
