@@ -20,8 +20,11 @@ class HttpConnector(Endpoint, Connector):
     token = ""
     ingest = "/ingest/kit"
     bad_data_refused = True  # a bad post is answered 400
-    tuning_exempt = {"output": {"tls": "the kit's endpoint speaks plain http (test_http.py, "
-                                       "HttpTlsTest, sends over https)"}}
+    tuning_exempt = {
+        "output": {"tls": "the kit's endpoint speaks plain http (test_http.py, HttpTlsTest, "
+                          "sends over https)"},
+        "input": {name: "only with `topic`: the kit's http_ahead changes it"
+                  for name in ("brokers", "delivery_timeout_ms", "kafka_properties")}}
     no_tls = ("the input is served by the listener, whose TLS is the server config's "
               "(test_server.py, ListenerTlsTest); the output's endpoint speaks plain http "
               "(test_http.py, HttpTlsTest)")
@@ -158,6 +161,7 @@ class HttpAheadConnector(HttpConnector):
     has_output = False
     has_server = True  # the broker
     outage = ""  # the kafka connector's down_and_up covers the part reading the topic
+    tuning_exempt = {}  # it changes every tuning option of the input
 
     def __init__(self, t):
         super().__init__(t)
