@@ -120,7 +120,12 @@ void Checkpointer::Start() {
   {
     MutexLock lock(mu_);
     const int64_t now = clock_->SteadyMs();
-    for (auto& rs : regions_) rs.next_due_mono_ms = now + interval_ms_;
+    for (auto& rs : regions_) {
+      rs.next_due_mono_ms = now + interval_ms_;
+      // Only where the wait shows: an output whose writes are seen at a
+      // commit (exactly_once). Elsewhere what is replayed is out already.
+      rs.first_after_start = !rs.region.sources.empty() && !rs.region.two_phase.empty();
+    }
   }
   acker_.Start();
   thread_ = std::thread([this] { Run(); });
@@ -268,8 +273,15 @@ std::string Checkpointer::HeldBack(const RegionState& rs) const {
   return "";
 }
 
+bool Checkpointer::CaughtUp(const RegionState& rs) const {
+  if (!rs.first_after_start) return false;
+  return std::all_of(rs.region.sources.begin(), rs.region.sources.end(),
+                     [](const CheckpointedPipeline* p) { return p->CaughtUp(); });
+}
+
 void Checkpointer::StartCheckpoint(size_t r, bool stop_after) {
   RegionState& rs = regions_[r];
+  rs.first_after_start = false;
   Inflight& in = rs.inflight;
   in = Inflight{};
   in.id = store_->NextId();
@@ -580,7 +592,7 @@ void Checkpointer::Run() {
       if (rs.inflight.id != 0 || !held.empty()) continue;
       if (rs.savepoint_requested) {
         StartCheckpoint(r, /*stop_after=*/true);
-      } else if (now >= rs.next_due_mono_ms || rs.checkpoint_requested) {
+      } else if (now >= rs.next_due_mono_ms || rs.checkpoint_requested || CaughtUp(rs)) {
         rs.checkpoint_requested = false;
         StartCheckpoint(r, false);
       }

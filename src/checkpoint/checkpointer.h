@@ -45,6 +45,10 @@ class CheckpointedPipeline {
   virtual void InputCommitted(std::string_view position) = 0;
   // Messages its input has read since the start (a source's; any thread).
   virtual uint64_t MessagesRead() const { return 0; }
+  // A source whose input has read, since the start, every message it knew
+  // of at some instant after reading one (its lag was 0): what a restart
+  // replays is read again by then. Any thread.
+  virtual bool CaughtUp() const { return false; }
 };
 
 // An output whose writes become visible only when it commits a durable
@@ -235,6 +239,10 @@ class Checkpointer {
     RegionStatus status;
     Inflight inflight;  // id == 0: none
     int64_t next_due_mono_ms = 0;
+    // No checkpoint has started since Start in a region with a two-phase
+    // output: the first one starts when every source has caught up
+    // (CheckpointedPipeline::CaughtUp), if that comes before the interval.
+    bool first_after_start = false;
     bool savepoint_requested = false;
     // A checkpoint is wanted now: the next starts as soon as none is in
     // flight, whatever the interval says.
@@ -286,6 +294,9 @@ class Checkpointer {
                       const std::vector<std::vector<Bucket::Change>>& changes,
                       checkpoint::UnitState* u);
   void StartCheckpoint(size_t r, bool stop_after) KAYAK_REQUIRES(mu_);
+  // The region's first checkpoint since Start is due early: its sources
+  // have read what they were behind by.
+  bool CaughtUp(const RegionState& rs) const KAYAK_REQUIRES(mu_);
   void CommitReady() KAYAK_REQUIRES(mu_);  // drops mu_ while it writes
   void AbandonOverdue(int64_t now_mono) KAYAK_REQUIRES(mu_);
   void Decide(RegionState& rs, uint64_t id, bool committed) KAYAK_REQUIRES(mu_);

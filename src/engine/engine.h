@@ -215,6 +215,7 @@ class PipelineRunner final : public CheckpointedPipeline {
   // the acknowledgement thread (checkpoint/acknowledger.h).
   void InputCommitted(std::string_view position) override;
   uint64_t MessagesRead() const override { return input_card_ ? input_card_->in() : 0; }
+  bool CaughtUp() const override { return caught_up_.load(std::memory_order_relaxed); }
   size_t region() const { return region_; }
   const std::vector<Bucket*>& written_buckets() const { return written_buckets_; }
 
@@ -269,6 +270,9 @@ class PipelineRunner final : public CheckpointedPipeline {
   std::vector<std::unique_ptr<MemoryAccount>> transform_memory_;
   bool memory_paused_ = false;  // pipeline thread only
   std::atomic<bool> memory_paused_flag_{false};
+  // The input's lag was 0 after it read a message (CaughtUp); set on the
+  // pipeline thread at a tick, never cleared.
+  std::atomic<bool> caught_up_{false};
   int64_t memory_logged_ms_ = 0;  // pipeline thread only: the last pause logged
   std::unique_ptr<Input> input_;
   std::unique_ptr<Inbox> inbox_;

@@ -751,6 +751,7 @@ void PipelineRunner::Run() {
         input_card_->SetPosition(input_->Position());
         const Input::Lag lag = input_->Behind();
         input_card_->SetLag(lag.value, lag.unit);
+        if (lag.value == 0 && MessagesRead() > 0) caught_up_.store(true, std::memory_order_relaxed);
       }
     }
   }

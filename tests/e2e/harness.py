@@ -9,6 +9,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -238,7 +239,12 @@ class KayakTest(unittest.TestCase):
     def tearDown(self):
         for s in self.servers:
             s.kill()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if os.environ.get("KAYAK_KEEP_DIRS"):
+            # What a failure left (the servers' logs, state, a private
+            # broker's logs), for reading afterwards.
+            print(f"\nkept {self.dir}", file=sys.stderr)
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def start(self, config, **kw):
         s = Server(self.dir, config, **kw)

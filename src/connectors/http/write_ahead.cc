@@ -133,11 +133,16 @@ void KafkaWriteAhead::Settle(Post* post, rd_kafka_resp_err_t err, size_t message
       post->failed.store(true, std::memory_order_release);
       last_error_ = Status::Unavailable(std::string("kafka topic ") + opt_.topic + ": " +
                                         rd_kafka_err2str(err));
+      has_error_.store(true, std::memory_order_relaxed);
     }
   } else {
     delivered_.fetch_add(messages, std::memory_order_relaxed);
-    MutexLock lock(error_mu_);
-    last_error_ = Status::Ok();
+    // The lock only when an error is on record: a success is the common case.
+    if (has_error_.load(std::memory_order_relaxed)) {
+      MutexLock lock(error_mu_);
+      last_error_ = Status::Ok();
+      has_error_.store(false, std::memory_order_relaxed);
+    }
   }
   if (post->left.fetch_sub(messages, std::memory_order_acq_rel) != messages) return;
   if (post->failed.load(std::memory_order_acquire)) {

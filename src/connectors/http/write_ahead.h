@@ -83,6 +83,9 @@ class KafkaWriteAhead {
   std::atomic<uint64_t> delivered_{0};
   mutable Mutex error_mu_;
   Status last_error_ KAYAK_GUARDED_BY(error_mu_);
+  // Whether last_error_ holds an error: written under error_mu_, read
+  // without it by a success, which takes the lock only to clear one.
+  std::atomic<bool> has_error_{false};
 };
 
 }  // namespace kayak
