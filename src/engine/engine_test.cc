@@ -191,9 +191,42 @@ class EngineTest : public ::testing::Test {
     std::lock_guard lock(sink_.mu);
     return sink_.payloads.size();
   }
+  // An engine of `yaml` that checkpoints into dir_ every `interval_ms` on
+  // `clock`; `tune` changes its options further. Null on a build error.
+  template <typename F = void (*)(EngineOptions*)>
+  std::unique_ptr<Engine> BuildCheckpointing(
+      const std::string& yaml, FakeClock* clock, int64_t interval_ms,
+      F tune = [](EngineOptions*) {}) {
+    store_ = std::make_unique<checkpoint::Store>(dir_.string());
+    uint64_t max_id = 0;
+    restored_.clear();
+    if (Status st = store_->Recover(&restored_, &max_id); !st.ok()) {
+      ADD_FAILURE() << st.message();
+      return nullptr;
+    }
+    GraphSpec spec;
+    ErrorList errors;
+    if (!LoadGraphText(yaml, "t.yaml", registry_, &spec, &errors)) {
+      ADD_FAILURE() << errors.ToString();
+      return nullptr;
+    }
+    EngineOptions o;
+    o.clock = clock;
+    o.checkpointing = true;
+    o.store = store_.get();
+    o.restored = &restored_;
+    o.state_dir = dir_.string();
+    o.checkpoint_interval_ms = interval_ms;
+    tune(&o);
+    auto engine = Engine::Build(spec, registry_, o, &errors);
+    if (engine == nullptr) ADD_FAILURE() << errors.ToString();
+    return engine;
+  }
   Sink sink_;
   std::filesystem::path dir_;
   TestRegistry registry_;
+  std::unique_ptr<checkpoint::Store> store_;  // BuildCheckpointing's
+  std::map<std::string, checkpoint::RestoredUnit> restored_;
 };
 
 TEST_F(EngineTest, DownstreamMergesTwoUpstreams) {
@@ -402,27 +435,13 @@ pipelines:
 // between checkpoints, none comes until the clock is moved an hour on.
 TEST_F(EngineTest, TheCheckpointIntervalRunsOnTheEnginesClock) {
   FakeClock clock;
-  checkpoint::Store store(dir_.string());
-  std::map<std::string, checkpoint::RestoredUnit> restored;
-  uint64_t max_id = 0;
-  ASSERT_TRUE(store.Recover(&restored, &max_id).ok());
-  GraphSpec spec;
-  ErrorList errors;
-  ASSERT_TRUE(LoadGraphText(R"(
+  auto engine = BuildCheckpointing(R"(
 pipelines:
   x:
     input: {dummy: {count: 0, rate_per_sec: 100}}
     outputs: [{sink: {}}]
-)", "t.yaml", registry_, &spec, &errors)) << errors.ToString();
-  EngineOptions o;
-  o.clock = &clock;
-  o.checkpointing = true;
-  o.store = &store;
-  o.restored = &restored;
-  o.state_dir = dir_.string();
-  o.checkpoint_interval_ms = 3600 * 1000;
-  auto engine = Engine::Build(spec, registry_, o, &errors);
-  ASSERT_NE(engine, nullptr) << errors.ToString();
+)", &clock, 3600 * 1000);
+  ASSERT_NE(engine, nullptr);
   engine->Start();
   auto committed = [&] {
     const auto regions = engine->checkpointer()->Regions();
@@ -446,10 +465,6 @@ TEST_F(EngineTest, TheFirstCheckpointComesOnceTheInputsHaveCaughtUp) {
   feed.knows_lag = true;
   g_feed = &feed;
   FakeClock clock;
-  checkpoint::Store store(dir_.string());
-  std::map<std::string, checkpoint::RestoredUnit> restored;
-  uint64_t max_id = 0;
-  ASSERT_TRUE(store.Recover(&restored, &max_id).ok());
   const auto feed_lines = [&](int n) {
     {
       std::lock_guard lock(feed.mu);
@@ -467,21 +482,10 @@ TEST_F(EngineTest, TheFirstCheckpointComesOnceTheInputsHaveCaughtUp) {
       std::lock_guard lock(sink_.mu);
       sink_.payloads.clear();
     }
-    GraphSpec spec;
-    ErrorList errors;
-    ASSERT_TRUE(LoadGraphText("pipelines:\n  " + output + ":\n    input: {fed: {}}\n"
-                              "    outputs: [{" + output + ": {}}]\n",
-                              "t.yaml", registry_, &spec, &errors))
-        << errors.ToString();
-    EngineOptions o;
-    o.clock = &clock;
-    o.checkpointing = true;
-    o.store = &store;
-    o.restored = &restored;
-    o.state_dir = dir_.string();
-    o.checkpoint_interval_ms = 3600 * 1000;
-    auto engine = Engine::Build(spec, registry_, o, &errors);
-    ASSERT_NE(engine, nullptr) << errors.ToString();
+    auto engine = BuildCheckpointing("pipelines:\n  " + output + ":\n    input: {fed: {}}\n"
+                                     "    outputs: [{" + output + ": {}}]\n",
+                                     &clock, 3600 * 1000);
+    ASSERT_NE(engine, nullptr);
     engine->Start();
     auto committed = [&] {
       const auto regions = engine->checkpointer()->Regions();
@@ -519,13 +523,7 @@ TEST_F(EngineTest, NoTimerReleasePastASavepointBarrier) {
   g_feed = &feed;
   feed.permits = 0;  // the upstream's output takes nothing yet
   FakeClock clock;
-  checkpoint::Store store(dir_.string());
-  std::map<std::string, checkpoint::RestoredUnit> restored;
-  uint64_t max_id = 0;
-  ASSERT_TRUE(store.Recover(&restored, &max_id).ok());
-  GraphSpec spec;
-  ErrorList errors;
-  ASSERT_TRUE(LoadGraphText(R"(
+  auto engine = BuildCheckpointing(R"(
 pipelines:
   gen:
     input: {fed: {}}
@@ -534,17 +532,8 @@ pipelines:
     input: {pipeline: gen}
     transforms: [{buffer: {max_secs: 1}}]
     outputs: [{sink: {}}]
-)", "t.yaml", registry_, &spec, &errors)) << errors.ToString();
-  EngineOptions o;
-  o.clock = &clock;
-  o.checkpointing = true;
-  o.store = &store;
-  o.restored = &restored;
-  o.state_dir = dir_.string();
-  o.checkpoint_interval_ms = 600000;
-  o.output_queue_batches = 2;
-  auto engine = Engine::Build(spec, registry_, o, &errors);
-  ASSERT_NE(engine, nullptr) << errors.ToString();
+)", &clock, 600000, [](EngineOptions* o) { o->output_queue_batches = 2; });
+  ASSERT_NE(engine, nullptr);
   engine->Start();
   // 3 batches: one in the blocked Write, two filling the output queue; each
   // also reaches `late`, whose buffer holds them (the clock stands still).
